@@ -1,0 +1,45 @@
+# weft: the two entry points are `make demo` and `make test`; both install
+# missing Debian packages, configure and build first.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all deps test-deps configure build demo test test-asan bench format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh build
+
+test-deps:
+	@scripts/install-deps.sh test kube
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+
+configure: deps $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/bin/weft-worker --preset tiny --out runs/demo
+
+test: test-deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+test-asan: test-deps
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_CUDA=OFF $(CMAKE_ARGS)
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target weft_kernels_tests weft_data_tests
+	cd $(BUILD_ASAN) && ctest --output-on-failure -L asan
+
+bench: build
+	tests/bench/run_all.sh $(BUILD)
+
+format:
+	find worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian packages weft builds and tests with. Idempotent: only
+# missing packages are installed, and the script says which ones.
+# Usage: scripts/install-deps.sh [group...]   groups: build (default), test, kube
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake pkg-config git
+  libopenblas-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev
+)
+test_pkgs=(python3 python3-torch python3-numpy python3-yaml)
+kube_pkgs=(golang-go rsync etcd-server openssl curl)
+
+groups=("$@")
+[ ${#groups[@]} -gt 0 ] || groups=(build)
+want=()
+for g in "${groups[@]}"; do
+  case "$g" in
+    build) want+=("${build_pkgs[@]}") ;;
+    test) want+=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+    kube) want+=("${kube_pkgs[@]}") ;;
+    *) echo "install-deps: unknown group '$g' (build, test, kube)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#want[@]} packages present (${groups[*]})"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,86 @@
+// weft ops: the one dispatch point between model code and kernels.
+// Every op checks shapes and dtypes, then calls kernels/cpu or kernels/cuda by the
+// device of its tensors (all operands must live on one device).
+//
+// Conventions (the same on every backend):
+//   - activations are row-major; N = B*T rows of width C unless stated;
+//   - "out" / "d*" outputs named *_acc are ACCUMULATED (+=), all others are
+//     overwritten (=). Parameter gradients are always accumulated, so gradient
+//     accumulation over micro-batches is free;
+//   - attention layouts are [B, T, H, D] (the natural output of x @ W^T).
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace weft::ops {
+
+// ---- matmul --------------------------------------------------------------
+// c[M,N] = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T.
+// a is [M,K] (or [K,M] if trans_a), b is [K,N] (or [N,K] if trans_b).
+void matmul(Tensor c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+            float alpha = 1.0f, float beta = 0.0f);
+
+// ---- embedding -----------------------------------------------------------
+// out[N,C] = weight[tokens[n], :]; tokens i32 [N] in [0, V).
+void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& weight);
+// dweight_acc[tokens[n], :] += dout[n, :]
+void embedding_backward(Tensor dweight_acc, const Tensor& tokens, const Tensor& dout);
+
+// ---- RMSNorm -------------------------------------------------------------
+// out = x * rstd * w, rstd[n] = 1/sqrt(mean(x[n]^2) + eps). Saves rstd [N].
+void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, float eps);
+// dx = d/dx (overwritten), dw_acc += d/dw.
+void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd);
+
+// ---- RoPE (Hugging Face rotate_half convention) ----------------------------
+// x is [B, T, H, D], D even. Position of row t is t (every sequence starts at 0).
+// inv_freq[i] = theta^(-2i/D), angle = t * inv_freq[i mod D/2],
+// out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[D/2:], x[:D/2]).
+// out may alias x.
+void rope_forward(Tensor out, const Tensor& x, float theta);
+// dx = R(-angle) dout; dx may alias dout.
+void rope_backward(Tensor dx, const Tensor& dout, float theta);
+
+// ---- causal attention with grouped KV heads -------------------------------
+// q [B,T,Hq,D], k,v [B,T,Hkv,D], Hq % Hkv == 0 (query head h uses kv head h/(Hq/Hkv)).
+// out [B,T,Hq,D] = softmax(q k^T / sqrt(D) + causal mask) v.
+// lse [B,Hq,T] saves the log-sum-exp of each scaled score row for backward.
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v);
+// dq, dk, dv overwritten.
+void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+
+// ---- SwiGLU --------------------------------------------------------------
+// out = silu(gate) * up, all [N, F].
+void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
+// dgate, dup overwritten.
+void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate,
+                     const Tensor& up);
+
+// ---- cross-entropy ---------------------------------------------------------
+// logits [N,V], targets i32 [N]. losses[n] = logsumexp(logits[n]) - logits[n, t].
+// Returns the mean loss over N (computed in double).
+double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets);
+// dlogits = (softmax(logits) - onehot(targets)) * scale (overwritten; may alias logits).
+// scale = dL/dloss_n, e.g. 1/(N * grad_accum_steps) for a mean loss.
+void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,
+                            float scale);
+
+// ---- elementwise helpers ---------------------------------------------------
+void fill(Tensor x, float value);
+void copy(Tensor dst, const Tensor& src);       // same numel
+void add_acc(Tensor y_acc, const Tensor& x);    // y += x
+void scale(Tensor x, float s);                  // x *= s
+double sum_squares(const Tensor& x);            // sum x^2 in double
+
+// ---- AdamW (decoupled weight decay), one contiguous range -----------------
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p); t >= 1.
+struct AdamWParams {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamWParams& h);
+
+}  // namespace weft::ops

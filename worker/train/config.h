@@ -1,0 +1,125 @@
+// weft worker configuration: one YAML file parsed once into these typed
+// structs; nothing below train/config sees YAML. Every field has a default, so
+// an empty file (or `preset: tiny`) is a complete config. validate() rejects
+// impossible combinations with a ConfigError naming the field path
+// (e.g. "model.n_heads: 6 does not divide model.d_model 128").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace weft {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  int vocab_size = 256;       // tokens; must cover the data's token ids
+  int d_model = 128;          // hidden size C
+  int n_layers = 4;           // decoder blocks
+  int n_heads = 4;            // query heads; d_model % n_heads == 0
+  int n_kv_heads = 2;         // key/value heads; n_heads % n_kv_heads == 0
+  int ffn_hidden = 0;         // SwiGLU width F; 0 = round_up(8*d_model/3, 32)
+  int max_seq_len = 256;      // longest sequence the model is trained on
+  double rope_theta = 10000;  // RoPE base
+  double norm_eps = 1e-5;     // RMSNorm epsilon
+  bool tie_embeddings = false;  // lm_head shares model.embed_tokens.weight
+  double init_std = 0.02;       // normal init of linear/embedding weights
+
+  int head_dim() const { return d_model / n_heads; }
+  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : (8 * d_model / 3 + 31) / 32 * 32; }
+};
+
+struct TrainConfig {
+  int steps = 300;       // optimizer steps
+  int micro_batch = 16;  // sequences per micro-batch per rank
+  int seq_len = 64;      // tokens per sequence (<= model.max_seq_len)
+  int grad_accum = 1;    // micro-batches per optimizer step
+  uint64_t seed = 42;    // parameter init and data order
+  int log_every = 10;    // progress line every N steps (0 = only the summary)
+  std::string out_dir = "runs/weft";  // summary.json and logs
+};
+
+struct OptimConfig {
+  double lr = 3e-3;            // peak learning rate
+  double min_lr_ratio = 0.1;   // cosine decays to lr * min_lr_ratio
+  int warmup_steps = 20;       // linear warmup from 0
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;   // decoupled; linear weights only by default
+  bool decay_norms_and_embeddings = false;  // also decay norms and embeddings
+  double grad_clip = 1.0;      // global L2 norm clip; 0 disables
+};
+
+struct DataConfig {
+  std::string source = "synthetic";  // "synthetic" | "shards"
+  std::string shards;                // glob of llm.c token shards (source: shards)
+  uint64_t seed = 1234;              // synthetic Markov chain
+  int branching = 4;                 // successors per state in the synthetic chain
+};
+
+struct CheckpointConfig {
+  std::string dir;      // empty = no checkpoints
+  int every = 0;        // steps between checkpoints; 0 = only at the end / on signal
+  int keep = 3;         // newest checkpoints kept
+  bool resume = true;   // resume from dir/latest when present
+};
+
+struct ParallelConfig {
+  std::string strategy = "dp";      // "dp" | "zero1" | "zero2" | "isp"
+  int sp = 1;                       // sequence-parallel ranks (ISP)
+  int wp = 1;                       // weight-parallel ranks (ISP)
+  double bucket_cap_mb = 25;        // gradient bucket cap
+  double first_bucket_mb = 0;       // smaller first bucket; 0 = same as cap
+  bool overlap = true;              // launch bucket reductions during backward
+  bool bf16_wire = false;           // all-reduce gradients in bf16
+  std::string zero_overlap = "interleaved";  // "after_backward" | "interleaved"
+};
+
+struct CommConfig {
+  std::string backend = "auto";       // "auto" | "gloo" | "nccl"
+  double timeout_s = 300;             // per-collective deadline
+  double rendezvous_timeout_s = 600;  // how long ranks wait for each other
+};
+
+struct MetricsConfig {
+  int port = 9400;  // Prometheus exposer port; 0 disables
+};
+
+struct WorkerConfig {
+  std::string device = "cpu";  // "cpu" | "cuda"
+  ModelConfig model;
+  TrainConfig train;
+  OptimConfig optim;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  ParallelConfig parallel;
+  CommConfig comm;
+  MetricsConfig metrics;
+};
+
+// Built-in presets: "tiny" (CPU demo, about a minute on 2 cores) and
+// "gpt2-124m" (GPT-2 small sized Llama). Throws ConfigError for other names.
+WorkerConfig preset(const std::string& name);
+
+// Parses YAML text over a base config. A top-level `preset: NAME` key selects
+// the base first. Unknown keys, wrong types and bad values throw ConfigError
+// naming the field path. `origin` names the file in messages.
+WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin = "config");
+WorkerConfig load_config_file(const std::string& path);
+
+// Applies WEFT_* environment overrides (WEFT_STEPS, WEFT_BUCKET_CAP_MB,
+// WEFT_CHECKPOINT_DIR, WEFT_METRICS_PORT, WEFT_DEVICE, WEFT_OUT_DIR) from env.
+void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::string>& env);
+
+// Throws ConfigError naming the first impossible field.
+void validate(const WorkerConfig& cfg);
+
+// Round-trips through parse_config (used in checkpoints and logs).
+std::string to_yaml(const WorkerConfig& cfg);
+
+}  // namespace weft
