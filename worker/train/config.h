@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +32,8 @@ struct ModelConfig {
 
   int head_dim() const { return d_model / n_heads; }
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : (8 * d_model / 3 + 31) / 32 * 32; }
+
+  bool operator==(const ModelConfig&) const = default;
 };
 
 struct TrainConfig {
@@ -41,6 +44,8 @@ struct TrainConfig {
   uint64_t seed = 42;    // parameter init and data order
   int log_every = 10;    // progress line every N steps (0 = only the summary)
   std::string out_dir = "runs/weft";  // summary.json and logs
+
+  bool operator==(const TrainConfig&) const = default;
 };
 
 struct OptimConfig {
@@ -53,6 +58,8 @@ struct OptimConfig {
   double weight_decay = 0.1;   // decoupled; linear weights only by default
   bool decay_norms_and_embeddings = false;  // also decay norms and embeddings
   double grad_clip = 1.0;      // global L2 norm clip; 0 disables
+
+  bool operator==(const OptimConfig&) const = default;
 };
 
 struct DataConfig {
@@ -60,6 +67,8 @@ struct DataConfig {
   std::string shards;                // glob of llm.c token shards (source: shards)
   uint64_t seed = 1234;              // synthetic Markov chain
   int branching = 4;                 // successors per state in the synthetic chain
+
+  bool operator==(const DataConfig&) const = default;
 };
 
 struct CheckpointConfig {
@@ -67,6 +76,8 @@ struct CheckpointConfig {
   int every = 0;        // steps between checkpoints; 0 = only at the end / on signal
   int keep = 3;         // newest checkpoints kept
   bool resume = true;   // resume from dir/latest when present
+
+  bool operator==(const CheckpointConfig&) const = default;
 };
 
 struct ParallelConfig {
@@ -78,16 +89,22 @@ struct ParallelConfig {
   bool overlap = true;              // launch bucket reductions during backward
   bool bf16_wire = false;           // all-reduce gradients in bf16
   std::string zero_overlap = "interleaved";  // "after_backward" | "interleaved"
+
+  bool operator==(const ParallelConfig&) const = default;
 };
 
 struct CommConfig {
   std::string backend = "auto";       // "auto" | "gloo" | "nccl"
   double timeout_s = 300;             // per-collective deadline
   double rendezvous_timeout_s = 600;  // how long ranks wait for each other
+
+  bool operator==(const CommConfig&) const = default;
 };
 
 struct MetricsConfig {
   int port = 9400;  // Prometheus exposer port; 0 disables
+
+  bool operator==(const MetricsConfig&) const = default;
 };
 
 struct WorkerConfig {
@@ -100,6 +117,8 @@ struct WorkerConfig {
   ParallelConfig parallel;
   CommConfig comm;
   MetricsConfig metrics;
+
+  bool operator==(const WorkerConfig&) const = default;
 };
 
 // Built-in presets: "tiny" (CPU demo, about a minute on 2 cores) and
@@ -118,6 +137,16 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
 
 // Throws ConfigError naming the first impossible field.
 void validate(const WorkerConfig& cfg);
+
+// The first rule a config breaks: the field path it is charged to and what is
+// wrong ("6 does not divide model.d_model 128"); nullopt when the config is
+// valid. validate() throws "path: message" from this; parse_config adds the
+// file and line where that field was set.
+struct ConfigProblem {
+  std::string path;
+  std::string message;
+};
+std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg);
 
 // Round-trips through parse_config (used in checkpoints and logs).
 std::string to_yaml(const WorkerConfig& cfg);

@@ -1,0 +1,401 @@
+// YAML <-> WorkerConfig. One table (kSections) lists every field with its YAML
+// name and its place in the structs; parsing, unknown-key suggestions, env
+// overrides and to_yaml all walk that table, so a new field is added in
+// config.h and one line here.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <variant>
+#include <vector>
+
+#include "train/config.h"
+
+namespace weft {
+namespace {
+
+using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*>;
+
+struct Field {
+  const char* name;
+  FieldRef (*ref)(WorkerConfig&);
+};
+
+struct Section {
+  const char* name;
+  std::vector<Field> fields;
+};
+
+#define WEFT_FIELD(sec, f) \
+  Field { #f, [](WorkerConfig& c) -> FieldRef { return &c.sec.f; } }
+
+const std::vector<Section>& sections() {
+  static const std::vector<Section> kSections = {
+      {"model",
+       {WEFT_FIELD(model, vocab_size), WEFT_FIELD(model, d_model), WEFT_FIELD(model, n_layers),
+        WEFT_FIELD(model, n_heads), WEFT_FIELD(model, n_kv_heads), WEFT_FIELD(model, ffn_hidden),
+        WEFT_FIELD(model, max_seq_len), WEFT_FIELD(model, rope_theta),
+        WEFT_FIELD(model, norm_eps), WEFT_FIELD(model, tie_embeddings),
+        WEFT_FIELD(model, init_std)}},
+      {"train",
+       {WEFT_FIELD(train, steps), WEFT_FIELD(train, micro_batch), WEFT_FIELD(train, seq_len),
+        WEFT_FIELD(train, grad_accum), WEFT_FIELD(train, seed), WEFT_FIELD(train, log_every),
+        WEFT_FIELD(train, out_dir)}},
+      {"optim",
+       {WEFT_FIELD(optim, lr), WEFT_FIELD(optim, min_lr_ratio), WEFT_FIELD(optim, warmup_steps),
+        WEFT_FIELD(optim, beta1), WEFT_FIELD(optim, beta2), WEFT_FIELD(optim, eps),
+        WEFT_FIELD(optim, weight_decay), WEFT_FIELD(optim, decay_norms_and_embeddings),
+        WEFT_FIELD(optim, grad_clip)}},
+      {"data",
+       {WEFT_FIELD(data, source), WEFT_FIELD(data, shards), WEFT_FIELD(data, seed),
+        WEFT_FIELD(data, branching)}},
+      {"checkpoint",
+       {WEFT_FIELD(checkpoint, dir), WEFT_FIELD(checkpoint, every), WEFT_FIELD(checkpoint, keep),
+        WEFT_FIELD(checkpoint, resume)}},
+      {"parallel",
+       {WEFT_FIELD(parallel, strategy), WEFT_FIELD(parallel, sp), WEFT_FIELD(parallel, wp),
+        WEFT_FIELD(parallel, bucket_cap_mb), WEFT_FIELD(parallel, first_bucket_mb),
+        WEFT_FIELD(parallel, overlap), WEFT_FIELD(parallel, bf16_wire),
+        WEFT_FIELD(parallel, zero_overlap)}},
+      {"comm",
+       {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
+        WEFT_FIELD(comm, rendezvous_timeout_s)}},
+      {"metrics", {WEFT_FIELD(metrics, port)}},
+  };
+  return kSections;
+}
+
+#undef WEFT_FIELD
+
+// `device` is the one top-level scalar field; `preset` picks the base config.
+const Field kDeviceField{"device", [](WorkerConfig& c) -> FieldRef { return &c.device; }};
+
+std::vector<std::string> top_level_keys() {
+  std::vector<std::string> keys{"preset", "device"};
+  for (const Section& s : sections()) keys.push_back(s.name);
+  return keys;
+}
+
+// Finds the field at "section.name" (or "device"); nullptr when unknown.
+const Field* find_field(const std::string& path) {
+  if (path == "device") return &kDeviceField;
+  for (const Section& s : sections()) {
+    for (const Field& f : s.fields) {
+      if (path == std::string(s.name) + "." + f.name) return &f;
+    }
+  }
+  return nullptr;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "unknown key (did you mean n_heads?)" for a near miss (a typo or a missing
+// plural), otherwise the list of keys the section accepts.
+std::string unknown_key_message(const std::string& key, const std::vector<std::string>& known) {
+  const std::string* best = nullptr;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const std::string& k : known) {
+    size_t d = edit_distance(key, k);
+    if (d < best_d) best_d = d, best = &k;
+  }
+  if (best && best_d <= 2 && best_d < key.size()) {
+    return "unknown key (did you mean " + *best + "?)";
+  }
+  std::string msg = "unknown key (known keys:";
+  for (const std::string& k : known) msg += " " + k;
+  return msg + ")";
+}
+
+std::string double_text(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// Reads one value of the field's type from text. Returns an error message
+// ("expected an integer, got 'ten'") or an empty string on success.
+std::string assign_from_text(const FieldRef& ref, const std::string& text) {
+  auto got = " got '" + text + "'";
+  // from_chars rejects a leading '+', which YAML and humans both write.
+  std::string t = (!text.empty() && text[0] == '+') ? text.substr(1) : text;
+  const char* b = t.data();
+  const char* e = t.data() + t.size();
+  if (auto* p = std::get_if<int*>(&ref)) {
+    long long v = 0;
+    auto r = std::from_chars(b, e, v);
+    if (t.empty() || r.ec != std::errc() || r.ptr != e) return "expected an integer," + got;
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      return "integer out of range," + got;
+    }
+    **p = static_cast<int>(v);
+  } else if (auto* p = std::get_if<uint64_t*>(&ref)) {
+    uint64_t v = 0;
+    auto r = std::from_chars(b, e, v);
+    if (t.empty() || r.ec != std::errc() || r.ptr != e) {
+      return "expected a non-negative integer," + got;
+    }
+    **p = v;
+  } else if (auto* p = std::get_if<double*>(&ref)) {
+    double v = 0;
+    auto r = std::from_chars(b, e, v);
+    if (t.empty() || r.ec != std::errc() || r.ptr != e) return "expected a number," + got;
+    if (!std::isfinite(v)) return "expected a finite number," + got;
+    **p = v;
+  } else if (auto* p = std::get_if<bool*>(&ref)) {
+    YAML::Node n(text);
+    bool v = false;
+    if (!YAML::convert<bool>::decode(n, v)) return "expected true or false," + got;
+    **p = v;
+  } else {
+    *std::get<std::string*>(ref) = text;
+  }
+  return {};
+}
+
+const char* kind_name(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a sequence";
+    case YAML::NodeType::Null: return "nothing";
+    default: return "a scalar";
+  }
+}
+
+// Parses one YAML document into a WorkerConfig, remembering the line where
+// each field was set so later validation errors can point at it.
+class Parser {
+ public:
+  explicit Parser(std::string origin) : origin_(std::move(origin)) {}
+
+  WorkerConfig parse(const std::string& text) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      throw ConfigError(origin_ + ":" + std::to_string(e.mark.line + 1) + ":" +
+                        std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+    }
+    if (root.IsNull()) return preset("tiny");
+    if (!root.IsMap()) {
+      fail(root, "", std::string("the top level must be a mapping of sections, got ") +
+                         kind_name(root));
+    }
+    WorkerConfig cfg = preset("tiny");
+    if (YAML::Node p = root["preset"]) {
+      if (!p.IsScalar()) fail(p, "preset", std::string("expected a name, got ") + kind_name(p));
+      try {
+        cfg = preset(p.Scalar());
+      } catch (const ConfigError& e) {
+        fail(p, "", e.what());
+      }
+    }
+    std::vector<std::string> top = top_level_keys();
+    for_each_key(root, "", top, [&](const std::string& key, const YAML::Node& value) {
+      if (key == "preset") return;
+      if (key == "device") return set_field(cfg, kDeviceField, "device", value);
+      for (const Section& s : sections()) {
+        if (key == s.name) return parse_section(cfg, s, value);
+      }
+    });
+    if (auto problem = find_problem(cfg)) {
+      auto it = lines_.find(problem->path);
+      std::string where = origin_ + (it != lines_.end() ? ":" + std::to_string(it->second) : "");
+      throw ConfigError(where + ": " + problem->path + ": " + problem->message);
+    }
+    return cfg;
+  }
+
+ private:
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& path, const std::string& msg) {
+    std::string where = origin_;
+    if (at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1);
+    throw ConfigError(where + ": " + (path.empty() ? "" : path + ": ") + msg);
+  }
+
+  // Calls fn(key, value) for each entry of `map`, rejecting non-scalar,
+  // unknown and repeated keys. `prefix` is "" or "section.".
+  template <class Fn>
+  void for_each_key(const YAML::Node& map, const std::string& prefix,
+                    const std::vector<std::string>& known, Fn fn) {
+    std::set<std::string> seen;
+    for (const auto& entry : map) {
+      const YAML::Node k = entry.first;  // Node is a handle; copies are cheap
+      if (!k.IsScalar()) fail(k, prefix, std::string("keys must be names, got ") + kind_name(k));
+      const std::string& key = k.Scalar();
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        fail(k, prefix + key, unknown_key_message(key, known));
+      }
+      if (!seen.insert(key).second) fail(k, prefix + key, "given more than once");
+      fn(key, YAML::Node(entry.second));
+    }
+  }
+
+  void parse_section(WorkerConfig& cfg, const Section& s, const YAML::Node& node) {
+    if (node.IsNull()) return;  // `model:` with nothing under it keeps the base
+    if (!node.IsMap()) {
+      fail(node, s.name, std::string("expected a mapping of fields, got ") + kind_name(node));
+    }
+    std::vector<std::string> known;
+    for (const Field& f : s.fields) known.push_back(f.name);
+    for_each_key(node, std::string(s.name) + ".", known,
+                 [&](const std::string& key, const YAML::Node& value) {
+                   for (const Field& f : s.fields) {
+                     if (key == f.name) set_field(cfg, f, std::string(s.name) + "." + key, value);
+                   }
+                 });
+  }
+
+  void set_field(WorkerConfig& cfg, const Field& f, const std::string& path,
+                 const YAML::Node& value) {
+    FieldRef ref = f.ref(cfg);
+    // An empty value clears a string (`checkpoint.dir:` = no checkpoints).
+    if (value.IsNull() && std::holds_alternative<std::string*>(ref)) {
+      std::get<std::string*>(ref)->clear();
+    } else if (!value.IsScalar()) {
+      fail(value, path, std::string("expected a single value, got ") + kind_name(value));
+    } else if (std::string err = assign_from_text(ref, value.Scalar()); !err.empty()) {
+      fail(value, path, err);
+    }
+    lines_[path] = value.Mark().line + 1;
+  }
+
+  std::string origin_;
+  std::map<std::string, int> lines_;  // field path -> 1-based line where it was set
+};
+
+void emit_field(YAML::Emitter& out, const char* name, const FieldRef& ref) {
+  out << YAML::Key << name << YAML::Value;
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, double>) {
+          out << double_text(*p);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          out << YAML::DoubleQuoted << *p;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out << YAML::TrueFalseBool << *p;
+        } else {
+          out << *p;
+        }
+      },
+      ref);
+}
+
+}  // namespace
+
+WorkerConfig preset(const std::string& name) {
+  WorkerConfig c;  // the defaults in config.h are the tiny preset
+  if (name == "tiny") return c;
+  if (name == "gpt2-124m") {
+    // GPT-2 small as a Llama: 12 x 768, 12 heads of 64, full KV heads, tied
+    // embeddings. A SwiGLU of width 2048 has the same 3 * 768 * 2048 = 4.7M
+    // weights per block as GPT-2's 4x MLP, so the model has about 124M
+    // parameters (38.6M embedding + 12 * 7.1M blocks). Optimizer and schedule
+    // follow llm.c's GPT-2 run: lr 6e-4, 700 warmup steps, 19073 steps of
+    // 4 x 1024 x 16 accumulation x 8 ranks = 524288 tokens (10B tokens).
+    // Data stays synthetic (vocab 50304) so the preset runs anywhere; see
+    // configs/gpt2-124m-shards.yaml for FineWeb shards.
+    c.device = "cuda";
+    c.model.vocab_size = 50304;  // GPT-2's 50257 padded to a multiple of 128
+    c.model.d_model = 768;
+    c.model.n_layers = 12;
+    c.model.n_heads = 12;
+    c.model.n_kv_heads = 12;
+    c.model.ffn_hidden = 2048;
+    c.model.max_seq_len = 1024;
+    c.model.tie_embeddings = true;
+    c.train.steps = 19073;
+    c.train.micro_batch = 4;
+    c.train.seq_len = 1024;
+    c.train.grad_accum = 16;
+    c.train.out_dir = "runs/gpt2-124m";
+    c.optim.lr = 6e-4;
+    c.optim.warmup_steps = 700;
+    c.optim.min_lr_ratio = 0.1;
+    c.optim.weight_decay = 0.1;
+    return c;
+  }
+  throw ConfigError("preset: unknown preset '" + name + "' (known: tiny, gpt2-124m)");
+}
+
+WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin) {
+  return Parser(origin).parse(yaml_text);
+}
+
+WorkerConfig load_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) + ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::string>& env) {
+  static const std::pair<const char*, const char*> kOverrides[] = {
+      {"WEFT_STEPS", "train.steps"},
+      {"WEFT_BUCKET_CAP_MB", "parallel.bucket_cap_mb"},
+      {"WEFT_CHECKPOINT_DIR", "checkpoint.dir"},
+      {"WEFT_METRICS_PORT", "metrics.port"},
+      {"WEFT_DEVICE", "device"},
+      {"WEFT_OUT_DIR", "train.out_dir"},
+  };
+  std::optional<ConfigProblem> before = find_problem(cfg);
+  std::map<std::string, std::string> applied;  // field path -> "VAR=value"
+  for (const auto& [var, path] : kOverrides) {
+    auto it = env.find(var);
+    // Unset and empty are the same: Kubernetes often renders missing values as "".
+    if (it == env.end() || it->second.empty()) continue;
+    std::string err = assign_from_text(find_field(path)->ref(cfg), it->second);
+    if (!err.empty()) throw ConfigError(std::string(var) + ": " + err);
+    applied[path] = std::string(var) + "=" + it->second;
+  }
+  std::optional<ConfigProblem> after = find_problem(cfg);
+  if (!after || (before && before->path == after->path && before->message == after->message)) {
+    return;
+  }
+  // The overrides broke the config: name the variable charged with the
+  // problem, or all applied ones when the rule is charged to another field.
+  std::string cause;
+  if (auto it = applied.find(after->path); it != applied.end()) {
+    cause = it->second;
+  } else {
+    for (const auto& [path, assignment] : applied) cause += (cause.empty() ? "" : ", ") + assignment;
+  }
+  throw ConfigError(cause + ": " + after->path + ": " + after->message);
+}
+
+std::string to_yaml(const WorkerConfig& cfg) {
+  WorkerConfig c = cfg;  // the field table hands out mutable references
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  emit_field(out, "device", kDeviceField.ref(c));
+  for (const Section& s : sections()) {
+    out << YAML::Key << s.name << YAML::Value << YAML::BeginMap;
+    for (const Field& f : s.fields) emit_field(out, f.name, f.ref(c));
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace weft

@@ -1,0 +1,181 @@
+// Validation rules of WorkerConfig. Each rule is charged to one field path, the
+// one a user most likely has to change, so parse_config can point at the line
+// where that field was written. Rules that need the world size (world divisible
+// by sp * wp, ...) live where the world is known, not here.
+#include <charconv>
+#include <initializer_list>
+
+#include "train/config.h"
+
+namespace weft {
+namespace {
+
+std::string num(int v) { return std::to_string(v); }
+
+// Shortest text that reads back as the same double (0.003, not 0.0030000001).
+std::string num(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed) {
+    if (v == a) return true;
+  }
+  return false;
+}
+
+std::string not_one_of(const std::string& v, std::initializer_list<const char*> allowed) {
+  std::string msg = "'" + v + "' is not one of";
+  const char* sep = " ";
+  for (const char* a : allowed) {
+    msg += sep;
+    msg += a;
+    sep = ", ";
+  }
+  return msg;
+}
+
+// Collects the first problem; later checks are skipped once one is found so
+// that derived rules (e.g. head_dim) never run on values already known bad.
+class Checker {
+ public:
+  bool ok() const { return !problem_; }
+  std::optional<ConfigProblem> result() { return std::move(problem_); }
+
+  void fail(const std::string& path, const std::string& message) {
+    if (!problem_) problem_ = ConfigProblem{path, message};
+  }
+  // `cond` must hold; otherwise `path: message`.
+  void require(bool cond, const std::string& path, const std::string& message) {
+    if (!cond) fail(path, message);
+  }
+  // Written as !(v > 0) so that NaN is rejected too.
+  void positive(double v, const std::string& path) {
+    require(v > 0, path, "must be > 0, got " + num(v));
+  }
+  void non_negative(double v, const std::string& path) {
+    require(v >= 0, path, "must be >= 0, got " + num(v));
+  }
+  void in_closed(double v, double lo, double hi, const std::string& path) {
+    require(v >= lo && v <= hi, path,
+            "must be in [" + num(lo) + ", " + num(hi) + "], got " + num(v));
+  }
+  void in_half_open(double v, double lo, double hi, const std::string& path) {
+    require(v >= lo && v < hi, path,
+            "must be in [" + num(lo) + ", " + num(hi) + "), got " + num(v));
+  }
+  void choice(const std::string& v, std::initializer_list<const char*> allowed,
+              const std::string& path) {
+    require(one_of(v, allowed), path, not_one_of(v, allowed));
+  }
+
+ private:
+  std::optional<ConfigProblem> problem_;
+};
+
+void check_model(Checker& c, const ModelConfig& m) {
+  c.require(m.vocab_size >= 2, "model.vocab_size", "must be >= 2, got " + num(m.vocab_size));
+  c.positive(m.d_model, "model.d_model");
+  c.positive(m.n_layers, "model.n_layers");
+  c.positive(m.n_heads, "model.n_heads");
+  c.positive(m.n_kv_heads, "model.n_kv_heads");
+  c.non_negative(m.ffn_hidden, "model.ffn_hidden");
+  c.positive(m.max_seq_len, "model.max_seq_len");
+  c.positive(m.rope_theta, "model.rope_theta");
+  c.positive(m.norm_eps, "model.norm_eps");
+  c.positive(m.init_std, "model.init_std");
+  if (!c.ok()) return;
+  c.require(m.d_model % m.n_heads == 0, "model.n_heads",
+            num(m.n_heads) + " does not divide model.d_model " + num(m.d_model));
+  c.require(m.n_heads % m.n_kv_heads == 0, "model.n_kv_heads",
+            num(m.n_kv_heads) + " does not divide model.n_heads " + num(m.n_heads));
+  if (!c.ok()) return;
+  // RoPE rotates (even, odd) pairs of each head's channels.
+  c.require(m.head_dim() % 2 == 0, "model.n_heads",
+            "head_dim = d_model / n_heads = " + num(m.d_model) + " / " + num(m.n_heads) +
+                " = " + num(m.head_dim()) + " is odd; RoPE needs an even head dimension");
+}
+
+void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
+  c.positive(t.steps, "train.steps");
+  c.positive(t.micro_batch, "train.micro_batch");
+  c.positive(t.seq_len, "train.seq_len");
+  c.require(t.seq_len <= m.max_seq_len, "train.seq_len",
+            num(t.seq_len) + " exceeds model.max_seq_len " + num(m.max_seq_len));
+  c.positive(t.grad_accum, "train.grad_accum");
+  c.non_negative(t.log_every, "train.log_every");
+  c.require(!t.out_dir.empty(), "train.out_dir", "must not be empty");
+}
+
+void check_optim(Checker& c, const OptimConfig& o) {
+  c.positive(o.lr, "optim.lr");
+  c.in_closed(o.min_lr_ratio, 0, 1, "optim.min_lr_ratio");
+  // warmup_steps > steps is allowed: the run simply ends during warmup.
+  c.non_negative(o.warmup_steps, "optim.warmup_steps");
+  c.in_half_open(o.beta1, 0, 1, "optim.beta1");
+  c.in_half_open(o.beta2, 0, 1, "optim.beta2");
+  c.positive(o.eps, "optim.eps");
+  c.non_negative(o.weight_decay, "optim.weight_decay");
+  c.non_negative(o.grad_clip, "optim.grad_clip");
+}
+
+void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
+  c.choice(d.source, {"synthetic", "shards"}, "data.source");
+  if (d.source == "shards") {
+    c.require(!d.shards.empty(), "data.shards",
+              "data.source is 'shards' but no glob of shard files is given");
+  }
+  if (d.source == "synthetic") {
+    c.require(d.branching >= 1, "data.branching", "must be >= 1, got " + num(d.branching));
+    c.require(d.branching <= m.vocab_size, "data.branching",
+              num(d.branching) + " exceeds model.vocab_size " + num(m.vocab_size) +
+                  " (successors of a state are distinct tokens)");
+  }
+}
+
+void check_checkpoint(Checker& c, const CheckpointConfig& k) {
+  c.non_negative(k.every, "checkpoint.every");
+  c.require(k.keep >= 1, "checkpoint.keep", "must be >= 1, got " + num(k.keep));
+}
+
+void check_parallel(Checker& c, const ParallelConfig& p) {
+  c.choice(p.strategy, {"dp", "zero1", "zero2", "isp"}, "parallel.strategy");
+  c.require(p.sp >= 1, "parallel.sp", "must be >= 1, got " + num(p.sp));
+  c.require(p.wp >= 1, "parallel.wp", "must be >= 1, got " + num(p.wp));
+  c.positive(p.bucket_cap_mb, "parallel.bucket_cap_mb");
+  c.non_negative(p.first_bucket_mb, "parallel.first_bucket_mb");
+  c.choice(p.zero_overlap, {"after_backward", "interleaved"}, "parallel.zero_overlap");
+}
+
+void check_comm(Checker& c, const CommConfig& k, const std::string& device) {
+  c.choice(k.backend, {"auto", "gloo", "nccl"}, "comm.backend");
+  c.require(!(k.backend == "nccl" && device == "cpu"), "comm.backend",
+            "'nccl' needs device 'cuda' (device is 'cpu'); use 'gloo' or 'auto'");
+  c.positive(k.timeout_s, "comm.timeout_s");
+  c.positive(k.rendezvous_timeout_s, "comm.rendezvous_timeout_s");
+}
+
+}  // namespace
+
+std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
+  Checker c;
+  c.choice(cfg.device, {"cpu", "cuda"}, "device");
+  check_model(c, cfg.model);
+  check_train(c, cfg.train, cfg.model);
+  check_optim(c, cfg.optim);
+  check_data(c, cfg.data, cfg.model);
+  check_checkpoint(c, cfg.checkpoint);
+  check_parallel(c, cfg.parallel);
+  check_comm(c, cfg.comm, cfg.device);
+  c.require(cfg.metrics.port >= 0 && cfg.metrics.port <= 65535, "metrics.port",
+            "must be in [0, 65535], got " + num(cfg.metrics.port));
+  return c.result();
+}
+
+void validate(const WorkerConfig& cfg) {
+  if (auto p = find_problem(cfg)) throw ConfigError(p->path + ": " + p->message);
+}
+
+}  // namespace weft
