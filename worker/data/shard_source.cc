@@ -1,0 +1,193 @@
+// llm.c token shards, memory-mapped. Every file is validated when the source
+// is built, so a bad file fails the job at start (exit code 1) rather than
+// hours in. A row is a window of T+1 consecutive tokens inside one shard;
+// windows never cross files, because the files a glob matches need not be
+// consecutive pieces of one token stream.
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "data/sample_order.h"
+#include "data/shard_writer.h"
+#include "data/source.h"
+
+namespace weft {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+// A read-only mapping of a whole file; unmapped on destruction.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw DataError(path + ": cannot open shard (" + errno_text() + ")");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      std::string err = errno_text();
+      ::close(fd);
+      throw DataError(path + ": cannot stat shard (" + err + ")");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        std::string err = errno_text();
+        ::close(fd);
+        throw DataError(path + ": cannot map shard (" + err + ")");
+      }
+      data_ = static_cast<const unsigned char*>(p);
+      // Rows are read at random offsets: readahead would only waste I/O.
+      ::madvise(p, size_, MADV_RANDOM);
+    }
+    ::close(fd);  // the mapping keeps the file alive
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct Shard {
+  std::string path;
+  std::unique_ptr<MappedFile> file;
+  const uint16_t* tokens = nullptr;  // [count], inside the mapping
+  int64_t count = 0;
+};
+
+Shard open_shard(const std::string& path) {
+  Shard s;
+  s.path = path;
+  s.file = std::make_unique<MappedFile>(path);
+  const size_t size = s.file->size();
+  if (size < static_cast<size_t>(kShardHeaderBytes)) {
+    throw DataError(path + ": not an llm.c token shard (" + std::to_string(size) +
+                    " bytes, shorter than the " + std::to_string(kShardHeaderBytes) +
+                    "-byte header)");
+  }
+  int32_t header[3];
+  std::memcpy(header, s.file->data(), sizeof header);
+  if (header[0] != kShardMagic) {
+    throw DataError(path + ": not an llm.c token shard (magic " + std::to_string(header[0]) +
+                    ", expected " + std::to_string(kShardMagic) + ")");
+  }
+  if (header[1] != kShardVersion) {
+    throw DataError(path + ": unsupported llm.c shard version " + std::to_string(header[1]) +
+                    " (expected " + std::to_string(kShardVersion) + ", uint16 tokens)");
+  }
+  const int64_t count = header[2];
+  if (count < 0) {
+    throw DataError(path + ": corrupt header: token count " + std::to_string(count));
+  }
+  const int64_t want = kShardHeaderBytes + 2 * count;
+  const int64_t have = static_cast<int64_t>(size);
+  if (have != want) {
+    throw DataError(path + ": " + (have < want ? "truncated: " : "") + "header says " +
+                    std::to_string(count) + " tokens (" + std::to_string(want) +
+                    " bytes) but file has " + std::to_string(have) + " bytes" +
+                    (have > want ? " (trailing data)" : ""));
+  }
+  if (count == 0) throw DataError(path + ": empty shard (0 tokens)");
+  s.tokens = reinterpret_cast<const uint16_t*>(s.file->data() + kShardHeaderBytes);
+  s.count = count;
+  return s;
+}
+
+std::vector<std::string> expand_glob(const std::string& pattern) {
+  glob_t g{};
+  int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  std::vector<std::string> paths;
+  if (rc == 0) paths.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+  ::globfree(&g);
+  if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
+    throw DataError("data.shards: no file matches '" + pattern + "'");
+  }
+  if (rc != 0) throw DataError("data.shards: cannot expand '" + pattern + "' (read error)");
+  // Byte order, not the locale's collation: the sample order must not depend
+  // on LC_COLLATE.
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+class ShardSource final : public TokenSource {
+ public:
+  ShardSource(std::string pattern, uint64_t seed) : pattern_(std::move(pattern)), seed_(seed) {
+    for (const std::string& path : expand_glob(pattern_)) shards_.push_back(open_shard(path));
+    uint16_t max_token = 0;
+    for (const Shard& s : shards_) {
+      max_token = std::max(max_token, *std::max_element(s.tokens, s.tokens + s.count));
+      total_tokens_ += s.count;
+    }
+    vocab_ = int{max_token} + 1;
+  }
+
+  void fill(Batch& batch, int B, int T, const BatchIndex& at) const override {
+    shape_batch(batch, B, T);
+    const int64_t row0 = first_sample_row(at, B);
+    // Every window of T+1 tokens inside a shard is equally likely: shard i is
+    // picked with weight count_i - T, the number of windows it holds.
+    std::vector<int64_t> windows_end(shards_.size());
+    int64_t windows = 0;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      if (shards_[i].count < int64_t{T} + 1) {
+        throw DataError(shards_[i].path + ": " + std::to_string(shards_[i].count) +
+                        " tokens, too short for a row of seq_len + 1 = " + std::to_string(T + 1) +
+                        " tokens");
+      }
+      windows_end[i] = (windows += shards_[i].count - T);
+    }
+    for (int b = 0; b < B; ++b) {
+      SplitMix64 rng(hash_seed(seed_, kDomainShardRow, static_cast<uint64_t>(row0 + b)));
+      const int64_t w = static_cast<int64_t>(rng.below(static_cast<uint64_t>(windows)));
+      const size_t i = std::upper_bound(windows_end.begin(), windows_end.end(), w) -
+                       windows_end.begin();
+      const int64_t offset = w - (windows_end[i] - (shards_[i].count - T));
+      const uint16_t* src = shards_[i].tokens + offset;
+      int32_t* in = batch.inputs.data() + int64_t{b} * T;
+      int32_t* tgt = batch.targets.data() + int64_t{b} * T;
+      for (int t = 0; t < T; ++t) {
+        in[t] = src[t];
+        tgt[t] = src[t + 1];
+      }
+    }
+  }
+
+  int vocab_size() const override { return vocab_; }
+
+  std::string describe() const override {
+    return "llm.c shards '" + pattern_ + "' (" + std::to_string(shards_.size()) + " files, " +
+           std::to_string(total_tokens_) + " tokens, max token id " + std::to_string(vocab_ - 1) +
+           ", seed=" + std::to_string(seed_) + ")";
+  }
+
+ private:
+  std::string pattern_;
+  uint64_t seed_;
+  std::vector<Shard> shards_;
+  int64_t total_tokens_ = 0;
+  int vocab_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TokenSource> make_shard_source(const std::string& glob, uint64_t seed) {
+  return std::make_unique<ShardSource>(glob, seed);
+}
+
+}  // namespace weft

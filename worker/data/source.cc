@@ -1,0 +1,50 @@
+// The sample order every source shares, and the config -> source factory.
+#include <string>
+
+#include "data/sample_order.h"
+#include "data/source.h"
+
+namespace weft {
+
+int64_t first_sample_row(const BatchIndex& at, int B) {
+  if (at.world < 1 || at.rank < 0 || at.rank >= at.world || at.grad_accum < 1 || at.micro < 0 ||
+      at.micro >= at.grad_accum || at.step < 0) {
+    throw DataError("batch index out of range: step " + std::to_string(at.step) + ", micro " +
+                    std::to_string(at.micro) + " of grad_accum " + std::to_string(at.grad_accum) +
+                    ", rank " + std::to_string(at.rank) + " of world " +
+                    std::to_string(at.world));
+  }
+  return ((at.step * at.grad_accum + at.micro) * at.world + at.rank) * int64_t{B};
+}
+
+void shape_batch(Batch& batch, int B, int T) {
+  if (B < 1 || T < 1) {
+    throw DataError("batch shape must be positive, got B=" + std::to_string(B) +
+                    " T=" + std::to_string(T));
+  }
+  batch.B = B;
+  batch.T = T;
+  batch.inputs.resize(static_cast<size_t>(B) * T);
+  batch.targets.resize(static_cast<size_t>(B) * T);
+}
+
+std::unique_ptr<TokenSource> make_source(const WorkerConfig& cfg) {
+  if (cfg.data.source == "synthetic") {
+    return make_markov_source(cfg.model.vocab_size, cfg.data.branching, cfg.data.seed);
+  }
+  if (cfg.data.source == "shards") {
+    auto source = make_shard_source(cfg.data.shards, cfg.data.seed);
+    // Token ids beyond the embedding table would index out of bounds later,
+    // far from the cause; refuse them here.
+    if (source->vocab_size() > cfg.model.vocab_size) {
+      throw DataError("data.shards: '" + cfg.data.shards + "' holds token id " +
+                      std::to_string(source->vocab_size() - 1) + " but model.vocab_size is " +
+                      std::to_string(cfg.model.vocab_size));
+    }
+    return source;
+  }
+  throw DataError("data.source: unknown source '" + cfg.data.source +
+                  "' (expected synthetic or shards)");
+}
+
+}  // namespace weft
