@@ -1,0 +1,159 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "tensor/tensor.h"
+
+// Work is split into tasks of one (batch, kv head) pair: a task owns its
+// slices of dk and dv, so the sum over the query heads of a group needs no
+// synchronisation and happens in a fixed order. Within a task each query head
+// is processed in blocks of kRowBlock query rows; because of the causal mask a
+// block starting at row r0 only needs key columns [0, r0 + rows), which halves
+// the work compared to full [T, T] products. The per-block products go
+// through BLAS with row strides (ld = H * D) straight on the [B, T, H, D]
+// tensors, so no head is ever copied out.
+
+namespace weft::cpu {
+namespace {
+
+constexpr int64_t kRowBlock = 64;
+
+// p[i, 0:cols) = scale * q[r0 + i] . k[j] for the rows of a block; then turns
+// each row into probabilities exp(s - lse) with the causal mask applied.
+// When lse_in is null the row's log-sum-exp is computed and stored in lse_out.
+template <typename T>
+void block_probs(T* p, int64_t ldp, const T* qh, int64_t ldq, const T* kh, int64_t ldk,
+                 int64_t r0, int64_t rows, int64_t D, T scale, const T* lse_in, T* lse_out) {
+  const int64_t cols = r0 + rows;
+  gemm<T>(false, true, rows, cols, D, scale, qh + r0 * ldq, ldq, kh, ldk, T(0), p, ldp);
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = p + i * ldp;
+    const int64_t valid = r0 + i + 1;  // key columns j <= query row r0 + i
+    if (lse_in) {
+      const T l = lse_in[r0 + i];
+      for (int64_t j = 0; j < valid; ++j) row[j] = std::exp(row[j] - l);
+    } else {
+      T mx = row[0];
+      for (int64_t j = 1; j < valid; ++j) mx = std::max(mx, row[j]);
+      double s = 0.0;
+      for (int64_t j = 0; j < valid; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        s += static_cast<double>(row[j]);
+      }
+      lse_out[r0 + i] = static_cast<T>(static_cast<double>(mx) + std::log(s));
+      const T inv = static_cast<T>(1.0 / s);
+      for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+    }
+    for (int64_t j = valid; j < cols; ++j) row[j] = T(0);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, int64_t B,
+                       int64_t T_, int64_t Hq, int64_t Hkv, int64_t D) {
+  WEFT_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention_forward: Hq must be a multiple of Hkv");
+  const int64_t G = Hq / Hkv;
+  const int64_t ldq = Hq * D, ldkv = Hkv * D;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+#pragma omp parallel
+  {
+    std::vector<T> p(static_cast<size_t>(std::min(kRowBlock, T_) * T_));
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < B * Hkv; ++task) {
+      const int64_t b = task / Hkv, kvh = task % Hkv;
+      const T* kh = k + b * T_ * ldkv + kvh * D;
+      const T* vh = v + b * T_ * ldkv + kvh * D;
+      for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+        const T* qh = q + b * T_ * ldq + h * D;
+        T* oh = out + b * T_ * ldq + h * D;
+        T* lh = lse + (b * Hq + h) * T_;
+        for (int64_t r0 = 0; r0 < T_; r0 += kRowBlock) {
+          const int64_t rows = std::min(kRowBlock, T_ - r0);
+          block_probs<T>(p.data(), T_, qh, ldq, kh, ldkv, r0, rows, D, scale, nullptr, lh);
+          gemm<T>(false, false, rows, D, r0 + rows, T(1), p.data(), T_, vh, ldkv, T(0),
+                  oh + r0 * ldq, ldq);
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                        const T* out, const T* lse, int64_t B, int64_t T_, int64_t Hq,
+                        int64_t Hkv, int64_t D) {
+  WEFT_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention_backward: Hq must be a multiple of Hkv");
+  const int64_t G = Hq / Hkv;
+  const int64_t ldq = Hq * D, ldkv = Hkv * D;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+#pragma omp parallel
+  {
+    const size_t block = static_cast<size_t>(std::min(kRowBlock, T_) * T_);
+    std::vector<T> p(block), ds(block);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < B * Hkv; ++task) {
+      const int64_t b = task / Hkv, kvh = task % Hkv;
+      const T* kh = k + b * T_ * ldkv + kvh * D;
+      const T* vh = v + b * T_ * ldkv + kvh * D;
+      T* dkh = dk + b * T_ * ldkv + kvh * D;
+      T* dvh = dv + b * T_ * ldkv + kvh * D;
+      for (int64_t t = 0; t < T_; ++t) {
+        std::memset(dkh + t * ldkv, 0, sizeof(T) * D);
+        std::memset(dvh + t * ldkv, 0, sizeof(T) * D);
+      }
+      for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+        const int64_t off = b * T_ * ldq + h * D;
+        const T *qh = q + off, *oh = out + off, *doh = dout + off;
+        T* dqh = dq + off;
+        const T* lh = lse + (b * Hq + h) * T_;
+        for (int64_t r0 = 0; r0 < T_; r0 += kRowBlock) {
+          const int64_t rows = std::min(kRowBlock, T_ - r0), cols = r0 + rows;
+          block_probs<T>(p.data(), T_, qh, ldq, kh, ldkv, r0, rows, D, scale, lh, nullptr);
+          // dV[0:cols] += P^T dO[rows]
+          gemm<T>(true, false, cols, D, rows, T(1), p.data(), T_, doh + r0 * ldq, ldq, T(1), dvh,
+                  ldkv);
+          // dP = dO[rows] V[0:cols]^T
+          gemm<T>(false, true, rows, cols, D, T(1), doh + r0 * ldq, ldq, vh, ldkv, T(0),
+                  ds.data(), T_);
+          // dS = P * (dP - rowsum(dO * O)) * scale; masked entries have P = 0.
+          for (int64_t i = 0; i < rows; ++i) {
+            const T* o_row = oh + (r0 + i) * ldq;
+            const T* do_row = doh + (r0 + i) * ldq;
+            double di = 0.0;
+            for (int64_t d = 0; d < D; ++d) di += static_cast<double>(o_row[d]) * do_row[d];
+            const T dt = static_cast<T>(di);
+            T* ds_row = ds.data() + i * T_;
+            const T* p_row = p.data() + i * T_;
+            for (int64_t j = 0; j < cols; ++j) ds_row[j] = p_row[j] * (ds_row[j] - dt) * scale;
+          }
+          // dQ[rows] = dS K[0:cols];  dK[0:cols] += dS^T Q[rows]
+          gemm<T>(false, false, rows, D, cols, T(1), ds.data(), T_, kh, ldkv, T(0),
+                  dqh + r0 * ldq, ldq);
+          gemm<T>(true, false, cols, D, rows, T(1), ds.data(), T_, qh + r0 * ldq, ldq, T(1), dkh,
+                  ldkv);
+        }
+      }
+    }
+  }
+}
+
+template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
+                                       int64_t, int64_t, int64_t, int64_t, int64_t);
+template void attention_forward<double>(double*, double*, const double*, const double*,
+                                        const double*, int64_t, int64_t, int64_t, int64_t, int64_t);
+template void attention_backward<float>(float*, float*, float*, const float*, const float*,
+                                        const float*, const float*, const float*, const float*,
+                                        int64_t, int64_t, int64_t, int64_t, int64_t);
+template void attention_backward<double>(double*, double*, double*, const double*, const double*,
+                                         const double*, const double*, const double*,
+                                         const double*, int64_t, int64_t, int64_t, int64_t,
+                                         int64_t);
+
+}  // namespace weft::cpu

@@ -1,0 +1,65 @@
+#include "kernels/cpu/rope.h"
+
+#include <cmath>
+#include <vector>
+
+namespace weft::cpu {
+namespace {
+
+// For column pair (j, j + half) the forward map is a plane rotation by angle a:
+//   out[j]        = x[j] cos a - x[j+half] sin a
+//   out[j + half] = x[j+half] cos a + x[j] sin a
+// sign = -1 rotates by -a (the backward). Both elements of a pair are read
+// before either is written, which is what makes out == x safe.
+template <typename T>
+void rotate(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, double theta,
+            T sign) {
+  const int64_t half = D / 2;
+  std::vector<T> cos_t(static_cast<size_t>(T_ * half)), sin_t(cos_t.size());
+  for (int64_t i = 0; i < half; ++i) {
+    double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+    for (int64_t t = 0; t < T_; ++t) {
+      double a = static_cast<double>(t) * inv_freq;
+      cos_t[t * half + i] = static_cast<T>(std::cos(a));
+      sin_t[t * half + i] = static_cast<T>(std::sin(a));
+    }
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < B * T_; ++bt) {
+    const int64_t t = bt % T_;
+    const T* c = cos_t.data() + t * half;
+    const T* s = sin_t.data() + t * half;
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t off = (bt * H + h) * D;
+      for (int64_t j = 0; j < half; ++j) {
+        T lo = x[off + j], hi = x[off + j + half];
+        T sn = sign * s[j];
+        out[off + j] = lo * c[j] - hi * sn;
+        out[off + j + half] = hi * c[j] + lo * sn;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void rope_forward(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, double theta) {
+  rotate<T>(out, x, B, T_, H, D, theta, T(1));
+}
+
+template <typename T>
+void rope_backward(T* dx, const T* dout, int64_t B, int64_t T_, int64_t H, int64_t D,
+                   double theta) {
+  rotate<T>(dx, dout, B, T_, H, D, theta, T(-1));
+}
+
+template void rope_forward<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t, double);
+template void rope_forward<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t,
+                                   double);
+template void rope_backward<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                   double);
+template void rope_backward<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t,
+                                    double);
+
+}  // namespace weft::cpu

@@ -1,0 +1,23 @@
+// CPU rotary position embedding, Hugging Face rotate_half convention.
+// defines: cpu::rope_forward, cpu::rope_backward.
+// x/out [B, T, H, D], D even; row t has position t. With half = D/2:
+//   inv_freq[i] = theta^(-2i/D), angle(t, j) = t * inv_freq[j mod half],
+//   out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[half:], x[:half]).
+// Angles, cos and sin are computed in double, then cast to T.
+// Instantiated for float and double (rope.cc).
+#pragma once
+
+#include <cstdint>
+
+namespace weft::cpu {
+
+// out overwritten; out may alias x.
+template <typename T>
+void rope_forward(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, double theta);
+
+// dx = R(-angle) dout, the transpose of the forward rotation; dx may alias dout.
+template <typename T>
+void rope_backward(T* dx, const T* dout, int64_t B, int64_t T_, int64_t H, int64_t D,
+                   double theta);
+
+}  // namespace weft::cpu

@@ -1,0 +1,364 @@
+// The one dispatch point per op: check shapes, dtypes and device here, then
+// hand raw pointers to kernels/cpu (fp32) or kernels/cuda. Kernels trust these
+// checks, so every message names the op, the operand, and expected vs actual.
+//
+// Row-wise ops (embedding, rmsnorm, swiglu, cross-entropy) accept any leading
+// dimensions: [B, T, C] is treated as [B*T, C], so model code need not reshape.
+// matmul likewise views each operand as [product of leading dims, last dim].
+#include "kernels/ops.h"
+
+#include <initializer_list>
+#include <utility>
+#include <string>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+
+namespace weft::ops {
+namespace {
+
+std::string where(const char* op, const char* name) { return std::string(op) + ": " + name; }
+
+void expect_shape(const char* op, const char* name, const Tensor& t, const Shape& want) {
+  WEFT_CHECK(t.shape == want,
+             where(op, name) + " expected shape " + want.str() + ", got " + t.shape.str());
+}
+
+void expect_numel(const char* op, const char* name, const Tensor& t, int64_t want,
+                  const std::string& why) {
+  WEFT_CHECK(t.numel() == want, where(op, name) + " expected " + std::to_string(want) +
+                                    " elements (" + why + "), got shape " + t.shape.str());
+}
+
+void expect_rank(const char* op, const char* name, const Tensor& t, int rank) {
+  WEFT_CHECK(t.rank() == rank, where(op, name) + " expected rank " + std::to_string(rank) +
+                                   ", got shape " + t.shape.str());
+}
+
+void expect_min_rank(const char* op, const char* name, const Tensor& t, int rank) {
+  WEFT_CHECK(t.rank() >= rank, where(op, name) + " expected rank >= " + std::to_string(rank) +
+                                   ", got shape " + t.shape.str());
+}
+
+void expect_dtype(const char* op, const char* name, const Tensor& t, DType want) {
+  WEFT_CHECK(t.dtype == want, where(op, name) + " expected dtype " + dtype_name(want) + ", got " +
+                                  dtype_name(t.dtype));
+}
+
+// All operands of an op live on one device; returns it.
+Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  Device dev = (*ts.begin())->device;
+  for (const Tensor* t : ts)
+    WEFT_CHECK(t->device == dev, std::string(op) + ": operands on different devices (" +
+                                     device_name(dev) + " and " + device_name(t->device) + ")");
+  return dev;
+}
+
+// The CUDA engineer replaces these calls with weft::cuda::<op>.
+void no_cuda_kernel(const char* op) { WEFT_CHECK(false, std::string(op) + ": no CUDA kernel"); }
+
+// CPU kernels are fp32 only: checks each listed float operand.
+void expect_cpu_f32(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
+  for (const auto& [name, t] : ts) expect_dtype(op, name, *t, DType::F32);
+}
+
+int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(-1) : 1; }
+int64_t rows_of(const Tensor& t) { return last_dim(t) ? t.numel() / last_dim(t) : 0; }
+
+}  // namespace
+
+// ---- matmul --------------------------------------------------------------
+
+void matmul(Tensor c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+            float beta) {
+  const char* op = "matmul";
+  expect_min_rank(op, "c", c, 2);
+  expect_min_rank(op, "a", a, 2);
+  expect_min_rank(op, "b", b, 2);
+  // Every operand is viewed as a matrix [rows_of, last_dim]; op(a) is [M, K],
+  // op(b) is [K, N]. E.g. dW[N, K] += dY[B, T, N]^T X[B, T, K] needs no reshape.
+  const int64_t M = trans_a ? last_dim(a) : rows_of(a), K = trans_a ? rows_of(a) : last_dim(a);
+  const int64_t Kb = trans_b ? last_dim(b) : rows_of(b), N = trans_b ? rows_of(b) : last_dim(b);
+  WEFT_CHECK(Kb == K, std::string("matmul: inner dimensions differ: op(a) of ") + a.shape.str() +
+                          (trans_a ? " (transposed)" : "") + " has K = " + std::to_string(K) +
+                          ", op(b) of " + b.shape.str() + (trans_b ? " (transposed)" : "") +
+                          " has K = " + std::to_string(Kb));
+  WEFT_CHECK(last_dim(c) == N && rows_of(c) == M,
+             "matmul: c expected shape [" + std::to_string(M) + ", " + std::to_string(N) +
+                 "] (or leading dims flattening to it), got " + c.shape.str());
+  if (common_device(op, {&c, &a, &b}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"c", &c}, {"a", &a}, {"b", &b}});
+  cpu::matmul<float>(c.f32(), a.f32(), b.f32(), M, N, K, trans_a, trans_b, alpha, beta);
+}
+
+// ---- embedding -----------------------------------------------------------
+
+namespace {
+void check_embedding(const char* op, const Tensor& act, const Tensor& tokens,
+                     const Tensor& weight) {
+  expect_rank(op, "weight", weight, 2);
+  expect_dtype(op, "tokens", tokens, DType::I32);
+  const int64_t C = weight.dim(1);
+  WEFT_CHECK(last_dim(act) == C && rows_of(act) == tokens.numel(),
+             where(op, "activations") + " expected shape [" + std::to_string(tokens.numel()) +
+                 ", " + std::to_string(C) + "] (tokens " + tokens.shape.str() + ", weight " +
+                 weight.shape.str() + "), got " + act.shape.str());
+}
+}  // namespace
+
+void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& weight) {
+  const char* op = "embedding_forward";
+  check_embedding(op, out, tokens, weight);
+  if (common_device(op, {&out, &tokens, &weight}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"out", &out}, {"weight", &weight}});
+  cpu::embedding_forward<float>(out.f32(), tokens.i32(), weight.f32(), tokens.numel(),
+                                weight.dim(1), weight.dim(0));
+}
+
+void embedding_backward(Tensor dweight_acc, const Tensor& tokens, const Tensor& dout) {
+  const char* op = "embedding_backward";
+  check_embedding(op, dout, tokens, dweight_acc);
+  if (common_device(op, {&dweight_acc, &tokens, &dout}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"dweight_acc", &dweight_acc}, {"dout", &dout}});
+  cpu::embedding_backward<float>(dweight_acc.f32(), tokens.i32(), dout.f32(), tokens.numel(),
+                                 dweight_acc.dim(1), dweight_acc.dim(0));
+}
+
+// ---- RMSNorm -------------------------------------------------------------
+
+namespace {
+void check_rmsnorm(const char* op, const Tensor& x, const Tensor& w, const Tensor& rstd) {
+  expect_min_rank(op, "x", x, 1);
+  expect_shape(op, "w", w, Shape{last_dim(x)});
+  expect_numel(op, "rstd", rstd, rows_of(x), "one per row of x " + x.shape.str());
+}
+}  // namespace
+
+void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, float eps) {
+  const char* op = "rmsnorm_forward";
+  check_rmsnorm(op, x, w, rstd);
+  expect_shape(op, "out", out, x.shape);
+  if (common_device(op, {&out, &rstd, &x, &w}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"out", &out}, {"rstd", &rstd}, {"x", &x}, {"w", &w}});
+  cpu::rmsnorm_forward<float>(out.f32(), rstd.f32(), x.f32(), w.f32(), rows_of(x), last_dim(x),
+                              eps);
+}
+
+void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd) {
+  const char* op = "rmsnorm_backward";
+  check_rmsnorm(op, x, w, rstd);
+  expect_shape(op, "dx", dx, x.shape);
+  expect_shape(op, "dout", dout, x.shape);
+  expect_shape(op, "dw_acc", dw_acc, w.shape);
+  if (common_device(op, {&dx, &dw_acc, &dout, &x, &w, &rstd}) == Device::CUDA)
+    return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"dx", &dx}, {"dw_acc", &dw_acc}, {"dout", &dout}, {"x", &x}, {"w", &w},
+                      {"rstd", &rstd}});
+  cpu::rmsnorm_backward<float>(dx.f32(), dw_acc.f32(), dout.f32(), x.f32(), w.f32(), rstd.f32(),
+                               rows_of(x), last_dim(x));
+}
+
+// ---- RoPE ----------------------------------------------------------------
+
+namespace {
+void check_rope(const char* op, const Tensor& in) {
+  expect_rank(op, "input", in, 4);
+  WEFT_CHECK(in.dim(3) % 2 == 0,
+             std::string(op) + ": head dim D must be even, got shape " + in.shape.str());
+}
+}  // namespace
+
+void rope_forward(Tensor out, const Tensor& x, float theta) {
+  const char* op = "rope_forward";
+  check_rope(op, x);
+  expect_shape(op, "out", out, x.shape);
+  if (common_device(op, {&out, &x}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"out", &out}, {"x", &x}});
+  cpu::rope_forward<float>(out.f32(), x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta);
+}
+
+void rope_backward(Tensor dx, const Tensor& dout, float theta) {
+  const char* op = "rope_backward";
+  check_rope(op, dout);
+  expect_shape(op, "dx", dx, dout.shape);
+  if (common_device(op, {&dx, &dout}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"dx", &dx}, {"dout", &dout}});
+  cpu::rope_backward<float>(dx.f32(), dout.f32(), dout.dim(0), dout.dim(1), dout.dim(2),
+                            dout.dim(3), theta);
+}
+
+// ---- attention -------------------------------------------------------------
+
+namespace {
+// Checks q [B,T,Hq,D], k and v [B,T,Hkv,D] with Hq % Hkv == 0, lse [B,Hq,T].
+void check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Tensor& lse) {
+  expect_rank(op, "q", q, 4);
+  expect_rank(op, "k", k, 4);
+  const int64_t B = q.dim(0), T = q.dim(1), Hq = q.dim(2), D = q.dim(3), Hkv = k.dim(2);
+  expect_shape(op, "k", k, Shape{B, T, Hkv, D});
+  expect_shape(op, "v", v, k.shape);
+  WEFT_CHECK(Hkv > 0 && Hq % Hkv == 0, std::string(op) + ": query heads " + std::to_string(Hq) +
+                                           " (q " + q.shape.str() + ") not a multiple of kv heads " +
+                                           std::to_string(Hkv) + " (k " + k.shape.str() + ")");
+  expect_shape(op, "lse", lse, Shape{B, Hq, T});
+}
+}  // namespace
+
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const char* op = "attention_forward";
+  check_attention(op, q, k, v, lse);
+  expect_shape(op, "out", out, q.shape);
+  if (common_device(op, {&out, &lse, &q, &k, &v}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"out", &out}, {"lse", &lse}, {"q", &q}, {"k", &k}, {"v", &v}});
+  cpu::attention_forward<float>(out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), q.dim(0),
+                                q.dim(1), q.dim(2), k.dim(2), q.dim(3));
+}
+
+void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+  const char* op = "attention_backward";
+  check_attention(op, q, k, v, lse);
+  expect_shape(op, "out", out, q.shape);
+  expect_shape(op, "dout", dout, q.shape);
+  expect_shape(op, "dq", dq, q.shape);
+  expect_shape(op, "dk", dk, k.shape);
+  expect_shape(op, "dv", dv, k.shape);
+  if (common_device(op, {&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse}) == Device::CUDA)
+    return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}, {"q", &q},
+                      {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
+  cpu::attention_backward<float>(dq.f32(), dk.f32(), dv.f32(), dout.f32(), q.f32(), k.f32(),
+                                 v.f32(), out.f32(), lse.f32(), q.dim(0), q.dim(1), q.dim(2),
+                                 k.dim(2), q.dim(3));
+}
+
+// ---- SwiGLU --------------------------------------------------------------
+
+void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up) {
+  const char* op = "swiglu_forward";
+  expect_shape(op, "up", up, gate.shape);
+  expect_shape(op, "out", out, gate.shape);
+  if (common_device(op, {&out, &gate, &up}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"out", &out}, {"gate", &gate}, {"up", &up}});
+  cpu::swiglu_forward<float>(out.f32(), gate.f32(), up.f32(), gate.numel());
+}
+
+void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate,
+                     const Tensor& up) {
+  const char* op = "swiglu_backward";
+  expect_shape(op, "up", up, gate.shape);
+  expect_shape(op, "dout", dout, gate.shape);
+  expect_shape(op, "dgate", dgate, gate.shape);
+  expect_shape(op, "dup", dup, gate.shape);
+  if (common_device(op, {&dgate, &dup, &dout, &gate, &up}) == Device::CUDA)
+    return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"dgate", &dgate}, {"dup", &dup}, {"dout", &dout}, {"gate", &gate},
+                      {"up", &up}});
+  cpu::swiglu_backward<float>(dgate.f32(), dup.f32(), dout.f32(), gate.f32(), up.f32(),
+                              gate.numel());
+}
+
+// ---- cross-entropy ---------------------------------------------------------
+
+namespace {
+void check_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets) {
+  expect_min_rank(op, "logits", logits, 2);
+  expect_dtype(op, "targets", targets, DType::I32);
+  expect_numel(op, "targets", targets, rows_of(logits),
+               "one per row of logits " + logits.shape.str());
+}
+}  // namespace
+
+double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets) {
+  const char* op = "cross_entropy_forward";
+  check_cross_entropy(op, logits, targets);
+  expect_numel(op, "losses", losses, rows_of(logits),
+               "one per row of logits " + logits.shape.str());
+  if (common_device(op, {&losses, &logits, &targets}) == Device::CUDA) {
+    no_cuda_kernel(op);
+    return 0.0;
+  }
+  expect_cpu_f32(op, {{"losses", &losses}, {"logits", &logits}});
+  return cpu::cross_entropy_forward<float>(losses.f32(), logits.f32(), targets.i32(),
+                                           rows_of(logits), last_dim(logits));
+}
+
+void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,
+                            float scale) {
+  const char* op = "cross_entropy_backward";
+  check_cross_entropy(op, logits, targets);
+  expect_shape(op, "dlogits", dlogits, logits.shape);
+  if (common_device(op, {&dlogits, &logits, &targets}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"dlogits", &dlogits}, {"logits", &logits}});
+  cpu::cross_entropy_backward<float>(dlogits.f32(), logits.f32(), targets.i32(), rows_of(logits),
+                                     last_dim(logits), scale);
+}
+
+// ---- elementwise -----------------------------------------------------------
+
+void fill(Tensor x, float value) {
+  if (x.device == Device::CUDA) return no_cuda_kernel("fill");
+  expect_cpu_f32("fill", {{"x", &x}});
+  cpu::fill<float>(x.f32(), x.numel(), value);
+}
+
+void copy(Tensor dst, const Tensor& src) {
+  const char* op = "copy";
+  expect_numel(op, "dst", dst, src.numel(), "src is " + src.shape.str());
+  WEFT_CHECK(dst.dtype == src.dtype, std::string("copy: dtypes differ: dst ") +
+                                         dtype_name(dst.dtype) + ", src " + dtype_name(src.dtype));
+  if (common_device(op, {&dst, &src}) == Device::CUDA) return no_cuda_kernel(op);
+  // A copy moves bytes, so any dtype is fine on the CPU.
+  cpu::copy<unsigned char>(static_cast<unsigned char*>(dst.data),
+                           static_cast<const unsigned char*>(src.data),
+                           static_cast<int64_t>(src.nbytes()));
+}
+
+void add_acc(Tensor y_acc, const Tensor& x) {
+  const char* op = "add_acc";
+  expect_numel(op, "y_acc", y_acc, x.numel(), "x is " + x.shape.str());
+  if (common_device(op, {&y_acc, &x}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"y_acc", &y_acc}, {"x", &x}});
+  cpu::add_acc<float>(y_acc.f32(), x.f32(), x.numel());
+}
+
+void scale(Tensor x, float s) {
+  if (x.device == Device::CUDA) return no_cuda_kernel("scale");
+  expect_cpu_f32("scale", {{"x", &x}});
+  cpu::scale<float>(x.f32(), x.numel(), s);
+}
+
+double sum_squares(const Tensor& x) {
+  if (x.device == Device::CUDA) {
+    no_cuda_kernel("sum_squares");
+    return 0.0;
+  }
+  expect_cpu_f32("sum_squares", {{"x", &x}});
+  return cpu::sum_squares<float>(x.f32(), x.numel());
+}
+
+// ---- AdamW ---------------------------------------------------------------
+
+void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamWParams& h) {
+  const char* op = "adamw_update";
+  const std::string why = "param is " + param.shape.str();
+  expect_numel(op, "grad", grad, param.numel(), why);
+  expect_numel(op, "m", m, param.numel(), why);
+  expect_numel(op, "v", v, param.numel(), why);
+  WEFT_CHECK(h.step >= 1, "adamw_update: step must be >= 1, got " + std::to_string(h.step));
+  if (common_device(op, {&param, &grad, &m, &v}) == Device::CUDA) return no_cuda_kernel(op);
+  expect_cpu_f32(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+  cpu::adamw_update<float>(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), h.lr,
+                           h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+}
+
+}  // namespace weft::ops
