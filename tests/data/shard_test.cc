@@ -186,6 +186,25 @@ TEST(ShardWriter, RejectsTokensOutsideUint16) {
                          dir.file("no/such/dir.bin") + ": cannot create shard"));
 }
 
+TEST(ShardWriter, SyntheticSourceToShardAndBack) {
+  TempDir dir;
+  auto markov = make_markov_source(64, 3, 21);
+  write_source_shard(dir.file("m.bin"), *markov, 4000);
+  EXPECT_EQ(std::filesystem::file_size(dir.file("m.bin")), 1024u + 2u * 4000u);
+  // The file holds the source's stream: row 0 of step 0, read as one row.
+  Batch expected;
+  markov->fill(expected, 1, 3999, BatchIndex{});
+  auto shards = make_shard_source(dir.file("m.bin"), 0);
+  EXPECT_EQ(shards->vocab_size(), 64) << "4000 tokens of an irreducible chain cover all 64";
+  // A row of the whole file (4000 tokens = 3999 positions + 1) has one window.
+  Batch back;
+  shards->fill(back, 1, 3999, BatchIndex{});
+  EXPECT_EQ(back.inputs, expected.inputs);
+  EXPECT_EQ(back.targets, expected.targets);
+  EXPECT_TRUE(fails_with([&] { write_source_shard(dir.file("m.bin"), *markov, 1); },
+                         "a shard needs at least 2 tokens, asked for 1"));
+}
+
 TEST(ShardSource, FromConfigChecksVocabulary) {
   TempDir dir;
   std::vector<int32_t> tokens = ramp(200);

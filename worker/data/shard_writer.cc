@@ -45,4 +45,21 @@ void write_shard(const std::string& path, std::span<const int32_t> tokens) {
   write_shard(path, std::span<const uint16_t>(narrow));
 }
 
+void write_source_shard(const std::string& path, const TokenSource& source, int n_tokens) {
+  if (n_tokens < 2) {
+    throw DataError(path + ": a shard needs at least 2 tokens, asked for " +
+                    std::to_string(n_tokens));
+  }
+  if (source.vocab_size() > 65536) {
+    throw DataError(path + ": vocabulary of " + std::to_string(source.vocab_size()) +
+                    " does not fit the uint16 tokens of an llm.c shard");
+  }
+  // One row of n_tokens - 1 positions holds n_tokens consecutive tokens.
+  Batch row;
+  source.fill(row, 1, n_tokens - 1, BatchIndex{});
+  std::vector<int32_t> tokens(row.inputs);
+  tokens.push_back(row.targets.back());
+  write_shard(path, std::span<const int32_t>(tokens));
+}
+
 }  // namespace weft
