@@ -1,0 +1,170 @@
+#!/bin/bash
+# A local Kubernetes control plane for tests, like controller-runtime's envtest
+# but with the real garbage collector and scheduler: etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler v1.20.2 on loopback, with fresh
+# certificates, RBAC on and an admin kubeconfig. No kubelet: pods stay
+# unbound or Pending unless a test writes their status.
+#
+# Usage: tests/kube/testenv.sh start|stop|restart-apiserver|status DIR
+#   start              starts everything under DIR (free ports picked at random), writes
+#                      DIR/kubeconfig (client certificate) and DIR/env (ports, paths)
+#   stop               stops everything started from DIR (by pid file) and wipes etcd data
+#   restart-apiserver  stops kube-apiserver and starts it again on the same port
+#   status             exit 0 when the apiserver answers /readyz
+# Env: WEFT_KUBE_BIN (binaries; default ~/.cache/weft/kube-v1.20.2/bin),
+#      WEFT_KUBE_CONTROLLERS=0 to skip controller-manager and scheduler.
+set -euo pipefail
+CMD=${1:?usage: testenv.sh start|stop|restart-apiserver|status DIR}
+DIR=${2:?usage: testenv.sh $CMD DIR}
+BIN=${WEFT_KUBE_BIN:-$HOME/.cache/weft/kube-v1.20.2/bin}
+P=$DIR/pki
+LOGS=$DIR/logs
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+stop_one() {  # stop_one NAME: SIGTERM, wait up to 5 s, then SIGKILL
+  local f="$DIR/$1.pid" pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill "$pid" 2>/dev/null; then
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+make_pki() {
+  mkdir -p "$P"
+  local o=/dev/null
+  openssl genrsa -out "$P/ca.key" 2048 2>$o
+  openssl req -x509 -new -key "$P/ca.key" -subj "/CN=weft-testenv-ca" -days 3650 -out "$P/ca.crt" 2>$o
+  openssl genrsa -out "$P/apiserver.key" 2048 2>$o
+  openssl req -new -key "$P/apiserver.key" -subj "/CN=kube-apiserver" -out "$P/apiserver.csr" 2>$o
+  # Go >= 1.15 ignores the CN: the serving certificate needs SANs.
+  printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' > "$P/apiserver.ext"
+  openssl x509 -req -in "$P/apiserver.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$P/apiserver.ext" -out "$P/apiserver.crt" 2>$o
+  openssl genrsa -out "$P/admin.key" 2048 2>$o
+  openssl req -new -key "$P/admin.key" -subj "/O=system:masters/CN=weft-admin" -out "$P/admin.csr" 2>$o
+  printf 'extendedKeyUsage=clientAuth\n' > "$P/client.ext"
+  openssl x509 -req -in "$P/admin.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$P/client.ext" -out "$P/admin.crt" 2>$o
+  openssl genrsa -out "$P/sa.key" 2048 2>$o
+  openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>$o
+  # Static bearer tokens: an admin one (tests of token auth) and one for the
+  # operator's own RBAC identity (tests that the ClusterRole is sufficient).
+  echo "weft-admin-token,weft-admin,weft-admin,system:masters" > "$P/tokens.csv"
+  echo "weft-operator-token,system:serviceaccount:weft-system:weft-operator,weft-operator-uid,system:serviceaccounts" >> "$P/tokens.csv"
+}
+
+start_apiserver() {
+  setsid "$BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" --insecure-port=0 \
+    --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+    --client-ca-file="$P/ca.crt" --token-auth-file="$P/tokens.csv" \
+    --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC --allow-privileged=true --endpoint-reconciler-type=none \
+    --cert-dir="$DIR/certs" --profiling=false --v=1 \
+    </dev/null >>"$LOGS/kube-apiserver.log" 2>&1 &
+  echo $! > "$DIR/kube-apiserver.pid"
+  for _ in $(seq 1 600); do
+    if curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
+         "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; then return 0; fi
+    kill -0 "$(cat "$DIR/kube-apiserver.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "testenv: kube-apiserver did not become ready; last lines of $LOGS/kube-apiserver.log:" >&2
+  tail -20 "$LOGS/kube-apiserver.log" >&2
+  return 1
+}
+
+case "$CMD" in
+start)
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [ -x "$BIN/$b" ] || { echo "testenv: $BIN/$b missing; run tests/kube/build-kube.sh" >&2; exit 1; }
+  done
+  command -v etcd >/dev/null || { echo "testenv: etcd not found; run scripts/install-deps.sh kube" >&2; exit 1; }
+  for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one $c; done
+  rm -rf "$DIR/etcd" "$DIR/certs" "$LOGS"
+  mkdir -p "$LOGS"
+  T0=$(date +%s%N)
+  make_pki
+  ETCD_PORT=$(free_port); ETCD_PEER_PORT=$(free_port); APISERVER_PORT=$(free_port)
+  cat > "$DIR/env" <<ENV
+ETCD_PORT=$ETCD_PORT
+ETCD_PEER_PORT=$ETCD_PEER_PORT
+APISERVER_PORT=$APISERVER_PORT
+KUBECONFIG=$DIR/kubeconfig
+WEFT_KUBE_BIN=$BIN
+ENV
+  b64() { base64 -w0 < "$1"; }
+  cat > "$DIR/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: weft-testenv
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $(b64 "$P/ca.crt")
+users:
+- name: weft-admin
+  user:
+    client-certificate-data: $(b64 "$P/admin.crt")
+    client-key-data: $(b64 "$P/admin.key")
+contexts:
+- name: weft-testenv
+  context: {cluster: weft-testenv, user: weft-admin, namespace: default}
+current-context: weft-testenv
+KC
+  setsid etcd --name weft --data-dir "$DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "weft=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync --quota-backend-bytes=2147483648 </dev/null >"$LOGS/etcd.log" 2>&1 &
+  echo $! > "$DIR/etcd.pid"
+  for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$ETCD_PORT/health" >/dev/null 2>&1 && break; sleep 0.1
+  done
+  start_apiserver
+  if [ "${WEFT_KUBE_CONTROLLERS:-1}" = 1 ]; then
+    setsid "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
+      --port=0 --secure-port=0 --leader-elect=false \
+      --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
+      --use-service-account-credentials=true --concurrent-gc-syncs=5 \
+      --v=1 </dev/null >"$LOGS/kube-controller-manager.log" 2>&1 &
+    echo $! > "$DIR/kube-controller-manager.pid"
+    setsid "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" \
+      --port=0 --secure-port=0 --leader-elect=false --v=1 \
+      </dev/null >"$LOGS/kube-scheduler.log" 2>&1 &
+    echo $! > "$DIR/kube-scheduler.pid"
+    # Pods are only admitted once the namespace's default ServiceAccount exists.
+    ok=0
+    for _ in $(seq 1 300); do
+      kubectl --kubeconfig="$DIR/kubeconfig" get serviceaccount default -n default >/dev/null 2>&1 && { ok=1; break; }
+      sleep 0.2
+    done
+    [ $ok = 1 ] || { echo "testenv: default ServiceAccount never appeared; see $LOGS/kube-controller-manager.log" >&2; exit 1; }
+  fi
+  echo "testenv: ready in $(( ($(date +%s%N) - T0) / 1000000 )) ms; KUBECONFIG=$DIR/kubeconfig"
+  ;;
+stop)
+  for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one $c; done
+  rm -rf "$DIR/etcd"
+  ;;
+restart-apiserver)
+  # shellcheck disable=SC1091
+  . "$DIR/env"
+  stop_one kube-apiserver
+  start_apiserver
+  ;;
+status)
+  # shellcheck disable=SC1091
+  . "$DIR/env"
+  curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
+    "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null
+  ;;
+*) echo "testenv: unknown command '$CMD'" >&2; exit 2 ;;
+esac
