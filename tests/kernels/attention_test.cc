@@ -127,10 +127,9 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
   };
   // With T = 1 every row attends to itself only: out = v, dq = dk = 0.
   const bool single = d.T == 1;
-  double worst = expect_gradient("dq", q, dq, loss, 96, 1e-6, 1e-6, single);
-  worst = std::max(worst, expect_gradient("dk", k, dk, loss, 96, 1e-6, 1e-6, single));
-  worst = std::max(worst, expect_gradient("dv", v, dv, loss));
-  RecordProperty("worst_relative_error", std::to_string(worst));
+  expect_gradient("dq", q, dq, loss, 96, 1e-6, 1e-6, single);
+  expect_gradient("dk", k, dk, loss, 96, 1e-6, 1e-6, single);
+  expect_gradient("dv", v, dv, loss);
   if (single) {
     for (double g : dq) EXPECT_NEAR(g, 0.0, 1e-14);
     for (double g : dk) EXPECT_NEAR(g, 0.0, 1e-14);

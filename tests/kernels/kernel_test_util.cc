@@ -7,6 +7,8 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <iomanip>
+#include <sstream>
 
 namespace weft::test {
 
@@ -93,7 +95,7 @@ double expect_gradient(const std::string& what, std::vector<double>& x,
     const double a = analytic[idx[k]], n = numeric[k];
     const double allowed = rtol * std::max(std::fabs(n), 1e-2 * scale) + noise[k];
     const double err = std::fabs(a - n);
-    worst = std::max(worst, err / std::max({std::fabs(n), 1e-2 * scale, 1e-300}));
+    worst = std::max(worst, err / std::max({std::fabs(n), 1e-2 * scale, noise[k], 1e-300}));
     if (!(err <= allowed)) {
       if (++failures <= 5)
         ADD_FAILURE() << what << "[" << idx[k] << "]: analytic " << a << ", numeric " << n
@@ -102,6 +104,9 @@ double expect_gradient(const std::string& what, std::vector<double>& x,
   }
   EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << idx.size()
                           << " gradient entries wrong";
+  std::ostringstream rec;
+  rec << std::scientific << std::setprecision(2) << worst;
+  ::testing::Test::RecordProperty("fd_worst_rel_err_" + what, rec.str());
   return worst;
 }
 

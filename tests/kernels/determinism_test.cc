@@ -1,0 +1,85 @@
+// Resume must reproduce an uninterrupted run exactly, so the kernels that
+// reduce into shared outputs must not depend on the OpenMP thread count or
+// on scheduling. Each op runs with 1 and with 3 threads; results must be
+// bit-identical.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "kernels/kernel_test_util.h"
+#include "kernels/ops.h"
+
+namespace weft {
+namespace {
+
+// Runs fn with n threads and returns what it wrote.
+std::vector<float> with_threads(int n, const std::function<std::vector<float>()>& fn) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(n);
+  auto out = fn();
+  omp_set_num_threads(saved);
+  return out;
+}
+
+void expect_bit_identical(const std::string& what, const std::function<std::vector<float>()>& fn) {
+  auto one = with_threads(1, fn), three = with_threads(3, fn);
+  ASSERT_EQ(one.size(), three.size());
+  EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0) << what;
+}
+
+TEST(Determinism, ReductionsDoNotDependOnThreadCount) {
+  const int64_t B = 2, T = 80, Hq = 4, Hkv = 2, D = 8, C = 200, V = 7;
+  const int64_t N = B * T;
+  auto q = test::to_f32(test::random_normal(B * T * Hq * D, 1));
+  auto k = test::to_f32(test::random_normal(B * T * Hkv * D, 2));
+  auto v = test::to_f32(test::random_normal(B * T * Hkv * D, 3));
+  auto dout = test::to_f32(test::random_normal(B * T * Hq * D, 4));
+  auto x = test::to_f32(test::random_normal(N * C, 5));
+  auto w = test::to_f32(test::random_normal(C, 6));
+  auto tokens = test::random_tokens(N, V, 7);
+
+  expect_bit_identical("attention dq/dk/dv", [&] {
+    Shape qs{B, T, Hq, D}, ks{B, T, Hkv, D};
+    std::vector<float> out(q.size()), lse(B * Hq * T), dq(q.size()), dk(k.size()), dv(v.size());
+    Tensor tq = Tensor::f32(q.data(), qs), tk = Tensor::f32(k.data(), ks),
+           tv = Tensor::f32(v.data(), ks), to = Tensor::f32(out.data(), qs),
+           tl = Tensor::f32(lse.data(), {B, Hq, T});
+    ops::attention_forward(to, tl, tq, tk, tv);
+    ops::attention_backward(Tensor::f32(dq.data(), qs), Tensor::f32(dk.data(), ks),
+                            Tensor::f32(dv.data(), ks), Tensor::f32(dout.data(), qs), tq, tk, tv,
+                            to, tl);
+    dq.insert(dq.end(), dk.begin(), dk.end());
+    dq.insert(dq.end(), dv.begin(), dv.end());
+    return dq;
+  });
+  expect_bit_identical("rmsnorm dw", [&] {
+    std::vector<float> out(x.size()), rstd(N), dx(x.size()), dw(C);
+    Tensor tx = Tensor::f32(x.data(), {N, C}), tw = Tensor::f32(w.data(), {C});
+    ops::rmsnorm_forward(Tensor::f32(out.data(), {N, C}), Tensor::f32(rstd.data(), {N}), tx, tw, 1e-5f);
+    ops::rmsnorm_backward(Tensor::f32(dx.data(), {N, C}), Tensor::f32(dw.data(), {C}),
+                          Tensor::f32(x.data(), {N, C}), tx, tw, Tensor::f32(rstd.data(), {N}));
+    return dw;
+  });
+  expect_bit_identical("embedding dweight", [&] {
+    std::vector<float> dw(V * C);
+    ops::embedding_backward(Tensor::f32(dw.data(), {V, C}), Tensor::i32(tokens.data(), {N}),
+                            Tensor::f32(x.data(), {N, C}));
+    return dw;
+  });
+  expect_bit_identical("sum_squares and cross-entropy mean", [&] {
+    std::vector<float> losses(N * C / V);
+    double ss = ops::sum_squares(Tensor::f32(x.data(), {N * C}));
+    auto targets = test::random_tokens(N * C / V, V, 8);
+    double ce = ops::cross_entropy_forward(Tensor::f32(losses.data(), {N * C / V}),
+                                           Tensor::f32(x.data(), {N * C / V, V}),
+                                           Tensor::i32(targets.data(), {N * C / V}));
+    return std::vector<float>{static_cast<float>(ss), static_cast<float>(ss - static_cast<float>(ss)),
+                              static_cast<float>(ce), static_cast<float>(ce - static_cast<float>(ce))};
+  });
+}
+
+}  // namespace
+}  // namespace weft
