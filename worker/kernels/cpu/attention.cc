@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vec_exp.h"
 #include "tensor/tensor.h"
 
 // Work is split into tasks of one (batch, kv head) pair: a task owns its
@@ -35,16 +36,11 @@ void block_probs(T* p, int64_t ldp, const T* qh, int64_t ldq, const T* kh, int64
     T* row = p + i * ldp;
     const int64_t valid = r0 + i + 1;  // key columns j <= query row r0 + i
     if (lse_in) {
-      const T l = lse_in[r0 + i];
-      for (int64_t j = 0; j < valid; ++j) row[j] = std::exp(row[j] - l);
+      exp_shifted_sum(row, row, valid, lse_in[r0 + i]);
     } else {
       T mx = row[0];
       for (int64_t j = 1; j < valid; ++j) mx = std::max(mx, row[j]);
-      double s = 0.0;
-      for (int64_t j = 0; j < valid; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        s += static_cast<double>(row[j]);
-      }
+      const double s = exp_shifted_sum(row, row, valid, mx);
       lse_out[r0 + i] = static_cast<T>(static_cast<double>(mx) + std::log(s));
       const T inv = static_cast<T>(1.0 / s);
       for (int64_t j = 0; j < valid; ++j) row[j] *= inv;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/vec_exp.h"
 #include "tensor/tensor.h"
 
 namespace weft::cpu {
@@ -16,16 +17,11 @@ void check_targets(const char* op, const int32_t* targets, int64_t N, int64_t V)
                    std::to_string(n) + " is outside [0, " + std::to_string(V) + ")");
 }
 
-// Returns (row max, sum of exp(l - max) in double). exp is taken in T: it is
-// the expensive part (N*V calls) and the max subtraction keeps it in [0, 1].
 template <typename T>
-void row_stats(const T* l, int64_t V, T* max_out, double* sum_out) {
+T row_max(const T* l, int64_t V) {
   T mx = l[0];
   for (int64_t j = 1; j < V; ++j) mx = l[j] > mx ? l[j] : mx;
-  double s = 0.0;
-  for (int64_t j = 0; j < V; ++j) s += static_cast<double>(std::exp(l[j] - mx));
-  *max_out = mx;
-  *sum_out = s;
+  return mx;
 }
 
 }  // namespace
@@ -39,9 +35,8 @@ double cross_entropy_forward(T* losses, const T* logits, const int32_t* targets,
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* l = logits + n * V;
-    T mx;
-    double s;
-    row_stats(l, V, &mx, &s);
+    const T mx = row_max(l, V);
+    const double s = sum_exp_shifted(l, V, mx);
     double loss = static_cast<double>(mx) + std::log(s) - static_cast<double>(l[targets[n]]);
     row_loss[n] = loss;
     losses[n] = static_cast<T>(loss);
@@ -59,12 +54,13 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
   for (int64_t n = 0; n < N; ++n) {
     const T* l = logits + n * V;
     T* d = dlogits + n * V;
-    T mx;
-    double s;
-    row_stats(l, V, &mx, &s);
-    T inv = static_cast<T>(1.0 / s);
-    for (int64_t j = 0; j < V; ++j) d[j] = std::exp(l[j] - mx) * inv * scale;
-    d[targets[n]] -= scale;
+    const T mx = row_max(l, V);
+    const int32_t t = targets[n];  // read before d (possibly == l) is overwritten
+    // One exp per element: d holds exp(l - max) first, then is normalised.
+    const double s = exp_shifted_sum(d, l, V, mx);
+    const T k = static_cast<T>(static_cast<double>(scale) / s);
+    for (int64_t j = 0; j < V; ++j) d[j] *= k;
+    d[t] -= scale;
   }
 }
 
