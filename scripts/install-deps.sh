@@ -8,7 +8,7 @@ build_pkgs=(
   build-essential cmake pkg-config git
   libopenblas-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev
+  libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev zlib1g-dev
 )
 test_pkgs=(python3 python3-torch python3-numpy python3-yaml)
 kube_pkgs=(golang-go rsync etcd-server openssl curl)

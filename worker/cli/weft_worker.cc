@@ -1,1 +1,95 @@
-int main() { return 0; }
+// weft-worker: one training process (one rank).
+// Exit codes are the contract with weft-run and the operator:
+//   0 done, 1 bad config or input, 2 internal error, 3 peer lost or collective
+//   timeout, 4 checkpoint I/O, 130 SIGINT / 143 SIGTERM after a checkpoint.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <map>
+
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+extern char** environ;
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};  // written by the signal handler only
+
+void on_signal(int sig) { g_stop_signal.store(sig); }
+
+std::map<std::string, std::string> environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft-worker: trains a Llama-style model (one rank)"};
+  std::string config_path, preset = "tiny", out_dir, checkpoint_dir;
+  int steps = 0;
+  bool no_resume = false, print_config = false;
+  app.add_option("config", config_path, "worker config YAML (default: the --preset)");
+  app.add_option("--preset", preset, "built-in config when no file is given: tiny, gpt2-124m");
+  app.add_option("--steps", steps, "override train.steps")->check(CLI::PositiveNumber);
+  app.add_option("--out", out_dir, "override train.out_dir (summary.json, default checkpoints)");
+  app.add_option("--checkpoint-dir", checkpoint_dir, "override checkpoint.dir");
+  app.add_flag("--no-resume", no_resume, "start from scratch even if a checkpoint exists");
+  app.add_flag("--print-config", print_config, "print the resolved config and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  weft::WorkerConfig cfg;
+  try {
+    cfg = config_path.empty() ? weft::preset(preset) : weft::load_config_file(config_path);
+    weft::apply_env_overrides(cfg, environment());
+    if (steps > 0) cfg.train.steps = steps;
+    if (!out_dir.empty()) cfg.train.out_dir = out_dir;
+    if (!checkpoint_dir.empty()) cfg.checkpoint.dir = checkpoint_dir;
+    if (no_resume) cfg.checkpoint.resume = false;
+    weft::validate(cfg);
+  } catch (const weft::ConfigError& e) {
+    std::cerr << "weft-worker: bad config: " << e.what() << "\n";
+    return 1;
+  }
+  if (print_config) {
+    std::cout << weft::to_yaml(cfg);
+    return 0;
+  }
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  try {
+    weft::Trainer trainer(cfg);
+    weft::TrainSummary s = trainer.run(&g_stop_signal);
+    if (s.stopped_early) {
+      int sig = g_stop_signal.load();
+      spdlog::warn("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done,
+                   s.last_checkpoint);
+      return 128 + sig;
+    }
+    return 0;
+  } catch (const weft::ConfigError& e) {
+    spdlog::error("bad config: {}", e.what());
+    return 1;
+  } catch (const weft::DataError& e) {
+    spdlog::error("bad data: {}", e.what());
+    return 1;
+  } catch (const weft::CheckpointError& e) {
+    spdlog::error("checkpoint: {}", e.what());
+    return 4;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,115 @@
+#include "model/llama.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace weft {
+namespace {
+
+ModelConfig small(bool tied) {
+  ModelConfig m;
+  m.vocab_size = 50;
+  m.d_model = 32;
+  m.n_layers = 2;
+  m.n_heads = 4;
+  m.n_kv_heads = 2;
+  m.ffn_hidden = 48;
+  m.max_seq_len = 16;
+  m.tie_embeddings = tied;
+  m.init_std = 0.1;
+  return m;
+}
+
+TEST(LlamaParams, TableIsInBackwardOrderWithHuggingFaceNames) {
+  std::vector<ParamInfo> t = llama_param_table(small(false));
+  ASSERT_EQ(t.size(), 2u + 2 * 9 + 1);
+  EXPECT_EQ(t.front().name, "lm_head.weight");
+  EXPECT_EQ(t[1].name, "model.norm.weight");
+  EXPECT_EQ(t[2].name, "model.layers.1.mlp.down_proj.weight");
+  EXPECT_EQ(t[10].name, "model.layers.1.input_layernorm.weight");
+  EXPECT_EQ(t[11].name, "model.layers.0.mlp.down_proj.weight");
+  EXPECT_EQ(t[18].name, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(t.back().name, "model.embed_tokens.weight");
+  int64_t offset = 0;
+  for (const ParamInfo& p : t) {
+    EXPECT_EQ(p.offset, offset) << p.name;
+    EXPECT_EQ(p.numel, p.shape.numel()) << p.name;
+    offset += p.numel;
+  }
+  // k/v projections are narrower with grouped KV heads: (2 heads * 8) x 32.
+  EXPECT_EQ(t[8].name, "model.layers.1.self_attn.k_proj.weight");
+  EXPECT_EQ(t[8].shape, Shape({16, 32}));
+  EXPECT_EQ(t[4].shape, Shape({48, 32}));  // up_proj [F, C]
+}
+
+TEST(LlamaParams, TiedEmbeddingsHaveNoLmHead) {
+  Llama m(small(true));
+  EXPECT_EQ(m.find_param("lm_head.weight"), -1);
+  EXPECT_EQ(m.params().front().name, "model.norm.weight");
+  int64_t expected = 50 * 32 + 32 + 2 * (32 + 32 + 32 * 32 * 2 + 16 * 32 * 2 + 48 * 32 * 3);
+  EXPECT_EQ(m.num_params(), expected);
+}
+
+struct Tokens {
+  std::vector<int32_t> in, tgt;
+  int B = 3, T = 9;
+  Tokens() {
+    for (int i = 0; i < B * T; ++i) {
+      in.push_back((i * 7 + 3) % 50);
+      tgt.push_back((i * 11 + 5) % 50);
+    }
+  }
+};
+
+TEST(LlamaBackward, ReportsEveryParameterOnceInLayoutOrder) {
+  for (bool tied : {false, true}) {
+    Llama m(small(tied));
+    m.init(1);
+    Tokens r;
+    m.forward(r.in.data(), r.tgt.data(), r.B, r.T);
+    std::vector<int> order;
+    m.backward(1.0f, [&](int i) { order.push_back(i); });
+    ASSERT_EQ(order.size(), m.params().size()) << "tied=" << tied;
+    for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i));
+  }
+}
+
+TEST(LlamaBackward, GradientsAccumulateAcrossMicroBatches) {
+  Llama m(small(false));
+  m.init(2);
+  Tokens r;
+  m.forward(r.in.data(), r.tgt.data(), r.B, r.T);
+  m.zero_grads();
+  m.backward(0.5f);
+  Tensor g = m.flat_grads();
+  std::vector<float> once(g.f32(), g.f32() + g.numel());
+  m.forward(r.in.data(), r.tgt.data(), r.B, r.T);
+  m.backward(0.5f);
+  double max_rel = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    if (std::fabs(once[i]) > 1e-6)
+      max_rel = std::max(max_rel, std::fabs(g.f32()[i] / (2 * once[i]) - 1.0));
+  }
+  EXPECT_LT(max_rel, 1e-5);
+}
+
+TEST(LlamaForward, InitialLossIsNearUniformAndDeterministic) {
+  ModelConfig cfg = small(false);
+  cfg.init_std = 0.02;
+  Llama a(cfg), b(cfg);
+  a.init(7);
+  b.init(7);
+  Tokens r;
+  double la = a.forward(r.in.data(), r.tgt.data(), r.B, r.T);
+  double lb = b.forward(r.in.data(), r.tgt.data(), r.B, r.T);
+  EXPECT_EQ(la, lb);
+  EXPECT_NEAR(la, std::log(50.0), 0.05);
+  Llama c(cfg);
+  c.init(8);
+  EXPECT_NE(la, c.forward(r.in.data(), r.tgt.data(), r.B, r.T));
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,57 @@
+// Writes what the PyTorch cross-check needs: the initial weights
+// (weights.safetensors, HF names), one batch from the configured data source
+// (batch.safetensors: inputs, targets as I32 [B, T]) and weft's loss and
+// gradients for it (grads.safetensors, HF names, loss in the metadata).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/source.h"
+#include "model/llama.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/safetensors.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft-reference-dump"};
+  std::string config_path, out;
+  app.add_option("--config", config_path)->required();
+  app.add_option("--out", out)->required();
+  CLI11_PARSE(app, argc, argv);
+
+  weft::WorkerConfig cfg = weft::load_config_file(config_path);
+  weft::validate(cfg);
+  std::filesystem::create_directories(out);
+  auto source = weft::make_source(cfg);
+  weft::Llama model(cfg.model);
+  model.init(cfg.train.seed);
+  weft::save_model_weights(out + "/weights.safetensors", model);
+  {
+    std::ofstream resolved(out + "/config.yaml");
+    resolved << weft::to_yaml(cfg);
+  }
+
+  const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
+  weft::Batch batch;
+  source->fill(batch, B, T, weft::BatchIndex{});
+  weft::SafetensorsWriter bw;
+  bw.add("inputs", weft::DType::I32, {B, T}, batch.inputs.data());
+  bw.add("targets", weft::DType::I32, {B, T}, batch.targets.data());
+  bw.write(out + "/batch.safetensors");
+
+  double loss = model.forward(batch.inputs.data(), batch.targets.data(), B, T);
+  model.zero_grads();
+  model.backward(1.0f / (float(B) * T));
+  weft::SafetensorsWriter gw;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", loss);
+  gw.set_metadata("loss", buf);
+  for (size_t i = 0; i < model.params().size(); ++i)
+    gw.add(model.params()[i].name, model.grad(static_cast<int>(i)));
+  gw.write(out + "/grads.safetensors");
+  std::printf("loss %.9f, %lld parameters\n", loss, static_cast<long long>(model.num_params()));
+  return 0;
+}

@@ -1,0 +1,185 @@
+#include "train/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "train/train_util.h"
+#include "train/trainer.h"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::scratch_dir;
+using testing::small_config;
+
+// Stopping at step k and resuming must reproduce the uninterrupted run's
+// losses bit for bit: same data order, same optimizer state, same schedule.
+TEST(Resume, ResumeFromMidRunCheckpointMatchesUninterruptedRunExactly) {
+  fs::path dir = scratch_dir("resume");
+  WorkerConfig full = small_config((dir / "full").string());
+  full.train.grad_accum = 2;
+  TrainSummary ref = Trainer(full).run();
+  ASSERT_EQ(ref.losses.size(), 20u);
+
+  WorkerConfig part = full;
+  part.train.out_dir = (dir / "part").string();
+  part.checkpoint.every = 8;
+  TrainSummary a = Trainer(part).run();
+  EXPECT_EQ(a.losses, ref.losses) << "checkpointing must not change training";
+  // Keep only step-8, as if the run had died after writing it.
+  const std::string ckpt_dir = part.train.out_dir + "/checkpoints";
+  for (const std::string& c : list_checkpoints(ckpt_dir))
+    if (fs::path(c).filename() != "step-8") fs::remove_all(c);
+  std::ofstream(ckpt_dir + "/latest") << "step-8\n";
+  TrainSummary b = Trainer(part).run();
+  ASSERT_EQ(b.start_step, 8);
+  ASSERT_EQ(b.losses.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(b.losses[i], ref.losses[8 + i]) << "step " << 9 + i;
+  fs::remove_all(dir);
+}
+
+TEST(Resume, StopFlagWritesCheckpointAndResumes) {
+  fs::path dir = scratch_dir("stopflag");
+  WorkerConfig c = small_config(dir.string());
+  TrainSummary ref = Trainer(c).run();
+  fs::remove_all(dir);
+  std::atomic<int> stop{15};  // already set: stops before the first step
+  TrainSummary s0 = Trainer(c).run(&stop);
+  EXPECT_TRUE(s0.stopped_early);
+  EXPECT_EQ(s0.steps_done, 0);
+  stop = 0;
+  TrainSummary s = Trainer(c).run(&stop);
+  EXPECT_FALSE(s.stopped_early);
+  EXPECT_EQ(s.losses, ref.losses);
+  fs::remove_all(dir);
+}
+
+class CorruptCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = scratch_dir("corrupt");
+    cfg_ = small_config(dir_.string());
+    cfg_.train.steps = 12;
+    cfg_.checkpoint.every = 4;
+    cfg_.checkpoint.keep = 5;
+    Trainer(cfg_).run();
+    ckpts_ = list_checkpoints((dir_ / "checkpoints").string());
+    ASSERT_EQ(ckpts_.size(), 3u);  // step-12, step-8, step-4
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::optional<CheckpointMeta> load() {
+    Llama m(cfg_.model);
+    AdamW o(cfg_.optim, default_param_ranges(m.params(), cfg_.optim), m.num_params());
+    return load_latest_checkpoint((dir_ / "checkpoints").string(), m, o);
+  }
+
+  fs::path dir_;
+  WorkerConfig cfg_;
+  std::vector<std::string> ckpts_;
+};
+
+TEST_F(CorruptCheckpoint, IntactLoadsNewest) {
+  auto m = load();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->step, 12);
+}
+
+TEST_F(CorruptCheckpoint, FlippedByteFallsBackToPrevious) {
+  fs::path f = fs::path(ckpts_[0]) / "model.safetensors";
+  std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(static_cast<std::streamoff>(fs::file_size(f) / 2));
+  char c = 0;
+  io.read(&c, 1);
+  io.seekp(-1, std::ios::cur);
+  c ^= 0x5a;
+  io.write(&c, 1);
+  io.close();
+  auto m = load();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->step, 8);
+}
+
+TEST_F(CorruptCheckpoint, TruncatedFileFallsBackToPrevious) {
+  fs::path f = fs::path(ckpts_[0]) / "optim-rank-0.safetensors";
+  fs::resize_file(f, fs::file_size(f) - 100);
+  auto m = load();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->step, 8);
+}
+
+TEST_F(CorruptCheckpoint, MissingMetaFallsBackAndAllBadIsAnError) {
+  fs::remove(fs::path(ckpts_[0]) / "meta.json");
+  EXPECT_EQ(load()->step, 8);
+  std::ofstream(fs::path(ckpts_[1]) / "meta.json") << "{ not json";
+  EXPECT_EQ(load()->step, 4);
+  fs::remove(fs::path(ckpts_[2]) / "model.safetensors");
+  try {
+    load();
+    FAIL() << "expected CheckpointError";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("no valid checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CorruptCheckpoint, KeepRemovesOldest) {
+  cfg_.train.steps = 20;
+  cfg_.checkpoint.keep = 2;
+  Trainer(cfg_).run();
+  auto all = list_checkpoints((dir_ / "checkpoints").string());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_NE(all[0].find("step-20"), std::string::npos);
+  EXPECT_NE(all[1].find("step-16"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsBadFiles) {
+  fs::path dir = scratch_dir("st");
+  auto expect_error = [&](const std::string& bytes, const std::string& needle) {
+    fs::path p = dir / "x.safetensors";
+    std::ofstream(p, std::ios::binary) << bytes;
+    try {
+      SafetensorsFile::load(p.string());
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("abc", "truncated");
+  expect_error(std::string("\xff\x00\x00\x00\x00\x00\x00\x00", 8) + "{}", "truncated");
+  std::string h = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string len(8, '\0');
+  len[0] = static_cast<char>(h.size());
+  expect_error(len + h + "1234", "truncated: tensor 'a'");
+  std::string h2 = R"({"a":{"dtype":"Q99","shape":[1],"data_offsets":[0,4]}})";
+  len[0] = static_cast<char>(h2.size());
+  expect_error(len + h2 + "1234", "unsupported dtype");
+  std::string h3 = "{oops";
+  len[0] = static_cast<char>(h3.size());
+  expect_error(len + h3, "not valid JSON");
+  fs::remove_all(dir);
+}
+
+TEST(Safetensors, RoundTrip) {
+  fs::path dir = scratch_dir("st-rt");
+  std::vector<float> a = {1.5f, -2.0f, 3.25f};
+  std::vector<int32_t> b = {7, 8};
+  SafetensorsWriter w;
+  w.add("a", DType::F32, {3}, a.data());
+  w.add("b.c", DType::I32, {1, 2}, b.data());
+  w.set_metadata("k", "v");
+  uint32_t crc = w.write((dir / "t.safetensors").string());
+  EXPECT_EQ(crc, crc32_of_file((dir / "t.safetensors").string()));
+  SafetensorsFile f = SafetensorsFile::load((dir / "t.safetensors").string());
+  EXPECT_EQ(f.metadata().at("k"), "v");
+  const auto& va = f.get("a", DType::F32, 3);
+  EXPECT_EQ(static_cast<const float*>(va.data)[2], 3.25f);
+  EXPECT_EQ(f.tensors().at("b.c").shape, (std::vector<int64_t>{1, 2}));
+  EXPECT_THROW(f.get("a", DType::I32, 3), CheckpointError);
+  EXPECT_THROW(f.get("missing", DType::F32, 1), CheckpointError);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,265 @@
+#include "model/llama.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "model/init.h"
+
+namespace weft {
+
+namespace {
+
+std::string layer_name(int l, const char* rest) {
+  return "model.layers." + std::to_string(l) + "." + rest;
+}
+
+}  // namespace
+
+std::vector<ParamInfo> llama_param_table(const ModelConfig& cfg) {
+  const int64_t C = cfg.d_model, V = cfg.vocab_size, F = cfg.ffn();
+  const int64_t D = cfg.head_dim(), Hq = cfg.n_heads, Hkv = cfg.n_kv_heads;
+  std::vector<ParamInfo> t;
+  auto add = [&](std::string name, Shape s, ParamKind kind) {
+    ParamInfo p;
+    p.name = std::move(name);
+    p.shape = s;
+    p.numel = s.numel();
+    p.kind = kind;
+    p.offset = t.empty() ? 0 : t.back().offset + t.back().numel;
+    t.push_back(std::move(p));
+  };
+  // Backward order: the order in which gradients become final.
+  if (!cfg.tie_embeddings) add("lm_head.weight", {V, C}, ParamKind::Linear);
+  add("model.norm.weight", {C}, ParamKind::Norm);
+  for (int l = cfg.n_layers - 1; l >= 0; --l) {
+    add(layer_name(l, "mlp.down_proj.weight"), {C, F}, ParamKind::Linear);
+    add(layer_name(l, "mlp.up_proj.weight"), {F, C}, ParamKind::Linear);
+    add(layer_name(l, "mlp.gate_proj.weight"), {F, C}, ParamKind::Linear);
+    add(layer_name(l, "post_attention_layernorm.weight"), {C}, ParamKind::Norm);
+    add(layer_name(l, "self_attn.o_proj.weight"), {C, Hq * D}, ParamKind::Linear);
+    add(layer_name(l, "self_attn.v_proj.weight"), {Hkv * D, C}, ParamKind::Linear);
+    add(layer_name(l, "self_attn.k_proj.weight"), {Hkv * D, C}, ParamKind::Linear);
+    add(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, C}, ParamKind::Linear);
+    add(layer_name(l, "input_layernorm.weight"), {C}, ParamKind::Norm);
+  }
+  add("model.embed_tokens.weight", {V, C}, ParamKind::Embedding);
+  return t;
+}
+
+Llama::Llama(const ModelConfig& cfg, Device device)
+    : cfg_(cfg), device_(device), table_(llama_param_table(cfg)) {
+  num_params_ = table_.back().offset + table_.back().numel;
+  params_ = Buffer(static_cast<size_t>(num_params_) * sizeof(float), device_);
+  grads_ = Buffer(static_cast<size_t>(num_params_) * sizeof(float), device_);
+  layer_params_.resize(cfg.n_layers);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    LayerParams& lp = layer_params_[l];
+    lp.ln1 = find_param(layer_name(l, "input_layernorm.weight"));
+    lp.q = find_param(layer_name(l, "self_attn.q_proj.weight"));
+    lp.k = find_param(layer_name(l, "self_attn.k_proj.weight"));
+    lp.v = find_param(layer_name(l, "self_attn.v_proj.weight"));
+    lp.o = find_param(layer_name(l, "self_attn.o_proj.weight"));
+    lp.ln2 = find_param(layer_name(l, "post_attention_layernorm.weight"));
+    lp.gate = find_param(layer_name(l, "mlp.gate_proj.weight"));
+    lp.up = find_param(layer_name(l, "mlp.up_proj.weight"));
+    lp.down = find_param(layer_name(l, "mlp.down_proj.weight"));
+  }
+  embed_ = find_param("model.embed_tokens.weight");
+  final_norm_ = find_param("model.norm.weight");
+  lm_head_ = cfg.tie_embeddings ? embed_ : find_param("lm_head.weight");
+}
+
+int Llama::find_param(const std::string& name) const {
+  for (size_t i = 0; i < table_.size(); ++i)
+    if (table_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+Tensor Llama::param(int i) const {
+  const ParamInfo& p = table_.at(i);
+  return Tensor(static_cast<float*>(params_.data()) + p.offset, DType::F32, p.shape, device_);
+}
+
+Tensor Llama::grad(int i) const {
+  const ParamInfo& p = table_.at(i);
+  return Tensor(static_cast<float*>(grads_.data()) + p.offset, DType::F32, p.shape, device_);
+}
+
+void Llama::init(uint64_t seed) {
+  WEFT_CHECK(device_ == Device::CPU, "init runs on the host; copy to the device afterwards");
+  for (size_t i = 0; i < table_.size(); ++i) {
+    const ParamInfo& p = table_[i];
+    float* w = static_cast<float*>(params_.data()) + p.offset;
+    if (p.kind == ParamKind::Norm) {
+      for (int64_t j = 0; j < p.numel; ++j) w[j] = 1.0f;
+    } else {
+      // Each tensor gets its own stream, so adding a layer does not change
+      // the initial values of the others.
+      fill_normal(w, p.numel, static_cast<float>(cfg_.init_std), seed, hash_name(p.name));
+    }
+  }
+}
+
+void Llama::ensure_activations(int B, int T) {
+  if (B == B_ && T == T_) return;
+  B_ = B;
+  T_ = T;
+  const int64_t N = int64_t(B) * T, C = cfg_.d_model, F = cfg_.ffn(), V = cfg_.vocab_size;
+  const int64_t D = cfg_.head_dim(), Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads;
+  const Device dev = device_;
+  auto f32 = [dev](Shape s) { return OwnedTensor(DType::F32, s, dev); };
+  acts_.clear();
+  acts_.resize(cfg_.n_layers);
+  for (LayerActs& a : acts_) {
+    a.x = f32({N, C});
+    a.ln1 = f32({N, C});
+    a.rstd1 = f32({N});
+    a.q = f32({B, T, Hq, D});
+    a.k = f32({B, T, Hkv, D});
+    a.v = f32({B, T, Hkv, D});
+    a.att = f32({B, T, Hq, D});
+    a.lse = f32({B, Hq, T});
+    a.xmid = f32({N, C});
+    a.ln2 = f32({N, C});
+    a.rstd2 = f32({N});
+    a.gate = f32({N, F});
+    a.up = f32({N, F});
+    a.h = f32({N, F});
+  }
+  tokens_ = OwnedTensor(DType::I32, {N}, dev);
+  targets_ = OwnedTensor(DType::I32, {N}, dev);
+  x_final_ = f32({N, C});
+  lnf_ = f32({N, C});
+  rstdf_ = f32({N});
+  logits_ = f32({N, V});
+  losses_ = f32({N});
+  dx_ = f32({N, C});
+  dtmp_ = f32({N, C});
+  dln_ = f32({N, C});
+  datt_ = f32({B, T, Hq, D});
+  dq_ = f32({B, T, Hq, D});
+  dk_ = f32({B, T, Hkv, D});
+  dv_ = f32({B, T, Hkv, D});
+  dh_ = f32({N, F});
+  dgate_ = f32({N, F});
+  dup_ = f32({N, F});
+}
+
+size_t Llama::activation_bytes() const {
+  size_t total = 0;
+  auto add = [&total](const OwnedTensor& t) { total += t.buf.bytes(); };
+  for (const LayerActs& a : acts_) {
+    for (const OwnedTensor* t : {&a.x, &a.ln1, &a.rstd1, &a.q, &a.k, &a.v, &a.att, &a.lse,
+                                 &a.xmid, &a.ln2, &a.rstd2, &a.gate, &a.up, &a.h})
+      add(*t);
+  }
+  for (const OwnedTensor* t : {&tokens_, &targets_, &x_final_, &lnf_, &rstdf_, &logits_, &losses_,
+                               &dx_, &dtmp_, &dln_, &datt_, &dq_, &dk_, &dv_, &dh_, &dgate_, &dup_})
+    add(*t);
+  return total;
+}
+
+double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int T) {
+  WEFT_CHECK(T <= cfg_.max_seq_len, "sequence length " + std::to_string(T) +
+                                        " exceeds model.max_seq_len " +
+                                        std::to_string(cfg_.max_seq_len));
+  ensure_activations(B, T);
+  const int64_t N = int64_t(B) * T;
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  const float theta = static_cast<float>(cfg_.rope_theta);
+  WEFT_CHECK(device_ == Device::CPU, "host token copy assumes CPU tensors");
+  std::memcpy(tokens_.t.data, tokens, N * sizeof(int32_t));
+  std::memcpy(targets_.t.data, targets, N * sizeof(int32_t));
+
+  ops::embedding_forward(acts_.empty() ? x_final_.t : acts_[0].x.t, tokens_, param(embed_));
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    LayerActs& a = acts_[l];
+    const LayerParams& p = layer_params_[l];
+    const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
+    ops::rmsnorm_forward(a.ln1.t, a.rstd1.t, a.x, param(p.ln1), eps);
+    ops::matmul(a.q.t.view({N, Hq * D}), a.ln1, param(p.q), false, true);
+    ops::matmul(a.k.t.view({N, Hkv * D}), a.ln1, param(p.k), false, true);
+    ops::matmul(a.v.t.view({N, Hkv * D}), a.ln1, param(p.v), false, true);
+    ops::rope_forward(a.q.t, a.q, theta);
+    ops::rope_forward(a.k.t, a.k, theta);
+    ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v);
+    // xmid = x + att @ Wo^T
+    ops::copy(a.xmid.t, a.x);
+    ops::matmul(a.xmid.t, a.att.t.view({N, Hq * D}), param(p.o), false, true, 1.0f, 1.0f);
+    ops::rmsnorm_forward(a.ln2.t, a.rstd2.t, a.xmid, param(p.ln2), eps);
+    ops::matmul(a.gate.t, a.ln2, param(p.gate), false, true);
+    ops::matmul(a.up.t, a.ln2, param(p.up), false, true);
+    ops::swiglu_forward(a.h.t, a.gate, a.up);
+    // next residual = xmid + h @ Wdown^T
+    Tensor next = l + 1 < cfg_.n_layers ? acts_[l + 1].x.t : x_final_.t;
+    ops::copy(next, a.xmid);
+    ops::matmul(next, a.h, param(p.down), false, true, 1.0f, 1.0f);
+  }
+  ops::rmsnorm_forward(lnf_.t, rstdf_.t, x_final_, param(final_norm_), eps);
+  ops::matmul(logits_.t, lnf_, param(lm_head_), false, true);
+  return ops::cross_entropy_forward(losses_.t, logits_, targets_);
+}
+
+void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
+  WEFT_CHECK(B_ > 0, "backward called before forward");
+  const int64_t N = int64_t(B_) * T_;
+  const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
+  const float theta = static_cast<float>(cfg_.rope_theta);
+  auto ready = [&](int i) {
+    if (on_grad_ready) on_grad_ready(i);
+  };
+
+  // Loss -> logits (in place) -> LM head and final norm.
+  ops::cross_entropy_backward(logits_.t, logits_, targets_, loss_scale);
+  ops::matmul(grad(lm_head_), logits_, lnf_, true, false, 1.0f, 1.0f);  // dW += dlogits^T lnf
+  if (!cfg_.tie_embeddings) ready(lm_head_);
+  ops::matmul(dln_.t, logits_, param(lm_head_), false, false);  // dlnf = dlogits W
+  ops::rmsnorm_backward(dx_.t, grad(final_norm_), dln_, x_final_, param(final_norm_), rstdf_);
+  ready(final_norm_);
+
+  for (int l = cfg_.n_layers - 1; l >= 0; --l) {
+    LayerActs& a = acts_[l];
+    const LayerParams& p = layer_params_[l];
+    // MLP: dx holds d(next residual) = d(xmid) through the skip connection.
+    ops::matmul(grad(p.down), dx_, a.h, true, false, 1.0f, 1.0f);
+    ready(p.down);
+    ops::matmul(dh_.t, dx_, param(p.down), false, false);
+    ops::swiglu_backward(dgate_.t, dup_.t, dh_, a.gate, a.up);
+    ops::matmul(grad(p.up), dup_, a.ln2, true, false, 1.0f, 1.0f);
+    ready(p.up);
+    ops::matmul(grad(p.gate), dgate_, a.ln2, true, false, 1.0f, 1.0f);
+    ready(p.gate);
+    ops::matmul(dln_.t, dgate_, param(p.gate), false, false);
+    ops::matmul(dln_.t, dup_, param(p.up), false, false, 1.0f, 1.0f);
+    ops::rmsnorm_backward(dtmp_.t, grad(p.ln2), dln_, a.xmid, param(p.ln2), a.rstd2);
+    ready(p.ln2);
+    ops::add_acc(dx_.t, dtmp_);  // dx = d(xmid)
+
+    // Attention.
+    Tensor att2d = a.att.t.view({N, Hq * D});
+    ops::matmul(grad(p.o), dx_, att2d, true, false, 1.0f, 1.0f);
+    ready(p.o);
+    ops::matmul(datt_.t.view({N, Hq * D}), dx_, param(p.o), false, false);
+    ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse);
+    ops::rope_backward(dq_.t, dq_, theta);
+    ops::rope_backward(dk_.t, dk_, theta);
+    Tensor dq2 = dq_.t.view({N, Hq * D}), dk2 = dk_.t.view({N, Hkv * D});
+    Tensor dv2 = dv_.t.view({N, Hkv * D});
+    ops::matmul(grad(p.v), dv2, a.ln1, true, false, 1.0f, 1.0f);
+    ready(p.v);
+    ops::matmul(grad(p.k), dk2, a.ln1, true, false, 1.0f, 1.0f);
+    ready(p.k);
+    ops::matmul(grad(p.q), dq2, a.ln1, true, false, 1.0f, 1.0f);
+    ready(p.q);
+    ops::matmul(dln_.t, dq2, param(p.q), false, false);
+    ops::matmul(dln_.t, dk2, param(p.k), false, false, 1.0f, 1.0f);
+    ops::matmul(dln_.t, dv2, param(p.v), false, false, 1.0f, 1.0f);
+    ops::rmsnorm_backward(dtmp_.t, grad(p.ln1), dln_, a.x, param(p.ln1), a.rstd1);
+    ready(p.ln1);
+    ops::add_acc(dx_.t, dtmp_);  // dx = d(x) of this layer = d(residual) below
+  }
+  ops::embedding_backward(grad(embed_), tokens_, dx_);
+  ready(embed_);
+}
+
+}  // namespace weft

@@ -1,0 +1,224 @@
+#include "train/checkpoint.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace weft {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "weft-checkpoint-1";
+
+int64_t step_of(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return -1;
+  return std::stoll(name.substr(5));
+}
+
+void write_text_atomically(const fs::path& path, const std::string& text) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw CheckpointError(tmp.string() + ": write failed");
+  }
+  fsync_path(tmp.string());
+  fs::rename(tmp, path);
+}
+
+void add_model(SafetensorsWriter& w, const Llama& model) {
+  for (size_t i = 0; i < model.params().size(); ++i)
+    w.add(model.params()[i].name, model.param(static_cast<int>(i)));
+}
+
+void read_model(const SafetensorsFile& f, Llama& model) {
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const ParamInfo& p = model.params()[i];
+    const auto& v = f.get(p.name, DType::F32, p.numel);
+    std::memcpy(model.param(static_cast<int>(i)).data, v.data, v.bytes);
+  }
+}
+
+struct FileRecord {
+  uint64_t bytes;
+  uint32_t crc;
+};
+
+// Checks meta.json's records against the files; returns the parsed meta.
+nlohmann::json verify(const fs::path& ckpt) {
+  fs::path meta_path = ckpt / "meta.json";
+  std::ifstream in(meta_path);
+  if (!in) throw CheckpointError(meta_path.string() + ": missing");
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw CheckpointError(meta_path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  if (meta.value("format", "") != kFormat)
+    throw CheckpointError(meta_path.string() + ": unknown format " + meta.value("format", "''"));
+  if (!meta.contains("files") || !meta["files"].is_object())
+    throw CheckpointError(meta_path.string() + ": no file records");
+  for (auto it = meta["files"].begin(); it != meta["files"].end(); ++it) {
+    fs::path file = ckpt / it.key();
+    std::error_code ec;
+    uint64_t size = fs::file_size(file, ec);
+    if (ec) throw CheckpointError(file.string() + ": missing");
+    uint64_t want = (*it)["bytes"].get<uint64_t>();
+    if (size != want)
+      throw CheckpointError(file.string() + ": truncated or altered (" + std::to_string(size) +
+                            " bytes, meta.json says " + std::to_string(want) + ")");
+    uint32_t crc = crc32_of_file(file.string());
+    if (crc != (*it)["crc32"].get<uint32_t>())
+      throw CheckpointError(file.string() + ": checksum mismatch (corrupt)");
+  }
+  return meta;
+}
+
+}  // namespace
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    int64_t s = step_of(e.path().filename().string());
+    if (s >= 0 && e.is_directory()) found.emplace_back(s, e.path().string());
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+void save_model_weights(const std::string& path, const Llama& model) {
+  SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  add_model(w, model);
+  w.write(path);
+}
+
+void load_model_weights(const std::string& path, Llama& model) {
+  read_model(SafetensorsFile::load(path), model);
+}
+
+std::string save_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
+                            const CheckpointMeta& meta, int keep, int rank) {
+  try {
+    fs::create_directories(dir);
+    const std::string name = "step-" + std::to_string(meta.step);
+    const fs::path final_dir = fs::path(dir) / name;
+    const fs::path tmp = fs::path(dir) / (".tmp-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+
+    nlohmann::json files = nlohmann::json::object();
+    auto record = [&](const std::string& file, uint32_t crc) {
+      files[file] = {{"bytes", fs::file_size(tmp / file)}, {"crc32", crc}};
+    };
+    if (rank == 0) {
+      SafetensorsWriter w;
+      w.set_metadata("format", "pt");
+      add_model(w, model);
+      record("model.safetensors", w.write((tmp / "model.safetensors").string()));
+    }
+    const std::string optim_file = "optim-rank-" + std::to_string(rank) + ".safetensors";
+    SafetensorsWriter o;
+    o.set_metadata("step_count", std::to_string(opt.step_count()));
+    o.add("exp_avg", opt.exp_avg());
+    o.add("exp_avg_sq", opt.exp_avg_sq());
+    record(optim_file, o.write((tmp / optim_file).string()));
+
+    nlohmann::json m = {{"format", kFormat},
+                        {"step", meta.step},
+                        {"data", {{"next_step", meta.step}}},
+                        {"last_loss", meta.last_loss},
+                        {"world", {{"size", meta.world_size}}},
+                        {"model", {{"num_params", model.num_params()}}},
+                        {"config", meta.config_yaml},
+                        {"files", files}};
+    {
+      std::ofstream out(tmp / "meta.json");
+      out << m.dump(2) << "\n";
+      if (!out.flush()) throw CheckpointError((tmp / "meta.json").string() + ": write failed");
+    }
+    fsync_path((tmp / "meta.json").string());
+    fsync_path(tmp.string());
+    fs::remove_all(final_dir);  // a stale copy of the same step, e.g. after a restart
+    fs::rename(tmp, final_dir);
+    fsync_path(dir);
+    write_text_atomically(fs::path(dir) / "latest", name + "\n");
+    fsync_path(dir);
+
+    std::vector<std::string> all = list_checkpoints(dir);
+    for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
+      fs::remove_all(all[i]);
+    return final_dir.string();
+  } catch (const fs::filesystem_error& e) {
+    throw CheckpointError(std::string("checkpoint write failed: ") + e.what());
+  }
+}
+
+std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
+                                                     AdamW& opt, int rank) {
+  std::vector<std::string> candidates = list_checkpoints(dir);
+  // `latest` first: it names what the writer finished last.
+  std::ifstream lf(fs::path(dir) / "latest");
+  std::string latest;
+  if (lf >> latest) {
+    fs::path p = fs::path(dir) / latest;
+    auto it = std::find(candidates.begin(), candidates.end(), p.string());
+    if (it != candidates.end()) std::rotate(candidates.begin(), it, it + 1);
+  }
+  if (candidates.empty()) return std::nullopt;
+
+  std::vector<std::string> problems;
+  for (const std::string& c : candidates) {
+    try {
+      nlohmann::json meta = verify(c);
+      const std::string optim_file = "optim-rank-" + std::to_string(rank) + ".safetensors";
+      SafetensorsFile mf = SafetensorsFile::load((fs::path(c) / "model.safetensors").string());
+      SafetensorsFile of = SafetensorsFile::load((fs::path(c) / optim_file).string());
+      const int64_t n = opt.exp_avg().numel();
+      const auto& m = of.get("exp_avg", DType::F32, n);
+      const auto& v = of.get("exp_avg_sq", DType::F32, n);
+      auto sc = of.metadata().find("step_count");
+      if (sc == of.metadata().end()) throw CheckpointError(of.path() + ": no step_count");
+      read_model(mf, model);
+      std::memcpy(opt.exp_avg().data, m.data, m.bytes);
+      std::memcpy(opt.exp_avg_sq().data, v.data, v.bytes);
+      opt.set_step_count(std::stoll(sc->second));
+
+      CheckpointMeta out;
+      out.step = meta["step"].get<int64_t>();
+      out.last_loss = meta.value("last_loss", 0.0);
+      out.world_size = meta["world"].value("size", 1);
+      out.config_yaml = meta.value("config", "");
+      if (!problems.empty())
+        spdlog::warn("resuming from the older checkpoint {} instead", c);
+      return out;
+    } catch (const CheckpointError& e) {
+      spdlog::warn("checkpoint {} is unusable: {}", c, e.what());
+      problems.push_back(e.what());
+    } catch (const nlohmann::json::exception& e) {
+      spdlog::warn("checkpoint {} has a malformed meta.json: {}", c, e.what());
+      problems.push_back(c + ": malformed meta.json");
+    }
+  }
+  std::string all;
+  for (const std::string& p : problems) all += "\n  " + p;
+  throw CheckpointError("no valid checkpoint in " + dir + " (remove the directory to start over):" + all);
+}
+
+}  // namespace weft

@@ -1,0 +1,50 @@
+// Checkpoints: dir/step-N/{model.safetensors, optim-rank-R.safetensors,
+// meta.json} and dir/latest naming the newest complete one.
+//
+// Invariants: a step-N directory is only ever visible complete (written to a
+// temporary directory, every file fsynced, then renamed; `latest` replaced by
+// rename). meta.json records the size and CRC-32 of every file, so a torn or
+// corrupted checkpoint is detected on load and the previous one used instead.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/llama.h"
+#include "optim/adamw.h"
+#include "train/config.h"
+#include "train/safetensors.h"
+
+namespace weft {
+
+struct CheckpointMeta {
+  int64_t step = 0;        // optimizer steps completed; training resumes at this step
+  double last_loss = 0;    // loss of step-1, for logs
+  int world_size = 1;
+  std::string config_yaml;  // the config the run was started with
+};
+
+// Writes a checkpoint of `model` and `opt` (this rank's optimizer state) after
+// `meta.step` steps. Deletes the oldest step-* directories beyond `keep`.
+// Returns the checkpoint directory. Throws CheckpointError on I/O failure.
+std::string save_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
+                            const CheckpointMeta& meta, int keep, int rank = 0);
+
+// Loads the newest valid checkpoint in dir into model and opt. Returns nullopt
+// when dir holds no checkpoint. A corrupt checkpoint is skipped with a warning
+// naming the problem; throws CheckpointError if checkpoints exist but none is
+// valid (so nothing is silently restarted from scratch).
+std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
+                                                     AdamW& opt, int rank = 0);
+
+// step-N directories in dir, newest first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// Writes just the model weights (HF names) to a safetensors file.
+void save_model_weights(const std::string& path, const Llama& model);
+// Loads weights written by save_model_weights (or transformers) into model.
+void load_model_weights(const std::string& path, Llama& model);
+
+}  // namespace weft

@@ -1,0 +1,206 @@
+#include "train/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace weft {
+
+namespace {
+
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::U16: return "U16";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& s, DType* out) {
+  for (DType t : {DType::F32, DType::BF16, DType::I32, DType::U16}) {
+    if (s == st_dtype(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw CheckpointError(path + ": " + what);
+}
+
+uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
+  const Bytef* p = static_cast<const Bytef*>(data);
+  while (n > 0) {  // zlib's length is 32-bit
+    uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = static_cast<uint32_t>(::crc32(crc, p, chunk));
+    p += chunk;
+    n -= chunk;
+  }
+  return crc;
+}
+
+}  // namespace
+
+void SafetensorsWriter::add(const std::string& name, DType dtype,
+                            const std::vector<int64_t>& shape, const void* data) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  entries_.push_back({name, dtype, shape, data, static_cast<size_t>(n) * dtype_size(dtype)});
+}
+
+void SafetensorsWriter::add(const std::string& name, const Tensor& t) {
+  WEFT_CHECK(t.device == Device::CPU, "safetensors writes host tensors");
+  std::vector<int64_t> shape(t.shape.d.begin(), t.shape.d.begin() + t.rank());
+  add(name, t.dtype, shape, t.data);
+}
+
+uint32_t SafetensorsWriter::write(const std::string& path) const {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!meta_.empty()) header["__metadata__"] = meta_;
+  size_t offset = 0;
+  for (const Entry& e : entries_) {
+    header[e.name] = {{"dtype", st_dtype(e.dtype)},
+                      {"shape", e.shape},
+                      {"data_offsets", {offset, offset + e.bytes}}};
+    offset += e.bytes;
+  }
+  std::string h = header.dump();
+  h.resize((h.size() + 7) / 8 * 8, ' ');  // align the data section
+  uint64_t hlen = h.size();
+
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail(path, std::string("cannot create: ") + std::strerror(errno));
+  uint32_t crc = crc_update(0, nullptr, 0);
+  auto put = [&](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    size_t left = n;
+    while (left > 0) {
+      ssize_t w = ::write(fd, c, left);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        fail(path, std::string("write failed: ") + std::strerror(err));
+      }
+      c += w;
+      left -= static_cast<size_t>(w);
+    }
+    crc = crc_update(crc, p, n);
+  };
+  unsigned char lenbytes[8];
+  for (int i = 0; i < 8; ++i) lenbytes[i] = static_cast<unsigned char>(hlen >> (8 * i));
+  put(lenbytes, 8);
+  put(h.data(), h.size());
+  for (const Entry& e : entries_) put(e.data, e.bytes);
+  if (::fsync(fd) != 0 || ::close(fd) != 0) fail(path, std::string("fsync/close: ") + std::strerror(errno));
+  return crc;
+}
+
+SafetensorsFile SafetensorsFile::load(const std::string& path) {
+  SafetensorsFile f;
+  f.path_ = path;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, "cannot open");
+  std::streamsize size = in.tellg();
+  if (size < 8) fail(path, "truncated: " + std::to_string(size) + " bytes, no header");
+  f.bytes_.resize(static_cast<size_t>(size));
+  in.seekg(0);
+  if (!in.read(f.bytes_.data(), size)) fail(path, "read failed");
+
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= uint64_t(static_cast<unsigned char>(f.bytes_[i])) << (8 * i);
+  if (hlen > static_cast<uint64_t>(size) - 8)
+    fail(path, "truncated: header claims " + std::to_string(hlen) + " bytes, file has " +
+                   std::to_string(size));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(f.bytes_.begin() + 8, f.bytes_.begin() + 8 + hlen);
+  } catch (const std::exception& e) {
+    fail(path, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "header is not a JSON object");
+  const size_t data_begin = 8 + hlen;
+  const size_t data_size = static_cast<size_t>(size) - data_begin;
+  size_t covered = 0;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) fail(path, "__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m)
+        if (m->is_string()) f.meta_[m.key()] = m->get<std::string>();
+      continue;
+    }
+    const nlohmann::json& e = *it;
+    View v;
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
+        !e.contains("data_offsets") || !e["dtype"].is_string() || !e["shape"].is_array() ||
+        !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
+      fail(path, "tensor '" + it.key() + "' has a malformed header entry");
+    if (!parse_dtype(e["dtype"].get<std::string>(), &v.dtype))
+      fail(path, "tensor '" + it.key() + "' has unsupported dtype " + e["dtype"].dump());
+    int64_t n = 1;
+    for (const auto& d : e["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(path, "tensor '" + it.key() + "' has a bad shape");
+      v.shape.push_back(d.get<int64_t>());
+      n *= v.shape.back();
+    }
+    uint64_t b = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
+    v.bytes = static_cast<size_t>(n) * dtype_size(v.dtype);
+    if (b > end || end > data_size)
+      fail(path, "truncated: tensor '" + it.key() + "' ends at byte " + std::to_string(end) +
+                     " of a " + std::to_string(data_size) + "-byte data section");
+    if (end - b != v.bytes)
+      fail(path, "tensor '" + it.key() + "' has " + std::to_string(end - b) +
+                     " bytes, its shape needs " + std::to_string(v.bytes));
+    v.data = f.bytes_.data() + data_begin + b;
+    covered += v.bytes;
+    f.tensors_[it.key()] = std::move(v);
+  }
+  if (covered != data_size)
+    fail(path, "data section has " + std::to_string(data_size) + " bytes but tensors cover " +
+                   std::to_string(covered));
+  return f;
+}
+
+const SafetensorsFile::View& SafetensorsFile::get(const std::string& name, DType dtype,
+                                                  int64_t numel) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail(path_, "missing tensor '" + name + "'");
+  const View& v = it->second;
+  if (v.dtype != dtype) fail(path_, "tensor '" + name + "' is " + st_dtype(v.dtype) + ", expected " + st_dtype(dtype));
+  if (static_cast<int64_t>(v.bytes / dtype_size(dtype)) != numel)
+    fail(path_, "tensor '" + name + "' has " + std::to_string(v.bytes / dtype_size(dtype)) +
+                    " elements, expected " + std::to_string(numel));
+  return v;
+}
+
+uint32_t crc32_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open");
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = crc_update(0, nullptr, 0);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    crc = crc_update(crc, buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  return crc;
+}
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail(path, std::string("cannot open for fsync: ") + std::strerror(errno));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) fail(path, std::string("fsync: ") + std::strerror(errno));
+}
+
+}  // namespace weft

@@ -1,0 +1,74 @@
+// The training loop of one rank: data -> forward -> backward (with the
+// gradient hook) -> clip -> AdamW -> log, with checkpoints and clean stops.
+//
+// Owns the model, the optimizer, the data source and the run's accounting.
+// Invariants: the batch of (step, micro) is a pure function of the config, so
+// a run resumed from a checkpoint at step k reproduces the uninterrupted run's
+// losses exactly on the CPU; a stop request is honoured at a step boundary,
+// after a checkpoint is written.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/source.h"
+#include "model/llama.h"
+#include "optim/adamw.h"
+#include "train/config.h"
+
+namespace weft {
+
+struct TrainSummary {
+  int64_t start_step = 0;      // 0, or the step a checkpoint resumed at
+  int64_t steps_done = 0;      // steps completed (== config steps unless stopped)
+  double final_loss = 0;       // loss of the last step
+  double tail_loss = 0;        // mean loss of the last min(10, steps) steps
+  double entropy_floor = -1;   // nats/token a perfect model reaches, -1 unknown
+  double tokens_per_second = 0;
+  double wall_seconds = 0;
+  int64_t tokens = 0;          // tokens processed by all ranks in this run
+  int64_t num_params = 0;
+  int64_t peak_rss_bytes = 0;
+  bool stopped_early = false;  // a stop request ended the run
+  std::string last_checkpoint;
+  std::vector<double> losses;        // per step of this run
+  std::vector<double> step_seconds;  // wall time of each step of this run
+  // Seconds spent per phase over the run: data, forward, backward, optimizer
+  // (clip + AdamW), checkpoint.
+  double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,
+         checkpoint_seconds = 0;
+};
+
+struct RankInfo {
+  int rank = 0;
+  int world = 1;
+};
+
+class Trainer {
+ public:
+  Trainer(const WorkerConfig& cfg, RankInfo rank = {});
+
+  // Trains until config steps or *stop becomes non-zero. Throws ConfigError,
+  // DataError or CheckpointError for the caller to map to an exit code.
+  TrainSummary run(const std::atomic<int>* stop = nullptr);
+
+  Llama& model() { return model_; }
+  AdamW& optimizer() { return opt_; }
+  const TokenSource& data() const { return *source_; }
+
+ private:
+  std::string checkpoint_dir() const;
+  void log_progress(int64_t step, double loss, double lr, double norm, double step_seconds,
+                    double elapsed, int64_t steps_this_run) const;
+  void write_summary(const TrainSummary& s) const;
+
+  WorkerConfig cfg_;
+  RankInfo rank_;
+  std::unique_ptr<TokenSource> source_;
+  Llama model_;
+  AdamW opt_;
+};
+
+}  // namespace weft
