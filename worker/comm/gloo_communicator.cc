@@ -1,0 +1,498 @@
+#include "comm/gloo_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include "comm/bf16.h"
+
+namespace weft::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Slot prefix for weft's own ring reduce-scatter; Gloo's collectives use
+// small prefixes (1..10), so this cannot collide with them.
+constexpr uint8_t kRingSlotPrefix = 0xA7;
+
+// Lets Gloo's full-mesh rendezvous run over weft's TCP store.
+class StoreAdapter : public gloo::rendezvous::Store {
+ public:
+  explicit StoreAdapter(TcpStore& s) : s_(s) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    s_.set(key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string v = s_.get(key);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { s_.wait(keys, s_.timeout()); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
+    s_.wait(keys, std::max(t, s_.timeout()));
+  }
+
+ private:
+  TcpStore& s_;
+};
+
+void sum_bf16(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  auto* x = static_cast<const uint16_t*>(a);
+  auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(bf16_to_f32(x[i]) + bf16_to_f32(y[i]));
+}
+
+void sum_f32(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<float*>(c);
+  auto* x = static_cast<const float*>(a);
+  auto* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+ReduceFn sum_fn(DType t) { return t == DType::BF16 ? &sum_bf16 : &sum_f32; }
+
+void scale(void* p, DType t, int64_t n, float s) {
+  if (t == DType::BF16) {
+    auto* h = static_cast<uint16_t*>(p);
+    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(bf16_to_f32(h[i]) * s);
+  } else {
+    auto* f = static_cast<float*>(p);
+    for (int64_t i = 0; i < n; ++i) f[i] *= s;
+  }
+}
+
+// Calls f with a null pointer of the element type Gloo should see (bf16 is
+// moved as opaque 16-bit words; only our reduction functions interpret it).
+template <typename F>
+void with_type(DType t, F&& f) {
+  if (t == DType::BF16) f(static_cast<uint16_t*>(nullptr));
+  else f(static_cast<float*>(nullptr));
+}
+
+char* at(const Tensor& t, int64_t elem) {
+  return static_cast<char*>(t.data) + elem * static_cast<int64_t>(dtype_size(t.dtype));
+}
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> off(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
+  return off;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ work --
+
+class GlooWork : public Work {
+ public:
+  GlooWork() : issued_(Clock::now()) {}
+
+  void wait() override {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return done_; });
+    if (!error_.empty()) throw CommError(error_);
+  }
+  bool completed() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return done_;
+  }
+  double comm_seconds() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return done_ ? std::chrono::duration<double>(end_ - start_).count() : 0.0;
+  }
+  double enqueue_to_start_seconds() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return started_ ? std::chrono::duration<double>(start_ - issued_).count() : 0.0;
+  }
+
+  void mark_started() {
+    std::lock_guard<std::mutex> lk(mu_);
+    start_ = Clock::now();
+    started_ = true;
+  }
+  double mark_done(std::string error) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!started_) start_ = Clock::now(), started_ = true;
+    end_ = Clock::now();
+    error_ = std::move(error);
+    done_ = true;
+    cv_.notify_all();
+    return std::chrono::duration<double>(end_ - start_).count();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;
+  bool done_ = false;
+  std::string error_;
+  Clock::time_point issued_, start_, end_;
+};
+
+// ---------------------------------------------------------- construction --
+
+std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& bind_addr) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = bind_addr;
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw CommError("cannot create the Gloo TCP device on '" + bind_addr +
+                    "' (WEFT_BIND_ADDR): " + e.what());
+  }
+}
+
+std::shared_ptr<GlooCommunicator> GlooCommunicator::create(
+    CommContext& ctx, TcpStore* store, std::shared_ptr<gloo::transport::Device> device,
+    std::string name, std::vector<int> members, int global_rank) {
+  auto it = std::find(members.begin(), members.end(), global_rank);
+  if (it == members.end())
+    throw CommError("group " + name + ": rank " + std::to_string(global_rank) + " is not a member");
+  int rank = static_cast<int>(it - members.begin());
+  int size = static_cast<int>(members.size());
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  if (size > 1) {
+    if (!store) throw CommError("group " + name + ": " + std::to_string(size) +
+                                " ranks need a rendezvous store (MASTER_ADDR/MASTER_PORT)");
+    // The member list is part of the key: two groups with the same name (one
+    // dp group per sequence slice) must not share a key space.
+    std::string prefix = "gloo/" + name + "/";
+    for (int m : members) prefix += std::to_string(m) + ",";
+    StoreAdapter adapter(*store);
+    gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
+    context->setTimeout(store->timeout());
+    try {
+      context->connectFullMesh(prefixed, device);
+    } catch (const std::exception& e) {
+      throw RendezvousError("group " + name + ": connecting the Gloo full mesh failed: " + e.what());
+    }
+  } else {
+    gloo::rendezvous::HashStore local;
+    context->connectFullMesh(local, device);
+  }
+  context->setTimeout(ctx.timeout());
+  return std::shared_ptr<GlooCommunicator>(
+      new GlooCommunicator(ctx, std::move(name), std::move(members), rank, std::move(context)));
+}
+
+GlooCommunicator::GlooCommunicator(CommContext& ctx, std::string name, std::vector<int> members,
+                                   int rank, std::shared_ptr<gloo::Context> context)
+    : ctx_(ctx), name_(std::move(name)), members_(std::move(members)), rank_(rank),
+      context_(std::move(context)) {
+  thread_ = std::thread([this] { comm_loop(); });
+}
+
+GlooCommunicator::~GlooCommunicator() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();  // drains the queue first: issued collectives always run
+}
+
+// ------------------------------------------------------------ comm thread --
+
+WorkPtr GlooCommunicator::enqueue(OpKind kind, const std::string& label, uint64_t bytes,
+                                  std::function<void(uint32_t)> run) {
+  auto work = std::make_shared<GlooWork>();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) throw CommError("group " + name_ + ": communicator is shutting down");
+    queue_.push_back(Op{kind, label, bytes, std::move(run), work});
+  }
+  cv_.notify_one();
+  return work;
+}
+
+void GlooCommunicator::comm_loop() {
+  for (;;) {
+    Op op;
+    uint32_t tag;
+    std::string poisoned;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      // Tags follow issue order, which every member shares, so concurrent
+      // groups and back-to-back collectives never match each other's messages.
+      tag = next_tag_++;
+      poisoned = poisoned_;
+    }
+    if (!poisoned.empty()) {
+      op.work->mark_done(poisoned);
+      continue;
+    }
+    op.work->mark_started();
+    CommContext::Watch w;
+    w.op = op.kind;
+    w.group = name_;
+    w.label = op.label;
+    w.deadline = Clock::now() + ctx_.timeout();
+    uint64_t watch_id = ctx_.watch(std::move(w));
+    std::string error;
+    failed_peer_ = -1;
+    try {
+      op.run(tag);
+    } catch (const std::exception& e) {
+      CommFailure f;
+      std::string what = e.what();
+      f.timeout = what.find("imed out") != std::string::npos;
+      f.op = op.kind;
+      f.group = name_;
+      f.label = op.label;
+      f.peer = failed_peer_ >= 0 ? members_[failed_peer_] : -1;
+      f.detail = what;
+      error = ctx_.fail(f);  // does not return under FailurePolicy::Exit
+    }
+    ctx_.unwatch(watch_id);
+    double secs = op.work->mark_done(error);
+    if (error.empty()) {
+      stats_.add(op.kind, secs, op.bytes);
+    } else {
+      std::lock_guard<std::mutex> lk(mu_);
+      poisoned_ = error;
+    }
+  }
+}
+
+// ------------------------------------------------------------ collectives --
+
+WorkPtr GlooCommunicator::all_reduce(const Tensor& data, ReduceOp op, const std::string& label) {
+  check_buffer(name_, OpKind::AllReduce, "data", data);
+  Tensor t = data;
+  int n = size();
+  return enqueue(OpKind::AllReduce, label, t.nbytes(), [this, t, op, n](uint32_t tag) {
+    if (n == 1 || t.numel() == 0) return;
+    gloo::AllreduceOptions o(context_);
+    if (t.dtype == DType::BF16)
+      o.setOutput(static_cast<uint16_t*>(t.data), static_cast<size_t>(t.numel()));
+    else
+      o.setOutput(static_cast<float*>(t.data), static_cast<size_t>(t.numel()));
+    o.setReduceFunction(sum_fn(t.dtype));
+    o.setTag(tag);
+    o.setTimeout(ctx_.timeout());
+    gloo::allreduce(o);
+    if (op == ReduceOp::Avg) scale(t.data, t.dtype, t.numel(), 1.0f / static_cast<float>(n));
+  });
+}
+
+WorkPtr GlooCommunicator::reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op,
+                                         const std::vector<int64_t>& counts,
+                                         const std::string& label) {
+  check_buffer(name_, OpKind::ReduceScatter, "input", input);
+  check_buffer(name_, OpKind::ReduceScatter, "output", output);
+  if (input.dtype != output.dtype) throw CommError("reduce_scatter on group " + name_ + ": input and output dtypes differ");
+  auto c = split_counts(name_, OpKind::ReduceScatter, input.numel(), size(), counts);
+  if (output.numel() != c[rank_])
+    throw CommError("reduce_scatter on group " + name_ + ": output holds " +
+                    std::to_string(output.numel()) + " elements, rank " + std::to_string(rank_) +
+                    "'s share is " + std::to_string(c[rank_]));
+  Tensor in = input, out = output;
+  return enqueue(OpKind::ReduceScatter, label, input.nbytes(),
+                 [this, in, out, op, c](uint32_t tag) { ring_reduce_scatter(in, out, op, c, tag); });
+}
+
+// A ring reduce-scatter (Gloo's ReduceScatterHalvingDoubling has no timeout
+// and allocates the whole buffer per call). Input stays untouched: partial
+// sums travel in a chunk-sized buffer. At step s rank r sends chunk
+// (r-s-1) mod n and receives chunk (r-s-2) mod n, so after n-1 steps the chunk
+// it completes is its own.
+void GlooCommunicator::ring_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op,
+                                           const std::vector<int64_t>& counts, uint32_t tag) {
+  const int n = size();
+  const size_t es = dtype_size(in.dtype);
+  auto off = offsets_of(counts);
+  if (n == 1) {
+    std::memmove(out.data, in.data, out.nbytes());
+    return;
+  }
+  int64_t max_chunk = *std::max_element(counts.begin(), counts.end());
+  std::vector<char> acc(static_cast<size_t>(max_chunk) * es), recv(acc.size());
+  auto in_buf = context_->createUnboundBuffer(in.data, in.nbytes());
+  auto acc_buf = context_->createUnboundBuffer(acc.data(), acc.size());
+  auto recv_buf = context_->createUnboundBuffer(recv.data(), recv.size());
+  const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+  const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag);
+  const auto deadline = Clock::now() + ctx_.timeout();
+  auto left_ms = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  ReduceFn add = sum_fn(in.dtype);
+  for (int s = 0; s < n - 1; ++s) {
+    int send_idx = ((rank_ - s - 1) % n + n) % n;
+    int recv_idx = ((rank_ - s - 2) % n + n) % n;
+    size_t send_bytes = static_cast<size_t>(counts[send_idx]) * es;
+    size_t recv_bytes = static_cast<size_t>(counts[recv_idx]) * es;
+    if (recv_bytes) recv_buf->recv(left, slot, 0, recv_bytes);
+    if (send_bytes) {
+      if (s == 0) in_buf->send(right, slot, static_cast<size_t>(off[send_idx]) * es, send_bytes);
+      else acc_buf->send(right, slot, 0, send_bytes);
+    }
+    if (recv_bytes) {
+      failed_peer_ = left;
+      recv_buf->waitRecv(left_ms());
+    }
+    if (send_bytes) {
+      failed_peer_ = right;
+      (s == 0 ? in_buf : acc_buf)->waitSend(left_ms());
+    }
+    failed_peer_ = -1;
+    if (!recv_bytes) continue;
+    void* dst = (s == n - 2) ? out.data : static_cast<void*>(acc.data());
+    add(dst, at(in, off[recv_idx]), recv.data(), static_cast<size_t>(counts[recv_idx]));
+  }
+  if (op == ReduceOp::Avg) scale(out.data, out.dtype, out.numel(), 1.0f / static_cast<float>(n));
+}
+
+WorkPtr GlooCommunicator::all_gather(const Tensor& input, const Tensor& output,
+                                     const std::vector<int64_t>& counts, const std::string& label) {
+  check_buffer(name_, OpKind::AllGather, "input", input);
+  check_buffer(name_, OpKind::AllGather, "output", output);
+  if (input.dtype != output.dtype) throw CommError("all_gather on group " + name_ + ": input and output dtypes differ");
+  auto c = split_counts(name_, OpKind::AllGather, output.numel(), size(), counts);
+  if (input.numel() != c[rank_])
+    throw CommError("all_gather on group " + name_ + ": input holds " + std::to_string(input.numel()) +
+                    " elements, rank " + std::to_string(rank_) + "'s share is " + std::to_string(c[rank_]));
+  auto off = offsets_of(c);
+  Tensor in = input, out = output;
+  bool equal = counts.empty() || std::all_of(c.begin(), c.end(), [&](int64_t x) { return x == c[0]; });
+  return enqueue(OpKind::AllGather, label, input.nbytes(), [this, in, out, c, off, equal](uint32_t tag) {
+    // Gloo copies the input into the output's own slot; give it an input
+    // only when it is elsewhere, as it may alias (ZeRO gathers in place).
+    char* own = at(out, off[rank_]);
+    if (in.data != own) std::memmove(own, in.data, in.nbytes());
+    if (size() == 1 || out.numel() == 0) return;
+    // Gloo's allgather wants an input buffer; a copy of our own share keeps
+    // it from reading the output it is writing.
+    std::vector<char> mine(own, own + in.nbytes());
+    if (equal) {
+      gloo::AllgatherOptions o(context_);
+      with_type(out.dtype, [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        o.setInput(reinterpret_cast<T*>(mine.data()), static_cast<size_t>(c[rank_]));
+        o.setOutput(static_cast<T*>(out.data), static_cast<size_t>(out.numel()));
+      });
+      o.setTag(tag);
+      o.setTimeout(ctx_.timeout());
+      gloo::allgather(o);
+    } else {
+      gloo::AllgathervOptions o(context_);
+      std::vector<size_t> elems(c.begin(), c.end());
+      if (out.dtype == DType::BF16) {
+        o.setInput(reinterpret_cast<uint16_t*>(mine.data()), static_cast<size_t>(c[rank_]));
+        o.setOutput(static_cast<uint16_t*>(out.data), elems);
+      } else {
+        o.setInput(reinterpret_cast<float*>(mine.data()), static_cast<size_t>(c[rank_]));
+        o.setOutput(static_cast<float*>(out.data), elems);
+      }
+      o.setTag(tag);
+      o.setTimeout(ctx_.timeout());
+      gloo::allgatherv(o);
+    }
+  });
+}
+
+WorkPtr GlooCommunicator::all_to_all(const Tensor& input, const Tensor& output,
+                                     const std::vector<int64_t>& send_counts,
+                                     const std::vector<int64_t>& recv_counts,
+                                     const std::string& label) {
+  check_buffer(name_, OpKind::AllToAll, "input", input);
+  check_buffer(name_, OpKind::AllToAll, "output", output);
+  if (input.dtype != output.dtype) throw CommError("all_to_all on group " + name_ + ": input and output dtypes differ");
+  if (send_counts.empty() != recv_counts.empty())
+    throw CommError("all_to_all on group " + name_ + ": give both send and receive counts or neither");
+  if (send_counts.empty() && input.numel() != output.numel())
+    throw CommError("all_to_all on group " + name_ + ": input holds " + std::to_string(input.numel()) +
+                    " elements but output " + std::to_string(output.numel()));
+  auto sc = split_counts(name_, OpKind::AllToAll, input.numel(), size(), send_counts);
+  auto rc = split_counts(name_, OpKind::AllToAll, output.numel(), size(), recv_counts);
+  if (input.data == output.data && input.numel() > 0)
+    throw CommError("all_to_all on group " + name_ + ": input and output must not alias");
+  Tensor in = input, out = output;
+  bool equal = send_counts.empty();
+  return enqueue(OpKind::AllToAll, label, input.nbytes(), [this, in, out, sc, rc, equal](uint32_t tag) {
+    if (size() == 1) {
+      std::memcpy(out.data, in.data, in.nbytes());
+      return;
+    }
+    if (in.numel() == 0 && out.numel() == 0 && equal) return;
+    if (equal) {
+      gloo::AlltoallOptions o(context_);
+      with_type(out.dtype, [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        o.setInput(static_cast<T*>(in.data), static_cast<size_t>(in.numel()));
+        o.setOutput(static_cast<T*>(out.data), static_cast<size_t>(out.numel()));
+      });
+      o.setTag(tag);
+      o.setTimeout(ctx_.timeout());
+      gloo::alltoall(o);
+    } else {
+      gloo::AlltoallvOptions o(context_);
+      if (out.dtype == DType::BF16) {
+        o.setInput(static_cast<uint16_t*>(in.data), sc);
+        o.setOutput(static_cast<uint16_t*>(out.data), rc);
+      } else {
+        o.setInput(static_cast<float*>(in.data), sc);
+        o.setOutput(static_cast<float*>(out.data), rc);
+      }
+      o.setTag(tag);
+      o.setTimeout(ctx_.timeout());
+      gloo::alltoallv(o);
+    }
+  });
+}
+
+WorkPtr GlooCommunicator::broadcast(const Tensor& data, int root, const std::string& label) {
+  check_buffer(name_, OpKind::Broadcast, "data", data);
+  if (root < 0 || root >= size())
+    throw CommError("broadcast on group " + name_ + ": root " + std::to_string(root) +
+                    " is not a group rank (size " + std::to_string(size()) + ")");
+  Tensor t = data;
+  return enqueue(OpKind::Broadcast, label, t.nbytes(), [this, t, root](uint32_t tag) {
+    if (size() == 1 || t.numel() == 0) return;
+    gloo::BroadcastOptions o(context_);
+    with_type(t.dtype, [&](auto* p) {
+      using T = std::remove_pointer_t<decltype(p)>;
+      o.setOutput(static_cast<T*>(t.data), static_cast<size_t>(t.numel()));
+    });
+    o.setRoot(root);
+    o.setTag(tag);
+    o.setTimeout(ctx_.timeout());
+    failed_peer_ = rank_ == root ? -1 : root;
+    gloo::broadcast(o);
+  });
+}
+
+WorkPtr GlooCommunicator::barrier(const std::string& label) {
+  return enqueue(OpKind::Barrier, label, 0, [this](uint32_t tag) {
+    if (size() == 1) return;
+    gloo::BarrierOptions o(context_);
+    o.setTag(tag);
+    o.setTimeout(ctx_.timeout());
+    gloo::barrier(o);
+  });
+}
+
+}  // namespace weft::comm

@@ -1,0 +1,157 @@
+#include "comm/process_groups.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
+
+#include "comm/gloo_communicator.h"
+#include "train/config.h"
+#ifdef WEFT_HAVE_NCCL
+#include "comm/nccl_communicator.h"
+#endif
+
+extern char** environ;
+
+namespace weft::comm {
+namespace {
+
+int64_t parse_int(const std::map<std::string, std::string>& env, const std::string& name,
+                  int64_t dflt, int64_t lo, int64_t hi) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return dflt;
+  const std::string& s = it->second;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end == s.c_str() || *end != '\0' || v < lo || v > hi)
+    throw CommError(name + ": '" + s + "' is not an integer in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "]");
+  return v;
+}
+
+std::string get(const std::map<std::string, std::string>& env, const std::string& name) {
+  auto it = env.find(name);
+  return it == env.end() ? std::string() : it->second;
+}
+
+bool is_loopback_name(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+}  // namespace
+
+ProcessEnv read_process_env(const std::map<std::string, std::string>& env) {
+  ProcessEnv e;
+  e.world = static_cast<int>(parse_int(env, "WORLD_SIZE", 1, 1, 1 << 20));
+  e.rank = static_cast<int>(parse_int(env, "RANK", 0, 0, e.world - 1));
+  e.master_addr = get(env, "MASTER_ADDR");
+  e.master_port = static_cast<uint16_t>(parse_int(env, "MASTER_PORT", 0, 1, 65535));
+  e.attempt = static_cast<int>(parse_int(env, "WEFT_ATTEMPT", 0, 0, 1 << 30));
+  e.token = get(env, "WEFT_RDZV_TOKEN");
+  e.bind_addr = get(env, "WEFT_BIND_ADDR");
+  if (e.world > 1 && e.master_addr.empty())
+    throw CommError("MASTER_ADDR: must be set when WORLD_SIZE is " + std::to_string(e.world));
+  if (e.world > 1 && e.master_port == 0)
+    throw CommError("MASTER_PORT: must be set when WORLD_SIZE is " + std::to_string(e.world));
+  return e;
+}
+
+std::map<std::string, std::string> current_environment() {
+  std::map<std::string, std::string> m;
+  for (char** p = environ; p && *p; ++p) {
+    std::string kv = *p;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) m[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return m;
+}
+
+GroupOptions group_options(const WorkerConfig& cfg) {
+  GroupOptions o;
+  o.backend = cfg.comm.backend;
+  o.device = cfg.device == "cuda" ? Device::CUDA : Device::CPU;
+  o.sp = cfg.parallel.sp;
+  o.wp = cfg.parallel.wp;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.timeout_s * 1000));
+  o.rendezvous_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.rendezvous_timeout_s * 1000));
+  return o;
+}
+
+ProcessGroups::~ProcessGroups() {
+  // Communicators drain their queues and close their connections first.
+  world.reset();
+  dp.reset();
+  sp.reset();
+  wp.reset();
+  wdp.reset();
+}
+
+std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const GroupOptions& opt) {
+  RankGrid grid(env.world, opt.sp, opt.wp);
+  std::string backend = opt.backend;
+  if (backend == "auto") backend = opt.device == Device::CUDA ? "nccl" : "gloo";
+  if (backend != "gloo" && backend != "nccl")
+    throw CommError("comm.backend: '" + opt.backend + "' is not one of auto, gloo, nccl");
+  if (backend == "nccl" && opt.device != Device::CUDA)
+    throw CommError("comm.backend: nccl needs device: cuda");
+  if (backend == "gloo" && opt.device != Device::CPU)
+    throw CommError("comm.backend: gloo runs on CPU tensors; use nccl with device: cuda");
+#ifndef WEFT_HAVE_NCCL
+  if (backend == "nccl") throw CommError("comm.backend: nccl requested but weft was built without CUDA");
+#endif
+
+  std::unique_ptr<ProcessGroups> pg(new ProcessGroups(env, grid));
+  pg->ctx_ = std::make_unique<CommContext>(opt.timeout, opt.policy);
+  pg->ctx_->set_global_rank(env.rank);
+  if (env.world > 1) {
+    if (env.rank == 0) {
+      // On loopback serve only loopback (tests, weft-run); in a pod, all
+      // interfaces: rank 0's own DNS name may not resolve yet.
+      std::string bind = is_loopback_name(env.master_addr) ? env.master_addr : "";
+      pg->server_ = std::make_unique<TcpStoreServer>(bind, env.master_port, env.token);
+    }
+    StoreOptions so;
+    so.host = env.master_addr;
+    so.port = env.master_port;
+    so.token = env.token;
+    so.attempt = env.attempt;
+    so.timeout = opt.rendezvous_timeout;
+    pg->store_ = std::make_unique<TcpStore>(so);
+  }
+  TcpStore* store = pg->store_.get();
+
+  RankGroups g = grid.groups_of(env.rank);
+  // Every rank creates its groups in the same order, so each group's
+  // (blocking) connection step sees all of its members.
+  auto make = [&](const std::string& name, const std::vector<int>& members) -> CommunicatorPtr {
+#ifdef WEFT_HAVE_NCCL
+    if (backend == "nccl")
+      return NcclCommunicator::create(*pg->ctx_, store, name, members, env.rank);
+#endif
+    if (!pg->device_) {
+      std::string bind = !env.bind_addr.empty() ? env.bind_addr
+                         : store               ? store->local_address()
+                                               : std::string("127.0.0.1");
+      pg->device_ = make_gloo_device(bind);
+    }
+    return GlooCommunicator::create(*pg->ctx_, store, pg->device_, name, members, env.rank);
+  };
+  pg->world = make("world", g.world);
+  pg->dp = make("dp", g.dp);
+  pg->sp = make("sp", g.sp);
+  pg->wp = make("wp", g.wp);
+  pg->wdp = make("wdp", g.wdp);
+  if (store) store->add("ready", 1);
+  spdlog::info("comm: rank {}/{} ready ({}; dp {}, sp {}, wp {}, wdp {})", env.rank, env.world,
+               backend, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size());
+  return pg;
+}
+
+std::unique_ptr<ProcessGroups> init_process_groups(const std::map<std::string, std::string>& env,
+                                                   const WorkerConfig& cfg) {
+  return init_process_groups(read_process_env(env), group_options(cfg));
+}
+
+}  // namespace weft::comm

@@ -1,0 +1,88 @@
+// weft comm: process-level setup. Reads the rank's environment contract
+// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEFT_ATTEMPT, WEFT_RDZV_TOKEN,
+// WEFT_BIND_ADDR), runs the rendezvous (rank 0 serves the store) and builds
+// the RankGrid's communicators. main() owns the returned ProcessGroups and
+// passes its communicators to the strategies that use them; there is no
+// global. Without RANK/WORLD_SIZE the process is rank 0 of 1 and needs no
+// store.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "comm/comm_context.h"
+#include "comm/communicator.h"
+#include "comm/rank_grid.h"
+#include "comm/tcp_store.h"
+#include "tensor/tensor.h"
+
+namespace gloo::transport {
+class Device;
+}
+
+namespace weft {
+struct WorkerConfig;
+}
+
+namespace weft::comm {
+
+// The environment contract, parsed and checked. Errors (CommError) name the
+// variable: "MASTER_PORT: 'abc' is not an integer in [1, 65535]".
+struct ProcessEnv {
+  int rank = 0;
+  int world = 1;
+  std::string master_addr;   // required when world > 1
+  uint16_t master_port = 0;  // required when world > 1
+  int attempt = 0;
+  std::string token;
+  std::string bind_addr;     // WEFT_BIND_ADDR; empty = the address that reaches MASTER_ADDR
+};
+ProcessEnv read_process_env(const std::map<std::string, std::string>& env);
+std::map<std::string, std::string> current_environment();
+
+struct GroupOptions {
+  std::string backend = "auto";  // "auto" (gloo on cpu, nccl on cuda) | "gloo" | "nccl"
+  Device device = Device::CPU;
+  int sp = 1;
+  int wp = 1;
+  std::chrono::milliseconds timeout{300000};              // per collective
+  std::chrono::milliseconds rendezvous_timeout{600000};
+  FailurePolicy policy = FailurePolicy::Exit;
+};
+// From the worker config's comm/parallel/device fields.
+GroupOptions group_options(const WorkerConfig& cfg);
+
+class ProcessGroups {
+ public:
+  ~ProcessGroups();
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world; }
+  const RankGrid& grid() const { return grid_; }
+  CommContext& context() { return *ctx_; }
+  TcpStore* store() { return store_.get(); }  // null for a one-rank world
+
+  CommunicatorPtr world, dp, sp, wp, wdp;
+
+ private:
+  friend std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv&, const GroupOptions&);
+  ProcessGroups(ProcessEnv env, RankGrid grid) : env_(std::move(env)), grid_(grid) {}
+
+  ProcessEnv env_;
+  RankGrid grid_;
+  // The destructor releases the communicators before these.
+  std::unique_ptr<CommContext> ctx_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStore> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+};
+
+// Rendezvous and build every group of the grid. Throws CommError (bad env or
+// config: exit 1) or RendezvousError (peers never showed up: exit 3).
+std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const GroupOptions& opt);
+std::unique_ptr<ProcessGroups> init_process_groups(const std::map<std::string, std::string>& env,
+                                                   const WorkerConfig& cfg);
+
+}  // namespace weft::comm
