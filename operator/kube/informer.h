@@ -1,0 +1,90 @@
+// Informer: keeps a local, read-only cache of one resource kind (optionally
+// one label selector) current with list + watch, and tells handlers which
+// objects changed. Handlers only enqueue keys (STYLE.md: watch events never
+// drive logic directly).
+//
+// Invariants:
+//  - Cached objects are shared immutable snapshots (shared_ptr<const Json>);
+//    nobody edits them. Readers copy before changing anything.
+//  - The watch resumes from the last resourceVersion seen (events and
+//    BOOKMARKs); a 410 Gone or an unparsable stream triggers a full relist,
+//    after which handlers see every object that was added, changed or
+//    deleted meanwhile.
+//  - Every `resync` period all cached objects are handed to the handlers
+//    again, so a missed edge is eventually reconciled.
+//  - An optional index label gives O(1) lookup of objects by (namespace,
+//    label value), e.g. pods of one job.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "kube/kube_api.h"
+
+namespace weft::kube {
+
+using ObjectPtr = std::shared_ptr<const Json>;
+
+std::string object_key(const Json& obj);  // "namespace/name"
+
+class Informer {
+ public:
+  using Handler = std::function<void(const Json& obj)>;
+
+  Informer(KubeApi& api, Resource resource, std::string ns = "", std::string label_selector = "",
+           std::chrono::seconds resync = std::chrono::seconds(300), std::string index_label = "");
+
+  void add_handler(Handler h);  // before run()
+
+  // Lists, then watches until stop is requested; never returns early.
+  void run(std::stop_token stop);
+
+  bool synced() const { return synced_.load(); }
+  bool wait_synced(std::chrono::milliseconds timeout) const;
+
+  ObjectPtr get(const std::string& ns, const std::string& name) const;
+  std::vector<ObjectPtr> list() const;
+  std::vector<ObjectPtr> by_index(const std::string& ns, const std::string& label_value) const;
+  size_t size() const;
+
+  long relists() const { return relists_.load(); }
+  long watches() const { return watches_.load(); }
+  std::string last_resource_version() const;
+
+ private:
+  void replace(const Json& items);
+  void apply(const std::string& type, Json obj);
+  void notify(const Json& obj);
+  std::string index_value(const Json& obj) const;
+  void index_remove(const std::string& key, const Json& obj);
+  void index_add(const std::string& key, const Json& obj);
+  bool sleep_for(std::stop_token& stop, std::chrono::milliseconds d);
+  void resync_loop(std::stop_token stop);
+
+  KubeApi& api_;
+  Resource resource_;
+  std::string ns_, selector_, index_label_;
+  std::chrono::seconds resync_;
+  std::vector<Handler> handlers_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable_any cv_;
+  std::map<std::string, ObjectPtr> store_;
+  std::map<std::string, std::set<std::string>> index_;  // "ns/value" -> keys
+  std::string rv_;
+  std::atomic<bool> synced_{false};
+  std::atomic<long> relists_{0}, watches_{0};
+};
+
+}  // namespace weft::kube

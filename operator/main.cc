@@ -1,0 +1,122 @@
+// weft-operator: watches TrainingJobs and runs their gangs of worker pods.
+// Owns the process-level pieces only: flags, logging, the metrics registry
+// and exposer, probes, leader election and signal handling.
+#include <CLI/CLI.hpp>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <optional>
+#include <thread>
+
+#include "kube/kube_api.h"
+#include "kube/kube_config.h"
+#include "kube/leader_election.h"
+#include "kube/probe_server.h"
+#include "trainingjob/controller.h"
+#include "trainingjob/operator_metrics.h"
+
+namespace {
+std::stop_source g_stop;
+extern "C" void on_signal(int) { g_stop.request_stop(); }  // std::stop_source::request_stop is lock-free
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft-operator: runs TrainingJobs (weft.dev/v1alpha1) as gangs of worker pods"};
+  std::string kubeconfig, ns, lease_ns = "default", lease_name = "weft-operator", identity, log_level = "info";
+  std::string bind_address = "0.0.0.0";
+  int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100;
+  double qps = 50, lease_s = 15, renew_s = 10, retry_s = 2;
+  bool leader_elect = false;
+  app.add_option("--kubeconfig", kubeconfig, "kubeconfig path (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
+  app.add_option("--namespace", ns, "only watch this namespace (default: all)");
+  app.add_option("--workers", workers, "concurrent reconciles")->check(CLI::Range(1, 64));
+  app.add_option("--resync-seconds", resync_s, "periodic full reconcile")->check(CLI::Range(0, 86400));
+  app.add_option("--qps", qps, "client-side API request rate limit")->check(CLI::PositiveNumber);
+  app.add_option("--burst", burst, "client-side API burst")->check(CLI::Range(1, 10000));
+  app.add_flag("--leader-elect", leader_elect, "elect one active replica with a Lease");
+  app.add_option("--lease-namespace", lease_ns, "namespace of the Lease");
+  app.add_option("--lease-name", lease_name, "name of the Lease");
+  app.add_option("--identity", identity, "leader-election identity (default: $POD_NAME or hostname_pid)");
+  app.add_option("--lease-duration", lease_s, "seconds a standby waits before taking an unrenewed lease");
+  app.add_option("--renew-deadline", renew_s, "seconds the leader keeps trying to renew before stepping down");
+  app.add_option("--retry-period", retry_s, "seconds between lease attempts");
+  app.add_option("--bind-address", bind_address, "address for the metrics and probe ports");
+  app.add_option("--metrics-port", metrics_port, "Prometheus /metrics port (0 = off)")->check(CLI::Range(0, 65535));
+  app.add_option("--health-port", health_port, "/healthz and /readyz port (0 = off)")->check(CLI::Range(0, 65535));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (identity.empty()) {
+    const char* pod = std::getenv("POD_NAME");
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    identity = pod && *pod ? pod : std::string(host) + "_" + std::to_string(getpid());
+  }
+
+  std::optional<weft::kube::ClusterConfig> cluster;
+  try {
+    cluster = weft::kube::load_default_config(kubeconfig);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  spdlog::info("weft-operator {} connecting to {} (namespace: {})", identity, cluster->server, ns.empty() ? "all" : ns);
+  weft::kube::ApiOptions api_opts;
+  api_opts.qps = qps;
+  api_opts.burst = burst;
+  weft::kube::KubeApi api(*cluster, api_opts);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  weft::tj::OperatorMetrics metrics(*registry);
+  std::optional<prometheus::Exposer> exposer;
+  if (metrics_port > 0) {
+    exposer.emplace(bind_address + ":" + std::to_string(metrics_port));
+    exposer->RegisterCollectable(registry);
+  }
+
+  weft::tj::Controller controller(api, {ns, workers, std::chrono::seconds(resync_s)}, &metrics);
+  std::atomic<bool> leading{!leader_elect};
+  std::optional<weft::kube::ProbeServer> probes;
+  if (health_port > 0) {
+    probes.emplace(
+        bind_address, health_port, [] { return std::string(); },
+        [&] { return controller.synced() ? std::string() : std::string("informer caches not synced"); });
+  }
+
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  controller.start_informers();
+  int rc = 0;
+  if (leader_elect) {
+    weft::kube::LeaderElector elector(
+        api, {lease_ns, lease_name, identity, std::chrono::milliseconds(static_cast<long>(lease_s * 1000)),
+              std::chrono::milliseconds(static_cast<long>(renew_s * 1000)),
+              std::chrono::milliseconds(static_cast<long>(retry_s * 1000))});
+    elector.run(
+        g_stop.get_token(),
+        [&] {
+          leading = true;
+          metrics.set_leader(true);
+          controller.start_workers();
+        },
+        [&] {
+          leading = false;
+          metrics.set_leader(false);
+          controller.stop();  // no reconcile may run once another replica can lead
+        });
+    // Lost the lease without being asked to stop: exit non-zero so the
+    // Deployment restarts us as a fresh candidate.
+    if (!g_stop.stop_requested()) rc = 1;
+  } else {
+    metrics.set_leader(true);
+    controller.start_workers();
+    while (!g_stop.stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  controller.stop();
+  spdlog::info("weft-operator {} stopped", identity);
+  return rc;
+}

@@ -1,0 +1,194 @@
+#include "trainingjob/builders.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <random>
+
+#include "trainingjob/constants.h"
+
+namespace weft::tj {
+namespace {
+
+std::string ns_of(const Json& job) { return job["metadata"].value("namespace", "default"); }
+std::string name_of(const Json& job) { return job["metadata"].value("name", ""); }
+
+Json child_meta(const Json& job, const std::string& name) {
+  return {{"name", name},
+          {"namespace", ns_of(job)},
+          {"labels", child_labels(name_of(job))},
+          {"ownerReferences", Json::array({owner_reference(job)})}};
+}
+
+void emit(YAML::Emitter& out, const Json& j) {
+  if (j.is_object()) {
+    out << YAML::BeginMap;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out << YAML::Key << it.key() << YAML::Value;
+      emit(out, it.value());
+    }
+    out << YAML::EndMap;
+  } else if (j.is_array()) {
+    out << YAML::BeginSeq;
+    for (const auto& e : j) emit(out, e);
+    out << YAML::EndSeq;
+  } else if (j.is_string()) {
+    out << YAML::DoubleQuoted << j.get<std::string>();
+  } else if (j.is_null()) {
+    out << YAML::Null;
+  } else {
+    out << j.dump();  // numbers and booleans print the same in YAML
+  }
+}
+
+std::string format_mb(double mb) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", mb);
+  return buf;
+}
+
+}  // namespace
+
+std::string service_name(const std::string& job) { return job; }
+std::string configmap_name(const std::string& job) { return job + "-config"; }
+std::string secret_name(const std::string& job) { return job + "-rdzv"; }
+std::string pod_name(const std::string& job, int rank) { return job + "-" + std::to_string(rank); }
+std::string master_addr(const std::string& job, const std::string& ns) {
+  return pod_name(job, 0) + "." + service_name(job) + "." + ns + ".svc";
+}
+
+Json owner_reference(const Json& job) {
+  return {{"apiVersion", "weft.dev/v1alpha1"}, {"kind", "TrainingJob"},   {"name", name_of(job)},
+          {"uid", job["metadata"].value("uid", "")}, {"controller", true}, {"blockOwnerDeletion", true}};
+}
+
+Json child_labels(const std::string& job) { return {{kLabelJob, job}, {kLabelManagedBy, kManagedBy}}; }
+
+Json build_service(const Json& job, const TrainingJobSpec& spec) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", child_meta(job, service_name(name_of(job)))},
+          {"spec",
+           {{"clusterIP", "None"},
+            // Ranks must resolve each other before they are Ready: readiness
+            // comes after rendezvous, which needs the names.
+            {"publishNotReadyAddresses", true},
+            {"selector", {{kLabelJob, name_of(job)}}},
+            {"ports",
+             {{{"name", "rendezvous"}, {"port", spec.master_port}, {"targetPort", spec.master_port}},
+              {{"name", "metrics"}, {"port", kMetricsPort}, {"targetPort", kMetricsPort}}}}}}};
+}
+
+std::string worker_config_yaml(const Json& worker) {
+  YAML::Emitter out;
+  emit(out, worker.is_object() ? worker : Json::object());
+  return std::string(out.c_str()) + "\n";
+}
+
+Json build_configmap(const Json& job, const TrainingJobSpec& spec) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", child_meta(job, configmap_name(name_of(job)))},
+          {"data", {{kConfigKey, worker_config_yaml(spec.worker)}, {kBucketKey, format_mb(spec.bucket_cap_mb())}}}};
+}
+
+Json build_secret(const Json& job, const std::string& token) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", child_meta(job, secret_name(name_of(job)))},
+          {"type", "Opaque"},
+          {"stringData", {{kSecretTokenKey, token}}}};
+}
+
+std::string random_token() {
+  std::random_device rd;
+  std::string out;
+  char buf[3];
+  for (int i = 0; i < 32; ++i) {
+    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(rd() & 0xff));
+    out += buf;
+  }
+  return out;
+}
+
+bool is_contract_env(const std::string& name) {
+  for (const char* n : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_ATTEMPT", "WEFT_RDZV_TOKEN"})
+    if (name == n) return true;
+  return false;
+}
+
+Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attempt) {
+  const std::string job_name = name_of(job), ns = ns_of(job);
+  const Json& tpl = spec.pod_template;
+  Json meta = child_meta(job, pod_name(job_name, rank));
+  if (tpl.contains("labels"))
+    for (auto it = tpl["labels"].begin(); it != tpl["labels"].end(); ++it) meta["labels"][it.key()] = it.value();
+  meta["labels"][kLabelJob] = job_name;  // the user cannot override the operator's own labels
+  meta["labels"][kLabelManagedBy] = kManagedBy;
+  meta["labels"][kLabelRank] = std::to_string(rank);
+  meta["labels"][kLabelAttempt] = std::to_string(attempt);
+  if (tpl.contains("annotations")) meta["annotations"] = tpl["annotations"];
+
+  Json env = Json::array({
+      {{"name", "RANK"}, {"value", std::to_string(rank)}},
+      {{"name", "WORLD_SIZE"}, {"value", std::to_string(spec.replicas)}},
+      {{"name", "MASTER_ADDR"}, {"value", master_addr(job_name, ns)}},
+      {{"name", "MASTER_PORT"}, {"value", std::to_string(spec.master_port)}},
+      {{"name", "WEFT_ATTEMPT"}, {"value", std::to_string(attempt)}},
+      {{"name", "WEFT_RDZV_TOKEN"},
+       {"valueFrom", {{"secretKeyRef", {{"name", secret_name(job_name)}, {"key", kSecretTokenKey}}}}}},
+  });
+  if (tpl.contains("env"))
+    for (const auto& e : tpl["env"])
+      if (!is_contract_env(e.value("name", ""))) env.push_back(e);
+
+  Json mounts = Json::array({{{"name", "weft-config"}, {"mountPath", kConfigMountDir}, {"readOnly", true}},
+                             {{"name", "weft-tmp"}, {"mountPath", "/tmp"}}});
+  if (tpl.contains("volumeMounts"))
+    for (const auto& m : tpl["volumeMounts"]) mounts.push_back(m);
+  Json volumes = Json::array({{{"name", "weft-config"}, {"configMap", {{"name", configmap_name(job_name)}}}},
+                              // The root filesystem is read-only; /tmp is the worker's scratch space.
+                              {{"name", "weft-tmp"}, {"emptyDir", Json::object()}}});
+  if (tpl.contains("volumes"))
+    for (const auto& v : tpl["volumes"]) volumes.push_back(v);
+
+  Json container = {
+      {"name", kContainerName},
+      {"image", spec.image},
+      {"imagePullPolicy", spec.image_pull_policy},
+      {"command", {kWorkerBinary}},
+      {"args", {kConfigPath}},
+      {"env", env},
+      {"ports",
+       {{{"name", "rendezvous"}, {"containerPort", spec.master_port}},
+        {{"name", "metrics"}, {"containerPort", kMetricsPort}}}},
+      {"volumeMounts", mounts},
+      {"securityContext",
+       {{"runAsNonRoot", true},
+        {"allowPrivilegeEscalation", false},
+        {"privileged", false},
+        {"readOnlyRootFilesystem", true},
+        {"capabilities", {{"drop", {"ALL"}}}}}},
+  };
+  if (spec.resources.is_object() && !spec.resources.empty()) container["resources"] = spec.resources;
+
+  Json pod_spec = {
+      {"hostname", pod_name(job_name, rank)},
+      {"subdomain", service_name(job_name)},
+      // The operator restarts the whole gang; the kubelet must not restart one rank.
+      {"restartPolicy", "Never"},
+      {"automountServiceAccountToken", false},
+      {"enableServiceLinks", false},
+      {"securityContext",
+       {{"runAsNonRoot", true}, {"runAsUser", 65532}, {"runAsGroup", 65532}, {"fsGroup", 65532},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+      {"containers", Json::array({container})},
+      {"volumes", volumes},
+  };
+  for (const char* k : {"nodeSelector", "tolerations", "serviceAccountName", "priorityClassName", "schedulerName"})
+    if (tpl.contains(k)) pod_spec[k] = tpl[k];
+
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod_spec}};
+}
+
+}  // namespace weft::tj

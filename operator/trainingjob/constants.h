@@ -1,0 +1,64 @@
+// Every label key, annotation, condition type, event reason and fixed name
+// the operator writes, in one place, so tests, docs and dashboards agree.
+#pragma once
+
+namespace weft::tj {
+
+// Labels on every child object.
+inline constexpr const char* kLabelJob = "weft.dev/job";          // TrainingJob name
+inline constexpr const char* kLabelRank = "weft.dev/rank";        // pods only
+inline constexpr const char* kLabelAttempt = "weft.dev/attempt";  // pods only; gang attempt
+inline constexpr const char* kLabelManagedBy = "app.kubernetes.io/managed-by";
+inline constexpr const char* kManagedBy = "weft-operator";
+
+// ConfigMap keys and mount layout (the worker contract).
+inline constexpr const char* kConfigKey = "config.yaml";        // spec.worker, verbatim
+inline constexpr const char* kBucketKey = "bucket_cap_mb";      // tunable; owned by the tuner after creation
+inline constexpr const char* kConfigMountDir = "/etc/weft";
+inline constexpr const char* kConfigPath = "/etc/weft/config.yaml";
+inline constexpr const char* kSecretTokenKey = "token";
+inline constexpr const char* kContainerName = "worker";
+inline constexpr const char* kWorkerBinary = "weft-worker";
+inline constexpr int kMetricsPort = 9400;
+
+// Phases (status.phase).
+inline constexpr const char* kPhasePending = "Pending";
+inline constexpr const char* kPhaseRunning = "Running";
+inline constexpr const char* kPhaseRestarting = "Restarting";
+inline constexpr const char* kPhaseSucceeded = "Succeeded";
+inline constexpr const char* kPhaseFailed = "Failed";
+inline constexpr const char* kPhaseSuspended = "Suspended";
+
+// Condition types.
+inline constexpr const char* kCondReady = "Ready";          // all ranks running
+inline constexpr const char* kCondRestarting = "Restarting";
+inline constexpr const char* kCondSuspended = "Suspended";
+inline constexpr const char* kCondSucceeded = "Succeeded";
+inline constexpr const char* kCondFailed = "Failed";
+
+// Condition and event reasons.
+inline constexpr const char* kReasonCreated = "Created";                // children created
+inline constexpr const char* kReasonPodsCreated = "PodsCreated";
+inline constexpr const char* kReasonAllRanksRunning = "AllRanksRunning";
+inline constexpr const char* kReasonWaitingForRanks = "WaitingForRanks";
+inline constexpr const char* kReasonRankFailed = "RankFailed";          // retryable exit code
+inline constexpr const char* kReasonRankDeleted = "RankDeleted";        // pod vanished or evicted
+inline constexpr const char* kReasonBadConfig = "BadConfig";            // exit code 1
+inline constexpr const char* kReasonMaxRestarts = "MaxRestartsExceeded";
+inline constexpr const char* kReasonBackoff = "RestartBackoff";
+inline constexpr const char* kReasonGangRestarted = "GangRestarted";
+inline constexpr const char* kReasonInvalidSpec = "InvalidSpec";
+inline constexpr const char* kReasonCompleted = "Completed";
+inline constexpr const char* kReasonSuspended = "Suspended";
+inline constexpr const char* kReasonResumed = "Resumed";
+inline constexpr const char* kReasonTTLExpired = "TTLExpired";
+inline constexpr const char* kReasonCreateFailed = "CreateFailed";
+
+// Worker exit codes (DESIGN.md "Failure").
+inline constexpr int kExitDone = 0;
+inline constexpr int kExitBadConfig = 1;
+inline constexpr int kExitPeerLost = 3;
+inline constexpr int kExitCheckpointIO = 4;
+inline constexpr int kExitPreempted = 143;
+
+}  // namespace weft::tj

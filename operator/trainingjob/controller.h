@@ -1,0 +1,69 @@
+// Controller: wires informers to the work queue and runs reconcile workers.
+// Reads top to bottom: run -> worker -> process_next -> reconcile.
+//
+//  - Informers start at once (a standby replica keeps warm caches); workers
+//    only start when start_workers() is called (after winning the election).
+//  - Events from any informer only enqueue the owning job's key.
+//  - Reconcile results map to queue actions: Done -> forget; RequeueAfter ->
+//    forget + add_after; Transient -> add_rate_limited (5 ms .. 1000 s);
+//    Terminal and NotFound -> forget, no requeue.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/kube_api.h"
+#include "kube/work_queue.h"
+#include "trainingjob/operator_metrics.h"
+#include "trainingjob/reconciler.h"
+
+namespace weft::tj {
+
+struct ControllerOptions {
+  std::string ns;                          // "" = all namespaces
+  int workers = 4;
+  std::chrono::seconds resync{300};
+};
+
+class Controller {
+ public:
+  Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetrics* metrics = nullptr);
+  ~Controller();
+
+  void start_informers();                  // returns immediately
+  bool wait_synced(std::chrono::milliseconds timeout) const;
+  void start_workers();                    // idempotent
+  void stop();                             // stops workers and informers, joins
+
+  bool synced() const;
+  size_t queue_depth() const { return queue_.depth(); }
+  kube::Informer& jobs() { return jobs_; }
+  kube::Informer& pods() { return pods_; }
+
+ private:
+  void worker();
+  bool process_next();
+  void enqueue_owner(const kube::Json& child);
+  void update_gauges();
+
+  kube::KubeApi& api_;
+  ControllerOptions opts_;
+  OperatorMetrics* metrics_;
+  kube::Informer jobs_, pods_, services_, configmaps_, secrets_;
+  kube::WorkQueue queue_;
+  kube::EventRecorder events_;
+  Reconciler reconciler_;
+  std::vector<std::jthread> informer_threads_;
+  std::vector<std::jthread> worker_threads_;
+  std::jthread gauges_thread_;
+  std::atomic<bool> workers_started_{false};
+};
+
+}  // namespace weft::tj

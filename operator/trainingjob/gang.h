@@ -1,0 +1,40 @@
+// What the reconciler observed about the pods of one attempt, reduced to the
+// facts the policies decide on. Built from pods by observe_gang() (pure), and
+// by small builders in tests.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::tj {
+
+struct RankState {
+  int rank = 0;
+  std::string phase = "Pending";    // pod phase: Pending, Running, Succeeded, Failed, Unknown
+  bool ready = false;               // PodReady condition
+  bool terminating = false;         // deletionTimestamp set
+  std::optional<int> exit_code;     // worker container's terminated exit code
+  std::string reason;               // pod status reason (e.g. Evicted)
+};
+
+struct GangObservation {
+  int replicas = 0;                 // spec.replicas
+  int attempt = 0;                  // status.attempt
+  bool launched = false;            // every pod of this attempt was created once
+  std::vector<RankState> ranks;     // pods of this attempt that exist, any order
+  std::vector<int> missing_ranks;   // launched but gone (confirmed by a live read)
+
+  const RankState* rank(int r) const {
+    for (const auto& s : ranks)
+      if (s.rank == r) return &s;
+    return nullptr;
+  }
+};
+
+// Reads the worker container's state (terminated exit code) and pod phase.
+RankState observe_pod(const nlohmann::json& pod, const std::string& container);
+
+}  // namespace weft::tj

@@ -1,0 +1,59 @@
+#include "trainingjob/operator_metrics.h"
+
+#include "trainingjob/constants.h"
+
+namespace weft::tj {
+
+OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
+    : reconciles_(prometheus::BuildCounter()
+                      .Name("weft_operator_reconciles_total")
+                      .Help("Reconciles of TrainingJobs by result")
+                      .Register(r)),
+      reconcile_seconds_(prometheus::BuildHistogram()
+                             .Name("weft_operator_reconcile_seconds")
+                             .Help("Time spent in one reconcile")
+                             .Register(r)
+                             .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                                              0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+      restarts_(prometheus::BuildCounter()
+                    .Name("weft_operator_gang_restarts_total")
+                    .Help("Gang restarts performed")
+                    .Register(r)
+                    .Add({})),
+      queue_depth_(prometheus::BuildGauge()
+                       .Name("weft_operator_queue_depth")
+                       .Help("Job keys waiting for a reconcile worker")
+                       .Register(r)
+                       .Add({})),
+      jobs_(prometheus::BuildGauge().Name("weft_operator_jobs").Help("TrainingJobs by status.phase").Register(r)),
+      leader_(prometheus::BuildGauge()
+                  .Name("weft_operator_leader")
+                  .Help("1 while this replica holds the leader Lease")
+                  .Register(r)
+                  .Add({})),
+      api_requests_(prometheus::BuildGauge()
+                        .Name("weft_operator_api_requests")
+                        .Help("Requests sent to the API server since start, by verb")
+                        .Register(r)) {
+  for (const char* res : {"success", "requeue", "transient_error", "terminal_error", "not_found"})
+    reconciles_.Add({{"result", res}});
+  set_jobs_by_phase({});
+}
+
+void OperatorMetrics::observe_reconcile(const std::string& result, double seconds) {
+  reconciles_.Add({{"result", result}}).Increment();
+  reconcile_seconds_.Observe(seconds);
+}
+
+void OperatorMetrics::set_jobs_by_phase(const std::map<std::string, int>& counts) {
+  for (const char* p : {kPhasePending, kPhaseRunning, kPhaseRestarting, kPhaseSucceeded, kPhaseFailed, kPhaseSuspended}) {
+    auto it = counts.find(p);
+    jobs_.Add({{"phase", p}}).Set(it == counts.end() ? 0 : it->second);
+  }
+}
+
+void OperatorMetrics::set_api_requests(const std::map<std::string, long>& by_verb) {
+  for (const auto& [verb, n] : by_verb) api_requests_.Add({{"verb", verb}}).Set(static_cast<double>(n));
+}
+
+}  // namespace weft::tj

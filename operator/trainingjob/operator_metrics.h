@@ -1,0 +1,39 @@
+// weft_operator_* metrics. The caller owns the registry (main, or a test);
+// handles are built once here and kept. Names follow Prometheus conventions
+// (_total, _seconds).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <string>
+
+namespace weft::tj {
+
+class OperatorMetrics {
+ public:
+  explicit OperatorMetrics(prometheus::Registry& registry);
+
+  // result: success, requeue, transient_error, terminal_error, not_found
+  void observe_reconcile(const std::string& result, double seconds);
+  void add_restart() { restarts_.Increment(); }
+  void set_queue_depth(double d) { queue_depth_.Set(d); }
+  void set_jobs_by_phase(const std::map<std::string, int>& counts);
+  void set_leader(bool leader) { leader_.Set(leader ? 1 : 0); }
+  void set_api_requests(const std::map<std::string, long>& by_verb);
+
+ private:
+  prometheus::Family<prometheus::Counter>& reconciles_;
+  prometheus::Histogram& reconcile_seconds_;
+  prometheus::Counter& restarts_;
+  prometheus::Gauge& queue_depth_;
+  prometheus::Family<prometheus::Gauge>& jobs_;
+  prometheus::Gauge& leader_;
+  prometheus::Family<prometheus::Gauge>& api_requests_;
+};
+
+}  // namespace weft::tj

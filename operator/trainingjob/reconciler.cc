@@ -1,0 +1,392 @@
+#include "trainingjob/reconciler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <tuple>
+
+#include "trainingjob/builders.h"
+#include "trainingjob/constants.h"
+#include "trainingjob/phase_policy.h"
+#include "trainingjob/restart_policy.h"
+#include "trainingjob/success_policy.h"
+#include "trainingjob/ttl_policy.h"
+#include "trainingjob/types.h"
+
+namespace weft::tj {
+using kube::ApiError;
+using kube::ObjectPtr;
+using Kind = ReconcileResult::Kind;
+
+struct Reconciler::Context {
+  std::string ns, name;
+  ObjectPtr job;
+  TrainingJobSpec spec;
+  TrainingJobStatus status;
+  Json status_before;
+  long generation = 0;
+  TimePoint now;
+  std::string now_s;
+  std::vector<ObjectPtr> pods;               // owned by this job (uid match)
+  std::optional<ApiError> error;             // first API error that should fail the reconcile
+  std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
+
+  void event(const std::string& type, const std::string& reason, const std::string& message) {
+    events.emplace_back(type, reason, message);
+  }
+  void note(const ApiError& e) {
+    if (!error) error = e;
+  }
+};
+
+namespace {
+
+int label_int(const Json& obj, const char* key, int fallback) {
+  const Json& meta = obj["metadata"];
+  if (!meta.contains("labels")) return fallback;
+  auto it = meta["labels"].find(key);
+  if (it == meta["labels"].end() || !it->is_string()) return fallback;
+  try {
+    return std::stoi(it->get<std::string>());
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+bool terminating(const Json& obj) {
+  return obj["metadata"].contains("deletionTimestamp") && !obj["metadata"]["deletionTimestamp"].is_null();
+}
+
+bool owned_by(const Json& obj, const std::string& uid) {
+  const Json& meta = obj["metadata"];
+  if (!meta.contains("ownerReferences")) return false;
+  for (const auto& ref : meta["ownerReferences"])
+    if (ref.value("uid", "") == uid) return true;
+  return false;
+}
+
+bool pod_finished(const Json& pod) {
+  const std::string phase = pod.contains("status") ? pod["status"].value("phase", "") : "";
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+}  // namespace
+
+Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& events, OperatorMetrics* metrics,
+                       std::function<TimePoint()> now)
+    : api_(api), caches_(caches), events_(events), metrics_(metrics), now_(std::move(now)) {}
+
+ReconcileResult Reconciler::reconcile(const std::string& key) {
+  Context cx;
+  auto slash = key.find('/');
+  cx.ns = key.substr(0, slash);
+  cx.name = slash == std::string::npos ? "" : key.substr(slash + 1);
+  cx.job = caches_.jobs.get(cx.ns, cx.name);
+  if (!cx.job) return ReconcileResult::not_found();  // deleted: the garbage collector removes the children
+  const Json& job = *cx.job;
+  if (terminating(job)) return ReconcileResult::done();
+
+  cx.now = now_();
+  cx.now_s = format_time(cx.now);
+  cx.generation = job["metadata"].value("generation", 0L);
+  std::vector<SpecError> errors;
+  cx.spec = parse_spec(job.contains("spec") ? job["spec"] : Json(), &errors);
+  for (auto& e : validate(cx.spec)) errors.push_back(std::move(e));
+  cx.status = parse_status(job.contains("status") ? job["status"] : Json::object());
+  cx.status_before = to_json(cx.status);
+  cx.status.observed_generation = cx.generation;
+  const std::string uid = job["metadata"].value("uid", "");
+  for (auto& pod : caches_.pods.by_index(cx.ns, cx.name))
+    if (owned_by(*pod, uid)) cx.pods.push_back(pod);
+
+  TrainingJobStatus& st = cx.status;
+  if (st.phase == kPhaseSucceeded || st.phase == kPhaseFailed) return finished_job(cx);
+
+  if (!errors.empty()) {
+    // The API server (< 1.25) could not enforce these rules; refuse the job
+    // before anything is created.
+    const std::string msg = describe(errors);
+    delete_pods(cx, cx.pods);
+    st.phase = kPhaseFailed;
+    st.completion_time = cx.now_s;
+    st.set_condition(kCondFailed, true, kReasonInvalidSpec, msg, cx.generation, cx.now_s);
+    cx.event("Warning", kReasonInvalidSpec, msg);
+    return finish(cx, ReconcileResult::terminal(msg));
+  }
+  if (st.phase.empty()) st.phase = kPhasePending;
+  if (!ensure_children(cx)) return finish(cx, ReconcileResult::done());
+
+  // Suspend: the pods go, everything else (attempt, restarts, children) stays.
+  if (cx.spec.suspend) {
+    std::vector<ObjectPtr> live;
+    for (auto& p : cx.pods)
+      if (!terminating(*p)) live.push_back(p);
+    delete_pods(cx, live);
+    const Condition* c = st.condition(kCondSuspended);
+    if (!c || c->status != "True")
+      cx.event("Normal", kReasonSuspended, "suspended: deleted " + std::to_string(live.size()) + " pods");
+    st.set_condition(kCondSuspended, true, kReasonSuspended, "spec.suspend is true", cx.generation, cx.now_s);
+    st.set_condition(kCondReady, false, kReasonSuspended, "job is suspended", cx.generation, cx.now_s);
+    st.phase = kPhaseSuspended;
+    st.ready_replicas = 0;
+    st.attempt_start_time.clear();
+    return finish(cx, ReconcileResult::done());
+  }
+  if (const Condition* c = st.condition(kCondSuspended); c && c->status == "True") {
+    // A fresh attempt number keeps the new gang's rendezvous keys apart from the old one's.
+    ++st.attempt;
+    st.attempt_start_time.clear();
+    st.set_condition(kCondSuspended, false, kReasonResumed, "spec.suspend is false", cx.generation, cx.now_s);
+    cx.event("Normal", kReasonResumed, "resumed as attempt " + std::to_string(st.attempt));
+  }
+
+  const int attempt = st.attempt;
+  std::vector<ObjectPtr> current, stale;
+  for (auto& p : cx.pods) (label_int(*p, kLabelAttempt, -1) == attempt ? current : stale).push_back(p);
+  {
+    std::vector<ObjectPtr> live_stale;
+    for (auto& p : stale)
+      if (!terminating(*p)) live_stale.push_back(p);
+    delete_pods(cx, live_stale);
+  }
+
+  GangObservation gang;
+  gang.replicas = cx.spec.replicas;
+  gang.attempt = attempt;
+  gang.launched = !st.attempt_start_time.empty();
+  std::set<int> present;
+  for (auto& p : current) {
+    if (terminating(*p)) continue;  // only we delete pods of the current attempt on purpose, and then bump it
+    RankState r = observe_pod(*p, kContainerName);
+    present.insert(r.rank);
+    gang.ranks.push_back(r);
+  }
+  if (gang.launched) {
+    std::vector<int> missing;
+    for (int r = 0; r < gang.replicas; ++r)
+      if (!present.count(r)) missing.push_back(r);
+    if (!missing.empty()) gang.missing_ranks = confirm_missing(cx, missing);
+  }
+
+  const RestartDecision decision = decide_restart(gang, st.restarts, cx.spec.restart);
+  if (decision.verdict == GangVerdict::Fail) {
+    std::vector<ObjectPtr> running;
+    for (auto& p : current)
+      if (!terminating(*p) && !pod_finished(*p)) running.push_back(p);
+    delete_pods(cx, running);
+    st.phase = kPhaseFailed;
+    st.completion_time = cx.now_s;
+    st.ready_replicas = 0;
+    st.set_condition(kCondFailed, true, decision.reason, decision.message, cx.generation, cx.now_s);
+    st.set_condition(kCondReady, false, decision.reason, "job failed", cx.generation, cx.now_s);
+    cx.event("Warning", decision.reason, decision.message);
+    auto ttl = ttl_remaining(cx.spec, st, cx.now);
+    return finish(cx, ttl ? ReconcileResult::requeue_after(std::max(*ttl, std::chrono::seconds(0)))
+                          : ReconcileResult::done());
+  }
+  if (decision.verdict == GangVerdict::Restart) {
+    std::vector<ObjectPtr> live;
+    for (auto& p : current)
+      if (!terminating(*p)) live.push_back(p);
+    delete_pods(cx, live);
+    ++st.restarts;
+    ++st.attempt;
+    st.last_restart_time = cx.now_s;
+    st.attempt_start_time.clear();
+    st.ready_replicas = 0;
+    st.phase = kPhaseRestarting;
+    const auto backoff = restart_backoff(st.restarts, cx.spec.restart);
+    const std::string msg = decision.message + "; restarting the gang as attempt " + std::to_string(st.attempt) +
+                            " in " + std::to_string(backoff.count()) + "s (restart " + std::to_string(st.restarts) +
+                            " of " + std::to_string(cx.spec.restart.max_restarts) + ")";
+    st.set_condition(kCondRestarting, true, decision.reason, msg, cx.generation, cx.now_s);
+    st.set_condition(kCondReady, false, decision.reason, "gang restarting", cx.generation, cx.now_s);
+    cx.event("Warning", decision.reason, msg);
+    if (metrics_) metrics_->add_restart();
+    return finish(cx, ReconcileResult::requeue_after(std::max<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(1))));
+  }
+  if (gang_succeeded(gang)) {
+    st.phase = kPhaseSucceeded;
+    st.completion_time = cx.now_s;
+    st.ready_replicas = 0;
+    st.set_condition(kCondSucceeded, true, kReasonCompleted, "all " + std::to_string(gang.replicas) + " ranks exited 0",
+                     cx.generation, cx.now_s);
+    st.set_condition(kCondReady, false, kReasonCompleted, "job completed", cx.generation, cx.now_s);
+    if (st.condition(kCondRestarting)) st.set_condition(kCondRestarting, false, kReasonCompleted, "", cx.generation, cx.now_s);
+    cx.event("Normal", kReasonCompleted, "all " + std::to_string(gang.replicas) + " ranks exited 0");
+    auto ttl = ttl_remaining(cx.spec, st, cx.now);
+    return finish(cx, ttl ? ReconcileResult::requeue_after(std::max(*ttl, std::chrono::seconds(0)))
+                          : ReconcileResult::done());
+  }
+
+  const bool restarting = st.restarts > 0 && st.condition(kCondRestarting) &&
+                          st.condition(kCondRestarting)->status == "True";
+  // The new gang waits until the old one is gone and the backoff has passed.
+  if (!stale.empty()) {
+    if (restarting) st.phase = kPhaseRestarting;
+    return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(2)));
+  }
+  if (restarting && gang.ranks.empty()) {
+    auto last = parse_time(st.last_restart_time);
+    auto ready_at = (last ? *last : cx.now) + restart_backoff(st.restarts, cx.spec.restart);
+    if (ready_at > cx.now) {
+      st.phase = kPhaseRestarting;
+      return finish(cx, ReconcileResult::requeue_after(
+                            std::chrono::duration_cast<std::chrono::milliseconds>(ready_at - cx.now) +
+                            std::chrono::milliseconds(10)));
+    }
+  }
+
+  int created = 0;
+  for (int rank = 0; rank < cx.spec.replicas; ++rank) {
+    if (present.count(rank)) continue;
+    auto res = api_.create(kube::kPods, cx.ns, build_pod(job, cx.spec, rank, attempt));
+    if (res) {
+      ++created;
+      gang.ranks.push_back(observe_pod(*res, kContainerName));
+      present.insert(rank);
+    } else if (res.error().already_exists()) {
+      present.insert(rank);  // our cache is behind; the pod is there
+    } else {
+      cx.note(res.error());
+      if (!res.error().transient() && res.error().status != 403) break;
+    }
+  }
+  if (created > 0)
+    cx.event("Normal", kReasonPodsCreated,
+             "created " + std::to_string(created) + " pods for attempt " + std::to_string(attempt));
+  if (static_cast<int>(present.size()) == cx.spec.replicas && st.attempt_start_time.empty()) {
+    st.attempt_start_time = cx.now_s;
+    if (st.start_time.empty()) st.start_time = cx.now_s;
+  }
+
+  if (cx.error && !cx.error->transient() && cx.error->status != 403) {
+    // The API server refused a pod built from the user's spec (e.g. an
+    // invalid template override): retrying cannot help.
+    const std::string msg = "creating pods failed: " + cx.error->message;
+    st.phase = kPhaseFailed;
+    st.completion_time = cx.now_s;
+    st.set_condition(kCondFailed, true, kReasonCreateFailed, msg, cx.generation, cx.now_s);
+    cx.event("Warning", kReasonCreateFailed, msg);
+    cx.error.reset();
+    return finish(cx, ReconcileResult::terminal(msg));
+  }
+
+  const PhaseView view = compute_phase(gang, PhaseFacts{false, false, false, restarting});
+  st.phase = view.phase;
+  st.ready_replicas = view.ready;
+  if (view.all_running) {
+    st.set_condition(kCondReady, true, kReasonAllRanksRunning, "all ranks running", cx.generation, cx.now_s);
+    if (restarting)
+      st.set_condition(kCondRestarting, false, kReasonAllRanksRunning, "attempt " + std::to_string(attempt) + " running",
+                       cx.generation, cx.now_s);
+  } else {
+    st.set_condition(kCondReady, false, kReasonWaitingForRanks,
+                     std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) + " ranks running",
+                     cx.generation, cx.now_s);
+  }
+  return finish(cx, ReconcileResult::done());
+}
+
+ReconcileResult Reconciler::finished_job(Context& cx) {
+  if (cx.status.phase == kPhaseFailed) {
+    std::vector<ObjectPtr> running;
+    for (auto& p : cx.pods)
+      if (!terminating(*p) && !pod_finished(*p)) running.push_back(p);
+    delete_pods(cx, running);
+  }
+  auto ttl = ttl_remaining(cx.spec, cx.status, cx.now);
+  if (ttl && ttl->count() <= 0) {
+    auto res = api_.remove(kube::kTrainingJobs, cx.ns, cx.name, kube::Propagation::Background,
+                           (*cx.job)["metadata"].value("uid", ""));
+    if (!res && !res.error().not_found()) return ReconcileResult::transient(res.error().message);
+    spdlog::info("deleted {}/{}: ttlSecondsAfterFinished expired", cx.ns, cx.name);
+    return ReconcileResult::done();
+  }
+  return finish(cx, ttl ? ReconcileResult::requeue_after(*ttl) : ReconcileResult::done());
+}
+
+bool Reconciler::ensure_children(Context& cx) {
+  const Json& job = *cx.job;
+  const std::string uid = job["metadata"].value("uid", "");
+  auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, auto build) {
+    ObjectPtr have = cache.get(cx.ns, name);
+    if (have) {
+      if (!owned_by(*have, uid)) {
+        // Usually a child of a deleted job with the same name that the
+        // garbage collector has not removed yet.
+        cx.note(ApiError{409, "Conflict", res.kind + " " + cx.ns + "/" + name + " exists but is not owned by this job"});
+        return ObjectPtr();
+      }
+      return have;
+    }
+    auto created = api_.create(res, cx.ns, build());
+    if (!created && !created.error().already_exists()) cx.note(created.error());
+    return ObjectPtr();
+  };
+  ensure(caches_.secrets, kube::kSecrets, secret_name(cx.name), [&] { return build_secret(job, random_token()); });
+  ensure(caches_.services, kube::kServices, service_name(cx.name), [&] { return build_service(job, cx.spec); });
+  ObjectPtr cm = ensure(caches_.configmaps, kube::kConfigMaps, configmap_name(cx.name),
+                        [&] { return build_configmap(job, cx.spec); });
+  if (cm) {
+    // spec.worker may change between attempts; bucket_cap_mb is the tuner's.
+    const std::string want = worker_config_yaml(cx.spec.worker);
+    const Json& data = (*cm).contains("data") ? (*cm)["data"] : Json::object();
+    if (data.value(kConfigKey, "") != want) {
+      auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name), {{"data", {{kConfigKey, want}}}});
+      if (!res) cx.note(res.error());
+    }
+  }
+  return !cx.error;
+}
+
+void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
+  for (const auto& p : pods) {
+    const Json& meta = (*p)["metadata"];
+    auto res = api_.remove(kube::kPods, cx.ns, meta.value("name", ""), kube::Propagation::Background,
+                           meta.value("uid", ""));
+    // NotFound: already gone. Conflict on the uid precondition: a newer pod
+    // with that name exists, which is not ours to delete.
+    if (!res && !res.error().not_found() && res.error().status != 409) cx.note(res.error());
+  }
+}
+
+std::vector<int> Reconciler::confirm_missing(Context& cx, const std::vector<int>& missing) {
+  // The pod cache may lag behind our own creates; ask the API server before
+  // declaring a rank deleted (rare: only when the cache shows a gap).
+  kube::ListOptions opts;
+  opts.label_selector = std::string(kLabelJob) + "=" + cx.name + "," + kLabelAttempt + "=" + std::to_string(cx.status.attempt);
+  auto live = api_.list(kube::kPods, cx.ns, opts);
+  if (!live) {
+    cx.note(live.error());
+    return {};
+  }
+  std::set<int> there;
+  for (const auto& pod : live->items)
+    if (!terminating(pod)) there.insert(label_int(pod, kLabelRank, -1));
+  std::vector<int> gone;
+  for (int r : missing)
+    if (!there.count(r)) gone.push_back(r);
+  return gone;
+}
+
+ReconcileResult Reconciler::finish(Context& cx, ReconcileResult result) {
+  Json status = to_json(cx.status);
+  if (status != cx.status_before) {
+    Json updated = *cx.job;  // a copy: the cached object stays untouched
+    updated["status"] = status;
+    auto res = api_.update_status(kube::kTrainingJobs, cx.ns, updated);
+    if (!res) {
+      if (res.error().not_found()) return ReconcileResult::not_found();
+      return ReconcileResult::transient("status update: " + res.error().message);
+    }
+  }
+  for (const auto& [type, reason, message] : cx.events) events_.record(*cx.job, type, reason, message);
+  if (cx.error) {
+    if (cx.error->transient() || cx.error->status == 403) return ReconcileResult::transient(cx.error->message);
+    return ReconcileResult::terminal(cx.error->message);
+  }
+  return result;
+}
+
+}  // namespace weft::tj

@@ -1,0 +1,74 @@
+// Reconciler: converges one TrainingJob (by "namespace/name" key) towards its
+// spec. Level-triggered: it reads the job and its children from the informer
+// caches, computes what should exist with the pure policies, applies the
+// difference through KubeApi and writes status at most once.
+//
+// Invariants:
+//  - Cached objects are never modified; status is built on a copy.
+//  - One status write per reconcile, skipped when nothing changed; it carries
+//    the cached resourceVersion, so a reconcile based on a stale job fails
+//    with Conflict (transient) instead of overwriting newer state.
+//  - Pod names are fixed per rank, so a stale cache can never create a second
+//    pod for a rank (the API server answers AlreadyExists).
+//  - A pod of the current attempt missing from the cache is only treated as
+//    deleted after a live list confirms it.
+//  - Errors come back classified: NotFound (drop), Transient (requeue with
+//    backoff), Terminal (condition + event already written, no requeue).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/kube_api.h"
+#include "trainingjob/clock.h"
+#include "trainingjob/operator_metrics.h"
+
+namespace weft::tj {
+
+struct Caches {
+  kube::Informer& jobs;
+  kube::Informer& pods;        // indexed by weft.dev/job
+  kube::Informer& services;
+  kube::Informer& configmaps;
+  kube::Informer& secrets;
+};
+
+struct ReconcileResult {
+  enum class Kind { Done, RequeueAfter, Transient, Terminal, NotFound };
+  Kind kind = Kind::Done;
+  std::chrono::milliseconds after{0};  // RequeueAfter
+  std::string message;                 // errors
+
+  static ReconcileResult done() { return {}; }
+  static ReconcileResult requeue_after(std::chrono::milliseconds d) { return {Kind::RequeueAfter, d, ""}; }
+  static ReconcileResult transient(std::string m) { return {Kind::Transient, {}, std::move(m)}; }
+  static ReconcileResult terminal(std::string m) { return {Kind::Terminal, {}, std::move(m)}; }
+  static ReconcileResult not_found() { return {Kind::NotFound, {}, ""}; }
+};
+
+class Reconciler {
+ public:
+  Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& events, OperatorMetrics* metrics = nullptr,
+             std::function<TimePoint()> now = [] { return std::chrono::system_clock::now(); });
+
+  ReconcileResult reconcile(const std::string& key);
+
+ private:
+  struct Context;
+  ReconcileResult finish(Context& cx, ReconcileResult result);
+  bool ensure_children(Context& cx);
+  void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
+  std::vector<int> confirm_missing(Context& cx, const std::vector<int>& missing);
+  ReconcileResult finished_job(Context& cx);
+
+  kube::KubeApi& api_;
+  Caches caches_;
+  kube::EventRecorder& events_;
+  OperatorMetrics* metrics_;
+  std::function<TimePoint()> now_;
+};
+
+}  // namespace weft::tj

@@ -1,0 +1,200 @@
+#include "trainingjob/types.h"
+
+#include <cmath>
+
+namespace weft::tj {
+namespace {
+
+// Reads spec[key] as T if present; a present value of the wrong JSON type is
+// reported instead of silently falling back to the default.
+template <class T>
+void read(const Json& obj, const char* key, T& out, const std::string& path, std::vector<SpecError>* errors) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return;
+  try {
+    out = it->get<T>();
+  } catch (const Json::exception&) {
+    if (errors) errors->push_back({path + "." + key, "has the wrong type (" + std::string(it->type_name()) + ")"});
+  }
+}
+
+const Json& parallel_of(const Json& worker) {
+  static const Json empty = Json::object();
+  auto it = worker.find("parallel");
+  return it != worker.end() && it->is_object() ? *it : empty;
+}
+
+}  // namespace
+
+std::string TrainingJobSpec::strategy() const {
+  const Json& p = parallel_of(worker);
+  return p.contains("strategy") && p["strategy"].is_string() ? p["strategy"].get<std::string>() : "dp";
+}
+int TrainingJobSpec::sp() const {
+  const Json& p = parallel_of(worker);
+  return p.contains("sp") && p["sp"].is_number_integer() ? p["sp"].get<int>() : 1;
+}
+int TrainingJobSpec::wp() const {
+  const Json& p = parallel_of(worker);
+  return p.contains("wp") && p["wp"].is_number_integer() ? p["wp"].get<int>() : 1;
+}
+double TrainingJobSpec::bucket_cap_mb() const {
+  const Json& p = parallel_of(worker);
+  return p.contains("bucket_cap_mb") && p["bucket_cap_mb"].is_number() ? p["bucket_cap_mb"].get<double>() : 25.0;
+}
+
+TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
+  TrainingJobSpec s;
+  if (!spec.is_object()) {
+    if (errors) errors->push_back({"spec", "is missing or not an object"});
+    return s;
+  }
+  read(spec, "replicas", s.replicas, "spec", errors);
+  read(spec, "image", s.image, "spec", errors);
+  read(spec, "imagePullPolicy", s.image_pull_policy, "spec", errors);
+  read(spec, "masterPort", s.master_port, "spec", errors);
+  read(spec, "resources", s.resources, "spec", errors);
+  read(spec, "template", s.pod_template, "spec", errors);
+  read(spec, "worker", s.worker, "spec", errors);
+  read(spec, "suspend", s.suspend, "spec", errors);
+  if (spec.contains("ttlSecondsAfterFinished") && !spec["ttlSecondsAfterFinished"].is_null()) {
+    int ttl = 0;
+    read(spec, "ttlSecondsAfterFinished", ttl, "spec", errors);
+    s.ttl_seconds_after_finished = ttl;
+  }
+  if (auto it = spec.find("restartPolicy"); it != spec.end() && it->is_object()) {
+    read(*it, "maxRestarts", s.restart.max_restarts, "spec.restartPolicy", errors);
+    read(*it, "backoffSeconds", s.restart.backoff_seconds, "spec.restartPolicy", errors);
+    read(*it, "maxBackoffSeconds", s.restart.max_backoff_seconds, "spec.restartPolicy", errors);
+  }
+  if (auto t = spec.find("tuning"); t != spec.end() && t->is_object()) {
+    if (auto b = t->find("bucketSize"); b != t->end() && b->is_object()) {
+      read(*b, "enabled", s.bucket_tuning.enabled, "spec.tuning.bucketSize", errors);
+      read(*b, "minMB", s.bucket_tuning.min_mb, "spec.tuning.bucketSize", errors);
+      read(*b, "maxMB", s.bucket_tuning.max_mb, "spec.tuning.bucketSize", errors);
+      read(*b, "stepsPerTrial", s.bucket_tuning.steps_per_trial, "spec.tuning.bucketSize", errors);
+      read(*b, "maxTrials", s.bucket_tuning.max_trials, "spec.tuning.bucketSize", errors);
+    }
+  }
+  return s;
+}
+
+std::vector<SpecError> validate(const TrainingJobSpec& s) {
+  std::vector<SpecError> e;
+  if (s.replicas < 1 || s.replicas > 4096) e.push_back({"spec.replicas", "must be in [1, 4096], got " + std::to_string(s.replicas)});
+  if (s.image.empty()) e.push_back({"spec.image", "must not be empty"});
+  if (s.master_port < 1024 || s.master_port > 65535)
+    e.push_back({"spec.masterPort", "must be in [1024, 65535], got " + std::to_string(s.master_port)});
+  const std::string strat = s.strategy();
+  if (strat != "dp" && strat != "zero1" && strat != "zero2" && strat != "isp")
+    e.push_back({"spec.worker.parallel.strategy", "must be one of dp, zero1, zero2, isp; got '" + strat + "'"});
+  if (s.sp() < 1) e.push_back({"spec.worker.parallel.sp", "must be >= 1"});
+  if (s.wp() < 1) e.push_back({"spec.worker.parallel.wp", "must be >= 1"});
+  if (s.sp() >= 1 && s.replicas % s.sp() != 0)
+    e.push_back({"spec.replicas", "must be divisible by spec.worker.parallel.sp (" + std::to_string(s.replicas) +
+                                      " % " + std::to_string(s.sp()) + " != 0)"});
+  if (s.wp() >= 1 && s.replicas % s.wp() != 0)
+    e.push_back({"spec.replicas", "must be divisible by spec.worker.parallel.wp (" + std::to_string(s.replicas) +
+                                      " % " + std::to_string(s.wp()) + " != 0)"});
+  if (strat != "isp" && (s.sp() > 1 || s.wp() > 1))
+    e.push_back({"spec.worker.parallel", "sp and wp above 1 require strategy isp"});
+  if (!(s.bucket_cap_mb() > 0)) e.push_back({"spec.worker.parallel.bucket_cap_mb", "must be > 0"});
+  if (s.restart.max_restarts < 0) e.push_back({"spec.restartPolicy.maxRestarts", "must be >= 0"});
+  if (s.restart.backoff_seconds < 0 || s.restart.backoff_seconds > s.restart.max_backoff_seconds)
+    e.push_back({"spec.restartPolicy.backoffSeconds", "must be in [0, maxBackoffSeconds]"});
+  if (s.bucket_tuning.enabled && !(s.bucket_tuning.min_mb > 0 && s.bucket_tuning.min_mb <= s.bucket_tuning.max_mb))
+    e.push_back({"spec.tuning.bucketSize", "needs 0 < minMB <= maxMB"});
+  if (s.ttl_seconds_after_finished && *s.ttl_seconds_after_finished < 0)
+    e.push_back({"spec.ttlSecondsAfterFinished", "must be >= 0"});
+  // Volumes and env names that would shadow the operator's own.
+  if (auto v = s.pod_template.find("volumes"); v != s.pod_template.end() && v->is_array())
+    for (const auto& vol : *v)
+      if (vol.value("name", "").rfind("weft-", 0) == 0)
+        e.push_back({"spec.template.volumes", "volume name '" + vol.value("name", "") + "' uses the reserved prefix weft-"});
+  if (auto v = s.pod_template.find("env"); v != s.pod_template.end() && v->is_array())
+    for (const auto& env : *v)
+      for (const char* n : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_ATTEMPT", "WEFT_RDZV_TOKEN"})
+        if (env.value("name", "") == n)
+          e.push_back({"spec.template.env", std::string("cannot override ") + n + ", which the operator sets"});
+  return e;
+}
+
+std::string describe(const std::vector<SpecError>& errors) {
+  std::string out;
+  for (const auto& e : errors) {
+    if (!out.empty()) out += "; ";
+    out += e.field + ": " + e.message;
+  }
+  return out;
+}
+
+const Condition* TrainingJobStatus::condition(const std::string& type) const {
+  for (const auto& c : conditions)
+    if (c.type == type) return &c;
+  return nullptr;
+}
+
+void TrainingJobStatus::set_condition(const std::string& type, bool status, const std::string& reason,
+                                      const std::string& message, long generation, const std::string& now) {
+  const std::string st = status ? "True" : "False";
+  for (auto& c : conditions) {
+    if (c.type != type) continue;
+    if (c.status != st) c.last_transition_time = now;
+    c.status = st;
+    c.reason = reason;
+    c.message = message;
+    c.observed_generation = generation;
+    return;
+  }
+  conditions.push_back({type, st, reason, message, now, generation});
+}
+
+void TrainingJobStatus::remove_condition(const std::string& type) {
+  std::erase_if(conditions, [&](const Condition& c) { return c.type == type; });
+}
+
+TrainingJobStatus parse_status(const Json& st) {
+  TrainingJobStatus s;
+  if (!st.is_object()) return s;
+  s.phase = st.value("phase", "");
+  s.observed_generation = st.value("observedGeneration", 0L);
+  s.attempt = st.value("attempt", 0);
+  s.ready_replicas = st.value("readyReplicas", 0);
+  s.restarts = st.value("restarts", 0);
+  s.start_time = st.value("startTime", "");
+  s.completion_time = st.value("completionTime", "");
+  s.last_restart_time = st.value("lastRestartTime", "");
+  s.attempt_start_time = st.value("attemptStartTime", "");
+  if (auto c = st.find("conditions"); c != st.end() && c->is_array())
+    for (const auto& j : *c)
+      s.conditions.push_back({j.value("type", ""), j.value("status", ""), j.value("reason", ""),
+                              j.value("message", ""), j.value("lastTransitionTime", ""),
+                              j.value("observedGeneration", 0L)});
+  for (const char* k : {"progress", "tuning"})
+    if (st.contains(k)) s.extra[k] = st[k];
+  return s;
+}
+
+Json to_json(const TrainingJobStatus& s) {
+  Json j = s.extra;
+  if (!s.phase.empty()) j["phase"] = s.phase;
+  j["observedGeneration"] = s.observed_generation;
+  j["attempt"] = s.attempt;
+  j["readyReplicas"] = s.ready_replicas;
+  j["restarts"] = s.restarts;
+  if (!s.start_time.empty()) j["startTime"] = s.start_time;
+  if (!s.completion_time.empty()) j["completionTime"] = s.completion_time;
+  if (!s.last_restart_time.empty()) j["lastRestartTime"] = s.last_restart_time;
+  if (!s.attempt_start_time.empty()) j["attemptStartTime"] = s.attempt_start_time;
+  Json conds = Json::array();
+  for (const auto& c : s.conditions) {
+    Json cj = {{"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message},
+               {"observedGeneration", c.observed_generation}};
+    if (!c.last_transition_time.empty()) cj["lastTransitionTime"] = c.last_transition_time;
+    conds.push_back(cj);
+  }
+  j["conditions"] = conds;
+  return j;
+}
+
+}  // namespace weft::tj
