@@ -55,6 +55,14 @@ void matmul(T* c, const T* a, const T* b, int64_t M, int64_t N, int64_t K, bool 
   gemm<T>(trans_a, trans_b, M, N, K, alpha, a, lda, b, ldb, beta, c, std::max<int64_t>(1, N));
 }
 
+BlasSingleThreaded::BlasSingleThreaded() : saved_(openblas_get_num_threads()) {
+  if (saved_ != 1) openblas_set_num_threads(1);
+}
+
+BlasSingleThreaded::~BlasSingleThreaded() {
+  if (saved_ != 1) openblas_set_num_threads(saved_);
+}
+
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
