@@ -1,0 +1,212 @@
+// Table-driven tests of the pure policies: restart, success, phase, TTL and
+// spec validation. Each row is built from the small builders.
+#include <gtest/gtest.h>
+
+#include "test_builders.h"
+#include "trainingjob/constants.h"
+#include "trainingjob/phase_policy.h"
+#include "trainingjob/restart_policy.h"
+#include "trainingjob/success_policy.h"
+#include "trainingjob/ttl_policy.h"
+
+namespace weft::tj {
+namespace {
+using testing::MakeGang;
+using testing::MakeJob;
+using testing::Restarts;
+
+struct RestartCase {
+  std::string name;
+  GangObservation gang;
+  int restarts;
+  RestartSpec spec;
+  GangVerdict want;
+  std::string want_reason;
+};
+
+TEST(RestartPolicy, Table) {
+  const std::vector<RestartCase> cases = {
+      {"all running", MakeGang(4).Launched().AllRunning().Obj(), 0, Restarts(3), GangVerdict::Healthy, ""},
+      {"not launched yet, ranks missing", MakeGang(4).Running(0).Obj(), 0, Restarts(3), GangVerdict::Healthy, ""},
+      {"peer lost (3) restarts", MakeGang(4).Launched().Running(0).Failed(1, 3).Running(2).Running(3).Obj(), 0,
+       Restarts(3), GangVerdict::Restart, kReasonRankFailed},
+      {"checkpoint io (4) restarts", MakeGang(2).Launched().Failed(0, 4).Running(1).Obj(), 1, Restarts(3),
+       GangVerdict::Restart, kReasonRankFailed},
+      {"preempted (143) restarts", MakeGang(2).Launched().Failed(0, 143).Failed(1, 143).Obj(), 0, Restarts(3),
+       GangVerdict::Restart, kReasonRankFailed},
+      {"bad config (1) fails at once", MakeGang(2).Launched().Failed(0, 1).Running(1).Obj(), 0, Restarts(3),
+       GangVerdict::Fail, kReasonBadConfig},
+      {"exit 1 wins over a retryable failure", MakeGang(3).Launched().Failed(0, 3).Failed(2, 1).Running(1).Obj(), 0,
+       Restarts(3), GangVerdict::Fail, kReasonBadConfig},
+      {"exit 1 fails even with restarts left", MakeGang(1).Launched().Failed(0, 1).Obj(), 0, Restarts(100),
+       GangVerdict::Fail, kReasonBadConfig},
+      {"evicted restarts", MakeGang(2).Launched().Failed(0, std::nullopt, "Evicted").Running(1).Obj(), 0, Restarts(3),
+       GangVerdict::Restart, kReasonRankDeleted},
+      {"deleted pod after launch restarts", MakeGang(2).Launched().Running(0).Missing(1).Obj(), 0, Restarts(3),
+       GangVerdict::Restart, kReasonRankDeleted},
+      {"missing before launch is not a failure", MakeGang(2).Running(0).Missing(1).Obj(), 0, Restarts(3),
+       GangVerdict::Healthy, ""},
+      {"limit reached fails", MakeGang(2).Launched().Failed(0, 3).Running(1).Obj(), 3, Restarts(3), GangVerdict::Fail,
+       kReasonMaxRestarts},
+      {"maxRestarts 0 fails on first failure", MakeGang(2).Launched().Failed(1, 3).Running(0).Obj(), 0, Restarts(0),
+       GangVerdict::Fail, kReasonMaxRestarts},
+      {"one below the limit restarts", MakeGang(2).Launched().Failed(1, 3).Running(0).Obj(), 2, Restarts(3),
+       GangVerdict::Restart, kReasonRankFailed},
+      {"rank succeeded while others run is healthy", MakeGang(2).Launched().Succeeded(0).Running(1).Obj(), 0,
+       Restarts(3), GangVerdict::Healthy, ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    RestartDecision d = decide_restart(c.gang, c.restarts, c.spec);
+    EXPECT_EQ(d.verdict, c.want);
+    EXPECT_EQ(d.reason, c.want_reason);
+    if (d.verdict != GangVerdict::Healthy) {
+      EXPECT_NE(d.message.find("rank"), std::string::npos) << d.message;
+    }
+  }
+}
+
+TEST(RestartPolicy, MessageNamesRankAndExitCode) {
+  auto d = decide_restart(MakeGang(4).Launched().Running(0).Running(1).Failed(2, 3).Running(3).Obj(), 0, Restarts(3));
+  EXPECT_EQ(d.message, "rank 2 exited with code 3");
+}
+
+TEST(RestartPolicy, BackoffDoublesAndCaps) {
+  struct Row { int restarts; int base; int cap; long want; };
+  for (const Row& r : std::vector<Row>{{0, 10, 300, 0}, {1, 10, 300, 10}, {2, 10, 300, 20}, {3, 10, 300, 40},
+                                       {6, 10, 300, 300}, {50, 10, 300, 300}, {3, 0, 300, 0}, {1, 7, 5, 5}}) {
+    SCOPED_TRACE(r.restarts);
+    EXPECT_EQ(restart_backoff(r.restarts, Restarts(10, r.base, r.cap)).count(), r.want);
+  }
+}
+
+TEST(SuccessPolicy, Table) {
+  struct Row { std::string name; GangObservation gang; bool want; };
+  const std::vector<Row> rows = {
+      {"all succeeded", MakeGang(3).Succeeded(0).Succeeded(1).Succeeded(2).Obj(), true},
+      {"one still running", MakeGang(3).Succeeded(0).Running(1).Succeeded(2).Obj(), false},
+      {"one missing", MakeGang(3).Succeeded(0).Succeeded(2).Obj(), false},
+      {"one failed", MakeGang(2).Succeeded(0).Failed(1, 3).Obj(), false},
+      {"empty gang", MakeGang(0).Obj(), false},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    EXPECT_EQ(gang_succeeded(r.gang), r.want);
+  }
+}
+
+TEST(PhasePolicy, Table) {
+  struct Row { std::string name; GangObservation gang; PhaseFacts facts; std::string want; int ready; };
+  const std::vector<Row> rows = {
+      {"nothing yet", MakeGang(2).Obj(), {}, kPhasePending, 0},
+      {"some pending", MakeGang(2).Running(0).Pending(1).Obj(), {}, kPhasePending, 1},
+      {"all running", MakeGang(2).AllRunning().Obj(), {}, kPhaseRunning, 2},
+      {"running but not ready", MakeGang(2).Running(0, false).Running(1).Obj(), {}, kPhaseRunning, 1},
+      {"terminating does not count", MakeGang(2).Running(0).Terminating(1).Obj(), {}, kPhasePending, 1},
+      {"restart in progress", MakeGang(2).Running(0).Obj(), {false, false, false, true}, kPhaseRestarting, 1},
+      {"restart done once all run", MakeGang(2).AllRunning().Obj(), {false, false, false, true}, kPhaseRunning, 2},
+      {"suspended wins over running", MakeGang(2).AllRunning().Obj(), {false, false, true, false}, kPhaseSuspended, 2},
+      {"failed wins", MakeGang(2).AllRunning().Obj(), {true, true, true, true}, kPhaseFailed, 2},
+      {"succeeded", MakeGang(2).Obj(), {false, true, false, false}, kPhaseSucceeded, 0},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    PhaseView v = compute_phase(r.gang, r.facts);
+    EXPECT_EQ(v.phase, r.want);
+    EXPECT_EQ(v.ready, r.ready);
+  }
+}
+
+TEST(TtlPolicy, Table) {
+  const TimePoint t0 = *parse_time("2026-01-01T00:00:00Z");
+  struct Row { std::string name; TrainingJobSpec spec; std::string phase, done; TimePoint now; std::optional<long> want; };
+  const std::vector<Row> rows = {
+      {"no ttl", MakeJob("a", "n").TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z", t0, std::nullopt},
+      {"running", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseRunning, "", t0, std::nullopt},
+      {"just finished", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z", t0, 10},
+      {"failed counts too", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseFailed, "2026-01-01T00:00:00Z",
+       t0 + std::chrono::seconds(4), 6},
+      {"expired", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z",
+       t0 + std::chrono::seconds(11), -1},
+      {"ttl zero", MakeJob("a", "n").TTL(0).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z", t0, 0},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    TrainingJobStatus st;
+    st.phase = r.phase;
+    st.completion_time = r.done;
+    auto got = ttl_remaining(r.spec, st, r.now);
+    ASSERT_EQ(got.has_value(), r.want.has_value());
+    if (got) {
+      EXPECT_EQ(got->count(), *r.want);
+    }
+  }
+}
+
+TEST(SpecValidation, Table) {
+  struct Row { std::string name; nlohmann::json job; std::string want_field; };
+  const std::vector<Row> rows = {
+      {"tiny is valid", MakeJob("a", "n").Obj(), ""},
+      {"isp divisible", MakeJob("a", "n").Replicas(8).Parallel("isp", 4, 2).Obj(), ""},
+      {"replicas not divisible by sp", MakeJob("a", "n").Replicas(6).Parallel("isp", 4, 1).Obj(), "spec.replicas"},
+      {"replicas not divisible by wp", MakeJob("a", "n").Replicas(6).Parallel("isp", 1, 4).Obj(), "spec.replicas"},
+      {"sp without isp", MakeJob("a", "n").Replicas(4).Parallel("dp", 2, 1).Obj(), "spec.worker.parallel"},
+      {"unknown strategy", MakeJob("a", "n").Parallel("tensor", 1, 1).Obj(), "spec.worker.parallel.strategy"},
+      {"zero replicas", MakeJob("a", "n").Replicas(0).Obj(), "spec.replicas"},
+      {"empty image", MakeJob("a", "n").Image("").Obj(), "spec.image"},
+      {"bucket 0", MakeJob("a", "n").BucketMB(0).Obj(), "spec.worker.parallel.bucket_cap_mb"},
+      {"backoff above cap", MakeJob("a", "n").Backoff(100, 50).Obj(), "spec.restartPolicy.backoffSeconds"},
+      {"reserved volume name", MakeJob("a", "n").Template({{"volumes", {{{"name", "weft-config"}}}}}).Obj(),
+       "spec.template.volumes"},
+      {"contract env override", MakeJob("a", "n").Template({{"env", {{{"name", "RANK"}, {"value", "7"}}}}}).Obj(),
+       "spec.template.env"},
+      {"tuning bounds", MakeJob("a", "n").Spec("tuning", {{"bucketSize", {{"enabled", true}, {"minMB", 8}, {"maxMB", 2}}}}).Obj(),
+       "spec.tuning.bucketSize"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    std::vector<SpecError> errors;
+    auto spec = parse_spec(r.job["spec"], &errors);
+    for (auto& e : validate(spec)) errors.push_back(e);
+    if (r.want_field.empty()) {
+      EXPECT_TRUE(errors.empty()) << describe(errors);
+    } else {
+      ASSERT_FALSE(errors.empty());
+      EXPECT_EQ(errors.front().field, r.want_field) << describe(errors);
+    }
+  }
+}
+
+TEST(SpecValidation, WrongJsonTypeIsReportedNotDefaulted) {
+  std::vector<SpecError> errors;
+  parse_spec(MakeJob("a", "n").Spec("replicas", "four").Obj()["spec"], &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "spec.replicas");
+}
+
+TEST(Conditions, TransitionTimeOnlyChangesOnFlip) {
+  TrainingJobStatus st;
+  st.set_condition(kCondReady, false, "A", "m", 1, "t1");
+  st.set_condition(kCondReady, false, "B", "m2", 2, "t2");
+  ASSERT_EQ(st.conditions.size(), 1u);
+  EXPECT_EQ(st.conditions[0].last_transition_time, "t1");
+  EXPECT_EQ(st.conditions[0].reason, "B");
+  st.set_condition(kCondReady, true, "C", "", 2, "t3");
+  EXPECT_EQ(st.conditions[0].last_transition_time, "t3");
+  auto round = parse_status(to_json(st));
+  EXPECT_EQ(to_json(round), to_json(st));
+}
+
+TEST(Clock, RoundTrip) {
+  auto t = parse_time("2026-03-04T05:06:07Z");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(format_time(*t), "2026-03-04T05:06:07Z");
+  auto micro = parse_time("2026-03-04T05:06:07.250000Z");
+  ASSERT_TRUE(micro);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(*micro - *t).count(), 250);
+  EXPECT_EQ(format_micro_time(*micro), "2026-03-04T05:06:07.250000Z");
+  EXPECT_FALSE(parse_time("yesterday"));
+}
+
+}  // namespace
+}  // namespace weft::tj

@@ -1,0 +1,89 @@
+// Small builders for table-driven operator tests, in the style of
+// jobset's MakeJobSet(name, ns).Replicas(..).Obj(): each call sets one fact,
+// Obj() returns the value.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "trainingjob/gang.h"
+#include "trainingjob/types.h"
+
+namespace weft::tj::testing {
+
+using Json = nlohmann::json;
+
+class MakeJob {
+ public:
+  MakeJob(const std::string& name, const std::string& ns) {
+    j_ = {{"apiVersion", "weft.dev/v1alpha1"},
+          {"kind", "TrainingJob"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"uid", name + "-uid"}, {"generation", 1}}},
+          {"spec", {{"replicas", 2}, {"image", "weft:test"}, {"worker", {{"preset", "tiny"}}}}}};
+  }
+  MakeJob& Replicas(int n) { j_["spec"]["replicas"] = n; return *this; }
+  MakeJob& Image(const std::string& i) { j_["spec"]["image"] = i; return *this; }
+  MakeJob& Parallel(const std::string& strategy, int sp, int wp) {
+    j_["spec"]["worker"]["parallel"] = {{"strategy", strategy}, {"sp", sp}, {"wp", wp}};
+    return *this;
+  }
+  MakeJob& BucketMB(double mb) { j_["spec"]["worker"]["parallel"]["bucket_cap_mb"] = mb; return *this; }
+  MakeJob& MaxRestarts(int n) { j_["spec"]["restartPolicy"]["maxRestarts"] = n; return *this; }
+  MakeJob& Backoff(int s, int max_s = 300) {
+    j_["spec"]["restartPolicy"]["backoffSeconds"] = s;
+    j_["spec"]["restartPolicy"]["maxBackoffSeconds"] = max_s;
+    return *this;
+  }
+  MakeJob& Suspend(bool s = true) { j_["spec"]["suspend"] = s; return *this; }
+  MakeJob& TTL(int s) { j_["spec"]["ttlSecondsAfterFinished"] = s; return *this; }
+  MakeJob& Template(const Json& t) { j_["spec"]["template"] = t; return *this; }
+  MakeJob& Spec(const std::string& key, const Json& v) { j_["spec"][key] = v; return *this; }
+  Json Obj() const { return j_; }
+  TrainingJobSpec TypedSpec() const { return parse_spec(j_["spec"]); }
+
+ private:
+  Json j_;
+};
+
+class MakeGang {
+ public:
+  explicit MakeGang(int replicas) { g_.replicas = replicas; }
+  MakeGang& Attempt(int a) { g_.attempt = a; return *this; }
+  MakeGang& Launched(bool l = true) { g_.launched = l; return *this; }
+  MakeGang& AllRunning() {
+    for (int r = 0; r < g_.replicas; ++r) Running(r);
+    return *this;
+  }
+  MakeGang& Pending(int rank) { return add(rank, "Pending", false, {}); }
+  MakeGang& Running(int rank, bool ready = true) { return add(rank, "Running", ready, {}); }
+  MakeGang& Succeeded(int rank) { return add(rank, "Succeeded", false, 0); }
+  MakeGang& Failed(int rank, std::optional<int> code, const std::string& reason = "") {
+    add(rank, "Failed", false, code);
+    g_.ranks.back().reason = reason;
+    return *this;
+  }
+  MakeGang& Terminating(int rank) {
+    add(rank, "Running", false, {});
+    g_.ranks.back().terminating = true;
+    return *this;
+  }
+  MakeGang& Missing(int rank) { g_.missing_ranks.push_back(rank); return *this; }
+  GangObservation Obj() const { return g_; }
+
+ private:
+  MakeGang& add(int rank, const std::string& phase, bool ready, std::optional<int> code) {
+    RankState s;
+    s.rank = rank;
+    s.phase = phase;
+    s.ready = ready;
+    s.exit_code = code;
+    g_.ranks.push_back(s);
+    return *this;
+  }
+  GangObservation g_;
+};
+
+inline RestartSpec Restarts(int max, int backoff = 10, int max_backoff = 300) { return {max, backoff, max_backoff}; }
+
+}  // namespace weft::tj::testing
