@@ -1,0 +1,277 @@
+// weft-run: starts N ranks of a weft worker on this machine, like torchrun.
+//
+//   weft-run -n N [--worker PATH] [--master-port P] [--] config.yaml [worker args]
+//
+// Each rank gets the environment contract the operator gives pods (RANK,
+// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT, WEFT_ATTEMPT,
+// WEFT_RDZV_TOKEN) and an equal share of the cores as OMP_NUM_THREADS and
+// OPENBLAS_NUM_THREADS (unless already set). Every output line is prefixed
+// with "[rank R] ". Gang semantics: the first rank to exit non-zero makes
+// weft-run SIGTERM the others (SIGKILL after --grace seconds) and exit with
+// that rank's code. SIGINT/SIGTERM are forwarded to every rank; a second one
+// kills them.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "comm/communicator.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Rank {
+  int index = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int code = -1;
+  int out_fd = -1, err_fd = -1;
+  std::string out_partial, err_partial;
+};
+
+std::string random_token() {
+  std::random_device rd;
+  std::string t;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) t += hex[rd() % 16];
+  return t;
+}
+
+int free_port() {
+  // Port 0 on loopback, then released: the rendezvous server binds it next.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 29500;
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+void write_all(int fd, const std::string& s) {
+  const char* p = s.data();
+  size_t n = s.size();
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+// Emits the complete lines in `partial` (all of it at EOF) with the prefix.
+void emit_lines(int out, int rank, std::string& partial, bool eof) {
+  std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  std::string chunk;
+  size_t start = 0, nl;
+  while ((nl = partial.find('\n', start)) != std::string::npos) {
+    chunk += prefix + partial.substr(start, nl - start + 1);
+    start = nl + 1;
+  }
+  partial.erase(0, start);
+  if (eof && !partial.empty()) {
+    chunk += prefix + partial + "\n";
+    partial.clear();
+  }
+  if (!chunk.empty()) write_all(out, chunk);
+}
+
+int decode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void signal_all(std::vector<Rank>& ranks, int sig) {
+  for (auto& r : ranks)
+    if (r.running) kill(-r.pid, sig);  // the rank's process group: its children too
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft-run: start N weft ranks on this machine"};
+  int nproc = 1;
+  std::string worker;
+  int master_port = 0;
+  double grace_s = 10;
+  app.add_option("-n,--nproc", nproc, "number of ranks")->required()->check(CLI::Range(1, 4096));
+  app.add_option("--worker", worker, "worker program (default: weft-worker next to weft-run)");
+  app.add_option("--master-port", master_port, "rendezvous port (default: a free port)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when a rank fails");
+  app.prefix_command();  // everything after the options goes to the worker
+  app.footer("Everything after the options (or after --) is passed to every rank.");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> worker_args = app.remaining();
+  if (!worker_args.empty() && worker_args.front() == "--") worker_args.erase(worker_args.begin());
+
+  if (worker.empty()) {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    worker = (self.parent_path() / "weft-worker").string();
+  }
+  if (access(worker.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "weft-run: worker program '%s' is not executable: %s (use --worker)\n",
+                 worker.c_str(), std::strerror(errno));
+    return weft::comm::kExitBadConfig;
+  }
+  if (master_port == 0) master_port = free_port();
+  const char* tok_env = getenv("WEFT_RDZV_TOKEN");
+  std::string token = tok_env && *tok_env ? tok_env : random_token();
+  const char* attempt = getenv("WEFT_ATTEMPT");
+  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  std::string threads = std::to_string(std::max(1u, ncpu / static_cast<unsigned>(nproc)));
+
+  // Signals are read from a signalfd in the poll loop, never from handlers.
+  sigset_t mask, old_mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, &old_mask);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  std::vector<Rank> ranks(nproc);
+  for (int r = 0; r < nproc; ++r) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      std::perror("weft-run: pipe");
+      signal_all(ranks, SIGKILL);
+      return 1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      setpgid(0, 0);  // terminal signals reach weft-run only; it forwards them
+      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
+      setenv("WEFT_RDZV_TOKEN", token.c_str(), 1);
+      setenv("WEFT_ATTEMPT", attempt ? attempt : "0", 1);
+      setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+      setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+      std::vector<char*> a{const_cast<char*>(worker.c_str())};
+      for (auto& s : worker_args) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      execv(worker.c_str(), a.data());
+      std::fprintf(stderr, "weft-run: cannot exec %s: %s\n", worker.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    close(out[1]);
+    close(err[1]);
+    ranks[r] = Rank{r, pid, true, -1, out[0], err[0], {}, {}};
+  }
+
+  int failed_rank = -1, exit_code = 0, signals_seen = 0;
+  Clock::time_point kill_at = Clock::time_point::max();
+  Clock::time_point all_exited = Clock::time_point::max();
+  auto live = [&] {
+    for (auto& r : ranks)
+      if (r.running || r.out_fd >= 0 || r.err_fd >= 0) return true;
+    return false;
+  };
+  while (live()) {
+    std::vector<pollfd> fds{{sfd, POLLIN, 0}};
+    std::vector<std::pair<int, bool>> owner{{-1, false}};
+    for (auto& r : ranks) {
+      if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0}), owner.push_back({r.index, false});
+      if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0}), owner.push_back({r.index, true});
+    }
+    int timeout_ms = 1000;
+    if (kill_at != Clock::time_point::max())
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()).count(), 0, 1000));
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Rank& r = ranks[owner[i].first];
+      bool is_err = owner[i].second;
+      char buf[65536];
+      ssize_t k = read(fds[i].fd, buf, sizeof buf);
+      std::string& partial = is_err ? r.err_partial : r.out_partial;
+      if (k > 0) {
+        partial.append(buf, static_cast<size_t>(k));
+        emit_lines(is_err ? 2 : 1, r.index, partial, false);
+      } else if (k == 0 || errno != EINTR) {
+        emit_lines(is_err ? 2 : 1, r.index, partial, true);
+        close(fds[i].fd);
+        (is_err ? r.err_fd : r.out_fd) = -1;
+      }
+    }
+
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGCHLD) continue;  // reaped below
+        int sig = static_cast<int>(si.ssi_signo);
+        if (++signals_seen == 1) {
+          std::fprintf(stderr, "weft-run: got %s, forwarding to all ranks\n", strsignal(sig));
+          signal_all(ranks, sig);
+        } else {
+          std::fprintf(stderr, "weft-run: got %s again, killing all ranks\n", strsignal(sig));
+          signal_all(ranks, SIGKILL);
+        }
+        break;
+      }
+    }
+
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& r : ranks) {
+        if (r.pid != pid) continue;
+        r.running = false;
+        r.code = decode(status);
+        if (r.code != 0 && failed_rank < 0) {
+          failed_rank = r.index;
+          exit_code = r.code;
+          if (signals_seen == 0)
+            std::fprintf(stderr, "weft-run: rank %d exited with code %d; stopping the other ranks\n",
+                         r.index, r.code);
+          signal_all(ranks, SIGTERM);
+          kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+        }
+      }
+    }
+    if (Clock::now() >= kill_at) {
+      signal_all(ranks, SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+    // A rank's own children may keep its pipes open after it exited: stop
+    // reading once every rank is gone and a grace second has passed.
+    bool any_running = false;
+    for (auto& r : ranks) any_running |= r.running;
+    if (!any_running && all_exited == Clock::time_point::max()) all_exited = Clock::now();
+    if (!any_running && Clock::now() - all_exited > std::chrono::seconds(1)) break;
+  }
+  return exit_code;
+}
