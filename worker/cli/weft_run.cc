@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
   sigaddset(&mask, SIGCHLD);
   sigprocmask(SIG_BLOCK, &mask, &old_mask);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  // Some kernels (and sandboxes) ignore SFD_NONBLOCK; the drain loop below
+  // must never block, or a SIGCHLD would leave the launcher stuck.
+  fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
 
   std::vector<Rank> ranks(nproc);
   for (int r = 0; r < nproc; ++r) {

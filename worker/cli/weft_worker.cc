@@ -10,6 +10,8 @@
 #include <iostream>
 #include <map>
 
+#include "comm/process_groups.h"
+#include "comm/tcp_store.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -69,8 +71,24 @@ int main(int argc, char** argv) {
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::unique_ptr<weft::comm::ProcessGroups> groups;
   try {
-    weft::Trainer trainer(cfg);
+    groups = weft::comm::init_process_groups(environment(), cfg);
+  } catch (const weft::comm::RendezvousError& e) {
+    std::cerr << "weft-worker: rendezvous failed: " << e.what() << "\n";
+    return weft::comm::kExitPeerLost;
+  } catch (const weft::comm::CommError& e) {
+    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
+    return weft::comm::kExitBadConfig;
+  }
+  const int rank = groups->rank();
+  try {
+    weft::TrainerComm tc;
+    tc.rank = rank;
+    tc.world = groups->world_size();
+    tc.dp = groups->dp;
+    tc.context = &groups->context();
+    weft::Trainer trainer(cfg, tc);
     weft::TrainSummary s = trainer.run(&g_stop_signal);
     if (s.stopped_early) {
       int sig = g_stop_signal.load();

@@ -67,7 +67,7 @@ const std::vector<Section>& sections() {
       {"comm",
        {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
         WEFT_FIELD(comm, rendezvous_timeout_s)}},
-      {"metrics", {WEFT_FIELD(metrics, port)}},
+      {"metrics", {WEFT_FIELD(metrics, port), WEFT_FIELD(metrics, peak_tflops)}},
   };
   return kSections;
 }

@@ -102,7 +102,8 @@ struct CommConfig {
 };
 
 struct MetricsConfig {
-  int port = 9400;  // Prometheus exposer port; 0 disables
+  int port = 9400;          // Prometheus exposer port; 0 disables
+  double peak_tflops = 0;   // per-rank peak for weft_mfu; 0 = unknown (MFU reported as 0)
 
   bool operator==(const MetricsConfig&) const = default;
 };

@@ -171,6 +171,8 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
   check_comm(c, cfg.comm, cfg.device);
   c.require(cfg.metrics.port >= 0 && cfg.metrics.port <= 65535, "metrics.port",
             "must be in [0, 65535], got " + num(cfg.metrics.port));
+  c.require(cfg.metrics.peak_tflops >= 0, "metrics.peak_tflops",
+            "must be >= 0, got " + num(cfg.metrics.peak_tflops));
   return c.result();
 }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -36,9 +37,16 @@ int64_t peak_rss_bytes() {
 
 }  // namespace
 
-Trainer::Trainer(const WorkerConfig& cfg, RankInfo rank)
+double TrainSummary::overlap_ratio() const {
+  double comm = 0, exposed = 0;
+  for (double c : comm_seconds) comm += c;
+  for (double e : exposed_seconds) exposed += e;
+  return comm > 0 ? std::clamp(1.0 - exposed / comm, 0.0, 1.0) : 0.0;
+}
+
+Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     : cfg_(cfg),
-      rank_(rank),
+      rank_(std::move(comm)),
       source_(make_source(cfg)),
       model_(cfg.model),
       opt_(cfg.optim, default_param_ranges(model_.params(), cfg.optim), model_.num_params()) {
@@ -48,20 +56,45 @@ Trainer::Trainer(const WorkerConfig& cfg, RankInfo rank)
                       std::to_string(source_->vocab_size()) + " tokens in " + source_->describe() +
                       ")");
   model_.init(cfg.train.seed);
+  if (rank_.dp && rank_.dp->size() > 1) {
+    DataParallelOptions o;
+    o.bucket_cap_mb = cfg.parallel.bucket_cap_mb;
+    o.first_bucket_mb = cfg.parallel.first_bucket_mb;
+    o.overlap = cfg.parallel.overlap;
+    o.bf16_wire = cfg.parallel.bf16_wire;
+    dp_ = std::make_unique<DataParallel>(model_.params(), model_.flat_grads(), rank_.dp, o);
+  }
+}
+
+double Trainer::global_mean(double local) const {
+  if (!dp_) return local;
+  float v = static_cast<float>(local);
+  rank_.dp->all_reduce(Tensor::f32(&v, {1}), comm::ReduceOp::Avg, "loss")->wait();
+  return v;
 }
 
 std::string Trainer::checkpoint_dir() const {
   return cfg_.checkpoint.dir.empty() ? cfg_.train.out_dir + "/checkpoints" : cfg_.checkpoint.dir;
 }
 
-void Trainer::log_progress(int64_t step, double loss, double lr, double norm, double step_seconds,
-                           double elapsed, int64_t steps_this_run) const {
-  const TrainConfig& t = cfg_.train;
-  const double tokens = double(t.micro_batch) * t.seq_len * t.grad_accum * rank_.world;
-  const double eta = elapsed / std::max<int64_t>(1, steps_this_run) * (t.steps - step - 1);
-  spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}",
-               step + 1, std::to_string(t.steps).size(), t.steps, loss, lr, norm,
-               tokens / step_seconds, hms(eta));
+double Trainer::flops_per_token() const {
+  const ModelConfig& m = cfg_.model;
+  // 6 per parameter (forward 2, backward 4) on the matmul weights, plus the
+  // attention scores and values: 12 * layers * d_model * seq_len.
+  double n = static_cast<double>(model_.num_params());
+  if (!m.tie_embeddings) n -= double(m.vocab_size) * m.d_model;  // lookup, not a matmul
+  return 6.0 * n + 12.0 * m.n_layers * m.d_model * cfg_.train.seq_len;
+}
+
+void Trainer::log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const {
+  const double eta = elapsed / std::max<int64_t>(1, steps_this_run) * (r.total_steps - r.step);
+  std::string sync;
+  if (!r.sync_group.empty())
+    sync = fmt::format(" | comm {:.1f} ms, exposed {:.1f} ms, overlap {:.2f}", r.comm_seconds * 1e3,
+                       r.exposed_comm_seconds * 1e3, r.overlap_ratio);
+  spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s{} | ETA {}",
+               r.step, std::to_string(r.total_steps).size(), r.total_steps, r.loss, r.lr, r.grad_norm,
+               r.tokens_per_second, sync, hms(eta));
 }
 
 TrainSummary Trainer::run(const std::atomic<int>* stop) {
@@ -73,13 +106,25 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                s.num_params, cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads,
                cfg_.model.n_kv_heads, cfg_.model.ffn(), cfg_.model.vocab_size);
   spdlog::info("data: {}", source_->describe());
+  if (dp_) {
+    spdlog::info("data parallel over {} ranks (group {}), {}, overlap {}, wire {}", rank_.dp->size(),
+                 rank_.dp->name(), describe_buckets(dp_->buckets()), cfg_.parallel.overlap ? "on" : "off",
+                 cfg_.parallel.bf16_wire ? "bf16" : "fp32");
+    s.bucket_cap_mb = dp_->bucket_cap_mb();
+  }
 
   const std::string ckpt_dir = checkpoint_dir();
   if (cfg_.checkpoint.resume) {
-    if (auto meta = load_latest_checkpoint(ckpt_dir, model_, opt_, rank_.rank)) {
+    // Data-parallel ranks hold identical optimizer state; rank 0's is saved.
+    if (auto meta = load_latest_checkpoint(ckpt_dir, model_, opt_, 0)) {
       s.start_step = meta->step;
       spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
     }
+  }
+
+  if (dp_) {
+    // Start from rank 0's weights whatever happened before (DDP does the same).
+    rank_.dp->broadcast(model_.flat_params(), 0, "initial parameters")->wait();
   }
 
   Batch batch;
@@ -92,23 +137,36 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     meta.last_loss = last_loss;
     meta.world_size = rank_.world;
     meta.config_yaml = to_yaml(cfg_);
+    if (rank_.rank != 0) return;  // replicated state: rank 0 writes it
     const auto tc = Clock::now();
-    s.last_checkpoint = save_checkpoint(ckpt_dir, model_, opt_, meta, cfg_.checkpoint.keep, rank_.rank);
+    s.last_checkpoint = save_checkpoint(ckpt_dir, model_, opt_, meta, cfg_.checkpoint.keep, 0);
     s.checkpoint_seconds += seconds_since(tc);
     spdlog::info("checkpoint written: {}", s.last_checkpoint);
+    if (observer_) observer_->on_checkpoint(steps_completed);
   };
 
   int64_t step = s.start_step;
   double loss = 0;
   for (; step < t.steps; ++step) {
-    if (stop && stop->load()) {
+    if (rank_.context) rank_.context->set_step(step + 1);
+    const bool stop_here = stop && stop->load();
+    const auto ts = Clock::now();
+    if (dp_) {
+      // Every rank stops at the same step, or the others would wait forever.
+      if (dp_->agree_at_step_boundary(step, stop_here).stop) {
+        s.stopped_early = true;
+        break;
+      }
+    } else if (stop_here) {
       s.stopped_early = true;
       break;
     }
-    const auto ts = Clock::now();
+    const double phase_before[4] = {s.data_seconds, s.forward_seconds, s.backward_seconds,
+                                    s.optimizer_seconds};
     model_.zero_grads();
     loss = 0;
     for (int micro = 0; micro < t.grad_accum; ++micro) {
+      if (dp_) dp_->begin_micro_batch(micro + 1 == t.grad_accum);
       auto tp = Clock::now();
       source_->fill(batch, B, T, BatchIndex{step, micro, t.grad_accum, rank_.rank, rank_.world});
       s.data_seconds += seconds_since(tp);
@@ -116,8 +174,24 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       loss += model_.forward(batch.inputs.data(), batch.targets.data(), B, T) / t.grad_accum;
       s.forward_seconds += seconds_since(tp);
       tp = Clock::now();
-      model_.backward(loss_scale);
-      s.backward_seconds += seconds_since(tp);
+      if (dp_) {
+        model_.backward(loss_scale, [this](int i) { dp_->on_grad_ready(i); });
+        s.backward_seconds += seconds_since(tp);
+        dp_->finish_micro_batch();  // waits on the last micro-batch only
+      } else {
+        model_.backward(loss_scale);
+        s.backward_seconds += seconds_since(tp);
+      }
+    }
+    if (dp_) {
+      const StepCommStats& c = dp_->last_step();
+      s.comm_seconds.push_back(c.comm_seconds);
+      s.exposed_seconds.push_back(c.exposed_seconds);
+      s.bucket_seconds.resize(c.bucket_seconds.size());
+      for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
+      s.bucket_count = static_cast<int>(dp_->buckets().size());
+      s.bucket_cap_mb = dp_->bucket_cap_mb();
+      loss = global_mean(loss);
     }
     const auto to = Clock::now();
     const double norm = clip_grad_norm(model_.flat_grads(), cfg_.optim.grad_clip);
@@ -129,9 +203,41 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " +
                                std::to_string(step + 1) + "; lower optim.lr or check the data");
     s.losses.push_back(loss);
+
+    StepReport r;
+    r.step = step + 1;
+    r.total_steps = t.steps;
+    r.loss = loss;
+    r.lr = lr;
+    r.grad_norm = norm;
+    r.step_seconds = s.step_seconds.back();
+    r.tokens = int64_t(B) * T * t.grad_accum * rank_.world;
+    r.tokens_per_second = r.tokens / r.step_seconds;
+    if (cfg_.metrics.peak_tflops > 0)
+      r.mfu = r.tokens_per_second / rank_.world * flops_per_token() / (cfg_.metrics.peak_tflops * 1e12);
+    r.data_seconds = s.data_seconds - phase_before[0];
+    r.forward_seconds = s.forward_seconds - phase_before[1];
+    r.backward_seconds = s.backward_seconds - phase_before[2];
+    r.optimizer_seconds = s.optimizer_seconds - phase_before[3];
+    const int64_t grad_bytes = model_.num_params() * int64_t(sizeof(float));
+    r.memory_param_bytes = grad_bytes;
+    r.memory_grad_bytes = grad_bytes;
+    r.memory_optimizer_bytes = 2 * grad_bytes;
+    r.memory_activation_bytes = static_cast<int64_t>(model_.activation_bytes());
+    if (dp_) {
+      const StepCommStats& c = dp_->last_step();
+      r.sync_group = rank_.dp->name();
+      r.comm_seconds = c.comm_seconds;
+      r.exposed_comm_seconds = c.exposed_seconds;
+      r.overlap_ratio = c.overlap_ratio();
+      r.bucket_seconds = c.bucket_seconds;
+      r.bucket_count = static_cast<int>(dp_->buckets().size());
+      r.bucket_cap_bytes = static_cast<int64_t>(dp_->bucket_cap_mb() * 1024 * 1024);
+    }
+    if (observer_) observer_->on_step(r);
     const int64_t done = step - s.start_step + 1;
     if (t.log_every > 0 && ((step + 1) % t.log_every == 0 || step + 1 == t.steps))
-      log_progress(step, loss, lr, norm, seconds_since(ts), seconds_since(t0), done);
+      log_progress(r, seconds_since(t0), done);
     if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
       save(step + 1, loss);
   }
@@ -151,6 +257,13 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                                                   s.tail_loss - s.entropy_floor)
                                     : std::string(),
                s.tokens_per_second, hms(s.wall_seconds), s.peak_rss_bytes / 1048576.0);
+  if (dp_) {
+    double comm = 0, exposed = 0;
+    for (double c : s.comm_seconds) comm += c;
+    for (double e : s.exposed_seconds) exposed += e;
+    spdlog::info("gradient sync: {} buckets ({:.3g} MiB cap), comm {:.3f} s, exposed {:.3f} s, overlap ratio {:.3f}",
+                 s.bucket_count, s.bucket_cap_mb, comm, exposed, s.overlap_ratio());
+  }
   if (rank_.rank == 0) write_summary(s);
   return s;
 }
@@ -178,6 +291,13 @@ void Trainer::write_summary(const TrainSummary& s) const {
                         {"backward", s.backward_seconds},
                         {"optimizer", s.optimizer_seconds},
                         {"checkpoint", s.checkpoint_seconds}}},
+                      {"gradient_sync",
+                       {{"bucket_count", s.bucket_count},
+                        {"bucket_cap_mb", s.bucket_cap_mb},
+                        {"overlap_ratio", s.overlap_ratio()},
+                        {"comm_seconds", s.comm_seconds},
+                        {"exposed_seconds", s.exposed_seconds},
+                        {"bucket_seconds", s.bucket_seconds}}},
                       {"losses", s.losses},
                       {"step_seconds", s.step_seconds}};
   const fs::path path = fs::path(cfg_.train.out_dir) / "summary.json";

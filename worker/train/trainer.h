@@ -13,10 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_context.h"
+#include "comm/communicator.h"
 #include "data/source.h"
 #include "model/llama.h"
 #include "optim/adamw.h"
+#include "parallel/data_parallel.h"
 #include "train/config.h"
+#include "train/step_report.h"
 
 namespace weft {
 
@@ -35,20 +39,29 @@ struct TrainSummary {
   std::string last_checkpoint;
   std::vector<double> losses;        // per step of this run
   std::vector<double> step_seconds;  // wall time of each step of this run
+  // Data-parallel gradient sync (DESIGN.md "Metrics"): per step of this run.
+  std::vector<double> comm_seconds, exposed_seconds;
+  std::vector<double> bucket_seconds;  // per bucket, summed over the run
+  int bucket_count = 0;
+  double bucket_cap_mb = 0;
+  double overlap_ratio() const;        // 1 - sum(exposed) / sum(comm), 0 without comm
   // Seconds spent per phase over the run: data, forward, backward, optimizer
   // (clip + AdamW), checkpoint.
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,
          checkpoint_seconds = 0;
 };
 
-struct RankInfo {
+// This rank's place in the job. dp == nullptr (or of size 1) trains alone.
+struct TrainerComm {
   int rank = 0;
   int world = 1;
+  comm::CommunicatorPtr dp;              // data-parallel group
+  comm::CommContext* context = nullptr;  // failure messages name the step
 };
 
 class Trainer {
  public:
-  Trainer(const WorkerConfig& cfg, RankInfo rank = {});
+  explicit Trainer(const WorkerConfig& cfg, TrainerComm comm = {});
 
   // Trains until config steps or *stop becomes non-zero. Throws ConfigError,
   // DataError or CheckpointError for the caller to map to an exit code.
@@ -56,19 +69,26 @@ class Trainer {
 
   Llama& model() { return model_; }
   AdamW& optimizer() { return opt_; }
+  DataParallel* data_parallel() { return dp_.get(); }
+  // Receives a StepReport after every step (the metrics unit); not owned.
+  void set_observer(StepObserver* o) { observer_ = o; }
+  // Model FLOPs per token for forward + backward (6N plus attention).
+  double flops_per_token() const;
   const TokenSource& data() const { return *source_; }
 
  private:
   std::string checkpoint_dir() const;
-  void log_progress(int64_t step, double loss, double lr, double norm, double step_seconds,
-                    double elapsed, int64_t steps_this_run) const;
+  void log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const;
+  double global_mean(double local) const;
   void write_summary(const TrainSummary& s) const;
 
   WorkerConfig cfg_;
-  RankInfo rank_;
+  TrainerComm rank_;
   std::unique_ptr<TokenSource> source_;
   Llama model_;
   AdamW opt_;
+  std::unique_ptr<DataParallel> dp_;
+  StepObserver* observer_ = nullptr;
 };
 
 }  // namespace weft
