@@ -10,7 +10,7 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev zlib1g-dev
 )
-test_pkgs=(python3 python3-torch python3-numpy python3-yaml)
+test_pkgs=(python3 python3-torch python3-numpy python3-yaml prometheus)
 kube_pkgs=(golang-go rsync etcd-server openssl curl)
 
 groups=("$@")

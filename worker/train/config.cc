@@ -63,7 +63,7 @@ const std::vector<Section>& sections() {
        {WEFT_FIELD(parallel, strategy), WEFT_FIELD(parallel, sp), WEFT_FIELD(parallel, wp),
         WEFT_FIELD(parallel, bucket_cap_mb), WEFT_FIELD(parallel, first_bucket_mb),
         WEFT_FIELD(parallel, overlap), WEFT_FIELD(parallel, bf16_wire),
-        WEFT_FIELD(parallel, zero_overlap)}},
+        WEFT_FIELD(parallel, zero_overlap), WEFT_FIELD(parallel, bucket_cap_file)}},
       {"comm",
        {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
         WEFT_FIELD(comm, rendezvous_timeout_s)}},
@@ -354,6 +354,7 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
   static const std::pair<const char*, const char*> kOverrides[] = {
       {"WEFT_STEPS", "train.steps"},
       {"WEFT_BUCKET_CAP_MB", "parallel.bucket_cap_mb"},
+      {"WEFT_BUCKET_CAP_FILE", "parallel.bucket_cap_file"},
       {"WEFT_CHECKPOINT_DIR", "checkpoint.dir"},
       {"WEFT_METRICS_PORT", "metrics.port"},
       {"WEFT_DEVICE", "device"},

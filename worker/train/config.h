@@ -89,6 +89,10 @@ struct ParallelConfig {
   bool overlap = true;              // launch bucket reductions during backward
   bool bf16_wire = false;           // all-reduce gradients in bf16
   std::string zero_overlap = "interleaved";  // "after_backward" | "interleaved"
+  // File holding a bucket cap in MiB (the operator's tuner writes it through a
+  // ConfigMap). Rank 0 re-reads it when it changes; all ranks switch at the
+  // same step boundary. Empty = no tuning.
+  std::string bucket_cap_file;
 
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -63,6 +63,8 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     o.overlap = cfg.parallel.overlap;
     o.bf16_wire = cfg.parallel.bf16_wire;
     dp_ = std::make_unique<DataParallel>(model_.params(), model_.flat_grads(), rank_.dp, o);
+    if (rank_.rank == 0 && !cfg.parallel.bucket_cap_file.empty())
+      cap_file_ = std::make_unique<BucketCapFile>(cfg.parallel.bucket_cap_file);
   }
 }
 
@@ -152,6 +154,9 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     const bool stop_here = stop && stop->load();
     const auto ts = Clock::now();
     if (dp_) {
+      if (cap_file_) {
+        if (auto cap = cap_file_->poll()) dp_->request_bucket_cap(*cap);
+      }
       // Every rank stops at the same step, or the others would wait forever.
       if (dp_->agree_at_step_boundary(step, stop_here).stop) {
         s.stopped_early = true;

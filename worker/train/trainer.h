@@ -18,6 +18,7 @@
 #include "data/source.h"
 #include "model/llama.h"
 #include "optim/adamw.h"
+#include "parallel/bucket_cap_file.h"
 #include "parallel/data_parallel.h"
 #include "train/config.h"
 #include "train/step_report.h"
@@ -88,6 +89,7 @@ class Trainer {
   Llama model_;
   AdamW opt_;
   std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<BucketCapFile> cap_file_;  // rank 0 of a data-parallel job only
   StepObserver* observer_ = nullptr;
 };
 

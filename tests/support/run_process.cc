@@ -1,0 +1,76 @@
+#include "support/run_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace weft::testing {
+
+namespace fs = std::filesystem;
+
+ProcessResult run_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
+                          int sig, std::chrono::milliseconds delay, std::chrono::seconds timeout) {
+  static int counter = 0;
+  fs::path log = fs::temp_directory_path() /
+                 ("weft-proc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log");
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    dup2(fileno(f), 1);
+    dup2(fileno(f), 2);
+    for (const std::string& kv : extra_env) putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "cannot exec %s\n", argv[0]);
+    _exit(127);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  bool signalled = sig == 0, timed_out = false;
+  int status = 0;
+  while (true) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    auto now = std::chrono::steady_clock::now();
+    if (!signalled && now - start >= delay) {
+      kill(pid, sig);
+      signalled = true;
+    }
+    if (now - start >= timeout) {
+      kill(pid, SIGKILL);
+      timed_out = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ProcessResult res;
+  res.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  res.output = ss.str();
+  if (timed_out) res.output += "\n[test: killed after timeout]\n";
+  fs::remove(log);
+  return res;
+}
+
+fs::path fresh_dir(const std::string& tag) {
+  fs::path p = fs::temp_directory_path() / ("weft-test-" + tag + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string write_file(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string bin(const std::string& program) { return std::string(WEFT_BIN_DIR) + "/" + program; }
+
+}  // namespace weft::testing

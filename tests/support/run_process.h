@@ -1,0 +1,30 @@
+// Test support: run a program as a user would and capture what it printed.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace weft::testing {
+
+struct ProcessResult {
+  int code = -1;  // exit code, or 128 + signal
+  std::string output;  // stdout and stderr, interleaved
+};
+
+// Runs argv[0] with argv (extra_env as "K=V" entries added to the
+// environment). If sig != 0, sends it after `delay`. Kills the process after
+// `timeout` and reports code 137 with a note in the output.
+ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+                          int sig = 0, std::chrono::milliseconds delay = std::chrono::milliseconds(0),
+                          std::chrono::seconds timeout = std::chrono::seconds(600));
+
+// A fresh empty directory under the system temp dir.
+std::filesystem::path fresh_dir(const std::string& tag);
+
+std::string write_file(const std::filesystem::path& p, const std::string& text);
+
+std::string bin(const std::string& program);  // WEFT_BIN_DIR/program
+
+}  // namespace weft::testing

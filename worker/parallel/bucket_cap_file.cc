@@ -1,0 +1,34 @@
+#include "parallel/bucket_cap_file.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace weft {
+
+std::optional<double> BucketCapFile::poll() {
+  std::ifstream in(path_);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (have_last_ && text == last_text_) return std::nullopt;
+  have_last_ = true;
+  last_text_ = text;
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(begin, &end);
+  while (end && *end && std::isspace(static_cast<unsigned char>(*end))) ++end;
+  if (end == begin || (end && *end) || errno != 0 || !std::isfinite(v) || v <= 0) {
+    spdlog::warn("{}: ignoring bucket cap '{}' (expected a positive number of MiB)", path_, text);
+    return std::nullopt;
+  }
+  return v;
+}
+
+}  // namespace weft
