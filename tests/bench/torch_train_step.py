@@ -28,7 +28,8 @@ def main():
     with open(a.config) as f:
         full = yaml.safe_load(f)
     cfg = model_config(full)
-    tr, op = full["train"], full["optim"]
+    tr = full["train"]
+    op = {k: float(v) for k, v in full["optim"].items() if not isinstance(v, bool)}
     model = LlamaRef(cfg)
     for p in model.parameters():
         torch.nn.init.normal_(p, std=float(full["model"]["init_std"])) if p.dim() > 1 else None

@@ -18,8 +18,12 @@
 int main(int argc, char** argv) {
   CLI::App app{"weft-reference-dump"};
   std::string config_path, out;
+  int batch_steps = 0, world = 1;
   app.add_option("--config", config_path)->required();
   app.add_option("--out", out)->required();
+  app.add_option("--batches", batch_steps, "also write the batches of this many steps")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--world", world, "ranks the batches are split over")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   weft::WorkerConfig cfg = weft::load_config_file(config_path);
@@ -41,6 +45,23 @@ int main(int argc, char** argv) {
   bw.add("inputs", weft::DType::I32, {B, T}, batch.inputs.data());
   bw.add("targets", weft::DType::I32, {B, T}, batch.targets.data());
   bw.write(out + "/batch.safetensors");
+
+  if (batch_steps > 0) {
+    // batches.safetensors: inputs.<step>.<rank> / targets.<step>.<rank>, [B, T],
+    // exactly what rank r of `world` trains on at step s (grad_accum 1).
+    std::vector<weft::Batch> all(static_cast<size_t>(batch_steps) * world);
+    weft::SafetensorsWriter w;
+    for (int st = 0; st < batch_steps; ++st) {
+      for (int r = 0; r < world; ++r) {
+        weft::Batch& b = all[static_cast<size_t>(st) * world + r];
+        source->fill(b, B, T, weft::BatchIndex{st, 0, 1, r, world});
+        const std::string key = std::to_string(st) + "." + std::to_string(r);
+        w.add("inputs." + key, weft::DType::I32, {B, T}, b.inputs.data());
+        w.add("targets." + key, weft::DType::I32, {B, T}, b.targets.data());
+      }
+    }
+    w.write(out + "/batches.safetensors");
+  }
 
   double loss = model.forward(batch.inputs.data(), batch.targets.data(), B, T);
   model.zero_grads();
