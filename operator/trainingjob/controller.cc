@@ -69,14 +69,33 @@ bool Controller::wait_synced(std::chrono::milliseconds timeout) const {
 
 void Controller::start_workers() {
   if (workers_started_.exchange(true)) return;
-  // Reconciling from a partial cache would recreate children that exist.
-  while (!wait_synced(std::chrono::seconds(1))) spdlog::info("waiting for informer caches to sync");
-  for (const auto& job : jobs_.list()) queue_.add(kube::object_key(*job));
-  for (int i = 0; i < opts_.workers; ++i) worker_threads_.emplace_back([this] { worker(); });
-  spdlog::info("started {} reconcile workers", opts_.workers);
+  // Reconciling from a partial cache would recreate children that exist, so
+  // workers start once every cache has synced. Waiting happens on its own
+  // thread: the caller (often the leader-election callback) must not block
+  // while the API server is unreachable.
+  starter_ = std::jthread([this](std::stop_token stop) {
+    while (!stop.stop_requested() && !wait_synced(std::chrono::milliseconds(200))) {
+    }
+    if (stop.stop_requested()) return;
+    for (const auto& job : jobs_.list()) queue_.add(kube::object_key(*job));
+    std::lock_guard lock(workers_mu_);
+    if (stopped_) return;
+    for (int i = 0; i < opts_.workers; ++i) worker_threads_.emplace_back([this] { worker(); });
+    spdlog::info("started {} reconcile workers", opts_.workers);
+  });
+}
+
+bool Controller::workers_running() const {
+  std::lock_guard lock(workers_mu_);
+  return !worker_threads_.empty();
 }
 
 void Controller::stop() {
+  starter_ = std::jthread();  // request_stop + join
+  {
+    std::lock_guard lock(workers_mu_);
+    stopped_ = true;
+  }
   queue_.shutdown();
   worker_threads_.clear();  // jthread joins
   for (auto& t : informer_threads_) t.request_stop();

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -39,7 +40,8 @@ class Controller {
 
   void start_informers();                  // returns immediately
   bool wait_synced(std::chrono::milliseconds timeout) const;
-  void start_workers();                    // idempotent
+  void start_workers();                    // idempotent, returns at once; workers run once caches sync
+  bool workers_running() const;
   void stop();                             // stops workers and informers, joins
 
   bool synced() const;
@@ -63,6 +65,9 @@ class Controller {
   std::vector<std::jthread> informer_threads_;
   std::vector<std::jthread> worker_threads_;
   std::jthread gauges_thread_;
+  std::jthread starter_;
+  mutable std::mutex workers_mu_;
+  bool stopped_ = false;
   std::atomic<bool> workers_started_{false};
 };
 

@@ -81,7 +81,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   auto slash = key.find('/');
   cx.ns = key.substr(0, slash);
   cx.name = slash == std::string::npos ? "" : key.substr(slash + 1);
-  cx.job = caches_.jobs.get(cx.ns, cx.name);
+  cx.job = current_job(cx.ns, cx.name);
   if (!cx.job) return ReconcileResult::not_found();  // deleted: the garbage collector removes the children
   const Json& job = *cx.job;
   if (terminating(job)) return ReconcileResult::done();
@@ -288,6 +288,32 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   return finish(cx, ReconcileResult::done());
 }
 
+kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string& name) {
+  const std::string key = ns + "/" + name;
+  ObjectPtr cached = caches_.jobs.get(ns, name);
+  std::string written;
+  {
+    std::lock_guard lock(written_mu_);
+    if (!cached) {
+      written_rv_.erase(key);
+      return nullptr;
+    }
+    auto it = written_rv_.find(key);
+    if (it == written_rv_.end()) return cached;
+    written = it->second;
+  }
+  const std::string cached_rv = (*cached)["metadata"].value("resourceVersion", "");
+  if (cached_rv == written) return cached;
+  // The cache may not have seen our last status write yet (or someone else
+  // changed the job since): acting on it could, e.g., recreate a pod whose
+  // deletion the newer status already accounts for. Read the job live.
+  auto live = api_.get(kube::kTrainingJobs, ns, name);
+  if (!live) return live.error().not_found() ? nullptr : cached;
+  std::lock_guard lock(written_mu_);
+  if ((*live)["metadata"].value("resourceVersion", "") == cached_rv) written_rv_[key] = cached_rv;  // cache is current
+  return std::make_shared<const Json>(std::move(*live));
+}
+
 ReconcileResult Reconciler::finished_job(Context& cx) {
   if (cx.status.phase == kPhaseFailed) {
     std::vector<ObjectPtr> running;
@@ -380,6 +406,8 @@ ReconcileResult Reconciler::finish(Context& cx, ReconcileResult result) {
       if (res.error().not_found()) return ReconcileResult::not_found();
       return ReconcileResult::transient("status update: " + res.error().message);
     }
+    std::lock_guard lock(written_mu_);
+    written_rv_[cx.ns + "/" + cx.name] = (*res)["metadata"].value("resourceVersion", "");
   }
   for (const auto& [type, reason, message] : cx.events) events_.record(*cx.job, type, reason, message);
   if (cx.error) {

@@ -12,12 +12,17 @@
 //    pod for a rank (the API server answers AlreadyExists).
 //  - A pod of the current attempt missing from the cache is only treated as
 //    deleted after a live list confirms it.
+//  - The job's status is the reconciler's memory (attempt, launch time), so a
+//    reconcile never acts on a job older than its own last status write: when
+//    the cached job is not the version it wrote, it reads the job live.
 //  - Errors come back classified: NotFound (drop), Transient (requeue with
 //    backoff), Terminal (condition + event already written, no requeue).
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "kube/events.h"
@@ -63,12 +68,15 @@ class Reconciler {
   void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
   std::vector<int> confirm_missing(Context& cx, const std::vector<int>& missing);
   ReconcileResult finished_job(Context& cx);
+  kube::ObjectPtr current_job(const std::string& ns, const std::string& name);
 
   kube::KubeApi& api_;
   Caches caches_;
   kube::EventRecorder& events_;
   OperatorMetrics* metrics_;
   std::function<TimePoint()> now_;
+  std::mutex written_mu_;
+  std::map<std::string, std::string> written_rv_;  // key -> resourceVersion of our last status write
 };
 
 }  // namespace weft::tj

@@ -1,0 +1,208 @@
+#include "integration/harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <random>
+
+#include "kube/kube_config.h"
+#include "trainingjob/constants.h"
+
+namespace weft::it {
+
+std::string env_dir() {
+  const char* e = std::getenv("WEFT_KUBE_ENV_DIR");
+  return e && *e ? e : WEFT_KUBE_ENV_DIR;
+}
+
+std::string kubeconfig_path() { return env_dir() + "/kubeconfig"; }
+
+kube::KubeApi& admin_api() {
+  static kube::KubeApi api(kube::load_kubeconfig(kubeconfig_path()), kube::ApiOptions{200, 400});
+  return api;
+}
+
+std::string unique_name(const std::string& prefix) {
+  static std::mt19937 rng(std::random_device{}());
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%05x", static_cast<unsigned>(rng() & 0xfffff));
+  return prefix + "-" + buf;
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+TestNamespace::TestNamespace(const std::string& prefix) : name_(unique_name(prefix)) {
+  auto r = admin_api().create(kube::kNamespaces, "", {{"apiVersion", "v1"}, {"kind", "Namespace"},
+                                                      {"metadata", {{"name", name_}}}});
+  if (!r) ADD_FAILURE() << "create namespace " << name_ << ": " << r.error().message;
+  // Pods are admitted only once the namespace's default ServiceAccount exists.
+  bool sa = eventually([&] { return admin_api().get(kube::Resource{"", "v1", "serviceaccounts", "ServiceAccount"},
+                                                    name_, "default").ok(); });
+  if (!sa) ADD_FAILURE() << "default ServiceAccount never appeared in " << name_;
+}
+
+TestNamespace::~TestNamespace() { admin_api().remove(kube::kNamespaces, "", name_); }
+
+InProcessOperator::InProcessOperator(const std::string& ns, const std::string& kubeconfig) {
+  api_ = std::make_unique<kube::KubeApi>(kube::load_kubeconfig(kubeconfig.empty() ? kubeconfig_path() : kubeconfig),
+                                         kube::ApiOptions{100, 200});
+  controller_ = std::make_unique<tj::Controller>(*api_, tj::ControllerOptions{ns, 2, std::chrono::seconds(30)});
+  controller_->start_informers();
+  controller_->start_workers();
+}
+
+InProcessOperator::~InProcessOperator() { controller_->stop(); }
+
+Json job_json(const std::string& name, int replicas) {
+  return {{"apiVersion", "weft.dev/v1alpha1"},
+          {"kind", "TrainingJob"},
+          {"metadata", {{"name", name}}},
+          {"spec",
+           {{"replicas", replicas},
+            {"image", "ghcr.io/weft-dev/weft:test"},
+            {"restartPolicy", {{"maxRestarts", 3}, {"backoffSeconds", 1}, {"maxBackoffSeconds", 2}}},
+            {"worker", {{"preset", "tiny"}, {"parallel", {{"strategy", "dp"}, {"bucket_cap_mb", 4}}}}}}}};
+}
+
+std::optional<Json> get_job(const std::string& ns, const std::string& name) {
+  auto r = admin_api().get(kube::kTrainingJobs, ns, name);
+  if (!r) return std::nullopt;
+  return *r;
+}
+
+std::vector<Json> job_pods(const std::string& ns, const std::string& job, bool include_terminating) {
+  kube::ListOptions o;
+  o.label_selector = std::string(tj::kLabelJob) + "=" + job;
+  auto r = admin_api().list(kube::kPods, ns, o);
+  std::vector<Json> out;
+  if (!r) return out;
+  for (auto& p : r->items)
+    if (include_terminating || !p["metadata"].contains("deletionTimestamp")) out.push_back(p);
+  return out;
+}
+
+Json status_of(const std::string& ns, const std::string& job) {
+  auto j = get_job(ns, job);
+  return j && j->contains("status") ? (*j)["status"] : Json::object();
+}
+
+std::string phase_of(const std::string& ns, const std::string& job) { return status_of(ns, job).value("phase", ""); }
+
+std::string env_value(const Json& pod, const std::string& name) {
+  for (const auto& e : pod["spec"]["containers"][0]["env"])
+    if (e["name"] == name) return e.value("value", "");
+  return "";
+}
+
+void set_pod_phase(const std::string& ns, const std::string& pod, const std::string& phase,
+                   std::optional<int> exit_code) {
+  Json cs = {{"name", tj::kContainerName}, {"image", "ghcr.io/weft-dev/weft:test"}, {"imageID", ""},
+             {"restartCount", 0}, {"ready", phase == "Running"}};
+  if (phase == "Running") cs["state"] = {{"running", {{"startedAt", "2026-01-01T00:00:00Z"}}}};
+  if (exit_code)
+    cs["state"] = {{"terminated", {{"exitCode", *exit_code}, {"reason", *exit_code == 0 ? "Completed" : "Error"},
+                                   {"startedAt", "2026-01-01T00:00:00Z"}, {"finishedAt", "2026-01-01T00:01:00Z"}}}};
+  Json patch = {{"status",
+                 {{"phase", phase},
+                  {"conditions", {{{"type", "Ready"}, {"status", phase == "Running" ? "True" : "False"}}}},
+                  {"containerStatuses", {cs}}}}};
+  auto r = admin_api().merge_patch(kube::kPods, ns, pod, patch, true);
+  if (!r) ADD_FAILURE() << "set " << pod << " " << phase << ": " << r.error().message;
+}
+
+void set_all_running(const std::string& ns, const std::string& job) {
+  for (const auto& p : job_pods(ns, job)) set_pod_phase(ns, p["metadata"]["name"], "Running");
+}
+
+OperatorProcess::OperatorProcess(const std::vector<std::string>& args, const std::string& log_path) {
+  std::string bin = std::string(WEFT_BIN_DIR) + "/weft-operator";
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(bin.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+}
+
+OperatorProcess::~OperatorProcess() { terminate(); }
+
+bool OperatorProcess::running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
+
+void OperatorProcess::terminate() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  for (int i = 0; i < 200; ++i) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  kill();
+}
+
+void OperatorProcess::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::pair<int, std::string> http_get(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return {0, ""};
+  }
+  std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string resp;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) resp.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  if (resp.size() < 12) return {0, ""};
+  int status = std::atoi(resp.substr(9, 3).c_str());
+  auto body = resp.find("\r\n\r\n");
+  return {status, body == std::string::npos ? "" : resp.substr(body + 4)};
+}
+
+}  // namespace weft::it

@@ -1,0 +1,92 @@
+// Shared pieces of the operator integration tests, which run against the
+// real kube-apiserver/controller-manager/scheduler of the `kube` ctest
+// fixture. Each test gets its own namespace and its own operator scoped to
+// it, so tests can run in parallel against one API server. No kubelet
+// exists: tests play the kubelet by writing pod status through the status
+// subresource.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/informer.h"
+#include "kube/kube_api.h"
+#include "trainingjob/controller.h"
+
+namespace weft::it {
+
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string env_dir();                      // the fixture's state dir
+std::string kubeconfig_path();
+kube::KubeApi& admin_api();                 // shared admin client for test actions
+std::string unique_name(const std::string& prefix);
+
+// Polls `pred` every 50 ms until true or timeout; returns the final value.
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s);
+
+class TestNamespace {
+ public:
+  explicit TestNamespace(const std::string& prefix);
+  ~TestNamespace();
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// The operator's controller in this process, with its own KubeApi (so its
+// API calls can be counted), watching one namespace.
+class InProcessOperator {
+ public:
+  explicit InProcessOperator(const std::string& ns, const std::string& kubeconfig = "");
+  ~InProcessOperator();
+  kube::KubeApi& api() { return *api_; }
+  tj::Controller& controller() { return *controller_; }
+
+ private:
+  std::unique_ptr<kube::KubeApi> api_;
+  std::unique_ptr<tj::Controller> controller_;
+};
+
+// Test-side views of the world (live reads, not caches).
+Json job_json(const std::string& name, int replicas);
+std::optional<Json> get_job(const std::string& ns, const std::string& name);
+std::vector<Json> job_pods(const std::string& ns, const std::string& job, bool include_terminating = false);
+std::string phase_of(const std::string& ns, const std::string& job);
+Json status_of(const std::string& ns, const std::string& job);
+std::string env_value(const Json& pod, const std::string& name);
+
+// Plays the kubelet: writes phase (and, for terminated phases, the worker
+// container's exit code) through the pod status subresource.
+void set_pod_phase(const std::string& ns, const std::string& pod, const std::string& phase,
+                   std::optional<int> exit_code = std::nullopt);
+void set_all_running(const std::string& ns, const std::string& job);
+
+// A weft-operator child process; SIGTERM on destruction.
+class OperatorProcess {
+ public:
+  OperatorProcess(const std::vector<std::string>& args, const std::string& log_path);
+  ~OperatorProcess();
+  void terminate();   // SIGTERM and wait
+  void kill();        // SIGKILL and wait
+  bool running() const;
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+int free_port();
+// GET http://127.0.0.1:port/path; returns the HTTP status (0 if unreachable) and body.
+std::pair<int, std::string> http_get(int port, const std::string& path);
+
+}  // namespace weft::it

@@ -1,0 +1,271 @@
+// Reconciler behaviour against the real API server: each test sets up the
+// world, lets the operator converge, and asserts the state of the world
+// (objects, env, labels, owner references, status), never call sequences.
+#include <yaml-cpp/yaml.h>
+
+#include "integration/harness.h"
+#include "trainingjob/constants.h"
+
+namespace weft::it {
+namespace {
+
+std::set<std::string> attempts_of(const std::vector<Json>& pods) {
+  std::set<std::string> out;
+  for (const auto& p : pods) out.insert(p["metadata"]["labels"][tj::kLabelAttempt].get<std::string>());
+  return out;
+}
+
+class Reconcile : public ::testing::Test {
+ protected:
+  void SetUp() override { op_ = std::make_unique<InProcessOperator>(ns_.name()); }
+  void TearDown() override { op_.reset(); }
+  const std::string& ns() const { return ns_.name(); }
+  void create(const Json& job) {
+    auto r = admin_api().create(kube::kTrainingJobs, ns(), job);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+  void patch_spec(const std::string& name, const Json& spec) {
+    auto r = admin_api().merge_patch(kube::kTrainingJobs, ns(), name, {{"spec", spec}});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+  }
+  bool pods_are(const std::string& job, size_t n, const std::string& attempt) {
+    auto pods = job_pods(ns(), job);
+    return pods.size() == n && attempts_of(pods) == std::set<std::string>{attempt} &&
+           job_pods(ns(), job, true).size() == n;
+  }
+
+  TestNamespace ns_{"it-reconcile"};
+  std::unique_ptr<InProcessOperator> op_;
+};
+
+TEST_F(Reconcile, CreatesTheGangWithTheWorkerContract) {
+  create(job_json("llama", 3));
+  ASSERT_TRUE(eventually([&] { return pods_are("llama", 3, "0"); })) << job_pods(ns(), "llama").size() << " pods";
+  auto job = *get_job(ns(), "llama");
+  const std::string uid = job["metadata"]["uid"];
+  for (const auto& pod : job_pods(ns(), "llama")) {
+    const std::string rank = pod["metadata"]["labels"][tj::kLabelRank];
+    EXPECT_EQ(pod["metadata"]["name"], "llama-" + rank);
+    EXPECT_EQ(pod["spec"]["hostname"], "llama-" + rank);
+    EXPECT_EQ(pod["spec"]["subdomain"], "llama");
+    EXPECT_EQ(env_value(pod, "RANK"), rank);
+    EXPECT_EQ(env_value(pod, "WORLD_SIZE"), "3");
+    EXPECT_EQ(env_value(pod, "MASTER_ADDR"), "llama-0.llama." + ns() + ".svc");
+    EXPECT_EQ(env_value(pod, "MASTER_PORT"), "29500");  // the CRD default
+    EXPECT_EQ(env_value(pod, "WEFT_ATTEMPT"), "0");
+    EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], uid);
+    EXPECT_TRUE(pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"].get<bool>());
+    EXPECT_EQ(pod["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"][0], "ALL");
+  }
+  auto svc = admin_api().get(kube::kServices, ns(), "llama");
+  ASSERT_TRUE(svc.ok());
+  EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
+  EXPECT_TRUE((*svc)["spec"]["publishNotReadyAddresses"].get<bool>());
+  auto cm = admin_api().get(kube::kConfigMaps, ns(), "llama-config");
+  ASSERT_TRUE(cm.ok());
+  EXPECT_EQ((*cm)["data"]["bucket_cap_mb"], "4");
+  EXPECT_EQ(YAML::Load((*cm)["data"]["config.yaml"].get<std::string>())["preset"].as<std::string>(), "tiny");
+  auto secret = admin_api().get(kube::kSecrets, ns(), "llama-rdzv");
+  ASSERT_TRUE(secret.ok());
+  EXPECT_EQ((*secret)["data"]["token"].get<std::string>().size(), 88u);  // base64 of 64 hex chars
+  for (const auto& child : {*svc, *cm, *secret}) EXPECT_EQ(child["metadata"]["ownerReferences"][0]["uid"], uid);
+
+  ASSERT_TRUE(eventually([&] { return !status_of(ns(), "llama").value("attemptStartTime", "").empty(); }));
+  Json st = status_of(ns(), "llama");
+  EXPECT_EQ(st["phase"], tj::kPhasePending);
+  EXPECT_EQ(st["attempt"], 0);
+  EXPECT_EQ(st["observedGeneration"], 1);
+
+  set_all_running(ns(), "llama");
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "llama") == tj::kPhaseRunning; }));
+  st = status_of(ns(), "llama");
+  EXPECT_EQ(st["readyReplicas"], 3);
+  bool ready = false;
+  for (const auto& c : st["conditions"]) ready |= c["type"] == tj::kCondReady && c["status"] == "True";
+  EXPECT_TRUE(ready) << st.dump();
+  // `kubectl describe` shows what happened.
+  auto events = admin_api().list(kube::kEvents, ns());
+  ASSERT_TRUE(events.ok());
+  bool created_event = false;
+  for (const auto& e : events->items) created_event |= e["reason"] == tj::kReasonPodsCreated;
+  EXPECT_TRUE(created_event);
+}
+
+TEST_F(Reconcile, ReReconcilingAConvergedJobChangesNothing) {
+  create(job_json("steady", 2));
+  ASSERT_TRUE(eventually([&] { return pods_are("steady", 2, "0"); }));
+  set_all_running(ns(), "steady");
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "steady") == tj::kPhaseRunning; }));
+  std::this_thread::sleep_for(500ms);  // let the last status write settle
+  auto versions = [&] {
+    std::map<std::string, std::string> v;
+    for (const auto& p : job_pods(ns(), "steady")) v[p["metadata"]["name"]] = p["metadata"]["resourceVersion"];
+    for (auto [res, name] : std::vector<std::pair<kube::Resource, std::string>>{
+             {kube::kServices, "steady"}, {kube::kConfigMaps, "steady-config"}, {kube::kSecrets, "steady-rdzv"},
+             {kube::kTrainingJobs, "steady"}})
+      v[res.plural + "/" + name] = (*admin_api().get(res, ns(), name))["metadata"]["resourceVersion"];
+    return v;
+  };
+  const auto before = versions();
+  auto calls_before = op_->api().request_counts();
+  // Poke the job several times without changing its spec: each poke is a reconcile.
+  for (int i = 0; i < 5; ++i) {
+    auto r = admin_api().merge_patch(kube::kTrainingJobs, ns(), "steady",
+                                     {{"metadata", {{"annotations", {{"poke", std::to_string(i)}}}}}});
+    ASSERT_TRUE(r.ok());
+    std::this_thread::sleep_for(200ms);
+  }
+  std::this_thread::sleep_for(500ms);
+  auto after = versions();
+  after.erase("trainingjobs/steady");  // our own annotation pokes changed the job
+  auto before_children = before;
+  before_children.erase("trainingjobs/steady");
+  EXPECT_EQ(after, before_children);
+  auto calls_after = op_->api().request_counts();
+  for (const char* verb : {"create", "update", "update_status", "patch", "delete"})
+    EXPECT_EQ(calls_after[verb], calls_before[verb]) << verb << " calls during idempotent reconciles";
+}
+
+TEST_F(Reconcile, FailedRankRestartsTheWholeGang) {
+  create(job_json("gang", 3));
+  ASSERT_TRUE(eventually([&] { return pods_are("gang", 3, "0"); }));
+  set_all_running(ns(), "gang");
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "gang") == tj::kPhaseRunning; }));
+  set_pod_phase(ns(), "gang-1", "Failed", tj::kExitPeerLost);
+  ASSERT_TRUE(eventually([&] { return status_of(ns(), "gang").value("restarts", 0) == 1; }));
+  ASSERT_TRUE(eventually([&] { return pods_are("gang", 3, "1"); }, 20s)) << "new gang never appeared";
+  Json st = status_of(ns(), "gang");
+  EXPECT_EQ(st["attempt"], 1);
+  bool restarting = false;
+  for (const auto& c : st["conditions"])
+    if (c["type"] == tj::kCondRestarting) {
+      restarting = true;
+      EXPECT_EQ(c["reason"], tj::kReasonRankFailed);
+      EXPECT_NE(c["message"].get<std::string>().find("rank 1 exited with code 3"), std::string::npos) << c.dump();
+    }
+  EXPECT_TRUE(restarting) << st.dump();
+  for (const auto& p : job_pods(ns(), "gang")) EXPECT_EQ(env_value(p, "WEFT_ATTEMPT"), "1");
+  set_all_running(ns(), "gang");
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "gang") == tj::kPhaseRunning; }));
+}
+
+TEST_F(Reconcile, ExitCodeOneFailsTheJobWithoutRestart) {
+  create(job_json("badcfg", 2));
+  ASSERT_TRUE(eventually([&] { return pods_are("badcfg", 2, "0"); }));
+  set_all_running(ns(), "badcfg");
+  set_pod_phase(ns(), "badcfg-0", "Failed", tj::kExitBadConfig);
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "badcfg") == tj::kPhaseFailed; }));
+  Json st = status_of(ns(), "badcfg");
+  EXPECT_EQ(st["restarts"], 0);
+  EXPECT_FALSE(st.value("completionTime", "").empty());
+  bool failed = false;
+  for (const auto& c : st["conditions"]) failed |= c["type"] == tj::kCondFailed && c["reason"] == tj::kReasonBadConfig;
+  EXPECT_TRUE(failed) << st.dump();
+  // The still-running rank is stopped; the failed one stays for its logs.
+  ASSERT_TRUE(eventually([&] { return job_pods(ns(), "badcfg").size() == 1; }));
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(status_of(ns(), "badcfg")["attempt"], 0);
+}
+
+TEST_F(Reconcile, MaxRestartsEndsInFailed) {
+  Json job = job_json("flaky", 2);
+  job["spec"]["restartPolicy"] = {{"maxRestarts", 1}, {"backoffSeconds", 0}};
+  create(job);
+  ASSERT_TRUE(eventually([&] { return pods_are("flaky", 2, "0"); }));
+  set_pod_phase(ns(), "flaky-0", "Failed", tj::kExitPeerLost);
+  ASSERT_TRUE(eventually([&] { return pods_are("flaky", 2, "1"); }));
+  set_pod_phase(ns(), "flaky-1", "Failed", tj::kExitCheckpointIO);
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "flaky") == tj::kPhaseFailed; }));
+  Json st = status_of(ns(), "flaky");
+  EXPECT_EQ(st["restarts"], 1);
+  bool max = false;
+  for (const auto& c : st["conditions"]) max |= c["type"] == tj::kCondFailed && c["reason"] == tj::kReasonMaxRestarts;
+  EXPECT_TRUE(max) << st.dump();
+}
+
+TEST_F(Reconcile, DeletedPodCountsAsAFailedRank) {
+  create(job_json("evict", 2));
+  ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "0"); }));
+  ASSERT_TRUE(eventually([&] { return !status_of(ns(), "evict").value("attemptStartTime", "").empty(); }));
+  ASSERT_TRUE(admin_api().remove(kube::kPods, ns(), "evict-1").ok());
+  ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "1"); }, 20s));
+  Json st = status_of(ns(), "evict");
+  EXPECT_EQ(st["restarts"], 1);
+  bool deleted = false;
+  for (const auto& c : st["conditions"]) deleted |= c["type"] == tj::kCondRestarting && c["reason"] == tj::kReasonRankDeleted;
+  EXPECT_TRUE(deleted) << st.dump();
+}
+
+TEST_F(Reconcile, SuspendDeletesPodsAndKeepsStateResumeStartsAFreshAttempt) {
+  create(job_json("pause", 2));
+  ASSERT_TRUE(eventually([&] { return pods_are("pause", 2, "0"); }));
+  patch_spec("pause", {{"suspend", true}});
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "pause") == tj::kPhaseSuspended; }));
+  ASSERT_TRUE(eventually([&] { return job_pods(ns(), "pause", true).empty(); }));
+  EXPECT_TRUE(admin_api().get(kube::kConfigMaps, ns(), "pause-config").ok());
+  EXPECT_TRUE(admin_api().get(kube::kSecrets, ns(), "pause-rdzv").ok());
+  EXPECT_EQ(status_of(ns(), "pause")["restarts"], 0);
+  patch_spec("pause", {{"suspend", false}});
+  ASSERT_TRUE(eventually([&] { return pods_are("pause", 2, "1"); }));
+  Json st = status_of(ns(), "pause");
+  EXPECT_EQ(st["restarts"], 0);  // a resume is not a restart
+  EXPECT_EQ(st["attempt"], 1);
+  EXPECT_EQ(st["phase"], tj::kPhasePending);
+}
+
+TEST_F(Reconcile, SuccessSetsCompletionAndTtlDeletesTheJob) {
+  Json job = job_json("done", 2);
+  job["spec"]["ttlSecondsAfterFinished"] = 2;
+  create(job);
+  ASSERT_TRUE(eventually([&] { return pods_are("done", 2, "0"); }));
+  set_pod_phase(ns(), "done-0", "Succeeded", 0);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_NE(phase_of(ns(), "done"), tj::kPhaseSucceeded);  // one rank done is not success
+  set_pod_phase(ns(), "done-1", "Succeeded", 0);
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "done") == tj::kPhaseSucceeded; }));
+  EXPECT_FALSE(status_of(ns(), "done").value("completionTime", "").empty());
+  ASSERT_TRUE(eventually([&] { return !get_job(ns(), "done"); }, 20s)) << "TTL did not delete the job";
+}
+
+TEST_F(Reconcile, JobDeletionCascadesThroughTheGarbageCollector) {
+  create(job_json("gone", 2));
+  ASSERT_TRUE(eventually([&] { return pods_are("gone", 2, "0"); }));
+  ASSERT_TRUE(admin_api().get(kube::kConfigMaps, ns(), "gone-config").ok());
+  ASSERT_TRUE(admin_api().remove(kube::kTrainingJobs, ns(), "gone", kube::Propagation::Background).ok());
+  ASSERT_TRUE(eventually(
+      [&] {
+        return job_pods(ns(), "gone", true).empty() && admin_api().get(kube::kServices, ns(), "gone").error().not_found() &&
+               admin_api().get(kube::kConfigMaps, ns(), "gone-config").error().not_found() &&
+               admin_api().get(kube::kSecrets, ns(), "gone-rdzv").error().not_found();
+      },
+      60s))
+      << "children survived their owner";
+}
+
+TEST_F(Reconcile, InvalidSpecIsRejectedBySchemaOrFailedCondition) {
+  // The schema rejects what it can express...
+  Json bad = job_json("schema", 0);
+  auto r = admin_api().create(kube::kTrainingJobs, ns(), bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 422);
+  EXPECT_NE(r.error().message.find("spec.replicas"), std::string::npos) << r.error().message;
+  // ...and the operator the cross-field rules v1.20 cannot (CEL).
+  Json cross = job_json("cross", 6);
+  cross["spec"]["worker"]["parallel"] = {{"strategy", "isp"}, {"sp", 4}, {"wp", 2}};
+  create(cross);
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "cross") == tj::kPhaseFailed; }));
+  Json st = status_of(ns(), "cross");
+  bool invalid = false;
+  for (const auto& c : st["conditions"])
+    if (c["type"] == tj::kCondFailed && c["reason"] == tj::kReasonInvalidSpec) {
+      invalid = true;
+      EXPECT_NE(c["message"].get<std::string>().find("divisible by spec.worker.parallel.sp"), std::string::npos);
+    }
+  EXPECT_TRUE(invalid) << st.dump();
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(job_pods(ns(), "cross", true).empty());
+  EXPECT_TRUE(admin_api().get(kube::kConfigMaps, ns(), "cross-config").error().not_found());
+}
+
+}  // namespace
+}  // namespace weft::it
