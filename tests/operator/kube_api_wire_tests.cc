@@ -2,10 +2,13 @@
 // boundaries in watch streams, malformed JSON, 429/5xx retries, pagination.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "fake_http_server.h"
+#include "kube/informer.h"
 #include "kube/kube_api.h"
 
 namespace weft::kube {
@@ -209,6 +212,57 @@ TEST(KubeApiWire, QpsLimitSpacesRequests) {
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(api.get(kPods, "ns", "p").ok());
   // 1 from the burst, then 5 at 20/s = 250 ms at least.
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 240ms);
+}
+
+}  // namespace
+}  // namespace weft::kube
+
+namespace weft::kube {
+namespace {
+
+TEST(InformerWire, RelistsAfterGoneAndReportsObjectsDeletedMeanwhile) {
+  std::atomic<int> lists{0}, watches{0};
+  FakeHttpServer s([&](const FakeRequest& req) {
+    if (req.target.find("watch=1") == std::string::npos) {
+      int i = lists++;
+      if (i == 0)
+        return FakeResponse{200, {}, R"({"metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"a","namespace":"n","resourceVersion":"9"}}]})"};
+      return FakeResponse{200, {}, R"({"metadata":{"resourceVersion":"20"},"items":[{"metadata":{"name":"b","namespace":"n","resourceVersion":"19"}}]})"};
+    }
+    FakeResponse r;
+    if (watches++ == 0) {
+      EXPECT_NE(req.target.find("resourceVersion=10"), std::string::npos) << req.target;
+      r.chunks = {R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})" "\n"};
+    } else {
+      EXPECT_NE(req.target.find("resourceVersion=20"), std::string::npos) << req.target;
+      r.chunks = {R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"25"}}})" "\n"};
+      r.hold_open = true;
+    }
+    return r;
+  });
+  ClusterConfig c;
+  c.server = s.url();
+  KubeApi api(c);
+  Informer inf(api, kPods, "n", "", std::chrono::seconds(0));
+  std::mutex mu;
+  std::vector<std::string> seen;
+  inf.add_handler([&](const Json& o) {
+    std::lock_guard lock(mu);
+    seen.push_back(o["metadata"]["name"]);
+  });
+  std::jthread t([&](std::stop_token st) { inf.run(st); });
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (inf.last_resource_version() != "25" && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  t.request_stop();
+  t.join();
+  EXPECT_EQ(inf.relists(), 2);
+  EXPECT_EQ(inf.last_resource_version(), "25");
+  EXPECT_EQ(inf.get("n", "a"), nullptr);
+  ASSERT_NE(inf.get("n", "b"), nullptr);
+  std::lock_guard lock(mu);
+  // a (listed), then a again (deleted while the watch was gone) and b (new).
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), "a"), 2);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), "b"), 1);
 }
 
 }  // namespace
