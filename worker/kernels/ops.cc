@@ -20,6 +20,9 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
+#ifdef WEFT_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace weft::ops {
 namespace {
@@ -61,8 +64,19 @@ Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
   return dev;
 }
 
-// The CUDA engineer replaces these calls with weft::cuda::<op>.
-void no_cuda_kernel(const char* op) { WEFT_CHECK(false, std::string(op) + ": no CUDA kernel"); }
+// CUDA branches: the kernel call when weft was built with nvcc, otherwise an
+// abort naming the op (a CUDA tensor cannot exist then, but a view could be
+// forged). WEFT_CUDA_OP is for void ops, WEFT_CUDA_VALUE for ops that return.
+#ifdef WEFT_HAVE_CUDA
+#define WEFT_CUDA_OP(name, call) call
+#define WEFT_CUDA_VALUE(name, call) call
+#else
+[[noreturn]] void no_cuda_kernel(const char* op) {
+  fatal(__FILE__, __LINE__, std::string(op) + ": CUDA tensor, but weft was built without CUDA");
+}
+#define WEFT_CUDA_OP(name, call) no_cuda_kernel(name)
+#define WEFT_CUDA_VALUE(name, call) (no_cuda_kernel(name), 0.0)
+#endif
 
 // CPU kernels are fp32 only: checks each listed float operand.
 void expect_cpu_f32(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
@@ -93,7 +107,8 @@ void matmul(Tensor c, const Tensor& a, const Tensor& b, bool trans_a, bool trans
   WEFT_CHECK(last_dim(c) == N && rows_of(c) == M,
              "matmul: c expected shape [" + std::to_string(M) + ", " + std::to_string(N) +
                  "] (or leading dims flattening to it), got " + c.shape.str());
-  if (common_device(op, {&c, &a, &b}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&c, &a, &b}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::matmul(c, a, b, trans_a, trans_b, alpha, beta, M, N, K));
   expect_cpu_f32(op, {{"c", &c}, {"a", &a}, {"b", &b}});
   cpu::matmul<float>(c.f32(), a.f32(), b.f32(), M, N, K, trans_a, trans_b, alpha, beta);
 }
@@ -116,7 +131,8 @@ void check_embedding(const char* op, const Tensor& act, const Tensor& tokens,
 void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& weight) {
   const char* op = "embedding_forward";
   check_embedding(op, out, tokens, weight);
-  if (common_device(op, {&out, &tokens, &weight}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&out, &tokens, &weight}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::embedding_forward(out, tokens, weight));
   expect_cpu_f32(op, {{"out", &out}, {"weight", &weight}});
   cpu::embedding_forward<float>(out.f32(), tokens.i32(), weight.f32(), tokens.numel(),
                                 weight.dim(1), weight.dim(0));
@@ -125,7 +141,8 @@ void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& weight) {
 void embedding_backward(Tensor dweight_acc, const Tensor& tokens, const Tensor& dout) {
   const char* op = "embedding_backward";
   check_embedding(op, dout, tokens, dweight_acc);
-  if (common_device(op, {&dweight_acc, &tokens, &dout}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&dweight_acc, &tokens, &dout}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::embedding_backward(dweight_acc, tokens, dout));
   expect_cpu_f32(op, {{"dweight_acc", &dweight_acc}, {"dout", &dout}});
   cpu::embedding_backward<float>(dweight_acc.f32(), tokens.i32(), dout.f32(), tokens.numel(),
                                  dweight_acc.dim(1), dweight_acc.dim(0));
@@ -145,7 +162,8 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, 
   const char* op = "rmsnorm_forward";
   check_rmsnorm(op, x, w, rstd);
   expect_shape(op, "out", out, x.shape);
-  if (common_device(op, {&out, &rstd, &x, &w}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&out, &rstd, &x, &w}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::rmsnorm_forward(out, rstd, x, w, eps));
   expect_cpu_f32(op, {{"out", &out}, {"rstd", &rstd}, {"x", &x}, {"w", &w}});
   cpu::rmsnorm_forward<float>(out.f32(), rstd.f32(), x.f32(), w.f32(), rows_of(x), last_dim(x),
                               eps);
@@ -159,7 +177,7 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
   expect_shape(op, "dout", dout, x.shape);
   expect_shape(op, "dw_acc", dw_acc, w.shape);
   if (common_device(op, {&dx, &dw_acc, &dout, &x, &w, &rstd}) == Device::CUDA)
-    return no_cuda_kernel(op);
+    return WEFT_CUDA_OP(op, cuda::rmsnorm_backward(dx, dw_acc, dout, x, w, rstd));
   expect_cpu_f32(op, {{"dx", &dx}, {"dw_acc", &dw_acc}, {"dout", &dout}, {"x", &x}, {"w", &w},
                       {"rstd", &rstd}});
   cpu::rmsnorm_backward<float>(dx.f32(), dw_acc.f32(), dout.f32(), x.f32(), w.f32(), rstd.f32(),
@@ -180,7 +198,8 @@ void rope_forward(Tensor out, const Tensor& x, float theta) {
   const char* op = "rope_forward";
   check_rope(op, x);
   expect_shape(op, "out", out, x.shape);
-  if (common_device(op, {&out, &x}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&out, &x}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, theta));
   expect_cpu_f32(op, {{"out", &out}, {"x", &x}});
   cpu::rope_forward<float>(out.f32(), x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta);
 }
@@ -189,7 +208,8 @@ void rope_backward(Tensor dx, const Tensor& dout, float theta) {
   const char* op = "rope_backward";
   check_rope(op, dout);
   expect_shape(op, "dx", dx, dout.shape);
-  if (common_device(op, {&dx, &dout}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&dx, &dout}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, theta));
   expect_cpu_f32(op, {{"dx", &dx}, {"dout", &dout}});
   cpu::rope_backward<float>(dx.f32(), dout.f32(), dout.dim(0), dout.dim(1), dout.dim(2),
                             dout.dim(3), theta);
@@ -217,7 +237,8 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   const char* op = "attention_forward";
   check_attention(op, q, k, v, lse);
   expect_shape(op, "out", out, q.shape);
-  if (common_device(op, {&out, &lse, &q, &k, &v}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&out, &lse, &q, &k, &v}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::attention_forward(out, lse, q, k, v));
   expect_cpu_f32(op, {{"out", &out}, {"lse", &lse}, {"q", &q}, {"k", &k}, {"v", &v}});
   cpu::attention_forward<float>(out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), q.dim(0),
                                 q.dim(1), q.dim(2), k.dim(2), q.dim(3));
@@ -233,7 +254,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
   expect_shape(op, "dk", dk, k.shape);
   expect_shape(op, "dv", dv, k.shape);
   if (common_device(op, {&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse}) == Device::CUDA)
-    return no_cuda_kernel(op);
+    return WEFT_CUDA_OP(op, cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse));
   expect_cpu_f32(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}, {"q", &q},
                       {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
   cpu::attention_backward<float>(dq.f32(), dk.f32(), dv.f32(), dout.f32(), q.f32(), k.f32(),
@@ -247,7 +268,8 @@ void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up) {
   const char* op = "swiglu_forward";
   expect_shape(op, "up", up, gate.shape);
   expect_shape(op, "out", out, gate.shape);
-  if (common_device(op, {&out, &gate, &up}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&out, &gate, &up}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::swiglu_forward(out, gate, up));
   expect_cpu_f32(op, {{"out", &out}, {"gate", &gate}, {"up", &up}});
   cpu::swiglu_forward<float>(out.f32(), gate.f32(), up.f32(), gate.numel());
 }
@@ -260,7 +282,7 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
   expect_shape(op, "dgate", dgate, gate.shape);
   expect_shape(op, "dup", dup, gate.shape);
   if (common_device(op, {&dgate, &dup, &dout, &gate, &up}) == Device::CUDA)
-    return no_cuda_kernel(op);
+    return WEFT_CUDA_OP(op, cuda::swiglu_backward(dgate, dup, dout, gate, up));
   expect_cpu_f32(op, {{"dgate", &dgate}, {"dup", &dup}, {"dout", &dout}, {"gate", &gate},
                       {"up", &up}});
   cpu::swiglu_backward<float>(dgate.f32(), dup.f32(), dout.f32(), gate.f32(), up.f32(),
@@ -283,10 +305,8 @@ double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& 
   check_cross_entropy(op, logits, targets);
   expect_numel(op, "losses", losses, rows_of(logits),
                "one per row of logits " + logits.shape.str());
-  if (common_device(op, {&losses, &logits, &targets}) == Device::CUDA) {
-    no_cuda_kernel(op);
-    return 0.0;
-  }
+  if (common_device(op, {&losses, &logits, &targets}) == Device::CUDA)
+    return WEFT_CUDA_VALUE(op, cuda::cross_entropy_forward(losses, logits, targets));
   expect_cpu_f32(op, {{"losses", &losses}, {"logits", &logits}});
   return cpu::cross_entropy_forward<float>(losses.f32(), logits.f32(), targets.i32(),
                                            rows_of(logits), last_dim(logits));
@@ -297,7 +317,8 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
   const char* op = "cross_entropy_backward";
   check_cross_entropy(op, logits, targets);
   expect_shape(op, "dlogits", dlogits, logits.shape);
-  if (common_device(op, {&dlogits, &logits, &targets}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&dlogits, &logits, &targets}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::cross_entropy_backward(dlogits, logits, targets, scale));
   expect_cpu_f32(op, {{"dlogits", &dlogits}, {"logits", &logits}});
   cpu::cross_entropy_backward<float>(dlogits.f32(), logits.f32(), targets.i32(), rows_of(logits),
                                      last_dim(logits), scale);
@@ -306,7 +327,7 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
 // ---- elementwise -----------------------------------------------------------
 
 void fill(Tensor x, float value) {
-  if (x.device == Device::CUDA) return no_cuda_kernel("fill");
+  if (x.device == Device::CUDA) return WEFT_CUDA_OP("fill", cuda::fill(x, value));
   expect_cpu_f32("fill", {{"x", &x}});
   cpu::fill<float>(x.f32(), x.numel(), value);
 }
@@ -316,7 +337,8 @@ void copy(Tensor dst, const Tensor& src) {
   expect_numel(op, "dst", dst, src.numel(), "src is " + src.shape.str());
   WEFT_CHECK(dst.dtype == src.dtype, std::string("copy: dtypes differ: dst ") +
                                          dtype_name(dst.dtype) + ", src " + dtype_name(src.dtype));
-  if (common_device(op, {&dst, &src}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&dst, &src}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::copy(dst, src));
   // A copy moves bytes, so any dtype is fine on the CPU.
   cpu::copy<unsigned char>(static_cast<unsigned char*>(dst.data),
                            static_cast<const unsigned char*>(src.data),
@@ -326,22 +348,20 @@ void copy(Tensor dst, const Tensor& src) {
 void add_acc(Tensor y_acc, const Tensor& x) {
   const char* op = "add_acc";
   expect_numel(op, "y_acc", y_acc, x.numel(), "x is " + x.shape.str());
-  if (common_device(op, {&y_acc, &x}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&y_acc, &x}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::add_acc(y_acc, x));
   expect_cpu_f32(op, {{"y_acc", &y_acc}, {"x", &x}});
   cpu::add_acc<float>(y_acc.f32(), x.f32(), x.numel());
 }
 
 void scale(Tensor x, float s) {
-  if (x.device == Device::CUDA) return no_cuda_kernel("scale");
+  if (x.device == Device::CUDA) return WEFT_CUDA_OP("scale", cuda::scale(x, s));
   expect_cpu_f32("scale", {{"x", &x}});
   cpu::scale<float>(x.f32(), x.numel(), s);
 }
 
 double sum_squares(const Tensor& x) {
-  if (x.device == Device::CUDA) {
-    no_cuda_kernel("sum_squares");
-    return 0.0;
-  }
+  if (x.device == Device::CUDA) return WEFT_CUDA_VALUE("sum_squares", cuda::sum_squares(x));
   expect_cpu_f32("sum_squares", {{"x", &x}});
   return cpu::sum_squares<float>(x.f32(), x.numel());
 }
@@ -355,7 +375,8 @@ void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const Ad
   expect_numel(op, "m", m, param.numel(), why);
   expect_numel(op, "v", v, param.numel(), why);
   WEFT_CHECK(h.step >= 1, "adamw_update: step must be >= 1, got " + std::to_string(h.step));
-  if (common_device(op, {&param, &grad, &m, &v}) == Device::CUDA) return no_cuda_kernel(op);
+  if (common_device(op, {&param, &grad, &m, &v}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::adamw_update(param, grad, m, v, h));
   expect_cpu_f32(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
   cpu::adamw_update<float>(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), h.lr,
                            h.beta1, h.beta2, h.eps, h.weight_decay, h.step);

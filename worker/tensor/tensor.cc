@@ -6,10 +6,31 @@
 #include <sstream>
 
 #ifdef WEFT_HAVE_CUDA
+#include <atomic>
+
 #include <cuda_runtime.h>
 #endif
 
 namespace weft {
+
+#ifdef WEFT_HAVE_CUDA
+namespace {
+// The CUDA allocator hook (kernels/cuda/allocator.h installs the caching
+// allocator). Plain cudaMalloc until then. It may only change while no CUDA
+// Buffer is alive, so a block is always freed by the allocator that made it.
+void* (*g_cuda_alloc)(size_t) = nullptr;
+void (*g_cuda_free)(void*) = nullptr;
+std::atomic<int64_t> g_live_cuda_buffers{0};
+}  // namespace
+
+bool set_cuda_buffer_allocator(void* (*alloc)(size_t), void (*free)(void*));
+bool set_cuda_buffer_allocator(void* (*alloc)(size_t), void (*free)(void*)) {
+  if (g_live_cuda_buffers.load() != 0) return false;
+  g_cuda_alloc = alloc;
+  g_cuda_free = free;
+  return true;
+}
+#endif
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -101,8 +122,13 @@ Buffer::Buffer(size_t bytes, Device dev) : bytes_(bytes), device_(dev) {
     std::memset(data_, 0, rounded);
   } else {
 #ifdef WEFT_HAVE_CUDA
-    cudaError_t e = cudaMalloc(&data_, bytes);
-    WEFT_CHECK(e == cudaSuccess, std::string("cudaMalloc: ") + cudaGetErrorString(e));
+    if (g_cuda_alloc) {
+      data_ = g_cuda_alloc(bytes);
+    } else {
+      cudaError_t e = cudaMalloc(&data_, bytes);
+      WEFT_CHECK(e == cudaSuccess, std::string("cudaMalloc: ") + cudaGetErrorString(e));
+    }
+    ++g_live_cuda_buffers;
     cudaMemset(data_, 0, bytes);
 #else
     fatal(__FILE__, __LINE__, "CUDA buffer requested but weft was built without CUDA");
@@ -116,7 +142,11 @@ void Buffer::release() {
     std::free(data_);
   } else {
 #ifdef WEFT_HAVE_CUDA
-    cudaFree(data_);
+    if (g_cuda_free)
+      g_cuda_free(data_);
+    else
+      cudaFree(data_);
+    --g_live_cuda_buffers;
 #endif
   }
   data_ = nullptr;

@@ -1,0 +1,96 @@
+// Fused causal attention (grouped KV heads) forward and backward against the
+// CPU op. Sequence lengths straddle the 32-row/key tile (1, 31, 33, 70) and
+// head dims cover the lane split (D < 32, not a multiple of 32, the 128 max).
+#ifdef WEFT_HAVE_CUDA
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_test_util.h"
+#include "kernels/ops.h"
+
+namespace weft::gpu_test {
+namespace {
+
+struct AttnShape {
+  int64_t B, T, Hq, Hkv, D;
+};
+
+std::string str(const AttnShape& s) {
+  return "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " Hq" + std::to_string(s.Hq) +
+         " Hkv" + std::to_string(s.Hkv) + " D" + std::to_string(s.D);
+}
+
+TEST(CudaOps, Attention) {
+  WEFT_REQUIRE_GPU();
+  const AttnShape shapes[] = {{1, 1, 1, 1, 16},   {2, 31, 4, 2, 40}, {1, 33, 3, 3, 64},
+                              {2, 70, 4, 1, 128}, {1, 129, 2, 1, 8}, {1, 65, 6, 2, 33}};
+  for (DType dt : {DType::F32, DType::BF16})
+    for (const AttnShape& s : shapes) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + str(s));
+      const Shape qs{s.B, s.T, s.Hq, s.D}, ks{s.B, s.T, s.Hkv, s.D}, ls{s.B, s.Hq, s.T};
+      auto q = round_to(dt, randn(qs.numel(), 30));
+      auto k = round_to(dt, randn(ks.numel(), 31));
+      auto v = round_to(dt, randn(ks.numel(), 32));
+      auto dout = round_to(dt, randn(qs.numel(), 33));
+
+      OwnedTensor cq = cpu_tensor(q, qs), ck = cpu_tensor(k, ks), cv = cpu_tensor(v, ks);
+      OwnedTensor cout_(DType::F32, qs), clse(DType::F32, ls);
+      ops::attention_forward(cout_.t, clse.t, cq, ck, cv);
+      // The GPU backward consumes its own out; the CPU reference gets the CPU
+      // out rounded like the GPU's, so both start from the same forward state.
+      OwnedTensor cout_r = cpu_tensor(round_to(dt, host_of(cout_.t)), qs);
+      OwnedTensor cdq(DType::F32, qs), cdk(DType::F32, ks), cdv(DType::F32, ks);
+      ops::attention_backward(cdq.t, cdk.t, cdv.t, cpu_tensor(dout, qs), cq, ck, cv, cout_r, clse);
+
+      OwnedTensor gq = gpu_tensor(q, dt, qs), gk = gpu_tensor(k, dt, ks),
+                  gv = gpu_tensor(v, dt, ks);
+      OwnedTensor gout = gpu_empty(dt, qs), glse = gpu_empty(DType::F32, ls);
+      ops::attention_forward(gout.t, glse.t, gq, gk, gv);
+      expect_close("attention out", host_of(cout_.t), download(gout.t), tol_for(dt));
+      expect_close("attention lse", host_of(clse.t), download(glse.t), Tol{1e-5, 1e-5});
+
+      OwnedTensor gdq = gpu_empty(dt, qs), gdk = gpu_empty(dt, ks), gdv = gpu_empty(dt, ks);
+      ops::attention_backward(gdq.t, gdk.t, gdv.t, gpu_tensor(dout, dt, qs), gq, gk, gv, gout,
+                              glse);
+      // Gradients sum up to T * group terms in fp32: widen atol for f32.
+      Tol tol = tol_for(dt);
+      if (dt == DType::F32) tol = Tol{1e-4, 1e-4};
+      expect_close("attention dq", host_of(cdq.t), download(gdq.t), tol);
+      expect_close("attention dk", host_of(cdk.t), download(gdk.t), tol);
+      expect_close("attention dv", host_of(cdv.t), download(gdv.t), tol);
+    }
+}
+
+// Long sequence: the fused kernels must not need T x T memory. T = 4096 with
+// one head would need 64 MiB for a score matrix; the allocator must see only
+// the [B, Hq, T] dsum scratch during backward.
+TEST(CudaOps, AttentionLongSequenceUsesNoScoreMatrix) {
+  WEFT_REQUIRE_GPU();
+  const int64_t B = 1, T = 4096, H = 1, D = 64;
+  const Shape qs{B, T, H, D}, ls{B, H, T};
+  auto q = randn(qs.numel(), 40), k = randn(qs.numel(), 41), v = randn(qs.numel(), 42);
+  OwnedTensor gq = gpu_tensor(q, DType::BF16, qs), gk = gpu_tensor(k, DType::BF16, qs);
+  OwnedTensor gv = gpu_tensor(v, DType::BF16, qs), gout = gpu_empty(DType::BF16, qs);
+  OwnedTensor glse = gpu_empty(DType::F32, ls), gdo = gpu_tensor(q, DType::BF16, qs);
+  OwnedTensor gdq = gpu_empty(DType::BF16, qs), gdk = gpu_empty(DType::BF16, qs),
+              gdv = gpu_empty(DType::BF16, qs);
+  const auto before = cuda::allocator_stats();
+  ops::attention_forward(gout.t, glse.t, gq, gk, gv);
+  ops::attention_backward(gdq.t, gdk.t, gdv.t, gdo, gq, gk, gv, gout, glse);
+  const auto out = download(gdq.t);
+  const auto after = cuda::allocator_stats();
+  EXPECT_LE(after.bytes_held - before.bytes_held, size_t{1} << 20);
+  for (float x : out) ASSERT_FALSE(std::isnan(x));
+}
+
+}  // namespace
+}  // namespace weft::gpu_test
+
+#else
+#include <gtest/gtest.h>
+TEST(CudaOps, AttentionNotBuilt) { GTEST_SKIP() << "no CUDA device: weft was built without nvcc"; }
+#endif

@@ -1,0 +1,133 @@
+#include "gpu/gpu_test_util.h"
+
+#ifdef WEFT_HAVE_CUDA
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "comm/bf16.h"
+
+namespace weft::gpu_test {
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
+}
+}  // namespace
+
+std::vector<float> randn(size_t n, uint64_t seed, float stddev) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(gen);
+  return x;
+}
+
+std::vector<int32_t> random_ints(size_t n, int32_t hi, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(0, hi - 1);
+  std::vector<int32_t> x(n);
+  for (int32_t& v : x) v = dist(gen);
+  return x;
+}
+
+std::vector<float> round_to(DType dt, std::vector<float> x) {
+  if (dt == DType::BF16)
+    for (float& v : x) v = comm::bf16_to_f32(comm::f32_to_bf16(v));
+  return x;
+}
+
+OwnedTensor cpu_tensor(const std::vector<float>& x, Shape s) {
+  OwnedTensor t(DType::F32, s);
+  EXPECT_EQ(static_cast<size_t>(s.numel()), x.size());
+  std::memcpy(t.t.data, x.data(), x.size() * sizeof(float));
+  return t;
+}
+
+OwnedTensor cpu_ints(const std::vector<int32_t>& x, Shape s) {
+  OwnedTensor t(DType::I32, s);
+  std::memcpy(t.t.data, x.data(), x.size() * sizeof(int32_t));
+  return t;
+}
+
+OwnedTensor gpu_tensor(const std::vector<float>& x, DType dt, Shape s) {
+  OwnedTensor t(dt, s, Device::CUDA);
+  EXPECT_EQ(static_cast<size_t>(s.numel()), x.size());
+  if (dt == DType::BF16) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = comm::f32_to_bf16(x[i]);
+    check(cudaMemcpy(t.t.data, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload bf16");
+  } else {
+    check(cudaMemcpy(t.t.data, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload f32");
+  }
+  return t;
+}
+
+OwnedTensor gpu_ints(const std::vector<int32_t>& x, Shape s) {
+  OwnedTensor t(DType::I32, s, Device::CUDA);
+  check(cudaMemcpy(t.t.data, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload i32");
+  return t;
+}
+
+OwnedTensor gpu_empty(DType dt, Shape s) {
+  OwnedTensor t(dt, s, Device::CUDA);
+  poison(t.t);
+  return t;
+}
+
+void poison(const Tensor& t) {
+  check(cudaDeviceSynchronize(), "poison: sync");
+  check(cudaMemset(t.data, 0xff, t.nbytes()), "poison");
+  check(cudaDeviceSynchronize(), "poison: sync");
+}
+
+std::vector<float> download(const Tensor& t) {
+  check(cudaDeviceSynchronize(), "download: sync (a kernel failed)");
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype == DType::BF16) {
+    std::vector<uint16_t> h(out.size());
+    check(cudaMemcpy(h.data(), t.data, h.size() * 2, cudaMemcpyDeviceToHost), "download bf16");
+    for (size_t i = 0; i < h.size(); ++i) out[i] = comm::bf16_to_f32(h[i]);
+  } else {
+    EXPECT_EQ(t.dtype, DType::F32);
+    check(cudaMemcpy(out.data(), t.data, out.size() * 4, cudaMemcpyDeviceToHost), "download f32");
+  }
+  return out;
+}
+
+std::vector<float> host_of(const Tensor& cpu_t) {
+  const float* p = cpu_t.f32();
+  return std::vector<float>(p, p + cpu_t.numel());
+}
+
+Tol tol_for(DType dt) { return dt == DType::BF16 ? Tol{1e-2, 1e-2} : Tol{1e-4, 1e-5}; }
+
+void expect_close(const std::string& what, const std::vector<float>& want,
+                  const std::vector<float>& got, Tol tol) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  double maxabs = 0.0;
+  for (float w : want) maxabs = std::max(maxabs, std::fabs(static_cast<double>(w)));
+  const double atol = tol.atol_frac * maxabs + 1e-30;
+  size_t bad = 0, worst = 0;
+  double worst_excess = -1e300;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double excess = std::isnan(got[i]) ? 1e300 : err - (atol + tol.rtol * std::fabs(want[i]));
+    if (excess > 0) ++bad;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << want.size()
+                     << " elements differ; worst at " << worst << ": want " << want[worst]
+                     << ", got " << got[worst] << " (rtol " << tol.rtol << ", atol " << atol << ")";
+}
+
+}  // namespace weft::gpu_test
+
+#endif  // WEFT_HAVE_CUDA

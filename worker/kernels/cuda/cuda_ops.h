@@ -1,0 +1,65 @@
+// weft CUDA ops: the CUDA side of ops.h, one function per op with the same
+// arguments (ops.cc has already checked shapes and devices; these check the
+// CUDA dtype policy and launch on CudaContext::current().compute_stream()).
+// All launches are asynchronous to the host except where noted (results
+// returned to the host: cross_entropy_forward, sum_squares).
+//
+// Dtypes on CUDA (docs/cuda.md has the table): activations and parameters are
+// bf16 or f32 ("T", the same T within one call); parameter-gradient
+// accumulators (dweight_acc, dw_acc), rstd, lse, losses, AdamW state are f32.
+// Compiled only when nvcc exists (WEFT_HAVE_CUDA); callers guard with #ifdef.
+#pragma once
+
+#include "kernels/ops.h"
+#include "tensor/tensor.h"
+
+namespace weft::cuda {
+
+// cuBLASLt, fp32 compute. a and b: both bf16 or both f32; c: f32, or bf16 when
+// a is bf16. beta = 1 with an f32 c accumulates weight gradients in place.
+void matmul(Tensor c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+            float beta, int64_t M, int64_t N, int64_t K);
+
+void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& weight);
+void embedding_backward(Tensor dweight_acc, const Tensor& tokens, const Tensor& dout);
+
+void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, float eps);
+void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd);
+
+void rope_forward(Tensor out, const Tensor& x, float theta);
+void rope_backward(Tensor dx, const Tensor& dout, float theta);
+
+// Head dim D <= 128 (kMaxHeadDim). No [T, T] buffer is ever allocated.
+constexpr int64_t kMaxHeadDim = 128;
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v);
+void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+
+void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
+void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate,
+                     const Tensor& up);
+
+// Synchronises (returns the mean loss) and reports out-of-range targets or
+// tokens found by any kernel since the last check.
+double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets);
+// dlogits may alias logits: the LM head's logits buffer is reused in place for
+// its gradient, so no second [N, V] buffer exists.
+void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,
+                            float scale);
+
+void fill(Tensor x, float value);
+void copy(Tensor dst, const Tensor& src);
+void add_acc(Tensor y_acc, const Tensor& x);
+void scale(Tensor x, float s);
+// Deterministic (fixed two-pass order); synchronises.
+double sum_squares(const Tensor& x);
+
+// All f32 (master weights are the param).
+void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const ops::AdamWParams& h);
+// The mixed-precision step: master, grad, m, v f32; working (same numel) bf16
+// receives the updated master rounded to nearest even, in the same kernel.
+void adamw_update_master(Tensor master, const Tensor& grad, Tensor m, Tensor v, Tensor working,
+                         const ops::AdamWParams& h);
+
+}  // namespace weft::cuda
