@@ -235,6 +235,22 @@ TEST(CudaOps, AdamW) {
   }
 }
 
+// A bad target cannot abort inside a kernel; the forward's sync_and_check
+// must report it. "threadsafe" re-executes the binary, so the child gets a
+// fresh CUDA context instead of a forked one.
+TEST(CudaOpsDeathTest, OutOfRangeTargetIsReported) {
+  WEFT_REQUIRE_GPU();
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(
+      {
+        OwnedTensor gl = gpu_tensor(randn(2 * 7, 50), DType::F32, {2, 7});
+        OwnedTensor gt = gpu_ints({3, 7}, {2});  // 7 is outside [0, 7)
+        OwnedTensor gloss = gpu_empty(DType::F32, {2});
+        ops::cross_entropy_forward(gloss.t, gl, gt);
+      },
+      "cross-entropy target outside the vocabulary");
+}
+
 }  // namespace
 }  // namespace weft::gpu_test
 
