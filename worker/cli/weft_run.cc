@@ -9,7 +9,8 @@
 // with "[rank R] ". Gang semantics: the first rank to exit non-zero makes
 // weft-run SIGTERM the others (SIGKILL after --grace seconds) and exit with
 // that rank's code. SIGINT/SIGTERM are forwarded to every rank; a second one
-// kills them.
+// kills them. At start it prints where each rank serves Prometheus metrics
+// (metrics.port + local rank, metrics/metrics_port.h).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,6 +26,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -33,6 +36,10 @@
 #include <CLI/CLI.hpp>
 
 #include "comm/communicator.h"
+#include "metrics/metrics_port.h"
+#include "train/config.h"
+
+extern char** environ;
 
 namespace {
 
@@ -108,6 +115,61 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
     if (r.running) kill(-r.pid, sig);  // the rank's process group: its children too
 }
 
+// The config the ranks will run, as far as weft-run can tell from the worker
+// arguments (weft-worker's `config` positional or --preset, default preset
+// tiny) and the WEFT_* environment the ranks inherit. Only used to print
+// where each rank serves metrics; the worker still validates it itself.
+weft::WorkerConfig config_from_worker_args(const std::vector<std::string>& args) {
+  std::string path, preset = "tiny";
+  static const char* kValued[] = {"--preset", "--steps", "--out", "--checkpoint-dir"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--preset=", 0) == 0) {
+      preset = a.substr(9);
+    } else if (a == "--preset" && i + 1 < args.size()) {
+      preset = args[++i];
+    } else if (std::find(std::begin(kValued), std::end(kValued), a) != std::end(kValued)) {
+      ++i;  // skip the option's value
+    } else if (!a.empty() && a[0] != '-' && path.empty()) {
+      path = a;
+    }
+  }
+  weft::WorkerConfig cfg = path.empty() ? weft::preset(preset) : weft::load_config_file(path);
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  weft::apply_env_overrides(cfg, env);
+  return cfg;
+}
+
+// One line per rank, printed before the ranks start, so a user (or a test)
+// knows where to scrape: the same rule weft-worker binds with.
+void print_metrics_endpoints(const std::vector<std::string>& worker_args, int nproc) {
+  weft::MetricsConfig m;
+  try {
+    m = config_from_worker_args(worker_args).metrics;
+  } catch (const std::exception& e) {
+    std::printf("weft-run: cannot tell where metrics are served: %s\n", e.what());
+    std::fflush(stdout);
+    return;
+  }
+  if (m.port == 0) {
+    std::printf("weft-run: metrics are disabled (metrics.port 0)\n");
+  } else {
+    for (int r = 0; r < nproc; ++r) {
+      weft::MetricsEndpoint ep = weft::metrics_endpoint(m, r);
+      if (ep.port > 0)
+        std::printf("weft-run: rank %d metrics at http://127.0.0.1:%d/metrics\n", r, ep.port);
+      else
+        std::printf("weft-run: rank %d metrics disabled: %s\n", r, ep.problem.c_str());
+    }
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,6 +200,7 @@ int main(int argc, char** argv) {
     return weft::comm::kExitBadConfig;
   }
   if (master_port == 0) master_port = free_port();
+  print_metrics_endpoints(worker_args, nproc);
   const char* tok_env = getenv("WEFT_RDZV_TOKEN");
   std::string token = tok_env && *tok_env ? tok_env : random_token();
   const char* attempt = getenv("WEFT_ATTEMPT");

@@ -3,6 +3,7 @@
 //   0 done, 1 bad config or input, 2 internal error, 3 peer lost or collective
 //   timeout, 4 checkpoint I/O, 130 SIGINT / 143 SIGTERM after a checkpoint.
 #include <CLI/CLI.hpp>
+#include <prometheus/exposer.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -12,6 +13,8 @@
 
 #include "comm/process_groups.h"
 #include "comm/tcp_store.h"
+#include "metrics/metrics_port.h"
+#include "metrics/train_metrics.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -89,6 +92,24 @@ int main(int argc, char** argv) {
     tc.dp = groups->dp;
     tc.context = &groups->context();
     weft::Trainer trainer(cfg, tc);
+    // Metrics: the registry belongs to TrainMetrics; only main serves it. A
+    // busy port costs the metrics, never the training run.
+    weft::TrainMetrics metrics(cfg, rank, groups->world_size(), {groups->world, groups->dp});
+    trainer.set_observer(&metrics);
+    std::unique_ptr<prometheus::Exposer> exposer;
+    const weft::MetricsEndpoint ep =
+        weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(environment()));
+    if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
+    if (ep.port > 0) {
+      try {
+        exposer = std::make_unique<prometheus::Exposer>("0.0.0.0:" + std::to_string(ep.port));
+        exposer->RegisterCollectable(metrics.registry());
+        spdlog::info("metrics at http://0.0.0.0:{}/metrics", ep.port);
+      } catch (const std::exception& e) {
+        spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port,
+                     e.what());
+      }
+    }
     weft::TrainSummary s = trainer.run(&g_stop_signal);
     if (s.stopped_early) {
       int sig = g_stop_signal.load();

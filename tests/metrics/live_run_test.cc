@@ -1,0 +1,219 @@
+// End to end with real tools: a 2-rank weft-run serves /metrics on loopback;
+// `promtool check metrics` accepts both scrapes; a real Prometheus (started
+// here with a generated config, job/namespace labels as Kubernetes
+// relabelling would add them) scrapes the ranks, and every query of the
+// Grafana dashboard returns data through its HTTP API.
+//
+// Waits are polls with generous deadlines, never fixed sleeps: the machine
+// may be slow and shared. The run is stopped by SIGTERM once done.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "metrics/metrics_test_util.h"
+
+namespace weft::metrics_test {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+const char* kNamespace = "weft-test";
+const char* kJob = "metrics-e2e";
+
+std::string find_tool(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = std::string(path ? path : "") + ":/usr/bin:/usr/local/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (end > start && executable_exists(candidate)) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+// Polls `ready` every 200 ms until it returns true or `seconds` pass.
+bool wait_for(double seconds, const std::function<bool()>& ready) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (Clock::now() < deadline) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return ready();
+}
+
+// Stops the children however the test ends.
+struct Children {
+  std::vector<Child*> all;
+  ~Children() {
+    for (Child* c : all)
+      if (c->pid > 0) stop(*c, 5);
+  }
+};
+
+json prom_query(int port, const std::string& expr) {
+  HttpResponse r = http_get(port, "/api/v1/query?query=" + url_encode(expr), 10);
+  if (r.status == 0) return json{{"status", "unreachable"}};
+  try {
+    return json::parse(r.body);
+  } catch (const json::exception&) {
+    return json{{"status", "bad body"}, {"body", r.body}};
+  }
+}
+
+bool has_data(const json& j) {
+  return j.value("status", "") == "success" && j.contains("data") && !j["data"]["result"].empty();
+}
+
+TEST(LiveRun, PromtoolPrometheusAndEveryDashboardQueryAcceptALive2RankRun) {
+  const std::string promtool = find_tool("promtool"), prometheus = find_tool("prometheus");
+  if (promtool.empty() || prometheus.empty())
+    GTEST_SKIP()
+        << "promtool/prometheus not found on PATH or /usr/bin (Debian package `prometheus`, "
+           "scripts/install-deps.sh test group)";
+  const fs::path tmp =
+      fs::temp_directory_path() / ("weft-metrics-live-" + std::to_string(getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  Children guard;
+
+  // 1. Two ranks with metrics on base and base + 1.
+  const int base = free_port_pair();
+  Child run =
+      spawn({std::string(WEFT_BIN_DIR) + "/weft-run", "-n", "2", "--",
+             std::string(WEFT_SOURCE_DIR) + "/tests/metrics/metrics_run.yaml", "--out",
+             (tmp / "out").string(), "--checkpoint-dir", (tmp / "ckpt").string(), "--no-resume"},
+            {{"WEFT_METRICS_PORT", std::to_string(base)}}, (tmp / "run.log").string());
+  guard.all.push_back(&run);
+  const int ports[2] = {base, base + 1};
+  for (int r = 0; r < 2; ++r) {
+    const std::string line = "weft-run: rank " + std::to_string(r) +
+                             " metrics at http://127.0.0.1:" + std::to_string(ports[r]) +
+                             "/metrics";
+    ASSERT_TRUE(
+        wait_for(30, [&] { return read_file(run.log_path).find(line) != std::string::npos; }))
+        << "weft-run did not print '" << line << "':\n"
+        << read_file(run.log_path);
+  }
+
+  // 2. Both ranks serve metrics of a stepping run; rank 0, which writes the
+  //    data-parallel checkpoints (every 100 steps), reports one.
+  std::string scrape[2];
+  for (int r = 0; r < 2; ++r) {
+    const std::string rank = std::to_string(r);
+    bool ok = wait_for(120, [&] {
+      if (!running(run)) return true;
+      HttpResponse h = http_get(ports[r], "/metrics");
+      if (h.status != 200) return false;
+      auto s = parse_exposition(h.body);
+      const std::string step = sample_key("weft_step", {{"rank", rank}});
+      const std::string ckpt = sample_key("weft_checkpoint_last_step", {{"rank", rank}});
+      if (!s.count(step) || s[step] < 2 || (r == 0 && (!s.count(ckpt) || s[ckpt] <= 0)))
+        return false;
+      scrape[r] = h.body;
+      return true;
+    });
+    ASSERT_TRUE(ok && !scrape[r].empty())
+        << "rank " << r << " never exposed a stepping run on port " << ports[r] << ":\n"
+        << read_file(run.log_path);
+  }
+
+  // 3. promtool lints both scrapes; every dashboard metric is in them.
+  std::set<std::string> names;
+  for (int r = 0; r < 2; ++r) {
+    const fs::path file = tmp / ("rank" + std::to_string(r) + ".prom");
+    std::ofstream(file) << scrape[r];
+    std::string out;
+    EXPECT_EQ(run_shell(promtool + " check metrics < " + file.string(), &out), 0)
+        << "promtool check metrics failed on rank " << r << ":\n"
+        << out;
+    auto n = sample_names(scrape[r]);
+    names.insert(n.begin(), n.end());
+  }
+  const json dash = load_dashboard();
+  const auto queries = dashboard_queries(dash);
+  ASSERT_FALSE(queries.empty());
+  for (const auto& q : queries)
+    for (const auto& m : referenced_metrics(q.expr))
+      EXPECT_TRUE(names.count(m)) << q.panel << " queries " << m << ", which the live scrape lacks";
+
+  // 4. A real Prometheus scrapes both ranks every second.
+  const int prom_port = free_port();
+  std::ofstream(tmp / "prometheus.yml")
+      << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+      << "scrape_configs:\n  - job_name: weft-ranks\n    static_configs:\n"
+      << "      - targets: ['127.0.0.1:" << ports[0] << "', '127.0.0.1:" << ports[1] << "']\n"
+      << "        labels: {namespace: " << kNamespace << ", job: " << kJob << "}\n";
+  Child prom = spawn({prometheus, "--config.file=" + (tmp / "prometheus.yml").string(),
+                      "--storage.tsdb.path=" + (tmp / "tsdb").string(),
+                      "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+                     {}, (tmp / "prometheus.log").string());
+  guard.all.push_back(&prom);
+  // Rates need a few scrapes of a stepping run inside the 10 s window.
+  ASSERT_TRUE(wait_for(90,
+                       [&] {
+                         json j = prom_query(prom_port, "count(count_over_time(weft_step{job=\"" +
+                                                            std::string(kJob) + "\"}[10s]) >= 3)");
+                         return has_data(j) && j["data"]["result"][0]["value"][1] == "2";
+                       }))
+      << "Prometheus never had 3 scrapes of both ranks.\nprometheus log:\n"
+      << read_file(prom.log_path) << "\nrun log:\n"
+      << read_file(run.log_path);
+
+  // 5. Every dashboard query returns data, with the variables at "All" and
+  //    at one concrete job/rank.
+  const std::map<std::string, std::string> all = {{"namespace", ".*"},
+                                                  {"job", ".*"},
+                                                  {"rank", ".*"},
+                                                  {"__rate_interval", "10s"},
+                                                  {"__interval", "2s"}};
+  auto one = all;
+  one["namespace"] = kNamespace;
+  one["job"] = kJob;
+  one["rank"] = "1";
+  std::map<std::string, std::string> pending;  // expr -> panel
+  for (const auto& vars : {all, one})
+    for (const auto& q : queries) pending[substitute(q.expr, vars)] = q.panel;
+  const size_t total = pending.size();
+  wait_for(60, [&] {
+    for (auto it = pending.begin(); it != pending.end();)
+      it = has_data(prom_query(prom_port, it->first)) ? pending.erase(it) : std::next(it);
+    return pending.empty();
+  });
+  for (const auto& [expr, panel] : pending)
+    ADD_FAILURE() << "no data for panel '" << panel << "': " << expr << "\n  -> "
+                  << prom_query(prom_port, expr).dump();
+  EXPECT_GE(total, 2 * queries.size() - 2);  // both variable sets really ran
+
+  // Annotations must at least be valid PromQL (they only fire on re-bucketing).
+  for (const auto& a : dash["annotations"]["list"]) {
+    json j = prom_query(prom_port, substitute(a.value("expr", ""), all));
+    EXPECT_EQ(j.value("status", ""), "success") << a.dump() << " -> " << j.dump();
+  }
+  // The template variables' label_values() find the scrape's labels.
+  for (const auto& [label, want] : std::map<std::string, std::string>{
+           {"namespace", kNamespace}, {"job", kJob}, {"rank", "1"}}) {
+    HttpResponse h = http_get(prom_port, "/api/v1/label/" + label + "/values?match[]=weft_step");
+    EXPECT_THAT(h.body, ::testing::HasSubstr("\"" + want + "\"")) << label;
+  }
+
+  // 6. Clean stop: weft-run forwards SIGTERM, the ranks stop at a step boundary.
+  EXPECT_EQ(stop(prom, 10), 0) << read_file(prom.log_path);
+  const int code = stop(run, 20);
+  EXPECT_TRUE(code == 143 || code == 0) << "weft-run exit " << code << "\n"
+                                        << read_file(run.log_path);
+  if (!HasFailure()) fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace weft::metrics_test

@@ -1,0 +1,26 @@
+// Where a rank serves its metrics. One rule, shared by weft-worker (which
+// binds the port) and weft-run (which prints it), so the two never disagree:
+// port = metrics.port + LOCAL_RANK. Several ranks on one host (weft-run)
+// get consecutive ports; pods have one rank per IP and LOCAL_RANK unset (0).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "train/config.h"
+
+namespace weft {
+
+struct MetricsEndpoint {
+  int port = 0;         // 0: metrics disabled (see `problem` for why, if not by config)
+  std::string problem;  // non-empty when the port cannot be used, e.g. out of range
+};
+
+// `local_rank` >= 0. metrics.port 0 disables metrics for every rank.
+MetricsEndpoint metrics_endpoint(const MetricsConfig& m, int local_rank);
+
+// LOCAL_RANK from the environment; 0 when unset. Throws ConfigError naming
+// the variable when it is set but not a non-negative integer.
+int local_rank_from_env(const std::map<std::string, std::string>& env);
+
+}  // namespace weft

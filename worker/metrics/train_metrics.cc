@@ -1,0 +1,219 @@
+#include "metrics/train_metrics.h"
+
+#include <algorithm>
+
+namespace weft {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Registry;
+
+const std::vector<double>& duration_buckets() {
+  static const std::vector<double> b = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                        1,     2.5,    5,     10,   25,    60,   120, 300,  600};
+  return b;
+}
+
+namespace {
+
+prometheus::Labels rank_label(int rank) { return {{"rank", std::to_string(rank)}}; }
+
+Family<Gauge>& gauges(Registry& reg, int rank, const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Labels(rank_label(rank)).Register(reg);
+}
+Family<Counter>& counters(Registry& reg, int rank, const char* name, const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Labels(rank_label(rank)).Register(reg);
+}
+Family<Histogram>& histograms(Registry& reg, int rank, const char* name, const char* help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Labels(rank_label(rank)).Register(reg);
+}
+
+// Counters only go up: a source that went backwards (it cannot today) is
+// ignored rather than turned into a negative increment, which throws.
+void advance(Counter& c, double delta) {
+  if (delta > 0) c.Increment(delta);
+}
+
+}  // namespace
+
+TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
+                           std::vector<comm::CommunicatorPtr> groups)
+    : registry_(std::make_shared<Registry>()),
+      step_(gauges(*registry_, rank, "weft_step",
+                   "Optimizer steps completed (1-based; resumes continue the count)")
+                .Add({})),
+      train_steps_(gauges(*registry_, rank, "weft_train_steps",
+                          "Steps the run is configured to train (train.steps)")
+                       .Add({})),
+      step_seconds_(
+          histograms(*registry_, rank, "weft_step_seconds", "Wall time of one optimizer step")
+              .Add({}, duration_buckets())),
+      phase_family_(
+          counters(*registry_, rank, "weft_phase_seconds_total",
+                   "Seconds spent per step phase: data, forward, backward (compute only), "
+                   "optimizer (clip + update), exposed_comm (compute waiting for gradient "
+                   "sync), other (rest of the step: step agreement, loss all-reduce)")),
+      phase_other_(phase_family_.Add({{"phase", "other"}})),
+      tokens_per_second_(gauges(*registry_, rank, "weft_tokens_per_second",
+                                "Tokens per second of the whole job in the last step")
+                             .Add({})),
+      mfu_(gauges(*registry_, rank, "weft_mfu",
+                  "Model FLOPs utilisation of this rank in the last step vs metrics.peak_tflops (0 "
+                  "when unknown)")
+               .Add({})),
+      loss_(gauges(*registry_, rank, "weft_loss",
+                   "Training loss of the last step (mean over all ranks' tokens, nats/token)")
+                .Add({})),
+      grad_norm_(gauges(*registry_, rank, "weft_grad_norm",
+                        "Global gradient L2 norm of the last step, before clipping")
+                     .Add({})),
+      learning_rate_(
+          gauges(*registry_, rank, "weft_learning_rate", "Learning rate used by the last step")
+              .Add({})),
+      comm_seconds_family_(
+          counters(*registry_, rank, "weft_comm_seconds_total",
+                   "Seconds collectives ran on the comm thread/stream, per op and process group")),
+      comm_bytes_family_(counters(
+          *registry_, rank, "weft_comm_bytes_total",
+          "Bytes of this rank's input buffers passed to collectives, per op and process group")),
+      comm_ops_family_(counters(*registry_, rank, "weft_comm_operations_total",
+                                "Collectives completed, per op and process group")),
+      sync_comm_family_(
+          counters(*registry_, rank, "weft_sync_comm_seconds_total",
+                   "Seconds the gradient-sync collectives ran (the `comm` of the overlap ratio)")),
+      exposed_family_(counters(
+          *registry_, rank, "weft_exposed_comm_seconds_total",
+          "Seconds compute waited for gradient sync (the `exposed` of the overlap ratio)")),
+      overlap_ratio_(gauges(*registry_, rank, "weft_overlap_ratio",
+                            "1 - exposed/comm of the last step's gradient sync, clamped to [0, 1]; "
+                            "0 without sync")
+                         .Add({})),
+      buckets_(gauges(*registry_, rank, "weft_buckets",
+                      "Gradient buckets in the current bucketing (design name: bucket count)")
+                   .Add({})),
+      bucket_cap_bytes_(
+          gauges(*registry_, rank, "weft_bucket_cap_bytes", "Current gradient bucket cap in bytes")
+              .Add({})),
+      bucket_reduce_family_(
+          histograms(*registry_, rank, "weft_bucket_reduce_seconds",
+                     "Run time of one bucket's gradient reduction, per bucket index")),
+      bucket_last_family_(gauges(*registry_, rank, "weft_bucket_reduce_last_seconds",
+                                 "Run time of each bucket's gradient reduction in the last step")),
+      isp_prefetch_wait_(counters(*registry_, rank, "weft_isp_prefetch_wait_seconds_total",
+                                  "Seconds compute waited for ISP weight prefetch (stays 0 until "
+                                  "the ISP strategy runs)")
+                             .Add({})),
+      checkpoint_last_step_(gauges(*registry_, rank, "weft_checkpoint_last_step",
+                                   "Step of the last checkpoint written (0 before the first)")
+                                .Add({})) {
+  for (auto& g : groups) {
+    if (g && std::find(groups_.begin(), groups_.end(), g) == groups_.end()) groups_.push_back(g);
+  }
+  phases_ = {{&phase_family_.Add({{"phase", "data"}}), &StepReport::data_seconds},
+             {&phase_family_.Add({{"phase", "forward"}}), &StepReport::forward_seconds},
+             {&phase_family_.Add({{"phase", "backward"}}), &StepReport::backward_seconds},
+             {&phase_family_.Add({{"phase", "optimizer"}}), &StepReport::optimizer_seconds},
+             {&phase_family_.Add({{"phase", "exposed_comm"}}), &StepReport::exposed_comm_seconds}};
+  auto& memory = gauges(*registry_, rank, "weft_memory_bytes",
+                        "Bytes this rank holds per kind: param, grad, optimizer, activation");
+  memory_ = {{&memory.Add({{"kind", "param"}}), &StepReport::memory_param_bytes},
+             {&memory.Add({{"kind", "grad"}}), &StepReport::memory_grad_bytes},
+             {&memory.Add({{"kind", "optimizer"}}), &StepReport::memory_optimizer_bytes},
+             {&memory.Add({{"kind", "activation"}}), &StepReport::memory_activation_bytes}};
+  // An info metric (constant 1) lets dashboards label panels by strategy and
+  // device with a join instead of guessing from other series.
+  gauges(*registry_, rank, "weft_worker_info",
+         "Constant 1, labelled with the run's strategy, device and world size")
+      .Add({{"strategy", cfg.parallel.strategy},
+            {"device", cfg.device},
+            {"world_size", std::to_string(world)}})
+      .Set(1);
+  train_steps_.Set(static_cast<double>(cfg.train.steps));
+  bucket_cap_bytes_.Set(cfg.parallel.bucket_cap_mb * 1024 * 1024);
+}
+
+void TrainMetrics::on_step(const StepReport& r) {
+  step_.Set(static_cast<double>(r.step));
+  train_steps_.Set(static_cast<double>(r.total_steps));
+  step_seconds_.Observe(r.step_seconds);
+  double accounted = 0;
+  for (auto& [counter, field] : phases_) {
+    advance(*counter, r.*field);
+    accounted += r.*field;
+  }
+  // "other" closes the breakdown so the phases of a step sum to its wall time.
+  advance(phase_other_, r.step_seconds - accounted);
+  tokens_per_second_.Set(r.tokens_per_second);
+  mfu_.Set(r.mfu);
+  loss_.Set(r.loss);
+  grad_norm_.Set(r.grad_norm);
+  learning_rate_.Set(r.lr);
+  for (auto& [gauge, field] : memory_) gauge->Set(static_cast<double>(r.*field));
+
+  if (!r.sync_group.empty()) {
+    auto it = sync_.find(r.sync_group);
+    if (it == sync_.end()) {
+      SyncSeries s{&sync_comm_family_.Add({{"group", r.sync_group}}),
+                   &exposed_family_.Add({{"group", r.sync_group}})};
+      it = sync_.emplace(r.sync_group, s).first;
+    }
+    advance(*it->second.sync, r.comm_seconds);
+    advance(*it->second.exposed, r.exposed_comm_seconds);
+    overlap_ratio_.Set(r.overlap_ratio);
+    update_buckets(r);
+  }
+  update_comm();
+}
+
+void TrainMetrics::update_buckets(const StepReport& r) {
+  buckets_.Set(r.bucket_count);
+  bucket_cap_bytes_.Set(static_cast<double>(r.bucket_cap_bytes));
+  const size_t n = r.bucket_seconds.size();
+  // After re-bucketing to fewer buckets, the vanished indices' "last step"
+  // gauges would show stale values forever: remove them. Their histograms
+  // stay, as cumulative history.
+  while (bucket_last_.size() > n) {
+    bucket_last_family_.Remove(bucket_last_.back());
+    bucket_last_.pop_back();
+  }
+  for (size_t b = 0; b < n; ++b) {
+    const prometheus::Labels label{{"bucket", std::to_string(b)}};
+    if (b >= bucket_reduce_.size())
+      bucket_reduce_.push_back(&bucket_reduce_family_.Add(label, duration_buckets()));
+    if (b >= bucket_last_.size()) bucket_last_.push_back(&bucket_last_family_.Add(label));
+    bucket_reduce_[b]->Observe(r.bucket_seconds[b]);
+    bucket_last_[b]->Set(r.bucket_seconds[b]);
+  }
+}
+
+void TrainMetrics::update_comm() {
+  for (auto& g : groups_) {
+    const comm::CommStats stats = g->stats();
+    for (const auto& [op, now] : stats.by_op) {
+      auto key = std::make_pair(g->name(), op);
+      auto it = comm_.find(key);
+      if (it == comm_.end()) {
+        const prometheus::Labels l{{"op", op}, {"group", g->name()}};
+        CommSeries s;
+        s.seconds = &comm_seconds_family_.Add(l);
+        s.bytes = &comm_bytes_family_.Add(l);
+        s.ops = &comm_ops_family_.Add(l);
+        it = comm_.emplace(key, s).first;
+      }
+      CommSeries& s = it->second;
+      advance(*s.seconds, now.seconds - s.seen.seconds);
+      if (now.bytes > s.seen.bytes)
+        advance(*s.bytes, static_cast<double>(now.bytes - s.seen.bytes));
+      if (now.count > s.seen.count) advance(*s.ops, static_cast<double>(now.count - s.seen.count));
+      s.seen = now;
+    }
+  }
+}
+
+void TrainMetrics::on_checkpoint(int64_t step) {
+  checkpoint_last_step_.Set(static_cast<double>(step));
+}
+
+}  // namespace weft

@@ -1,0 +1,102 @@
+// The worker's Prometheus metrics (DESIGN.md "Metrics"; every family is
+// documented in docs/metrics.md). TrainMetrics is the trainer's StepObserver:
+// it turns each StepReport, the same numbers the progress line prints, and the
+// communicators' cumulative CommStats into the `weft_*` families of a registry
+// it owns. It never serves HTTP: only weft-worker's main creates the exposer
+// and registers registry() with it.
+//
+// Invariants:
+//  - Every family carries the constant label `rank` (the global rank); job and
+//    namespace labels come from the scrape.
+//  - Handles are built once in the constructor; only label values that cannot
+//    be known up front (comm op/group, bucket index) are added on first use.
+//  - Counters only go up: CommStats are cumulative, so counters advance by the
+//    difference since the last step, and a negative difference is dropped.
+//  - on_step/on_checkpoint run on the trainer thread; scrapes read the
+//    registry concurrently, which prometheus-cpp makes safe.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "train/config.h"
+#include "train/step_report.h"
+
+namespace weft {
+
+// Histogram buckets (seconds) for step and bucket-reduce times: 1 ms to 10 min
+// in a 1-2.5-5 progression, so both a CPU toy step and a large GPU step with
+// a long exposed sync fall into informative buckets.
+const std::vector<double>& duration_buckets();
+
+class TrainMetrics : public StepObserver {
+ public:
+  // `groups`: the communicators whose CommStats feed weft_comm_*_total (null
+  // entries and repeats of one communicator are ignored).
+  TrainMetrics(const WorkerConfig& cfg, int rank, int world,
+               std::vector<comm::CommunicatorPtr> groups = {});
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  void on_step(const StepReport& r) override;
+  void on_checkpoint(int64_t step) override;
+
+ private:
+  struct CommSeries {  // one (group, op) pair
+    prometheus::Counter* seconds = nullptr;
+    prometheus::Counter* bytes = nullptr;
+    prometheus::Counter* ops = nullptr;
+    comm::CommOpStats seen;  // cumulative stats already counted
+  };
+  struct SyncSeries {  // one gradient-sync group
+    prometheus::Counter* sync = nullptr;
+    prometheus::Counter* exposed = nullptr;
+  };
+  void update_comm();
+  void update_buckets(const StepReport& r);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::vector<comm::CommunicatorPtr> groups_;
+
+  prometheus::Gauge& step_;
+  prometheus::Gauge& train_steps_;
+  prometheus::Histogram& step_seconds_;
+  prometheus::Family<prometheus::Counter>& phase_family_;
+  std::vector<std::pair<prometheus::Counter*, double StepReport::*>> phases_;
+  prometheus::Counter& phase_other_;
+  prometheus::Gauge& tokens_per_second_;
+  prometheus::Gauge& mfu_;
+  prometheus::Gauge& loss_;
+  prometheus::Gauge& grad_norm_;
+  prometheus::Gauge& learning_rate_;
+  prometheus::Family<prometheus::Counter>& comm_seconds_family_;
+  prometheus::Family<prometheus::Counter>& comm_bytes_family_;
+  prometheus::Family<prometheus::Counter>& comm_ops_family_;
+  std::map<std::pair<std::string, std::string>, CommSeries> comm_;
+  prometheus::Family<prometheus::Counter>& sync_comm_family_;
+  prometheus::Family<prometheus::Counter>& exposed_family_;
+  std::map<std::string, SyncSeries> sync_;
+  prometheus::Gauge& overlap_ratio_;
+  prometheus::Gauge& buckets_;
+  prometheus::Gauge& bucket_cap_bytes_;
+  prometheus::Family<prometheus::Histogram>& bucket_reduce_family_;
+  prometheus::Family<prometheus::Gauge>& bucket_last_family_;
+  std::vector<prometheus::Histogram*> bucket_reduce_;  // by bucket index
+  std::vector<prometheus::Gauge*> bucket_last_;        // by bucket index; shrinks on re-bucketing
+  prometheus::Counter& isp_prefetch_wait_;
+  std::vector<std::pair<prometheus::Gauge*, int64_t StepReport::*>> memory_;
+  prometheus::Gauge& checkpoint_last_step_;
+};
+
+}  // namespace weft
