@@ -24,7 +24,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/bin/weft-worker --preset tiny --out runs/demo --no-resume
+	$(BUILD)/bin/weft-run -n 2 configs/demo.yaml --out runs/demo --no-resume
 
 test: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS)

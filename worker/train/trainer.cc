@@ -55,6 +55,14 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
                       " is smaller than the data's vocabulary (" +
                       std::to_string(source_->vocab_size()) + " tokens in " + source_->describe() +
                       ")");
+  if (cfg.device != "cpu")
+    throw ConfigError("device: '" + cfg.device +
+                      "' training is not available in this version (the CUDA kernels are built, the "
+                      "bf16 model path is not); use device: cpu (WEFT_DEVICE=cpu)");
+  if (cfg.parallel.strategy != "dp" || cfg.parallel.sp != 1 || cfg.parallel.wp != 1)
+    throw ConfigError("parallel.strategy: '" + cfg.parallel.strategy + "' with sp " +
+                      std::to_string(cfg.parallel.sp) + ", wp " + std::to_string(cfg.parallel.wp) +
+                      " is not implemented in this version; use strategy dp with sp 1, wp 1");
   model_.init(cfg.train.seed);
   if (rank_.dp && rank_.dp->size() > 1) {
     DataParallelOptions o;
