@@ -1,0 +1,252 @@
+// weft-operator benchmark against a real kube-apiserver (tests/kube testenv):
+//  1. time from `kubectl apply` to all pods created, for 8/64/256-rank jobs;
+//  2. API calls the operator spent per job (by verb, from its own metrics);
+//  3. reconcile latency percentiles (operator histogram);
+//  4. operator RSS and CPU with N idle TrainingJobs (1 rank each).
+// Prints a Markdown table and writes JSON to --out. Run through
+// tests/bench/operator_bench.sh, which provides the control plane.
+#include <CLI/CLI.hpp>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "kube/kube_api.h"
+#include "kube/kube_config.h"
+
+using namespace std::chrono_literals;
+using weft::kube::Json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int p = ntohs(a.sin_port);
+  ::close(fd);
+  return p;
+}
+
+std::string http_get(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string req = "GET " + path + " HTTP/1.0\r\n\r\n", resp;
+  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  char buf[8192];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) resp.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  auto b = resp.find("\r\n\r\n");
+  return b == std::string::npos ? "" : resp.substr(b + 4);
+}
+
+// series name (with labels) -> value
+std::map<std::string, double> scrape(int port) {
+  std::map<std::string, double> out;
+  std::istringstream in(http_get(port, "/metrics"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+std::map<std::string, double> api_calls(const std::map<std::string, double>& m) {
+  std::map<std::string, double> out;
+  const std::string prefix = "weft_operator_api_requests{verb=\"";
+  for (const auto& [k, v] : m)
+    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size(), k.size() - prefix.size() - 2)] = v;
+  return out;
+}
+
+// Percentile from a cumulative Prometheus histogram, linear within a bucket.
+double hist_quantile(const std::map<std::string, double>& m, const std::string& name, double q) {
+  std::vector<std::pair<double, double>> buckets;  // le, cumulative count
+  const std::string prefix = name + "_bucket{le=\"";
+  for (const auto& [k, v] : m)
+    if (k.rfind(prefix, 0) == 0) {
+      std::string le = k.substr(prefix.size(), k.size() - prefix.size() - 2);
+      buckets.emplace_back(le == "+Inf" ? INFINITY : std::stod(le), v);
+    }
+  std::sort(buckets.begin(), buckets.end());
+  if (buckets.empty() || buckets.back().second == 0) return NAN;
+  double target = q * buckets.back().second, prev_le = 0, prev_c = 0;
+  for (auto [le, c] : buckets) {
+    if (c >= target) {
+      if (std::isinf(le)) return prev_le;
+      return prev_le + (le - prev_le) * (c == prev_c ? 0 : (target - prev_c) / (c - prev_c));
+    }
+    prev_le = le;
+    prev_c = c;
+  }
+  return prev_le;
+}
+
+struct ProcStats {
+  double rss_mb = 0, cpu_s = 0;
+};
+ProcStats proc_stats(int pid) {
+  ProcStats s;
+  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(st, line))
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_mb = std::stod(line.substr(6)) / 1024.0;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(stat)), {});
+  std::istringstream rest(all.substr(all.rfind(')') + 2));
+  std::vector<std::string> f((std::istream_iterator<std::string>(rest)), {});
+  s.cpu_s = (std::stod(f[11]) + std::stod(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return s;
+}
+
+Json job(const std::string& name, int replicas) {
+  return {{"apiVersion", "weft.dev/v1alpha1"},
+          {"kind", "TrainingJob"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"replicas", replicas}, {"image", "ghcr.io/weft-dev/weft:bench"}, {"worker", {{"preset", "tiny"}}}}}};
+}
+
+size_t count_pods(weft::kube::KubeApi& api, const std::string& ns, const std::string& selector) {
+  weft::kube::ListOptions o;
+  o.label_selector = selector;
+  auto r = api.list(weft::kube::kPods, ns, o);
+  return r ? r->items.size() : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft-operator benchmark against a real API server"};
+  std::string kubeconfig, operator_bin, out = "operator_bench.json";
+  std::vector<int> sizes = {8, 64, 256};
+  int idle_jobs = 500, idle_seconds = 30;
+  app.add_option("--kubeconfig", kubeconfig)->required();
+  app.add_option("--operator-bin", operator_bin)->required();
+  app.add_option("--sizes", sizes);
+  app.add_option("--idle-jobs", idle_jobs);
+  app.add_option("--idle-seconds", idle_seconds);
+  app.add_option("--out", out);
+  std::vector<std::string> extra;
+  app.add_option("--operator-arg", extra, "extra flag for weft-operator (repeatable)");
+  CLI11_PARSE(app, argc, argv);
+
+  weft::kube::KubeApi api(weft::kube::load_kubeconfig(kubeconfig), {500, 1000});
+  const std::string ns = "bench-" + std::to_string(::getpid());
+  api.create(weft::kube::kNamespaces, "", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
+  for (int i = 0; i < 200 && !api.get({"", "v1", "serviceaccounts", "ServiceAccount"}, ns, "default"); ++i)
+    std::this_thread::sleep_for(50ms);
+
+  const int mport = free_port();
+  std::vector<std::string> args = {operator_bin, "--kubeconfig", kubeconfig, "--namespace", ns, "--metrics-port",
+                                   std::to_string(mport), "--health-port", "0", "--bind-address", "127.0.0.1",
+                                   "--log-level", "warn"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  int pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+    av.push_back(nullptr);
+    ::execv(av[0], av.data());
+    _exit(127);
+  }
+  while (scrape(mport).empty()) std::this_thread::sleep_for(50ms);
+  // Informers synced, and the 2 s metrics refresh has seen the initial list+watch calls.
+  std::this_thread::sleep_for(2500ms);
+
+  Json result = {{"sizes", Json::array()}};
+  std::cout << "| ranks | apply -> all pods created (s) | operator API calls | calls by verb |\n|---|---|---|---|\n";
+  for (int n : sizes) {
+    const std::string name = "bench-" + std::to_string(n);
+    const std::string file = "/tmp/" + ns + "-" + name + ".json";
+    std::ofstream(file) << job(name, n).dump();
+    auto before = api_calls(scrape(mport));
+    auto t0 = Clock::now();
+    if (std::system(("kubectl --kubeconfig " + kubeconfig + " apply -n " + ns + " -f " + file + " >/dev/null").c_str()) != 0) {
+      std::cerr << "kubectl apply failed for " << file << "\n";
+      return 1;
+    }
+    while (count_pods(api, ns, "weft.dev/job=" + name) < static_cast<size_t>(n)) std::this_thread::sleep_for(20ms);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::this_thread::sleep_for(3s);  // let status writes and events settle
+    auto after = api_calls(scrape(mport));
+    double total = 0;
+    std::string by;
+    Json verbs = Json::object();
+    for (auto& [verb, v] : after) {
+      double d = v - (before.count(verb) ? before[verb] : 0);
+      if (d <= 0) continue;
+      total += d;
+      verbs[verb] = d;
+      by += verb + "=" + std::to_string(static_cast<long>(d)) + " ";
+    }
+    std::printf("| %d | %.2f | %.0f | %s|\n", n, secs, total, by.c_str());
+    result["sizes"].push_back({{"ranks", n}, {"apply_to_pods_seconds", secs}, {"api_calls", total}, {"by_verb", verbs}});
+    std::remove(file.c_str());
+  }
+
+  // Idle load: many small jobs, then a quiet window.
+  auto t0 = Clock::now();
+  for (int i = 0; i < idle_jobs; ++i) api.create(weft::kube::kTrainingJobs, ns, job("idle-" + std::to_string(i), 1));
+  while (count_pods(api, ns, "weft.dev/job") < static_cast<size_t>(idle_jobs + [&] {
+           int s = 0;
+           for (int n : sizes) s += n;
+           return s;
+         }()))
+    std::this_thread::sleep_for(500ms);
+  double converge = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::this_thread::sleep_for(5s);
+  auto idle_before = api_calls(scrape(mport));
+  ProcStats p0 = proc_stats(pid);
+  std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
+  ProcStats p1 = proc_stats(pid);
+  auto idle_after = api_calls(scrape(mport));
+  double idle_calls = 0;
+  for (auto& [verb, v] : idle_after) idle_calls += v - (idle_before.count(verb) ? idle_before[verb] : 0);
+  auto m = scrape(mport);
+  const double p50 = hist_quantile(m, "weft_operator_reconcile_seconds", 0.5);
+  const double p90 = hist_quantile(m, "weft_operator_reconcile_seconds", 0.9);
+  const double p99 = hist_quantile(m, "weft_operator_reconcile_seconds", 0.99);
+  const double reconciles = m["weft_operator_reconcile_seconds_count"];
+  std::printf("\n%d idle 1-rank jobs created and converged in %.1f s (%.1f jobs/s)\n", idle_jobs, converge,
+              idle_jobs / converge);
+  std::printf("idle over %d s: RSS %.1f MiB, CPU %.3f cores, %.0f API calls\n", idle_seconds, p1.rss_mb,
+              (p1.cpu_s - p0.cpu_s) / idle_seconds, idle_calls);
+  std::printf("reconcile latency over %.0f reconciles: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n", reconciles, p50 * 1e3,
+              p90 * 1e3, p99 * 1e3);
+  result["idle"] = {{"jobs", idle_jobs}, {"converge_seconds", converge}, {"rss_mib", p1.rss_mb},
+                    {"cpu_cores", (p1.cpu_s - p0.cpu_s) / idle_seconds}, {"api_calls_in_window", idle_calls},
+                    {"window_seconds", idle_seconds}};
+  result["reconcile_seconds"] = {{"count", reconciles}, {"p50", p50}, {"p90", p90}, {"p99", p99}};
+  std::ofstream(out) << result.dump(2) << "\n";
+
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  api.remove(weft::kube::kNamespaces, "", ns);
+  return 0;
+}
