@@ -60,7 +60,7 @@ TEST(WeftRunMetrics, PrintsEachRanksEndpointFromTheConfigAndEnvironment) {
 TEST(WeftRunMetrics, DefaultPortIs9400AndZeroSaysDisabled) {
   auto [code, out] = run_to_end(
       {std::string(WEFT_BIN_DIR) + "/weft-run", "-n", "2", "--worker", "/bin/true", "--", config()},
-      {}, 30);
+      {{"WEFT_METRICS_PORT", ""}}, 30);
   EXPECT_THAT(out, HasSubstr("weft-run: rank 1 metrics at http://127.0.0.1:9401/metrics")) << out;
   std::tie(code, out) = run_to_end(
       {std::string(WEFT_BIN_DIR) + "/weft-run", "-n", "2", "--worker", "/bin/true", "--", config()},

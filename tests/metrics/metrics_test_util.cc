@@ -228,7 +228,12 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
     setpgid(0, 0);
     dup2(log, 1);
     dup2(log, 2);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    for (const auto& [k, v] : env) {
+      if (v.empty())
+        unsetenv(k.c_str());
+      else
+        setenv(k.c_str(), v.c_str(), 1);
+    }
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);

@@ -84,7 +84,8 @@ int free_port();
 int free_port_pair();
 bool executable_exists(const std::string& path);
 
-// A child process in its own process group, stdout+stderr to `log_path`.
+// A child process in its own process group, stdout+stderr to `log_path`;
+// `env` entries override the inherited environment, an empty value unsets.
 struct Child {
   pid_t pid = -1;
   std::string log_path;
