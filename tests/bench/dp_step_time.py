@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Data-parallel step time, 2 ranks on this machine, one thread each:
+weft (weft-run, Gloo) vs PyTorch DDP (gloo, bucket_cap_mb=25) on the same
+model and batch; weft with overlap on vs the sync-after-backward baseline;
+and a bucket-cap sweep. Prints markdown tables for docs/benchmarks.md.
+
+usage: dp_step_time.py BUILD_DIR [--steps 12]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = {"vocab_size": 2048, "d_model": 512, "n_layers": 4, "n_heads": 8, "n_kv_heads": 4,
+         "max_seq_len": 128}
+
+
+def weft(build, tmp, name, parallel, steps):
+    cfg = {"preset": "tiny", "model": MODEL,
+           "train": {"steps": steps, "micro_batch": 4, "seq_len": 128, "log_every": 0,
+                     "out_dir": os.path.join(tmp, name)},
+           "checkpoint": {"dir": os.path.join(tmp, name, "ckpt"), "resume": False},
+           "metrics": {"port": 0}, "parallel": parallel}
+    path = os.path.join(tmp, name + ".yaml")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    subprocess.run([os.path.join(build, "bin", "weft-run"), "-n", "2", path], check=True, env=env,
+                   capture_output=True)
+    with open(os.path.join(tmp, name, "summary.json")) as f:
+        s = json.load(f)
+    g = s["gradient_sync"]
+    warm = slice(3, None)
+    return {"step": statistics.median(s["step_seconds"][warm]),
+            "comm": statistics.median(g["comm_seconds"][warm]),
+            "exposed": statistics.median(g["exposed_seconds"][warm]),
+            "overlap": g["overlap_ratio"], "buckets": g["bucket_count"], "params": s["num_params"]}, path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--steps", type=int, default=12)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        on, cfg_path = weft(a.build, tmp, "overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1}, a.steps)
+        resolved = os.path.join(tmp, "resolved.yaml")
+        with open(resolved, "w") as f:
+            f.write(subprocess.run([os.path.join(a.build, "bin", "weft-worker"), cfg_path, "--print-config"],
+                                   check=True, capture_output=True, text=True).stdout)
+        ddp = json.loads(subprocess.run([sys.executable, os.path.join(HERE, "torch_ddp_step.py"), "--config", resolved,
+                                         "--steps", str(a.steps)], check=True, capture_output=True,
+                                        text=True).stdout.strip().splitlines()[-1])
+        off, _ = weft(a.build, tmp, "no-overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1, "overlap": False}, a.steps)
+        sweep = [(cap, weft(a.build, tmp, f"cap{cap}", {"bucket_cap_mb": cap}, a.steps)[0]) for cap in (1, 4, 16, 64)]
+
+    ms = lambda s: f"{s * 1e3:.0f} ms"  # noqa: E731
+    print(f"model: {on['params'] / 1e6:.1f} M parameters ({on['params'] * 4 / 2**20:.0f} MiB of fp32 gradients), "
+          f"2 ranks x 4 x 128 tokens, 1 thread per rank\n")
+    print("| run | step time | ratio to DDP | comm | exposed | overlap ratio | buckets |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| PyTorch DDP (gloo, bucket_cap_mb=25) | {ms(ddp['median_step_seconds'])} | 1.00 | | | | |")
+    for label, r in (("weft DP, overlap on (cap 25, first 1)", on), ("weft DP, sync after backward", off)):
+        print(f"| {label} | {ms(r['step'])} | {r['step'] / ddp['median_step_seconds']:.2f} | {ms(r['comm'])} | "
+              f"{ms(r['exposed'])} | {r['overlap']:.2f} | {r['buckets']} |")
+    print("\n| bucket cap (MiB) | buckets | step time | comm | exposed | overlap ratio |")
+    print("|---|---|---|---|---|---|")
+    for cap, r in sweep:
+        print(f"| {cap} | {r['buckets']} | {ms(r['step'])} | {ms(r['comm'])} | {ms(r['exposed'])} | {r['overlap']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
