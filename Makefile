@@ -36,7 +36,8 @@ test-asan: test-deps
 	cd $(BUILD_ASAN) && ctest --output-on-failure -L asan
 
 bench: build
-	tests/bench/run_all.sh $(BUILD)
+	/usr/bin/python3 tests/bench/train_throughput.py $(BUILD)
+	/usr/bin/python3 tests/bench/dp_step_time.py $(BUILD)
 
 format:
 	find worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i

@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # step fits a 2-core machine's patience; same batch for both sides).
 CASES = [
     ("tiny", 30, {}),
-    ("gpt2-124m", 5, {"train": {"micro_batch": 1}}),
+    ("gpt2-124m", 5, {"device": "cpu", "train": {"micro_batch": 1, "grad_accum": 1}}),
 ]
 
 
@@ -27,6 +27,7 @@ def run_case(build, preset, steps, over, threads, tmp):
     cfg = {"preset": preset, **over}
     cfg.setdefault("train", {}).update({"steps": steps, "log_every": 0, "out_dir": os.path.join(tmp, preset)})
     cfg["checkpoint"] = {"dir": os.path.join(tmp, preset, "ckpt"), "resume": False}
+    cfg["metrics"] = {"port": 0}
     path = os.path.join(tmp, f"{preset}.yaml")
     with open(path, "w") as f:
         json.dump(cfg, f)  # JSON is YAML
