@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <future>
 #include <set>
 #include <tuple>
 
@@ -165,7 +167,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     std::vector<int> missing;
     for (int r = 0; r < gang.replicas; ++r)
       if (!present.count(r)) missing.push_back(r);
-    if (!missing.empty()) gang.missing_ranks = confirm_missing(cx, missing);
+    if (!missing.empty()) gang.missing_ranks = confirm_missing(cx, missing, present);
   }
 
   const RestartDecision decision = decide_restart(gang, st.restarts, cx.spec.restart);
@@ -237,21 +239,10 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     }
   }
 
-  int created = 0;
-  for (int rank = 0; rank < cx.spec.replicas; ++rank) {
-    if (present.count(rank)) continue;
-    auto res = api_.create(kube::kPods, cx.ns, build_pod(job, cx.spec, rank, attempt));
-    if (res) {
-      ++created;
-      gang.ranks.push_back(observe_pod(*res, kContainerName));
-      present.insert(rank);
-    } else if (res.error().already_exists()) {
-      present.insert(rank);  // our cache is behind; the pod is there
-    } else {
-      cx.note(res.error());
-      if (!res.error().transient() && res.error().status != 403) break;
-    }
-  }
+  std::vector<int> missing_ranks;
+  for (int rank = 0; rank < cx.spec.replicas; ++rank)
+    if (!present.count(rank)) missing_ranks.push_back(rank);
+  const int created = create_pods(cx, missing_ranks, attempt, gang, present);
   if (created > 0)
     cx.event("Normal", kReasonPodsCreated,
              "created " + std::to_string(created) + " pods for attempt " + std::to_string(attempt));
@@ -312,6 +303,44 @@ kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string
   std::lock_guard lock(written_mu_);
   if ((*live)["metadata"].value("resourceVersion", "") == cached_rv) written_rv_[key] = cached_rv;  // cache is current
   return std::make_shared<const Json>(std::move(*live));
+}
+
+// Slow start, as in Kubernetes' Job controller: batches of 1, 2, 4, ... 32
+// concurrent creates, stopping after a batch that failed. A gang of 256
+// launches in a few round trips, while a namespace quota or an admission
+// webhook that rejects every pod costs one call, not 256.
+int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks, int attempt, GangObservation& gang,
+                            std::set<int>& present) {
+  int created = 0;
+  size_t next = 0, batch = 1;
+  while (next < ranks.size()) {
+    const size_t n = std::min(batch, ranks.size() - next);
+    std::vector<std::future<kube::Result<Json>>> inflight;
+    for (size_t i = 0; i < n; ++i) {
+      Json pod = build_pod(*cx.job, cx.spec, ranks[next + i], attempt);
+      inflight.push_back(std::async(std::launch::async, [this, &cx, pod = std::move(pod)] {
+        return api_.create(kube::kPods, cx.ns, pod);
+      }));
+    }
+    bool failed = false;
+    for (size_t i = 0; i < n; ++i) {
+      auto res = inflight[i].get();
+      if (res) {
+        ++created;
+        gang.ranks.push_back(observe_pod(*res, kContainerName));
+        present.insert(ranks[next + i]);
+      } else if (res.error().already_exists()) {
+        present.insert(ranks[next + i]);  // our cache is behind; the pod is there
+      } else {
+        cx.note(res.error());
+        failed = true;
+      }
+    }
+    next += n;
+    if (failed) break;
+    batch = std::min<size_t>(batch * 2, 32);
+  }
+  return created;
 }
 
 ReconcileResult Reconciler::finished_job(Context& cx) {
@@ -377,7 +406,7 @@ void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
   }
 }
 
-std::vector<int> Reconciler::confirm_missing(Context& cx, const std::vector<int>& missing) {
+std::vector<int> Reconciler::confirm_missing(Context& cx, const std::vector<int>& missing, std::set<int>& present) {
   // The pod cache may lag behind our own creates; ask the API server before
   // declaring a rank deleted (rare: only when the cache shows a gap).
   kube::ListOptions opts;
@@ -391,8 +420,10 @@ std::vector<int> Reconciler::confirm_missing(Context& cx, const std::vector<int>
   for (const auto& pod : live->items)
     if (!terminating(pod)) there.insert(label_int(pod, kLabelRank, -1));
   std::vector<int> gone;
-  for (int r : missing)
-    if (!there.count(r)) gone.push_back(r);
+  for (int r : missing) {
+    if (there.count(r)) present.insert(r);
+    else gone.push_back(r);
+  }
   return gone;
 }
 

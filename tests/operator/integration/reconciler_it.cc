@@ -28,6 +28,17 @@ class Reconcile : public ::testing::Test {
     auto r = admin_api().merge_patch(kube::kTrainingJobs, ns(), name, {{"spec", spec}});
     ASSERT_TRUE(r.ok()) << r.error().message;
   }
+  bool absent(const kube::Resource& r, const std::string& name) {
+    auto res = admin_api().get(r, ns(), name);
+    return !res.ok() && res.error().not_found();
+  }
+  std::string world(const std::string& job) {
+    std::string out = "status=" + status_of(ns(), job).dump() + " pods=";
+    for (const auto& p : job_pods(ns(), job, true))
+      out += p["metadata"]["name"].get<std::string>() + "@" + p["metadata"]["labels"].value(tj::kLabelAttempt, "?") +
+             (p["metadata"].contains("deletionTimestamp") ? "(terminating) " : " ");
+    return out;
+  }
   bool pods_are(const std::string& job, size_t n, const std::string& attempt) {
     auto pods = job_pods(ns(), job);
     return pods.size() == n && attempts_of(pods) == std::set<std::string>{attempt} &&
@@ -188,7 +199,7 @@ TEST_F(Reconcile, DeletedPodCountsAsAFailedRank) {
   ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "0"); }));
   ASSERT_TRUE(eventually([&] { return !status_of(ns(), "evict").value("attemptStartTime", "").empty(); }));
   ASSERT_TRUE(admin_api().remove(kube::kPods, ns(), "evict-1").ok());
-  ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "1"); }, 20s));
+  ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "1"); }, 20s)) << world("evict");
   Json st = status_of(ns(), "evict");
   EXPECT_EQ(st["restarts"], 1);
   bool deleted = false;
@@ -222,7 +233,7 @@ TEST_F(Reconcile, SuccessSetsCompletionAndTtlDeletesTheJob) {
   std::this_thread::sleep_for(300ms);
   EXPECT_NE(phase_of(ns(), "done"), tj::kPhaseSucceeded);  // one rank done is not success
   set_pod_phase(ns(), "done-1", "Succeeded", 0);
-  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "done") == tj::kPhaseSucceeded; }));
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "done") == tj::kPhaseSucceeded; })) << world("done");
   EXPECT_FALSE(status_of(ns(), "done").value("completionTime", "").empty());
   ASSERT_TRUE(eventually([&] { return !get_job(ns(), "done"); }, 20s)) << "TTL did not delete the job";
 }
@@ -234,9 +245,8 @@ TEST_F(Reconcile, JobDeletionCascadesThroughTheGarbageCollector) {
   ASSERT_TRUE(admin_api().remove(kube::kTrainingJobs, ns(), "gone", kube::Propagation::Background).ok());
   ASSERT_TRUE(eventually(
       [&] {
-        return job_pods(ns(), "gone", true).empty() && admin_api().get(kube::kServices, ns(), "gone").error().not_found() &&
-               admin_api().get(kube::kConfigMaps, ns(), "gone-config").error().not_found() &&
-               admin_api().get(kube::kSecrets, ns(), "gone-rdzv").error().not_found();
+        return job_pods(ns(), "gone", true).empty() && absent(kube::kServices, "gone") &&
+               absent(kube::kConfigMaps, "gone-config") && absent(kube::kSecrets, "gone-rdzv");
       },
       60s))
       << "children survived their owner";
@@ -264,7 +274,29 @@ TEST_F(Reconcile, InvalidSpecIsRejectedBySchemaOrFailedCondition) {
   EXPECT_TRUE(invalid) << st.dump();
   std::this_thread::sleep_for(500ms);
   EXPECT_TRUE(job_pods(ns(), "cross", true).empty());
-  EXPECT_TRUE(admin_api().get(kube::kConfigMaps, ns(), "cross-config").error().not_found());
+  EXPECT_TRUE(absent(kube::kConfigMaps, "cross-config"));
+}
+
+TEST_F(Reconcile, PodsTheApiServerRefusesFailTheJobAfterOneAttempt) {
+  // Valid for the CRD schema (volumes are free-form) but not for the pod API.
+  Json job = job_json("refused", 8);
+  job["spec"]["template"] = {{"volumes", {{{"name", "Not_A_DNS_Label"}, {"emptyDir", Json::object()}}}}};
+  auto before = op_->api().request_counts();
+  create(job);
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "refused") == tj::kPhaseFailed; }));
+  Json st = status_of(ns(), "refused");
+  bool refused = false;
+  for (const auto& c : st["conditions"])
+    if (c["type"] == tj::kCondFailed && c["reason"] == tj::kReasonCreateFailed) {
+      refused = true;
+      EXPECT_NE(c["message"].get<std::string>().find("Not_A_DNS_Label"), std::string::npos) << c.dump();
+    }
+  EXPECT_TRUE(refused) << st.dump();
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(job_pods(ns(), "refused", true).empty());
+  // Slow start: one refused pod stops the launch; 3 children + 1 pod + 1 event.
+  auto after = op_->api().request_counts();
+  EXPECT_LE(after["create"] - before["create"], 5);
 }
 
 }  // namespace
