@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <csignal>
 #include <optional>
 #include <thread>
@@ -20,7 +22,23 @@
 
 namespace {
 std::stop_source g_stop;
-extern "C" void on_signal(int) { g_stop.request_stop(); }  // std::stop_source::request_stop is lock-free
+
+// SIGTERM/SIGINT are blocked in every thread and taken by one sigwait()
+// thread, because request_stop() runs stop callbacks (mutexes, condition
+// variables, cpprest cancellation) that are not async-signal-safe.
+std::thread start_signal_thread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by threads created later
+  return std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    spdlog::info("received signal {}, stopping", sig);
+    g_stop.request_stop();
+  });
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +75,8 @@ int main(int argc, char** argv) {
     identity = pod && *pod ? pod : std::string(host) + "_" + std::to_string(getpid());
   }
 
+  std::thread signals = start_signal_thread();  // before any other thread exists
+  signals.detach();
   std::optional<weft::kube::ClusterConfig> cluster;
   try {
     cluster = weft::kube::load_default_config(kubeconfig);
@@ -87,8 +107,6 @@ int main(int argc, char** argv) {
         [&] { return controller.synced() ? std::string() : std::string("informer caches not synced"); });
   }
 
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
   controller.start_informers();
   int rc = 0;
   if (leader_elect) {
