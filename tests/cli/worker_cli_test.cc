@@ -22,7 +22,7 @@ nlohmann::json summary(const fs::path& dir) {
 
 const char* kSmall = R"(preset: tiny
 model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 16}
-train: {seq_len: 16, micro_batch: 4, steps: 400, log_every: 100}
+train: {seq_len: 16, micro_batch: 4, steps: 3000, log_every: 100}
 data: {branching: 3}
 )";
 
@@ -58,14 +58,14 @@ TEST(WorkerCli, SigtermCheckpointsAndResumeMatchesUninterruptedRun) {
   ASSERT_EQ(full.code, 0) << full.output;
   auto ref = summary(d / "full")["losses"].get<std::vector<double>>();
 
-  auto cut = run_process({kWorker, cfg, "--out", (d / "cut").string()}, {}, SIGTERM,
-                         std::chrono::milliseconds(1500));
+  // Signal once the run is visibly under way (the first progress line).
+  auto cut = run_process({kWorker, cfg, "--out", (d / "cut").string()}, {}, SIGTERM, "/3000 |");
   ASSERT_EQ(cut.code, 143) << cut.output;
   EXPECT_NE(cut.output.find("checkpoint written"), std::string::npos) << cut.output;
   auto first = summary(d / "cut");
   int64_t stopped_at = first["steps_done"];
-  ASSERT_GT(stopped_at, 0) << "stopped before the first step; raise the delay";
-  ASSERT_LT(stopped_at, 400) << "finished before the signal; lower the delay";
+  ASSERT_GE(stopped_at, 100) << cut.output;
+  ASSERT_LT(stopped_at, 3000) << "finished before the signal arrived:\n" << cut.output;
 
   auto resumed = run_process({kWorker, cfg, "--out", (d / "cut").string()});
   ASSERT_EQ(resumed.code, 0) << resumed.output;

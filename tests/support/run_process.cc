@@ -14,7 +14,7 @@ namespace weft::testing {
 namespace fs = std::filesystem;
 
 ProcessResult run_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
-                          int sig, std::chrono::milliseconds delay, std::chrono::seconds timeout) {
+                          int sig, const std::string& signal_when, std::chrono::seconds timeout) {
   static int counter = 0;
   fs::path log = fs::temp_directory_path() /
                  ("weft-proc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log");
@@ -38,9 +38,14 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     auto now = std::chrono::steady_clock::now();
-    if (!signalled && now - start >= delay) {
-      kill(pid, sig);
-      signalled = true;
+    if (!signalled) {
+      std::ifstream so_far(log);
+      std::stringstream ss;
+      ss << so_far.rdbuf();
+      if (signal_when.empty() || ss.str().find(signal_when) != std::string::npos) {
+        kill(pid, sig);
+        signalled = true;
+      }
     }
     if (now - start >= timeout) {
       kill(pid, SIGKILL);

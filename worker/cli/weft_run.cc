@@ -317,6 +317,14 @@ int main(int argc, char** argv) {
         if (r.pid != pid) continue;
         r.running = false;
         r.code = decode(status);
+        // A rank that lost a peer exits 3 as a consequence; if the rank that
+        // caused it (crashed, killed, bad input) is reaped later, report that
+        // one. Exits from our own SIGTERM (143) are never a root cause.
+        if (r.code != 0 && failed_rank >= 0 && exit_code == 3 && r.code != 3 && r.code != 143) {
+          failed_rank = r.index;
+          exit_code = r.code;
+          std::fprintf(stderr, "weft-run: rank %d exited with code %d (the cause)\n", r.index, r.code);
+        }
         if (r.code != 0 && failed_rank < 0) {
           failed_rank = r.index;
           exit_code = r.code;

@@ -3,7 +3,6 @@
 //   0 done, 1 bad config or input, 2 internal error, 3 peer lost or collective
 //   timeout, 4 checkpoint I/O, 130 SIGINT / 143 SIGTERM after a checkpoint.
 #include <CLI/CLI.hpp>
-#include <prometheus/exposer.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -14,6 +13,7 @@
 #include "comm/process_groups.h"
 #include "comm/tcp_store.h"
 #include "metrics/metrics_port.h"
+#include "metrics/metrics_server.h"
 #include "metrics/train_metrics.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -96,14 +96,13 @@ int main(int argc, char** argv) {
     // busy port costs the metrics, never the training run.
     weft::TrainMetrics metrics(cfg, rank, groups->world_size(), {groups->world, groups->dp});
     trainer.set_observer(&metrics);
-    std::unique_ptr<prometheus::Exposer> exposer;
+    std::unique_ptr<weft::MetricsServer> exposer;
     const weft::MetricsEndpoint ep =
         weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(environment()));
     if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
     if (ep.port > 0) {
       try {
-        exposer = std::make_unique<prometheus::Exposer>("0.0.0.0:" + std::to_string(ep.port));
-        exposer->RegisterCollectable(metrics.registry());
+        exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), "0.0.0.0", ep.port);
         spdlog::info("metrics at http://0.0.0.0:{}/metrics", ep.port);
       } catch (const std::exception& e) {
         spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port,

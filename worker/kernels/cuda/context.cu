@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_check.h"
 #include "tensor/tensor.h"
@@ -26,7 +27,7 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 CudaContext::CudaContext(int device) : device_(device) {
   CUDA_CHECK(cudaStreamCreate(&stream_));
-  CUBLAS_CHECK(cublasLtCreate(&lt_));
+  CUBLAS_CHECK(cublaslt().Create(&lt_));
   workspace_bytes_ = kWorkspaceBytes;
   // Direct cudaMalloc: these live for the process, so they stay out of the
   // caching allocator's in-use figure (they are reported by nobody; 32 MiB).

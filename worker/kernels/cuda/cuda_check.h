@@ -8,7 +8,7 @@
 // include it, so kernel files do not depend on NCCL.
 #pragma once
 
-#include <cublasLt.h>
+#include "kernels/cuda/cublaslt_api.h"
 #include <cuda_runtime.h>
 
 namespace weft::cuda {
@@ -30,7 +30,7 @@ namespace weft::cuda {
 
 #define CUDA_CHECK(stmt) WEFT_GPU_CHECK_GEN("CUDA", stmt, cudaSuccess, cudaGetErrorString)
 #define CUBLAS_CHECK(stmt) \
-  WEFT_GPU_CHECK_GEN("cuBLASLt", stmt, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString)
+  WEFT_GPU_CHECK_GEN("cuBLASLt", stmt, CUBLAS_STATUS_SUCCESS, ::weft::cuda::cublaslt().GetStatusString)
 #define NCCL_CHECK(stmt) WEFT_GPU_CHECK_GEN("NCCL", stmt, ncclSuccess, ncclGetErrorString)
 // After a kernel launch: reports bad launch configurations at the launch site.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

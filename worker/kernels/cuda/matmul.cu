@@ -7,6 +7,7 @@
 // results match the CPU to fp32 rounding); bf16 inputs accumulate in fp32.
 #include <string>
 
+#include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -22,11 +23,11 @@ struct LtCall {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   ~LtCall() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (pref) cublaslt().MatmulPreferenceDestroy(pref);
+    if (c) cublaslt().MatrixLayoutDestroy(c);
+    if (b) cublaslt().MatrixLayoutDestroy(b);
+    if (a) cublaslt().MatrixLayoutDestroy(a);
+    if (op) cublaslt().MatmulDescDestroy(op);
   }
 };
 
@@ -72,32 +73,32 @@ void matmul(Tensor c, const Tensor& a, const Tensor& b, bool trans_a, bool trans
   const uint64_t b_rows = trans_a ? M : K, b_cols = trans_a ? K : M;
 
   LtCall call;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublaslt().MatmulDescCreate(&call.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+      cublaslt().MatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, cuda_type(b.dtype), a_rows, a_cols,
+      cublaslt().MatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&call.a, cuda_type(b.dtype), a_rows, a_cols,
                                           static_cast<int64_t>(a_rows)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, cuda_type(a.dtype), b_rows, b_cols,
+  CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&call.b, cuda_type(a.dtype), b_rows, b_cols,
                                           static_cast<int64_t>(b_rows)));
   CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&call.c, cuda_type(c.dtype), N, M, static_cast<int64_t>(N)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
+      cublaslt().MatrixLayoutCreate(&call.c, cuda_type(c.dtype), N, M, static_cast<int64_t>(N)));
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceCreate(&call.pref));
   const size_t ws = ctx.workspace_bytes();
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
 
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt(), call.op, call.a, call.b, call.c, call.c,
+  CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(ctx.lt(), call.op, call.a, call.b, call.c, call.c,
                                               call.pref, 1, &heur, &found));
   WEFT_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for M=" + std::to_string(M) +
                             " N=" + std::to_string(N) + " K=" + std::to_string(K) + " a " +
                             dtype_name(a.dtype) + " c " + dtype_name(c.dtype) +
                             " (pointer alignment?)");
   // C and D are the same buffer: beta * c is read before d is written, per element.
-  CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), call.op, &alpha, b.data, call.a, a.data, call.b, &beta,
+  CUBLAS_CHECK(cublaslt().Matmul(ctx.lt(), call.op, &alpha, b.data, call.a, a.data, call.b, &beta,
                               c.data, call.c, c.data, call.c, &heur.algo, ctx.workspace(), ws,
                               ctx.compute_stream()));
 }
