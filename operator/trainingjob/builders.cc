@@ -100,6 +100,22 @@ Json build_secret(const Json& job, const std::string& token) {
           {"stringData", {{kSecretTokenKey, token}}}};
 }
 
+std::string pod_spec_hash(const TrainingJobSpec& spec) {
+  // nlohmann::json objects are key-sorted, so the dump is canonical.
+  const Json shape = {{"replicas", spec.replicas},     {"image", spec.image},
+                      {"pullPolicy", spec.image_pull_policy}, {"masterPort", spec.master_port},
+                      {"resources", spec.resources},   {"template", spec.pod_template},
+                      {"worker", spec.worker}};
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : shape.dump()) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 std::string random_token() {
   std::random_device rd;
   std::string out;
@@ -128,6 +144,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
   meta["labels"][kLabelRank] = std::to_string(rank);
   meta["labels"][kLabelAttempt] = std::to_string(attempt);
   if (tpl.contains("annotations")) meta["annotations"] = tpl["annotations"];
+  meta["annotations"][kAnnotationSpecHash] = pod_spec_hash(spec);
 
   Json env = Json::array({
       {{"name", "RANK"}, {"value", std::to_string(rank)}},

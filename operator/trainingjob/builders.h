@@ -32,6 +32,9 @@ Json build_secret(const Json& job, const std::string& token);
 Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attempt);
 
 std::string worker_config_yaml(const Json& worker);  // spec.worker as YAML
+// Stable (FNV-1a 64) hash of every spec field that shapes a pod; stored in
+// the pod annotation weft.dev/spec-hash.
+std::string pod_spec_hash(const TrainingJobSpec& spec);
 std::string random_token();                          // 32 random bytes, hex
 
 // Env names the operator sets; spec.template.env may not override them.

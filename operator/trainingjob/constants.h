@@ -10,6 +10,9 @@ inline constexpr const char* kLabelRank = "weft.dev/rank";        // pods only
 inline constexpr const char* kLabelAttempt = "weft.dev/attempt";  // pods only; gang attempt
 inline constexpr const char* kLabelManagedBy = "app.kubernetes.io/managed-by";
 inline constexpr const char* kManagedBy = "weft-operator";
+// Pod annotation: hash of the spec fields a pod is built from; a pod whose
+// hash differs from the job's current spec belongs to an outdated gang.
+inline constexpr const char* kAnnotationSpecHash = "weft.dev/spec-hash";
 
 // ConfigMap keys and mount layout (the worker contract).
 inline constexpr const char* kConfigKey = "config.yaml";        // spec.worker, verbatim
@@ -53,6 +56,7 @@ inline constexpr const char* kReasonSuspended = "Suspended";
 inline constexpr const char* kReasonResumed = "Resumed";
 inline constexpr const char* kReasonTTLExpired = "TTLExpired";
 inline constexpr const char* kReasonCreateFailed = "CreateFailed";
+inline constexpr const char* kReasonSpecChanged = "SpecChanged";       // gang relaunched for a new spec
 
 // Worker exit codes (DESIGN.md "Failure").
 inline constexpr int kExitDone = 0;

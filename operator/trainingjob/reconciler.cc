@@ -142,6 +142,24 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     cx.event("Normal", kReasonResumed, "resumed as attempt " + std::to_string(st.attempt));
   }
 
+  // A spec change (replicas, image, worker config, ...) during an attempt
+  // relaunches the gang as a new attempt; it is not a failure, so it neither
+  // counts against maxRestarts nor waits for a backoff.
+  {
+    const std::string want = pod_spec_hash(cx.spec);
+    for (auto& p : cx.pods) {
+      if (terminating(*p) || label_int(*p, kLabelAttempt, -1) != st.attempt) continue;
+      const Json& meta = (*p)["metadata"];
+      const std::string have = meta.contains("annotations") ? meta["annotations"].value(kAnnotationSpecHash, "") : "";
+      if (have == want) continue;
+      ++st.attempt;
+      st.attempt_start_time.clear();
+      cx.event("Normal", kReasonSpecChanged,
+               "spec changed (generation " + std::to_string(cx.generation) + "): relaunching the gang as attempt " +
+                   std::to_string(st.attempt));
+      break;
+    }
+  }
   const int attempt = st.attempt;
   std::vector<ObjectPtr> current, stale;
   for (auto& p : cx.pods) (label_int(*p, kLabelAttempt, -1) == attempt ? current : stale).push_back(p);

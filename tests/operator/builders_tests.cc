@@ -121,3 +121,23 @@ TEST(Builders, RandomTokensDiffer) {
 
 }  // namespace
 }  // namespace weft::tj
+
+namespace weft::tj {
+namespace {
+using testing::MakeJob;
+
+TEST(Builders, SpecHashIsStableAndTracksPodShapingFields) {
+  const auto base = MakeJob("j", "ns").TypedSpec();
+  EXPECT_EQ(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").TypedSpec()));
+  EXPECT_EQ(pod_spec_hash(base).size(), 16u);
+  EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").Replicas(3).TypedSpec()));
+  EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").Image("other").TypedSpec()));
+  EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").BucketMB(8).TypedSpec()));
+  // Restart policy and TTL do not shape pods: changing them keeps the gang.
+  EXPECT_EQ(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").MaxRestarts(9).TTL(5).TypedSpec()));
+  Json job = MakeJob("j", "ns").Obj();
+  EXPECT_EQ(build_pod(job, base, 0, 0)["metadata"]["annotations"][kAnnotationSpecHash], pod_spec_hash(base));
+}
+
+}  // namespace
+}  // namespace weft::tj

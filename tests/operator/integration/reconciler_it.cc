@@ -277,6 +277,26 @@ TEST_F(Reconcile, InvalidSpecIsRejectedBySchemaOrFailedCondition) {
   EXPECT_TRUE(absent(kube::kConfigMaps, "cross-config"));
 }
 
+TEST_F(Reconcile, SpecChangeRelaunchesTheGangWithoutCountingARestart) {
+  create(job_json("grow", 2));
+  ASSERT_TRUE(eventually([&] { return pods_are("grow", 2, "0"); }));
+  set_all_running(ns(), "grow");
+  patch_spec("grow", {{"replicas", 3}, {"worker", {{"train", {{"steps", 50}}}}}});
+  ASSERT_TRUE(eventually([&] { return pods_are("grow", 3, "1"); }, 20s)) << world("grow");
+  for (const auto& p : job_pods(ns(), "grow")) EXPECT_EQ(env_value(p, "WORLD_SIZE"), "3");
+  Json st = status_of(ns(), "grow");
+  EXPECT_EQ(st["restarts"], 0);
+  EXPECT_EQ(st["attempt"], 1);
+  EXPECT_EQ(st["observedGeneration"], 2);
+  auto cm = admin_api().get(kube::kConfigMaps, ns(), "grow-config");
+  ASSERT_TRUE(cm.ok());
+  EXPECT_NE((*cm)["data"]["config.yaml"].get<std::string>().find("steps: 50"), std::string::npos);
+  // Annotations and labels alone change nothing.
+  ASSERT_TRUE(admin_api().merge_patch(kube::kTrainingJobs, ns(), "grow", {{"metadata", {{"labels", {{"x", "y"}}}}}}).ok());
+  std::this_thread::sleep_for(800ms);
+  EXPECT_TRUE(pods_are("grow", 3, "1"));
+}
+
 TEST_F(Reconcile, PodsTheApiServerRefusesFailTheJobAfterOneAttempt) {
   // Valid for the CRD schema (volumes are free-form) but not for the pod API.
   Json job = job_json("refused", 8);
