@@ -1,9 +1,13 @@
+// The reconcile flow: read the job and what it owns, decide with the pure
+// policies, apply, write status once. Child-object mechanics are in
+// reconciler_children.cc.
 #include "trainingjob/reconciler.h"
+
+#include "trainingjob/reconciler_context.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <future>
 #include <set>
 #include <tuple>
 
@@ -19,60 +23,9 @@ namespace weft::tj {
 using kube::ApiError;
 using kube::ObjectPtr;
 using Kind = ReconcileResult::Kind;
+using namespace detail;
 
-struct Reconciler::Context {
-  std::string ns, name;
-  ObjectPtr job;
-  TrainingJobSpec spec;
-  TrainingJobStatus status;
-  Json status_before;
-  long generation = 0;
-  TimePoint now;
-  std::string now_s;
-  std::vector<ObjectPtr> pods;               // owned by this job (uid match)
-  std::optional<ApiError> error;             // first API error that should fail the reconcile
-  std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
 
-  void event(const std::string& type, const std::string& reason, const std::string& message) {
-    events.emplace_back(type, reason, message);
-  }
-  void note(const ApiError& e) {
-    if (!error) error = e;
-  }
-};
-
-namespace {
-
-int label_int(const Json& obj, const char* key, int fallback) {
-  const Json& meta = obj["metadata"];
-  if (!meta.contains("labels")) return fallback;
-  auto it = meta["labels"].find(key);
-  if (it == meta["labels"].end() || !it->is_string()) return fallback;
-  try {
-    return std::stoi(it->get<std::string>());
-  } catch (const std::exception&) {
-    return fallback;
-  }
-}
-
-bool terminating(const Json& obj) {
-  return obj["metadata"].contains("deletionTimestamp") && !obj["metadata"]["deletionTimestamp"].is_null();
-}
-
-bool owned_by(const Json& obj, const std::string& uid) {
-  const Json& meta = obj["metadata"];
-  if (!meta.contains("ownerReferences")) return false;
-  for (const auto& ref : meta["ownerReferences"])
-    if (ref.value("uid", "") == uid) return true;
-  return false;
-}
-
-bool pod_finished(const Json& pod) {
-  const std::string phase = pod.contains("status") ? pod["status"].value("phase", "") : "";
-  return phase == "Succeeded" || phase == "Failed";
-}
-
-}  // namespace
 
 Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& events, OperatorMetrics* metrics,
                        std::function<TimePoint()> now)
@@ -323,44 +276,6 @@ kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string
   return std::make_shared<const Json>(std::move(*live));
 }
 
-// Slow start, as in Kubernetes' Job controller: batches of 1, 2, 4, ... 32
-// concurrent creates, stopping after a batch that failed. A gang of 256
-// launches in a few round trips, while a namespace quota or an admission
-// webhook that rejects every pod costs one call, not 256.
-int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks, int attempt, GangObservation& gang,
-                            std::set<int>& present) {
-  int created = 0;
-  size_t next = 0, batch = 1;
-  while (next < ranks.size()) {
-    const size_t n = std::min(batch, ranks.size() - next);
-    std::vector<std::future<kube::Result<Json>>> inflight;
-    for (size_t i = 0; i < n; ++i) {
-      Json pod = build_pod(*cx.job, cx.spec, ranks[next + i], attempt);
-      inflight.push_back(std::async(std::launch::async, [this, &cx, pod = std::move(pod)] {
-        return api_.create(kube::kPods, cx.ns, pod);
-      }));
-    }
-    bool failed = false;
-    for (size_t i = 0; i < n; ++i) {
-      auto res = inflight[i].get();
-      if (res) {
-        ++created;
-        gang.ranks.push_back(observe_pod(*res, kContainerName));
-        present.insert(ranks[next + i]);
-      } else if (res.error().already_exists()) {
-        present.insert(ranks[next + i]);  // our cache is behind; the pod is there
-      } else {
-        cx.note(res.error());
-        failed = true;
-      }
-    }
-    next += n;
-    if (failed) break;
-    batch = std::min<size_t>(batch * 2, 32);
-  }
-  return created;
-}
-
 ReconcileResult Reconciler::finished_job(Context& cx) {
   if (cx.status.phase == kPhaseFailed) {
     std::vector<ObjectPtr> running;
@@ -377,72 +292,6 @@ ReconcileResult Reconciler::finished_job(Context& cx) {
     return ReconcileResult::done();
   }
   return finish(cx, ttl ? ReconcileResult::requeue_after(*ttl) : ReconcileResult::done());
-}
-
-bool Reconciler::ensure_children(Context& cx) {
-  const Json& job = *cx.job;
-  const std::string uid = job["metadata"].value("uid", "");
-  auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, auto build) {
-    ObjectPtr have = cache.get(cx.ns, name);
-    if (have) {
-      if (!owned_by(*have, uid)) {
-        // Usually a child of a deleted job with the same name that the
-        // garbage collector has not removed yet.
-        cx.note(ApiError{409, "Conflict", res.kind + " " + cx.ns + "/" + name + " exists but is not owned by this job"});
-        return ObjectPtr();
-      }
-      return have;
-    }
-    auto created = api_.create(res, cx.ns, build());
-    if (!created && !created.error().already_exists()) cx.note(created.error());
-    return ObjectPtr();
-  };
-  ensure(caches_.secrets, kube::kSecrets, secret_name(cx.name), [&] { return build_secret(job, random_token()); });
-  ensure(caches_.services, kube::kServices, service_name(cx.name), [&] { return build_service(job, cx.spec); });
-  ObjectPtr cm = ensure(caches_.configmaps, kube::kConfigMaps, configmap_name(cx.name),
-                        [&] { return build_configmap(job, cx.spec); });
-  if (cm) {
-    // spec.worker may change between attempts; bucket_cap_mb is the tuner's.
-    const std::string want = worker_config_yaml(cx.spec.worker);
-    const Json& data = (*cm).contains("data") ? (*cm)["data"] : Json::object();
-    if (data.value(kConfigKey, "") != want) {
-      auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name), {{"data", {{kConfigKey, want}}}});
-      if (!res) cx.note(res.error());
-    }
-  }
-  return !cx.error;
-}
-
-void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
-  for (const auto& p : pods) {
-    const Json& meta = (*p)["metadata"];
-    auto res = api_.remove(kube::kPods, cx.ns, meta.value("name", ""), kube::Propagation::Background,
-                           meta.value("uid", ""));
-    // NotFound: already gone. Conflict on the uid precondition: a newer pod
-    // with that name exists, which is not ours to delete.
-    if (!res && !res.error().not_found() && res.error().status != 409) cx.note(res.error());
-  }
-}
-
-std::vector<int> Reconciler::confirm_missing(Context& cx, const std::vector<int>& missing, std::set<int>& present) {
-  // The pod cache may lag behind our own creates; ask the API server before
-  // declaring a rank deleted (rare: only when the cache shows a gap).
-  kube::ListOptions opts;
-  opts.label_selector = std::string(kLabelJob) + "=" + cx.name + "," + kLabelAttempt + "=" + std::to_string(cx.status.attempt);
-  auto live = api_.list(kube::kPods, cx.ns, opts);
-  if (!live) {
-    cx.note(live.error());
-    return {};
-  }
-  std::set<int> there;
-  for (const auto& pod : live->items)
-    if (!terminating(pod)) there.insert(label_int(pod, kLabelRank, -1));
-  std::vector<int> gone;
-  for (int r : missing) {
-    if (there.count(r)) present.insert(r);
-    else gone.push_back(r);
-  }
-  return gone;
 }
 
 ReconcileResult Reconciler::finish(Context& cx, ReconcileResult result) {

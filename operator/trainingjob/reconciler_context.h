@@ -1,0 +1,70 @@
+// Private to the reconciler's two .cc files: the state of one reconcile and
+// small readers of object metadata. Not part of the operator's interface.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kube/informer.h"
+#include "trainingjob/reconciler.h"
+#include "trainingjob/types.h"
+
+namespace weft::tj {
+
+struct Reconciler::Context {
+  std::string ns, name;
+  kube::ObjectPtr job;
+  TrainingJobSpec spec;
+  TrainingJobStatus status;
+  Json status_before;
+  long generation = 0;
+  TimePoint now;
+  std::string now_s;
+  std::vector<kube::ObjectPtr> pods;               // owned by this job (uid match)
+  std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
+  std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
+
+  void event(const std::string& type, const std::string& reason, const std::string& message) {
+    events.emplace_back(type, reason, message);
+  }
+  void note(const kube::ApiError& e) {
+    if (!error) error = e;
+  }
+};
+
+namespace detail {
+
+inline int label_int(const Json& obj, const char* key, int fallback) {
+  const Json& meta = obj["metadata"];
+  if (!meta.contains("labels")) return fallback;
+  auto it = meta["labels"].find(key);
+  if (it == meta["labels"].end() || !it->is_string()) return fallback;
+  try {
+    return std::stoi(it->get<std::string>());
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+inline bool terminating(const Json& obj) {
+  return obj["metadata"].contains("deletionTimestamp") && !obj["metadata"]["deletionTimestamp"].is_null();
+}
+
+inline bool owned_by(const Json& obj, const std::string& uid) {
+  const Json& meta = obj["metadata"];
+  if (!meta.contains("ownerReferences")) return false;
+  for (const auto& ref : meta["ownerReferences"])
+    if (ref.value("uid", "") == uid) return true;
+  return false;
+}
+
+inline bool pod_finished(const Json& pod) {
+  const std::string phase = pod.contains("status") ? pod["status"].value("phase", "") : "";
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+}  // namespace detail
+
+}  // namespace weft::tj
