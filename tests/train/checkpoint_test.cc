@@ -11,13 +11,13 @@ namespace weft {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::scratch_dir;
+using testing::fresh_dir;
 using testing::small_config;
 
 // Stopping at step k and resuming must reproduce the uninterrupted run's
 // losses bit for bit: same data order, same optimizer state, same schedule.
 TEST(Resume, ResumeFromMidRunCheckpointMatchesUninterruptedRunExactly) {
-  fs::path dir = scratch_dir("resume");
+  fs::path dir = fresh_dir("resume");
   WorkerConfig full = small_config((dir / "full").string());
   full.train.grad_accum = 2;
   TrainSummary ref = Trainer(full).run();
@@ -41,7 +41,7 @@ TEST(Resume, ResumeFromMidRunCheckpointMatchesUninterruptedRunExactly) {
 }
 
 TEST(Resume, StopFlagWritesCheckpointAndResumes) {
-  fs::path dir = scratch_dir("stopflag");
+  fs::path dir = fresh_dir("stopflag");
   WorkerConfig c = small_config(dir.string());
   TrainSummary ref = Trainer(c).run();
   fs::remove_all(dir);
@@ -59,7 +59,7 @@ TEST(Resume, StopFlagWritesCheckpointAndResumes) {
 class CorruptCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = scratch_dir("corrupt");
+    dir_ = fresh_dir("corrupt");
     cfg_ = small_config(dir_.string());
     cfg_.train.steps = 12;
     cfg_.checkpoint.every = 4;
@@ -135,7 +135,7 @@ TEST_F(CorruptCheckpoint, KeepRemovesOldest) {
 }
 
 TEST(Safetensors, RejectsBadFiles) {
-  fs::path dir = scratch_dir("st");
+  fs::path dir = fresh_dir("st");
   auto expect_error = [&](const std::string& bytes, const std::string& needle) {
     fs::path p = dir / "x.safetensors";
     std::ofstream(p, std::ios::binary) << bytes;
@@ -162,7 +162,7 @@ TEST(Safetensors, RejectsBadFiles) {
 }
 
 TEST(Safetensors, RoundTrip) {
-  fs::path dir = scratch_dir("st-rt");
+  fs::path dir = fresh_dir("st-rt");
   std::vector<float> a = {1.5f, -2.0f, 3.25f};
   std::vector<int32_t> b = {7, 8};
   SafetensorsWriter w;

@@ -10,7 +10,7 @@ namespace weft {
 namespace {
 
 TEST(Convergence, TinyPresetReachesEntropyFloorWithinDemoBudget) {
-  auto dir = testing::scratch_dir("converge");
+  auto dir = testing::fresh_dir("converge");
   WorkerConfig c = preset("tiny");
   c.train.out_dir = dir.string();
   c.train.log_every = 50;

@@ -1,7 +1,5 @@
 #include "train/train_util.h"
 
-#include <unistd.h>
-
 namespace weft::testing {
 
 WorkerConfig small_config(const std::string& out_dir) {
@@ -20,14 +18,6 @@ WorkerConfig small_config(const std::string& out_dir) {
   c.optim.warmup_steps = 3;
   c.data.branching = 3;
   return c;
-}
-
-std::filesystem::path scratch_dir(const std::string& tag) {
-  auto p = std::filesystem::temp_directory_path() /
-           ("weft-test-" + tag + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p;
 }
 
 }  // namespace weft::testing
