@@ -1,6 +1,12 @@
 // weft-worker as a user runs it: exit codes, error messages, signals.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -75,6 +81,49 @@ TEST(WorkerCli, SigtermCheckpointsAndResumeMatchesUninterruptedRun) {
   auto tail = second["losses"].get<std::vector<double>>();
   ASSERT_EQ(tail.size(), ref.size() - stopped_at);
   for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], ref[stopped_at + i]) << "step " << stopped_at + i + 1;
+  fs::remove_all(d);
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A rank with the wrong rendezvous token is a launch mistake: it must fail
+// at once with exit 1 (not retryable), not 3.
+TEST(WorkerCli, WrongRendezvousTokenExitsOne) {
+  fs::path d = fresh_dir("token");
+  std::string cfg = write_file(d / "c.yaml", kSmall);
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> common = {"WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                                           "MASTER_PORT=" + port, "WEFT_METRICS_PORT=0"};
+  pid_t rank0 = fork();
+  if (rank0 == 0) {
+    for (const std::string& kv : common) putenv(const_cast<char*>(kv.c_str()));
+    putenv(const_cast<char*>("RANK=0"));
+    putenv(const_cast<char*>("WEFT_RDZV_TOKEN=right"));
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(kWorker.c_str(), kWorker.c_str(), cfg.c_str(), "--out", (d / "r0").c_str(), nullptr);
+    _exit(127);
+  }
+  std::vector<std::string> env = common;
+  env.push_back("RANK=1");
+  env.push_back("WEFT_RDZV_TOKEN=wrong");
+  auto r = run_process({kWorker, cfg, "--out", (d / "r1").string()}, env, 0, "",
+                       std::chrono::seconds(60));
+  kill(rank0, SIGKILL);
+  waitpid(rank0, nullptr, 0);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("WEFT_RDZV_TOKEN"), std::string::npos) << r.output;
   fs::remove_all(d);
 }
 

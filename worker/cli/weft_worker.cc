@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<weft::comm::ProcessGroups> groups;
   try {
     groups = weft::comm::init_process_groups(environment(), cfg);
+  } catch (const weft::comm::TokenRejectedError& e) {
+    std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
+    return weft::comm::kExitBadConfig;
   } catch (const weft::comm::RendezvousError& e) {
     std::cerr << "weft-worker: rendezvous failed: " << e.what() << "\n";
     return weft::comm::kExitPeerLost;

@@ -328,12 +328,17 @@ TcpStore::TcpStore(StoreOptions options)
   std::string hello(1, static_cast<char>(kHello));
   put_str(hello, opt_.token);
   std::string resp;
-  if (!send_msg(fd_, hello) || !recv_msg(fd_, resp, Clock::now() + opt_.timeout) || resp.empty() ||
-      resp[0] != kOk) {
+  if (!send_msg(fd_, hello) || !recv_msg(fd_, resp, Clock::now() + opt_.timeout) || resp.empty()) {
     ::close(fd_);
     fd_ = -1;
     throw RendezvousError("rendezvous: the store at " + endpoint() +
-                          " rejected this rank's token: WEFT_RDZV_TOKEN must be the same on every rank");
+                          " closed the connection during the token check");
+  }
+  if (resp[0] != kOk) {
+    ::close(fd_);
+    fd_ = -1;
+    throw TokenRejectedError("rendezvous: the store at " + endpoint() +
+                             " rejected this rank's token: WEFT_RDZV_TOKEN must be the same on every rank");
   }
 }
 

@@ -30,6 +30,12 @@ struct RendezvousError : CommError {
   using CommError::CommError;
 };
 
+// The store answered and refused this rank's WEFT_RDZV_TOKEN: a launch
+// mistake, not a transient failure, so the worker exits 1 (not retried).
+struct TokenRejectedError : RendezvousError {
+  using RendezvousError::RendezvousError;
+};
+
 class TcpStoreServer {
  public:
   // Listens on bind_host:port (bind_host "" = all interfaces, port 0 = any

@@ -1,0 +1,42 @@
+// The worker's /metrics server: what a scraper sees over real HTTP.
+#include "metrics/metrics_server.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/counter.h>
+
+#include "metrics/metrics_test_util.h"
+
+namespace weft {
+namespace {
+
+using metrics_test::http_get;
+
+TEST(MetricsServer, ServesTheRegistryAndNothingElse) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto& steps = prometheus::BuildCounter().Name("weft_test_total").Help("t").Register(*registry);
+  steps.Add({{"rank", "0"}}).Increment(3);
+  MetricsServer server(registry, "127.0.0.1", 0);
+  ASSERT_GT(server.port(), 0);
+  auto ok = http_get(server.port(), "/metrics");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_NE(ok.body.find("weft_test_total{rank=\"0\"} 3"), std::string::npos) << ok.body;
+  steps.Add({{"rank", "0"}}).Increment();
+  EXPECT_NE(http_get(server.port(), "/metrics").body.find("weft_test_total{rank=\"0\"} 4"),
+            std::string::npos);
+  EXPECT_EQ(http_get(server.port(), "/").status, 404);
+  EXPECT_EQ(http_get(server.port(), "/metrics?x=1").status, 200);
+}
+
+TEST(MetricsServer, BusyPortIsAClearError) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  MetricsServer first(registry, "127.0.0.1", 0);
+  try {
+    MetricsServer second(registry, "127.0.0.1", first.port());
+    FAIL() << "bound a busy port";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(first.port())), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace weft
