@@ -1,0 +1,50 @@
+// The NCCL communicator on one GPU (one rank per GPU, so a single-rank
+// group): every collective runs on the comm stream, is ordered against the
+// compute stream, and leaves the values a one-member group must leave.
+#include <gtest/gtest.h>
+
+#include "gpu_test_util.h"
+
+#ifdef WEFT_HAVE_NCCL
+#include "comm/comm_context.h"
+#include "comm/nccl_communicator.h"
+#endif
+
+namespace weft::gpu_test {
+namespace {
+
+#ifdef WEFT_HAVE_NCCL
+TEST(NcclSingleRank, EveryCollectiveKeepsASingleRanksValues) {
+  WEFT_REQUIRE_GPU();
+  comm::CommContext ctx(std::chrono::milliseconds(60000), comm::FailurePolicy::Throw);
+  auto nccl = comm::NcclCommunicator::create(ctx, nullptr, "dp", {0}, 0);
+  nccl->set_compute_stream(cuda::CudaContext::current().compute_stream());
+  ASSERT_EQ(nccl->size(), 1);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const std::vector<float> x = round_to(dt, randn(1000, 7));
+    OwnedTensor a = gpu_tensor(x, dt, {1000});
+    nccl->all_reduce(a, comm::ReduceOp::Sum, "sum")->wait();
+    nccl->all_reduce(a, comm::ReduceOp::Avg, "avg")->wait();
+    nccl->broadcast(a, 0, "bcast")->wait();
+    expect_close("all_reduce/broadcast", x, download(a), Tol{0, 0});
+    OwnedTensor out = gpu_empty(dt, {1000});
+    poison(out);
+    nccl->reduce_scatter(a, out, comm::ReduceOp::Sum)->wait();
+    expect_close("reduce_scatter", x, download(out), Tol{0, 0});
+    poison(out);
+    nccl->all_gather(a, out)->wait();
+    expect_close("all_gather", x, download(out), Tol{0, 0});
+    nccl->barrier()->wait();
+  }
+  comm::CommStats s = nccl->stats();
+  EXPECT_EQ(s.by_op.at("all_reduce").count, 4u);
+  EXPECT_GT(s.by_op.at("all_reduce").bytes, 0u);
+}
+#else
+TEST(NcclSingleRank, EveryCollectiveKeepsASingleRanksValues) {
+  GTEST_SKIP() << "weft was built without NCCL";
+}
+#endif
+
+}  // namespace
+}  // namespace weft::gpu_test
