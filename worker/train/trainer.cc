@@ -76,13 +76,6 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
   }
 }
 
-double Trainer::global_mean(double local) const {
-  if (!dp_) return local;
-  float v = static_cast<float>(local);
-  rank_.dp->all_reduce(Tensor::f32(&v, {1}), comm::ReduceOp::Avg, "loss")->wait();
-  return v;
-}
-
 std::string Trainer::checkpoint_dir() const {
   return cfg_.checkpoint.dir.empty() ? cfg_.train.out_dir + "/checkpoints" : cfg_.checkpoint.dir;
 }
@@ -178,6 +171,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                                     s.optimizer_seconds};
     model_.zero_grads();
     loss = 0;
+    float loss_wire = 0;  // this step's loss, averaged over ranks in place
+    comm::WorkPtr loss_work;
     for (int micro = 0; micro < t.grad_accum; ++micro) {
       if (dp_) dp_->begin_micro_batch(micro + 1 == t.grad_accum);
       auto tp = Clock::now();
@@ -190,6 +185,12 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       if (dp_) {
         model_.backward(loss_scale, [this](int i) { dp_->on_grad_ready(i); });
         s.backward_seconds += seconds_since(tp);
+        if (micro + 1 == t.grad_accum) {
+          // Queued behind the gradient buckets, so it costs no round trip of
+          // its own: it completes while finish_micro_batch waits anyway.
+          loss_wire = static_cast<float>(loss);
+          loss_work = rank_.dp->all_reduce(Tensor::f32(&loss_wire, {1}), comm::ReduceOp::Avg, "loss");
+        }
         dp_->finish_micro_batch();  // waits on the last micro-batch only
       } else {
         model_.backward(loss_scale);
@@ -204,7 +205,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
       s.bucket_count = static_cast<int>(dp_->buckets().size());
       s.bucket_cap_mb = dp_->bucket_cap_mb();
-      loss = global_mean(loss);
+      loss_work->wait();
+      loss = loss_wire;
     }
     const auto to = Clock::now();
     const double norm = clip_grad_norm(model_.flat_grads(), cfg_.optim.grad_clip);

@@ -80,7 +80,6 @@ class Trainer {
  private:
   std::string checkpoint_dir() const;
   void log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const;
-  double global_mean(double local) const;
   void write_summary(const TrainSummary& s) const;
 
   WorkerConfig cfg_;
