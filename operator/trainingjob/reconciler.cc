@@ -95,6 +95,11 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     cx.event("Normal", kReasonResumed, "resumed as attempt " + std::to_string(st.attempt));
   }
 
+  // After launch, a rank missing from the cache is either deleted or not yet
+  // seen by our watch; only a live read can tell, and every decision below
+  // (spec change, restart) must be made on that authoritative view.
+  if (!st.attempt_start_time.empty() && !cache_shows_full_gang(cx) && !refresh_pods_live(cx))
+    return finish(cx, ReconcileResult::done());  // cx.error makes it transient
   // A spec change (replicas, image, worker config, ...) during an attempt
   // relaunches the gang as a new attempt; it is not a failure, so it neither
   // counts against maxRestarts nor waits for a backoff.
@@ -107,6 +112,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
       if (have == want) continue;
       ++st.attempt;
       st.attempt_start_time.clear();
+      spdlog::info("{}: spec changed (generation {}), relaunching as attempt {}", key, cx.generation, st.attempt);
       cx.event("Normal", kReasonSpecChanged,
                "spec changed (generation " + std::to_string(cx.generation) + "): relaunching the gang as attempt " +
                    std::to_string(st.attempt));
@@ -134,12 +140,9 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     present.insert(r.rank);
     gang.ranks.push_back(r);
   }
-  if (gang.launched) {
-    std::vector<int> missing;
+  if (gang.launched)
     for (int r = 0; r < gang.replicas; ++r)
-      if (!present.count(r)) missing.push_back(r);
-    if (!missing.empty()) gang.missing_ranks = confirm_missing(cx, missing, present);
-  }
+      if (!present.count(r)) gang.missing_ranks.push_back(r);  // the pod view is live here (see above)
 
   const RestartDecision decision = decide_restart(gang, st.restarts, cx.spec.restart);
   if (decision.verdict == GangVerdict::Fail) {
@@ -175,6 +178,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     st.set_condition(kCondRestarting, true, decision.reason, msg, cx.generation, cx.now_s);
     st.set_condition(kCondReady, false, decision.reason, "gang restarting", cx.generation, cx.now_s);
     cx.event("Warning", decision.reason, msg);
+    spdlog::info("{}: {}", key, msg);
     if (metrics_) metrics_->add_restart();
     return finish(cx, ReconcileResult::requeue_after(std::max<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(1))));
   }

@@ -10,10 +10,10 @@
 //    with Conflict (transient) instead of overwriting newer state.
 //  - Pod names are fixed per rank, so a stale cache can never create a second
 //    pod for a rank (the API server answers AlreadyExists).
-//  - A pod of the current attempt missing from the cache after launch is only
-//    treated as deleted after a live list confirms it (the cache may simply
-//    lag behind our own creates); ranks the live list shows are not created
-//    again.
+//  - After launch, when the cache does not show every rank of the current
+//    attempt, the gang is read live before anything is decided: the cache may
+//    lag behind our own creates, and a spec change or a restart must not be
+//    decided on a partial view.
 //  - The job's status is the reconciler's memory (attempt, launch time), so a
 //    reconcile never acts on a job older than its own last status write: when
 //    the cached job is not the version it wrote, it reads the job live.
@@ -71,8 +71,8 @@ class Reconciler {
   ReconcileResult finish(Context& cx, ReconcileResult result);
   bool ensure_children(Context& cx);
   void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
-  // Of `missing`, the ranks whose pods really are gone; adds the others to `present`.
-  std::vector<int> confirm_missing(Context& cx, const std::vector<int>& missing, std::set<int>& present);
+  bool cache_shows_full_gang(const Context& cx) const;
+  bool refresh_pods_live(Context& cx);  // replaces cx.pods with a live list; false on API error
   ReconcileResult finished_job(Context& cx);
   int create_pods(Context& cx, const std::vector<int>& ranks, int attempt, GangObservation& gang, std::set<int>& present);
   kube::ObjectPtr current_job(const std::string& ns, const std::string& name);

@@ -1,6 +1,6 @@
 // Applying the difference to a job's children: the Service, ConfigMap and
 // Secret, and the gang's pods (slow-start creation, guarded deletion, live
-// confirmation of ranks missing from the cache).
+// reads of the gang when the cache cannot be trusted).
 #include <algorithm>
 #include <future>
 #include <set>
@@ -98,25 +98,31 @@ void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
   }
 }
 
-std::vector<int> Reconciler::confirm_missing(Context& cx, const std::vector<int>& missing, std::set<int>& present) {
-  // The pod cache may lag behind our own creates; ask the API server before
-  // declaring a rank deleted (rare: only when the cache shows a gap).
+bool Reconciler::cache_shows_full_gang(const Context& cx) const {
+  std::set<int> ranks;
+  for (const auto& p : cx.pods)
+    if (!terminating(*p) && label_int(*p, kLabelAttempt, -1) == cx.status.attempt)
+      ranks.insert(label_int(*p, kLabelRank, -1));
+  for (int r = 0; r < cx.spec.replicas; ++r)
+    if (!ranks.count(r)) return false;
+  return true;
+}
+
+bool Reconciler::refresh_pods_live(Context& cx) {
+  // Rare (a rank vanished, or our watch lags behind our own creates), so one
+  // list call here is cheaper than any bookkeeping that could go stale.
   kube::ListOptions opts;
-  opts.label_selector = std::string(kLabelJob) + "=" + cx.name + "," + kLabelAttempt + "=" + std::to_string(cx.status.attempt);
+  opts.label_selector = std::string(kLabelJob) + "=" + cx.name;
   auto live = api_.list(kube::kPods, cx.ns, opts);
   if (!live) {
     cx.note(live.error());
-    return {};
+    return false;
   }
-  std::set<int> there;
-  for (const auto& pod : live->items)
-    if (!terminating(pod)) there.insert(label_int(pod, kLabelRank, -1));
-  std::vector<int> gone;
-  for (int r : missing) {
-    if (there.count(r)) present.insert(r);
-    else gone.push_back(r);
-  }
-  return gone;
+  const std::string uid = (*cx.job)["metadata"].value("uid", "");
+  cx.pods.clear();
+  for (auto& pod : live->items)
+    if (owned_by(pod, uid)) cx.pods.push_back(std::make_shared<const Json>(std::move(pod)));
+  return true;
 }
 
 }  // namespace weft::tj

@@ -218,6 +218,8 @@ TEST_F(Reconcile, SuspendDeletesPodsAndKeepsStateResumeStartsAFreshAttempt) {
   EXPECT_EQ(status_of(ns(), "pause")["restarts"], 0);
   patch_spec("pause", {{"suspend", false}});
   ASSERT_TRUE(eventually([&] { return pods_are("pause", 2, "1"); }));
+  // Status is written at the end of the reconcile that created the pods.
+  ASSERT_TRUE(eventually([&] { return status_of(ns(), "pause").value("phase", "") == tj::kPhasePending; }));
   Json st = status_of(ns(), "pause");
   EXPECT_EQ(st["restarts"], 0);  // a resume is not a restart
   EXPECT_EQ(st["attempt"], 1);
