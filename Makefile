@@ -38,6 +38,7 @@ test-asan: test-deps
 bench: build
 	/usr/bin/python3 tests/bench/train_throughput.py $(BUILD)
 	/usr/bin/python3 tests/bench/dp_step_time.py $(BUILD)
+	tests/bench/operator_bench.sh $(BUILD)
 
 format:
 	find worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i

@@ -11,7 +11,7 @@ build_pkgs=(
   libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev zlib1g-dev
 )
 test_pkgs=(python3 python3-torch python3-numpy python3-yaml prometheus)
-kube_pkgs=(golang-go rsync etcd-server openssl curl)
+kube_pkgs=(golang-go rsync etcd-server openssl curl npm unzip)
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build)
@@ -20,7 +20,11 @@ for g in "${groups[@]}"; do
   case "$g" in
     build) want+=("${build_pkgs[@]}") ;;
     test) want+=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
-    kube) want+=("${kube_pkgs[@]}") ;;
+    kube)
+      want+=("${kube_pkgs[@]}")
+      # kubectl: Debian's (older) client only where none is installed.
+      command -v kubectl >/dev/null 2>&1 || want+=(kubernetes-client)
+      ;;
     *) echo "install-deps: unknown group '$g' (build, test, kube)" >&2; exit 2 ;;
   esac
 done

@@ -135,12 +135,12 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
   const auto t0 = Clock::now();
   auto save = [&](int64_t steps_completed, double last_loss) {
+    if (rank_.rank != 0) return;  // replicated state: rank 0 writes it
     CheckpointMeta meta;
     meta.step = steps_completed;
     meta.last_loss = last_loss;
     meta.world_size = rank_.world;
     meta.config_yaml = to_yaml(cfg_);
-    if (rank_.rank != 0) return;  // replicated state: rank 0 writes it
     const auto tc = Clock::now();
     s.last_checkpoint = save_checkpoint(ckpt_dir, model_, opt_, meta, cfg_.checkpoint.keep, 0);
     s.checkpoint_seconds += seconds_since(tc);
