@@ -28,7 +28,7 @@ def weft(build, tmp, name, parallel, steps):
     path = os.path.join(tmp, name + ".yaml")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
     subprocess.run([os.path.join(build, "bin", "weft-run"), "-n", "2", path], check=True, env=env,
                    capture_output=True)
     with open(os.path.join(tmp, name, "summary.json")) as f:
@@ -52,8 +52,9 @@ def main():
         with open(resolved, "w") as f:
             f.write(subprocess.run([os.path.join(a.build, "bin", "weft-worker"), cfg_path, "--print-config"],
                                    check=True, capture_output=True, text=True).stdout)
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
         ddp = json.loads(subprocess.run([sys.executable, os.path.join(HERE, "torch_ddp_step.py"), "--config", resolved,
-                                         "--steps", str(a.steps)], check=True, capture_output=True,
+                                         "--steps", str(a.steps)], check=True, capture_output=True, env=env,
                                         text=True).stdout.strip().splitlines()[-1])
         off, _ = weft(a.build, tmp, "no-overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1, "overlap": False}, a.steps)
         sweep = [(cap, weft(a.build, tmp, f"cap{cap}", {"bucket_cap_mb": cap}, a.steps)[0]) for cap in (1, 4, 16, 64)]

@@ -23,7 +23,10 @@ CASES = [
 
 
 def run_case(build, preset, steps, over, threads, tmp, rounds):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    # Both sides get passive OpenMP waits (weft-worker sets it for itself
+    # anyway): with spinning waits PyTorch ran 3-5x slower here.
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               OMP_WAIT_POLICY="passive")
     cfg = {"preset": preset, **over}
     cfg.setdefault("train", {}).update({"steps": steps, "log_every": 0, "out_dir": os.path.join(tmp, preset)})
     cfg["checkpoint"] = {"dir": os.path.join(tmp, preset, "ckpt"), "resume": False}
