@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <unistd.h>
 #include <iostream>
-#include <map>
 
 #include "comm/process_groups.h"
 #include "comm/tcp_store.h"
@@ -21,24 +20,11 @@
 #include "train/config.h"
 #include "train/trainer.h"
 
-extern char** environ;
-
 namespace {
 
 std::atomic<int> g_stop_signal{0};  // written by the signal handler only
 
 void on_signal(int sig) { g_stop_signal.store(sig); }
-
-std::map<std::string, std::string> environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv(*e);
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 
 // OpenMP's worker threads spin while they wait for work, and so do
 // OpenBLAS's own threads: on a node whose cores are all in use the spinners
@@ -72,7 +58,7 @@ int main(int argc, char** argv) {
   weft::WorkerConfig cfg;
   try {
     cfg = config_path.empty() ? weft::preset(preset) : weft::load_config_file(config_path);
-    weft::apply_env_overrides(cfg, environment());
+    weft::apply_env_overrides(cfg, weft::comm::current_environment());
     if (steps > 0) cfg.train.steps = steps;
     if (!out_dir.empty()) cfg.train.out_dir = out_dir;
     if (!checkpoint_dir.empty()) cfg.checkpoint.dir = checkpoint_dir;
@@ -91,7 +77,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::unique_ptr<weft::comm::ProcessGroups> groups;
   try {
-    groups = weft::comm::init_process_groups(environment(), cfg);
+    groups = weft::comm::init_process_groups(weft::comm::current_environment(), cfg);
   } catch (const weft::comm::TokenRejectedError& e) {
     std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
     return weft::comm::kExitBadConfig;
@@ -116,7 +102,7 @@ int main(int argc, char** argv) {
     trainer.set_observer(&metrics);
     std::unique_ptr<weft::MetricsServer> exposer;
     const weft::MetricsEndpoint ep =
-        weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(environment()));
+        weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(weft::comm::current_environment()));
     if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
     if (ep.port > 0) {
       try {
