@@ -107,9 +107,9 @@ std::vector<float> host_of(const Tensor& cpu_t) {
 Tol tol_for(DType dt) { return dt == DType::BF16 ? Tol{1e-2, 1e-2} : Tol{1e-4, 1e-5}; }
 
 void expect_close(const std::string& what, const std::vector<float>& want,
-                  const std::vector<float>& got, Tol tol) {
+                  const std::vector<float>& got, Tol tol, double scale) {
   ASSERT_EQ(want.size(), got.size()) << what;
-  double maxabs = 0.0;
+  double maxabs = scale;
   for (float w : want) maxabs = std::max(maxabs, std::fabs(static_cast<double>(w)));
   const double atol = tol.atol_frac * maxabs + 1e-30;
   size_t bad = 0, worst = 0;

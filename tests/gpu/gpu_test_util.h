@@ -54,10 +54,12 @@ struct Tol {
   double rtol, atol_frac;
 };
 Tol tol_for(DType dt);
-// Every element within atol + rtol |want|, atol = atol_frac * max|want|; NaN
-// anywhere in got fails.
+// Every element within atol + rtol |want|, atol = atol_frac * max(max|want|,
+// scale); NaN anywhere in got fails. `scale` is the magnitude of the terms an
+// output is computed from, for outputs that cancel to near zero (the result's
+// own size would demand more than fp32 summation can give).
 void expect_close(const std::string& what, const std::vector<float>& want,
-                  const std::vector<float>& got, Tol tol);
+                  const std::vector<float>& got, Tol tol, double scale = 0);
 
 }  // namespace weft::gpu_test
 

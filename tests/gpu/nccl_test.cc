@@ -8,6 +8,8 @@
 #ifdef WEFT_HAVE_NCCL
 #include "comm/comm_context.h"
 #include "comm/nccl_communicator.h"
+
+#include <cuda_runtime.h>
 #endif
 
 namespace weft::gpu_test {
@@ -36,9 +38,17 @@ TEST(NcclSingleRank, EveryCollectiveKeepsASingleRanksValues) {
     expect_close("all_gather", x, download(out), Tol{0, 0});
     nccl->barrier()->wait();
   }
+  // The Work handles are gone and the watchdog may not have polled yet: the
+  // stats must still count every collective once the comm stream is done.
+  ASSERT_EQ(cudaStreamSynchronize(nccl->comm_stream()), cudaSuccess);
   comm::CommStats s = nccl->stats();
   EXPECT_EQ(s.by_op.at("all_reduce").count, 4u);
   EXPECT_GT(s.by_op.at("all_reduce").bytes, 0u);
+  EXPECT_GT(s.by_op.at("all_reduce").seconds, 0.0);
+  EXPECT_EQ(s.by_op.at("reduce_scatter").count, 2u);
+  EXPECT_EQ(s.by_op.at("all_gather").count, 2u);
+  EXPECT_EQ(s.by_op.at("broadcast").count, 2u);
+  EXPECT_EQ(s.by_op.at("barrier").count, 2u);
 }
 #else
 TEST(NcclSingleRank, EveryCollectiveKeepsASingleRanksValues) {

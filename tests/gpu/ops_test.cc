@@ -105,7 +105,15 @@ TEST(CudaOps, RmsNorm) {
       expect_close("rmsnorm out", host_of(cout_.t), download(gout.t), tol_for(dt));
       expect_close("rmsnorm rstd", host_of(crstd.t), download(grstd.t), tol_for(DType::F32));
       ops::rmsnorm_backward(gdx.t, gdw.t, gpu_tensor(dout, dt, {N, C}), gx, gw, grstd);
-      expect_close("rmsnorm dx", host_of(cdx.t), download(gdx.t), tol_for(dt));
+      // dx = rstd (w dout - xhat mean(xhat w dout)) cancels to ~0 when C is
+      // small (exactly 0 for C = 1): measure its error against the size of
+      // the terms, rstd |w dout|, not against the tiny result.
+      double terms = 0;
+      const std::vector<float> rstd = host_of(crstd.t);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          terms = std::max(terms, std::fabs(double(rstd[n]) * w[c] * dout[n * C + c]));
+      expect_close("rmsnorm dx", host_of(cdx.t), download(gdx.t), tol_for(dt), terms);
       // dw sums N products: fp32 order differs (atomics by row chunk).
       expect_close("rmsnorm dw", host_of(cdw.t), download(gdw.t), Tol{1e-4, 1e-5});
     }

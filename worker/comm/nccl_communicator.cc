@@ -1,6 +1,7 @@
 #include "comm/nccl_communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <cuda_runtime.h>
@@ -48,33 +49,59 @@ void check_cuda(const std::string& group, OpKind op, const char* which, const Te
                     " is a CPU tensor; the NCCL backend needs CUDA tensors");
 }
 
+double elapsed_seconds(cudaEvent_t a, cudaEvent_t b) {
+  if (cudaEventQuery(b) != cudaSuccess) return 0.0;
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms / 1000.0;
+}
+
+}  // namespace
+
+// One launched collective: its events and what its stats record says. Shared
+// by the Work handle, the watchdog's poll and the communicator's pending list,
+// so the stats are recorded exactly once whoever sees completion first, even
+// after the caller dropped the Work.
+struct NcclCommunicator::Op {
+  Op(OpKind k, uint64_t b) : kind(k), bytes(b) {
+    cudaEventCreate(&issued);
+    cudaEventCreate(&start);
+    cudaEventCreate(&end);
+  }
+  ~Op() {
+    cudaEventDestroy(issued);
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+  }
+  bool completed() const { return cudaEventQuery(end) == cudaSuccess; }
+  // Adds this op to `stats` once it completed; true when it is (now or before) recorded.
+  bool record_if_done(StatsRecorder& stats) {
+    if (recorded.load()) return true;
+    if (!completed()) return false;
+    if (!recorded.exchange(true)) stats.add(kind, elapsed_seconds(start, end), bytes);
+    return true;
+  }
+
+  const OpKind kind;
+  const uint64_t bytes;
+  cudaEvent_t issued, start, end;
+  std::atomic<bool> recorded{false};
+};
+
+namespace {
+
 class NcclWork : public Work {
  public:
-  NcclWork(cudaStream_t compute) : compute_(compute) {
-    cudaEventCreate(&issued_);
-    cudaEventCreate(&start_);
-    cudaEventCreate(&end_);
-  }
-  ~NcclWork() override {
-    cudaEventDestroy(issued_);
-    cudaEventDestroy(start_);
-    cudaEventDestroy(end_);
-  }
-  void wait() override { cudaStreamWaitEvent(compute_, end_, 0); }
-  bool completed() override { return cudaEventQuery(end_) == cudaSuccess; }
-  double comm_seconds() override { return elapsed(start_, end_); }
-  double enqueue_to_start_seconds() override { return elapsed(issued_, start_); }
-
-  cudaEvent_t issued_, start_, end_;
+  NcclWork(cudaStream_t compute, std::shared_ptr<NcclCommunicator::Op> op)
+      : compute_(compute), op_(std::move(op)) {}
+  void wait() override { cudaStreamWaitEvent(compute_, op_->end, 0); }
+  bool completed() override { return op_->completed(); }
+  double comm_seconds() override { return elapsed_seconds(op_->start, op_->end); }
+  double enqueue_to_start_seconds() override { return elapsed_seconds(op_->issued, op_->start); }
 
  private:
-  double elapsed(cudaEvent_t a, cudaEvent_t b) {
-    if (cudaEventQuery(b) != cudaSuccess) return 0.0;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    return ms / 1000.0;
-  }
   cudaStream_t compute_;
+  std::shared_ptr<NcclCommunicator::Op> op_;
 };
 
 }  // namespace
@@ -139,10 +166,10 @@ NcclCommunicator::~NcclCommunicator() {
 
 template <typename Launch>
 WorkPtr NcclCommunicator::launch(OpKind kind, const std::string& label, uint64_t bytes, Launch&& body) {
-  auto work = std::make_shared<NcclWork>(compute_);
-  WEFT_CUDA_CHECK(cudaEventRecord(work->issued_, compute_));
-  WEFT_CUDA_CHECK(cudaStreamWaitEvent(comm_, work->issued_, 0));
-  WEFT_CUDA_CHECK(cudaEventRecord(work->start_, comm_));
+  auto op = std::make_shared<Op>(kind, bytes);
+  WEFT_CUDA_CHECK(cudaEventRecord(op->issued, compute_));
+  WEFT_CUDA_CHECK(cudaStreamWaitEvent(comm_, op->issued, 0));
+  WEFT_CUDA_CHECK(cudaEventRecord(op->start, comm_));
   ncclResult_t r = body();
   if (r != ncclSuccess && r != ncclInProgress) {
     CommFailure f;
@@ -153,7 +180,8 @@ WorkPtr NcclCommunicator::launch(OpKind kind, const std::string& label, uint64_t
     ncclCommAbort(comm_nccl_);
     throw CommError(ctx_.fail(f));
   }
-  WEFT_CUDA_CHECK(cudaEventRecord(work->end_, comm_));
+  WEFT_CUDA_CHECK(cudaEventRecord(op->end, comm_));
+  auto work = std::make_shared<NcclWork>(compute_, op);
 
   CommContext::Watch w;
   w.op = kind;
@@ -163,13 +191,9 @@ WorkPtr NcclCommunicator::launch(OpKind kind, const std::string& label, uint64_t
   ncclComm_t comm = comm_nccl_;
   // Called by the watchdog thread: completion records the stats; an async
   // error (a peer died mid-collective) is a failure even before the deadline.
-  std::weak_ptr<NcclWork> weak = work;
   auto id = std::make_shared<uint64_t>(0);
-  w.poll = [this, weak, kind, label, bytes, comm, id]() {
-    auto wk = weak.lock();
-    bool done = !wk || wk->completed();
-    if (done) {
-      if (wk) stats_.add(kind, wk->comm_seconds(), bytes);
+  w.poll = [this, op, kind, label, comm, id]() {
+    if (op->record_if_done(stats_)) {
       std::lock_guard<std::mutex> lk(mu_);
       watches_.erase(*id);
       return true;
@@ -191,7 +215,17 @@ WorkPtr NcclCommunicator::launch(OpKind kind, const std::string& label, uint64_t
   std::lock_guard<std::mutex> lk(mu_);
   *id = ctx_.watch(std::move(w));
   watches_.insert(*id);
+  std::erase_if(pending_, [](const std::shared_ptr<Op>& o) { return o->recorded.load(); });
+  pending_.push_back(std::move(op));
   return work;
+}
+
+CommStats NcclCommunicator::stats() const {
+  // The watchdog records completions on its own schedule; catch up here so a
+  // reader sees every collective that has finished on the comm stream.
+  std::lock_guard<std::mutex> lk(mu_);
+  std::erase_if(pending_, [this](const std::shared_ptr<Op>& op) { return op->record_if_done(stats_); });
+  return stats_.snapshot();
 }
 
 WorkPtr NcclCommunicator::all_reduce(const Tensor& data, ReduceOp op, const std::string& label) {

@@ -60,7 +60,11 @@ class NcclCommunicator : public Communicator,
   WorkPtr broadcast(const Tensor& data, int root, const std::string& label = "") override;
   WorkPtr barrier(const std::string& label = "") override;
 
-  CommStats stats() const override { return stats_.snapshot(); }
+  // Totals of the collectives that completed on the comm stream so far
+  // (never blocks: synchronise the stream first to include everything issued).
+  CommStats stats() const override;
+
+  struct Op;  // one launched collective (events, stats record)
 
  private:
   NcclCommunicator(CommContext& ctx, std::string name, std::vector<int> members, int rank,
@@ -76,8 +80,9 @@ class NcclCommunicator : public Communicator,
   CUstream_st* comm_ = nullptr;
   CUstream_st* compute_ = nullptr;
   float* barrier_buf_ = nullptr;  // one device float for barrier()
-  StatsRecorder stats_;
-  std::mutex mu_;
+  mutable StatsRecorder stats_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::shared_ptr<Op>> pending_;  // launched, stats not yet recorded
   std::set<uint64_t> watches_;  // outstanding collectives, unwatched on destruction
 };
 
