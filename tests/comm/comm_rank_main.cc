@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/bf16.h"
+#include "tensor/bf16.h"
 #include "comm/process_groups.h"
 
 using namespace weft;

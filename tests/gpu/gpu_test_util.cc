@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "comm/bf16.h"
+#include "tensor/bf16.h"
 
 namespace weft::gpu_test {
 
@@ -37,7 +37,7 @@ std::vector<int32_t> random_ints(size_t n, int32_t hi, uint64_t seed) {
 
 std::vector<float> round_to(DType dt, std::vector<float> x) {
   if (dt == DType::BF16)
-    for (float& v : x) v = comm::bf16_to_f32(comm::f32_to_bf16(v));
+    for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
   return x;
 }
 
@@ -59,7 +59,7 @@ OwnedTensor gpu_tensor(const std::vector<float>& x, DType dt, Shape s) {
   EXPECT_EQ(static_cast<size_t>(s.numel()), x.size());
   if (dt == DType::BF16) {
     std::vector<uint16_t> h(x.size());
-    for (size_t i = 0; i < x.size(); ++i) h[i] = comm::f32_to_bf16(x[i]);
+    for (size_t i = 0; i < x.size(); ++i) h[i] = f32_to_bf16(x[i]);
     check(cudaMemcpy(t.t.data, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "upload bf16");
   } else {
     check(cudaMemcpy(t.t.data, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload f32");
@@ -91,7 +91,7 @@ std::vector<float> download(const Tensor& t) {
   if (t.dtype == DType::BF16) {
     std::vector<uint16_t> h(out.size());
     check(cudaMemcpy(h.data(), t.data, h.size() * 2, cudaMemcpyDeviceToHost), "download bf16");
-    for (size_t i = 0; i < h.size(); ++i) out[i] = comm::bf16_to_f32(h[i]);
+    for (size_t i = 0; i < h.size(); ++i) out[i] = bf16_to_f32(h[i]);
   } else {
     EXPECT_EQ(t.dtype, DType::F32);
     check(cudaMemcpy(out.data(), t.data, out.size() * 4, cudaMemcpyDeviceToHost), "download f32");

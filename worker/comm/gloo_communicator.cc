@@ -21,7 +21,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
-#include "comm/bf16.h"
+#include "tensor/bf16.h"
 
 namespace weft::comm {
 namespace {

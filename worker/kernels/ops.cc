@@ -366,15 +366,47 @@ double sum_squares(const Tensor& x) {
   return cpu::sum_squares<float>(x.f32(), x.numel());
 }
 
+void cast(Tensor dst, const Tensor& src) {
+  const char* op = "cast";
+  expect_numel(op, "dst", dst, src.numel(), "src is " + src.shape.str());
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"dst", &dst}, {"src", &src}})
+    WEFT_CHECK(t->dtype == DType::F32 || t->dtype == DType::BF16,
+               where(op, name) + " expected dtype f32 or bf16, got " + dtype_name(t->dtype));
+  if (dst.dtype == src.dtype) return copy(dst, src);
+  if (common_device(op, {&dst, &src}) == Device::CUDA) return WEFT_CUDA_OP(op, cuda::cast(dst, src));
+  if (dst.dtype == DType::BF16)
+    cpu::cast_to_bf16(static_cast<uint16_t*>(dst.data), src.f32(), src.numel());
+  else
+    cpu::cast_from_bf16(dst.f32(), static_cast<const uint16_t*>(src.data), src.numel());
+}
+
 // ---- AdamW ---------------------------------------------------------------
 
-void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamWParams& h) {
+void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamWParams& h,
+                  Tensor master) {
   const char* op = "adamw_update";
   const std::string why = "param is " + param.shape.str();
   expect_numel(op, "grad", grad, param.numel(), why);
   expect_numel(op, "m", m, param.numel(), why);
   expect_numel(op, "v", v, param.numel(), why);
   WEFT_CHECK(h.step >= 1, "adamw_update: step must be >= 1, got " + std::to_string(h.step));
+  if (master.data != nullptr) {
+    expect_numel(op, "master", master, param.numel(), why);
+    expect_dtype(op, "master", master, DType::F32);
+    WEFT_CHECK(param.dtype == DType::F32 || param.dtype == DType::BF16,
+               where(op, "param") + " (working copy) expected dtype f32 or bf16, got " +
+                   dtype_name(param.dtype));
+    if (common_device(op, {&param, &grad, &m, &v, &master}) == Device::CUDA) {
+      if (param.dtype == DType::BF16)
+        return WEFT_CUDA_OP(op, cuda::adamw_update_master(master, grad, m, v, param, h));
+      WEFT_CUDA_OP(op, cuda::adamw_update(master, grad, m, v, h));
+      return copy(param, master);
+    }
+    expect_cpu_f32(op, {{"master", &master}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+    cpu::adamw_update<float>(master.f32(), grad.f32(), m.f32(), v.f32(), master.numel(), h.lr,
+                             h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+    return cast(param, master);
+  }
   if (common_device(op, {&param, &grad, &m, &v}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::adamw_update(param, grad, m, v, h));
   expect_cpu_f32(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});

@@ -73,6 +73,10 @@ void copy(Tensor dst, const Tensor& src);       // same numel
 void add_acc(Tensor y_acc, const Tensor& x);    // y += x
 void scale(Tensor x, float s);                  // x *= s
 double sum_squares(const Tensor& x);            // sum x^2 in double
+// dst = src converted between f32 and bf16 (round to nearest even), or copied
+// when the dtypes agree; same numel, same device. dst must not alias src
+// unless the dtypes agree.
+void cast(Tensor dst, const Tensor& src);
 
 // ---- AdamW (decoupled weight decay), one contiguous range -----------------
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -81,6 +85,11 @@ struct AdamWParams {
   float lr, beta1, beta2, eps, weight_decay;
   int64_t step;
 };
-void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamWParams& h);
+// grad, m, v f32. Without `master`, param (f32) is updated in place. With a
+// master copy (f32, same numel; mixed precision, like llm.c's
+// master_params_memory) the update runs on master and param, the working copy
+// in f32 or bf16, receives the updated master rounded to its dtype.
+void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamWParams& h,
+                  Tensor master = {});
 
 }  // namespace weft::ops

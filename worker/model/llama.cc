@@ -19,38 +19,45 @@ std::vector<ParamInfo> llama_param_table(const ModelConfig& cfg) {
   const int64_t C = cfg.d_model, V = cfg.vocab_size, F = cfg.ffn();
   const int64_t D = cfg.head_dim(), Hq = cfg.n_heads, Hkv = cfg.n_kv_heads;
   std::vector<ParamInfo> t;
-  auto add = [&](std::string name, Shape s, ParamKind kind) {
+  auto add = [&](std::string name, Shape s, ParamKind kind, int layer) {
     ParamInfo p;
     p.name = std::move(name);
     p.shape = s;
     p.numel = s.numel();
     p.kind = kind;
+    p.layer = layer;
     p.offset = t.empty() ? 0 : t.back().offset + t.back().numel;
     t.push_back(std::move(p));
   };
   // Backward order: the order in which gradients become final.
-  if (!cfg.tie_embeddings) add("lm_head.weight", {V, C}, ParamKind::Linear);
-  add("model.norm.weight", {C}, ParamKind::Norm);
+  if (!cfg.tie_embeddings) add("lm_head.weight", {V, C}, ParamKind::Linear, kHeadLayer);
+  add("model.norm.weight", {C}, ParamKind::Norm, kHeadLayer);
   for (int l = cfg.n_layers - 1; l >= 0; --l) {
-    add(layer_name(l, "mlp.down_proj.weight"), {C, F}, ParamKind::Linear);
-    add(layer_name(l, "mlp.up_proj.weight"), {F, C}, ParamKind::Linear);
-    add(layer_name(l, "mlp.gate_proj.weight"), {F, C}, ParamKind::Linear);
-    add(layer_name(l, "post_attention_layernorm.weight"), {C}, ParamKind::Norm);
-    add(layer_name(l, "self_attn.o_proj.weight"), {C, Hq * D}, ParamKind::Linear);
-    add(layer_name(l, "self_attn.v_proj.weight"), {Hkv * D, C}, ParamKind::Linear);
-    add(layer_name(l, "self_attn.k_proj.weight"), {Hkv * D, C}, ParamKind::Linear);
-    add(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, C}, ParamKind::Linear);
-    add(layer_name(l, "input_layernorm.weight"), {C}, ParamKind::Norm);
+    add(layer_name(l, "mlp.down_proj.weight"), {C, F}, ParamKind::Linear, l);
+    add(layer_name(l, "mlp.up_proj.weight"), {F, C}, ParamKind::Linear, l);
+    add(layer_name(l, "mlp.gate_proj.weight"), {F, C}, ParamKind::Linear, l);
+    add(layer_name(l, "post_attention_layernorm.weight"), {C}, ParamKind::Norm, l);
+    add(layer_name(l, "self_attn.o_proj.weight"), {C, Hq * D}, ParamKind::Linear, l);
+    add(layer_name(l, "self_attn.v_proj.weight"), {Hkv * D, C}, ParamKind::Linear, l);
+    add(layer_name(l, "self_attn.k_proj.weight"), {Hkv * D, C}, ParamKind::Linear, l);
+    add(layer_name(l, "self_attn.q_proj.weight"), {Hq * D, C}, ParamKind::Linear, l);
+    add(layer_name(l, "input_layernorm.weight"), {C}, ParamKind::Norm, l);
   }
-  add("model.embed_tokens.weight", {V, C}, ParamKind::Embedding);
+  add("model.embed_tokens.weight", {V, C}, ParamKind::Embedding, kEmbeddingLayer);
   return t;
 }
 
-Llama::Llama(const ModelConfig& cfg, Device device)
-    : cfg_(cfg), device_(device), table_(llama_param_table(cfg)) {
-  num_params_ = table_.back().offset + table_.back().numel;
-  params_ = Buffer(static_cast<size_t>(num_params_) * sizeof(float), device_);
-  grads_ = Buffer(static_cast<size_t>(num_params_) * sizeof(float), device_);
+Llama::Llama(const ModelConfig& cfg, std::shared_ptr<ParamAndGradBuffer> buffer)
+    : cfg_(cfg),
+      buf_(buffer ? std::move(buffer)
+                  : std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg))),
+      device_(buf_->device()) {
+  const std::vector<ParamInfo> want = llama_param_table(cfg);
+  WEFT_CHECK(buf_->params().size() == want.size() && buf_->numel() == want.back().offset + want.back().numel,
+             "parameter buffer does not hold this model's parameter table");
+  WEFT_CHECK(buf_->param_dtype() == DType::F32 || device_ == Device::CUDA,
+             std::string("the CPU model runs f32 weights, the buffer holds ") +
+                 dtype_name(buf_->param_dtype()));
   layer_params_.resize(cfg.n_layers);
   for (int l = 0; l < cfg.n_layers; ++l) {
     LayerParams& lp = layer_params_[l];
@@ -69,27 +76,11 @@ Llama::Llama(const ModelConfig& cfg, Device device)
   lm_head_ = cfg.tie_embeddings ? embed_ : find_param("lm_head.weight");
 }
 
-int Llama::find_param(const std::string& name) const {
-  for (size_t i = 0; i < table_.size(); ++i)
-    if (table_[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-
-Tensor Llama::param(int i) const {
-  const ParamInfo& p = table_.at(i);
-  return Tensor(static_cast<float*>(params_.data()) + p.offset, DType::F32, p.shape, device_);
-}
-
-Tensor Llama::grad(int i) const {
-  const ParamInfo& p = table_.at(i);
-  return Tensor(static_cast<float*>(grads_.data()) + p.offset, DType::F32, p.shape, device_);
-}
-
 void Llama::init(uint64_t seed) {
   WEFT_CHECK(device_ == Device::CPU, "init runs on the host; copy to the device afterwards");
-  for (size_t i = 0; i < table_.size(); ++i) {
-    const ParamInfo& p = table_[i];
-    float* w = static_cast<float*>(params_.data()) + p.offset;
+  for (size_t i = 0; i < params().size(); ++i) {
+    const ParamInfo& p = params()[i];
+    float* w = param(static_cast<int>(i)).f32();
     if (p.kind == ParamKind::Norm) {
       for (int64_t j = 0; j < p.numel; ++j) w[j] = 1.0f;
     } else {
@@ -171,10 +162,12 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
   std::memcpy(tokens_.t.data, tokens, N * sizeof(int32_t));
   std::memcpy(targets_.t.data, targets, N * sizeof(int32_t));
 
+  buf_->before_use(kEmbeddingLayer, WeightUse::Forward);
   ops::embedding_forward(acts_.empty() ? x_final_.t : acts_[0].x.t, tokens_, param(embed_));
   for (int l = 0; l < cfg_.n_layers; ++l) {
     LayerActs& a = acts_[l];
     const LayerParams& p = layer_params_[l];
+    buf_->before_use(l, WeightUse::Forward);
     const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
     ops::rmsnorm_forward(a.ln1.t, a.rstd1.t, a.x, param(p.ln1), eps);
     ops::matmul(a.q.t.view({N, Hq * D}), a.ln1, param(p.q), false, true);
@@ -195,6 +188,7 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
     ops::copy(next, a.xmid);
     ops::matmul(next, a.h, param(p.down), false, true, 1.0f, 1.0f);
   }
+  buf_->before_use(kHeadLayer, WeightUse::Forward);
   ops::rmsnorm_forward(lnf_.t, rstdf_.t, x_final_, param(final_norm_), eps);
   ops::matmul(logits_.t, lnf_, param(lm_head_), false, true);
   return ops::cross_entropy_forward(losses_.t, logits_, targets_);
@@ -210,6 +204,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
   };
 
   // Loss -> logits (in place) -> LM head and final norm.
+  buf_->before_use(kHeadLayer, WeightUse::Backward);
   ops::cross_entropy_backward(logits_.t, logits_, targets_, loss_scale);
   ops::matmul(grad(lm_head_), logits_, lnf_, true, false, 1.0f, 1.0f);  // dW += dlogits^T lnf
   if (!cfg_.tie_embeddings) ready(lm_head_);
@@ -220,6 +215,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
   for (int l = cfg_.n_layers - 1; l >= 0; --l) {
     LayerActs& a = acts_[l];
     const LayerParams& p = layer_params_[l];
+    buf_->before_use(l, WeightUse::Backward);
     // MLP: dx holds d(next residual) = d(xmid) through the skip connection.
     ops::matmul(grad(p.down), dx_, a.h, true, false, 1.0f, 1.0f);
     ready(p.down);
@@ -258,6 +254,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     ready(p.ln1);
     ops::add_acc(dx_.t, dtmp_);  // dx = d(x) of this layer = d(residual) below
   }
+  buf_->before_use(kEmbeddingLayer, WeightUse::Backward);
   ops::embedding_backward(grad(embed_), tokens_, dx_);
   ready(embed_);
 }

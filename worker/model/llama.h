@@ -1,14 +1,14 @@
 // Llama-style decoder with explicit forward and backward on weft ops.
 //
-// Owns: the parameter table (Hugging Face LlamaForCausalLM names), one flat
-// parameter buffer and one flat fp32 gradient buffer with the same layout, and
-// the activations of the last forward pass.
+// Owns the activations of the last forward pass. Reads its weights and writes
+// its gradients through a ParamAndGradBuffer (shared: the gradient sync and
+// the optimizer work on the same buffer), calling the buffer's before_use
+// hook for each layer before touching its weights.
 //
 // Invariants:
-//   - parameters are laid out in BACKWARD order: params()[0] is the first whose
-//     gradient becomes final during backward (lm_head), the last is
-//     model.embed_tokens.weight. Gradient buckets are contiguous ranges of this
-//     layout, so they fill front to back while backward runs.
+//   - parameters are laid out in BACKWARD order (llama_param_table):
+//     params()[0] is the first whose gradient becomes final during backward
+//     (lm_head), the last is model.embed_tokens.weight;
 //   - backward() ACCUMULATES (+=) into the gradient views and calls
 //     on_grad_ready(i) exactly once per parameter, right after parameter i's
 //     gradient is final for this micro-batch. With tied embeddings the shared
@@ -17,24 +17,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/param_and_grad_buffer.h"
+#include "model/param_info.h"
 #include "tensor/tensor.h"
 #include "train/config.h"
 
 namespace weft {
-
-enum class ParamKind : uint8_t { Linear, Norm, Embedding };
-
-struct ParamInfo {
-  std::string name;  // HF name, e.g. model.layers.3.self_attn.q_proj.weight
-  Shape shape;
-  int64_t offset = 0;  // elements from the start of the flat buffers
-  int64_t numel = 0;
-  ParamKind kind = ParamKind::Linear;
-};
 
 // Builds the table for a config, in backward order with offsets filled in.
 std::vector<ParamInfo> llama_param_table(const ModelConfig& cfg);
@@ -43,22 +36,26 @@ class Llama {
  public:
   using GradReadyFn = std::function<void(int param_index)>;
 
-  explicit Llama(const ModelConfig& cfg, Device device = Device::CPU);
+  // Without a buffer the model makes its own (f32 on the CPU). A given buffer
+  // must hold llama_param_table(cfg).
+  explicit Llama(const ModelConfig& cfg, std::shared_ptr<ParamAndGradBuffer> buffer = nullptr);
 
   const ModelConfig& config() const { return cfg_; }
-  const std::vector<ParamInfo>& params() const { return table_; }
-  int64_t num_params() const { return num_params_; }
-  int find_param(const std::string& name) const;  // -1 if absent
+  ParamAndGradBuffer& buffer() const { return *buf_; }
+  const std::shared_ptr<ParamAndGradBuffer>& shared_buffer() const { return buf_; }
+  const std::vector<ParamInfo>& params() const { return buf_->params(); }
+  int64_t num_params() const { return buf_->numel(); }
+  int find_param(const std::string& name) const { return buf_->find(name); }
 
-  Tensor param(int i) const;  // view into the flat parameter buffer
-  Tensor grad(int i) const;   // view into the flat gradient buffer
-  Tensor flat_params() const { return params_.as(DType::F32, {num_params_}); }
-  Tensor flat_grads() const { return grads_.as(DType::F32, {num_params_}); }
+  Tensor param(int i) const { return buf_->param(i); }
+  Tensor grad(int i) const { return buf_->grad(i); }
+  Tensor flat_params() const { return buf_->flat_params(); }
+  Tensor flat_grads() const { return buf_->flat_grads(); }
+  void zero_grads() { buf_->zero_grads(); }
 
   // Normal(0, init_std) for linear and embedding weights, ones for norms.
   // A pure function of the seed.
   void init(uint64_t seed);
-  void zero_grads() { grads_.zero(); }
 
   // tokens and targets are [B*T] row-major. Keeps the activations for backward
   // and returns the mean cross-entropy over the B*T positions.
@@ -82,12 +79,10 @@ class Llama {
   void ensure_activations(int B, int T);
 
   ModelConfig cfg_;
+  std::shared_ptr<ParamAndGradBuffer> buf_;
   Device device_;
-  std::vector<ParamInfo> table_;
   std::vector<LayerParams> layer_params_;
   int embed_ = -1, final_norm_ = -1, lm_head_ = -1;  // lm_head_ == embed_ when tied
-  int64_t num_params_ = 0;
-  Buffer params_, grads_;
 
   // activations of the last forward
   int B_ = 0, T_ = 0;

@@ -1,5 +1,6 @@
 #include "optim/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace weft {
@@ -15,32 +16,70 @@ std::vector<ParamRange> default_param_ranges(const std::vector<ParamInfo>& table
   return ranges;
 }
 
-AdamW::AdamW(const OptimConfig& cfg, std::vector<ParamRange> ranges, int64_t buffer_numel,
-             Device device)
-    : cfg_(cfg),
-      ranges_(std::move(ranges)),
-      numel_(buffer_numel),
-      m_(static_cast<size_t>(buffer_numel) * sizeof(float), device),
-      v_(static_cast<size_t>(buffer_numel) * sizeof(float), device) {
-  for (const ParamRange& r : ranges_)
-    WEFT_CHECK(r.offset >= 0 && r.offset + r.numel <= numel_, "optimizer range outside buffer");
+std::vector<ParamRange> ranges_within(const std::vector<ParamRange>& ranges, int64_t begin,
+                                      int64_t end) {
+  std::vector<ParamRange> out;
+  for (const ParamRange& r : ranges) {
+    const int64_t b = std::max(begin, r.offset), e = std::min(end, r.offset + r.numel);
+    if (b < e) out.push_back({b, e - b, r.decay});
+  }
+  return out;
+}
+
+AdamW::AdamW(const OptimConfig& cfg, std::vector<ParamRange> ranges, Device device,
+             bool master_weights)
+    : cfg_(cfg), ranges_(std::move(ranges)), master_weights_(master_weights) {
+  state_offset_.reserve(ranges_.size());
+  for (const ParamRange& r : ranges_) {
+    WEFT_CHECK(r.offset >= 0 && r.numel >= 0, "optimizer range with negative offset or size");
+    state_offset_.push_back(state_numel_);
+    state_numel_ += r.numel;
+  }
+  const size_t bytes = static_cast<size_t>(state_numel_) * sizeof(float);
+  m_ = Buffer(bytes, device);
+  v_ = Buffer(bytes, device);
+  if (master_weights_) master_ = Buffer(bytes, device);
+}
+
+int64_t AdamW::state_bytes() const {
+  return static_cast<int64_t>(m_.bytes() + v_.bytes() + master_.bytes());
 }
 
 void AdamW::step(Tensor flat_params, const Tensor& flat_grads, double lr) {
-  WEFT_CHECK(flat_params.numel() == numel_ && flat_grads.numel() == numel_,
-             "optimizer buffers do not match the parameter buffer");
-  ++step_;
-  Tensor m = exp_avg(), v = exp_avg_sq();
-  for (const ParamRange& r : ranges_) {
-    ops::AdamWParams h{static_cast<float>(lr),
-                       static_cast<float>(cfg_.beta1),
-                       static_cast<float>(cfg_.beta2),
-                       static_cast<float>(cfg_.eps),
-                       r.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f,
-                       step_};
-    int64_t b = r.offset, e = r.offset + r.numel;
-    ops::adamw_update(flat_params.slice0(b, e), flat_grads.slice0(b, e), m.slice0(b, e),
-                      v.slice0(b, e), h);
+  begin_step();
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const int64_t b = ranges_[i].offset, e = b + ranges_[i].numel;
+    WEFT_CHECK(e <= flat_params.numel() && e <= flat_grads.numel(),
+               "optimizer range [" + std::to_string(b) + ", " + std::to_string(e) +
+                   ") outside the parameter buffer");
+    step_range(i, flat_params.slice0(b, e), flat_grads.slice0(b, e), lr);
+  }
+}
+
+void AdamW::step_range(size_t i, Tensor param, const Tensor& grad, double lr) {
+  WEFT_CHECK(step_ >= 1, "step_range before begin_step");
+  const ParamRange& r = ranges_.at(i);
+  WEFT_CHECK(param.numel() == r.numel && grad.numel() == r.numel,
+             "optimizer range " + std::to_string(i) + " holds " + std::to_string(r.numel) +
+                 " elements, got views of " + std::to_string(param.numel()) + " and " +
+                 std::to_string(grad.numel()));
+  ops::AdamWParams h{static_cast<float>(lr),
+                     static_cast<float>(cfg_.beta1),
+                     static_cast<float>(cfg_.beta2),
+                     static_cast<float>(cfg_.eps),
+                     r.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f,
+                     step_};
+  const int64_t s = state_offset_[i], e = s + r.numel;
+  ops::adamw_update(param, grad, exp_avg().slice0(s, e), exp_avg_sq().slice0(s, e), h,
+                    master_weights_ ? master().slice0(s, e) : Tensor());
+}
+
+void AdamW::load_master(const Tensor& flat_params) {
+  if (!master_weights_) return;
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const ParamRange& r = ranges_[i];
+    ops::cast(master().slice0(state_offset_[i], state_offset_[i] + r.numel),
+              flat_params.slice0(r.offset, r.offset + r.numel));
   }
 }
 
@@ -54,9 +93,14 @@ double lr_at(const OptimConfig& cfg, int64_t step, int64_t total_steps) {
   return min_lr + 0.5 * (cfg.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
+double clip_coefficient(double norm, double max_norm) {
+  return max_norm > 0 && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
+
 double clip_grad_norm(Tensor flat_grads, double max_norm) {
   double norm = std::sqrt(ops::sum_squares(flat_grads));
-  if (max_norm > 0 && norm > max_norm) ops::scale(flat_grads, static_cast<float>(max_norm / (norm + 1e-6)));
+  const double c = clip_coefficient(norm, max_norm);
+  if (c != 1.0) ops::scale(flat_grads, static_cast<float>(c));
   return norm;
 }
 

@@ -1,11 +1,14 @@
-// AdamW with decoupled weight decay over parameter groups.
+// AdamW with decoupled weight decay over the ranges of the flat parameter
+// buffer that this rank owns.
 //
-// Owns the fp32 moment buffers (exp_avg, exp_avg_sq), laid out like the flat
-// parameter buffer it steps (same offsets), and the step counter. A group is a
-// set of contiguous ranges sharing a weight decay; by default linear weights
-// decay and norms/embeddings do not (OptimConfig::decay_norms_and_embeddings).
-// The optimizer only ever touches the ranges it was given, so a ZeRO shard can
-// own a subset of the model.
+// Owns the fp32 moments (exp_avg, exp_avg_sq) and, for mixed precision, an
+// fp32 master copy of the owned parameters, all COMPACT: state for the owned
+// ranges only, range i's at state_offset(i), in range order. A replicated
+// strategy owns every parameter (state is then laid out like the parameter
+// buffer); a ZeRO shard owns 1/N of it and holds 1/N of the state.
+//
+// A range shares one weight decay; by default linear weights decay and
+// norms/embeddings do not (OptimConfig::decay_norms_and_embeddings).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +16,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
-#include "model/llama.h"
+#include "model/param_info.h"
 #include "tensor/tensor.h"
 #include "train/config.h"
 
@@ -28,26 +31,50 @@ struct ParamRange {
 // One range per parameter, decay chosen by kind and config.
 std::vector<ParamRange> default_param_ranges(const std::vector<ParamInfo>& table,
                                              const OptimConfig& cfg);
+// The parts of `ranges` inside [begin, end), in order (a shard of the layout).
+std::vector<ParamRange> ranges_within(const std::vector<ParamRange>& ranges, int64_t begin,
+                                      int64_t end);
 
 class AdamW {
  public:
-  AdamW(const OptimConfig& cfg, std::vector<ParamRange> ranges, int64_t buffer_numel,
-        Device device = Device::CPU);
+  // master_weights: keep an fp32 master copy of the owned ranges (the working
+  // parameters are then bf16, or an f32 copy); load it with load_master().
+  AdamW(const OptimConfig& cfg, std::vector<ParamRange> ranges, Device device = Device::CPU,
+        bool master_weights = false);
 
-  // One step over all ranges at learning rate lr; increments step().
+  // One step over all owned ranges: begin_step() then step_range() for each.
   void step(Tensor flat_params, const Tensor& flat_grads, double lr);
+
+  // The pieces of step(), for strategies that step ranges as their gradients
+  // arrive (ZeRO's interleaved step): begin_step() once per optimizer step,
+  // then each owned range exactly once. `param` and `grad` are views of
+  // exactly range i (grad f32; param in the working dtype).
+  void begin_step() { ++step_; }
+  void step_range(size_t i, Tensor param, const Tensor& grad, double lr);
+
+  // master = the owned ranges of flat_params (after init or a checkpoint load).
+  void load_master(const Tensor& flat_params);
 
   int64_t step_count() const { return step_; }
   void set_step_count(int64_t s) { step_ = s; }
-  Tensor exp_avg() const { return m_.as(DType::F32, {numel_}); }
-  Tensor exp_avg_sq() const { return v_.as(DType::F32, {numel_}); }
   const std::vector<ParamRange>& ranges() const { return ranges_; }
+  int64_t state_offset(size_t i) const { return state_offset_.at(i); }
+  int64_t state_numel() const { return state_numel_; }  // elements per state tensor
+  // Bytes of optimizer state held (moments, plus the master copy if any).
+  int64_t state_bytes() const;
+  bool has_master() const { return master_weights_; }
+
+  Tensor exp_avg() const { return m_.as(DType::F32, {state_numel_}); }
+  Tensor exp_avg_sq() const { return v_.as(DType::F32, {state_numel_}); }
+  Tensor master() const { return master_.as(DType::F32, {master_weights_ ? state_numel_ : 0}); }
 
  private:
   OptimConfig cfg_;
   std::vector<ParamRange> ranges_;
-  int64_t numel_;
-  Buffer m_, v_;
+  std::vector<int64_t> state_offset_;
+  int64_t state_numel_ = 0;
+  bool master_weights_ = false;
+  Buffer m_, v_, master_;
   int64_t step_ = 0;
 };
 
@@ -57,5 +84,7 @@ double lr_at(const OptimConfig& cfg, int64_t step, int64_t total_steps);
 // Global L2 norm of grads; scales them to max_norm when larger (max_norm > 0).
 // Returns the norm before clipping.
 double clip_grad_norm(Tensor flat_grads, double max_norm);
+// The clip factor for a known global norm: 1 when no clipping applies.
+double clip_coefficient(double norm, double max_norm);
 
 }  // namespace weft

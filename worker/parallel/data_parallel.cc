@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "comm/bf16.h"
+#include <chrono>
 
 namespace weft {
 
@@ -12,62 +12,58 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-DataParallel::DataParallel(const std::vector<ParamInfo>& params, Tensor flat_grads,
-                           comm::CommunicatorPtr dp, DataParallelOptions opt)
-    : params_(params), grads_(flat_grads), dp_(std::move(dp)), opt_(opt) {
-  WEFT_CHECK(grads_.dtype == DType::F32, "gradient buffer must be fp32");
-  if (opt_.bf16_wire) wire_.resize(static_cast<size_t>(grads_.numel()));
-  rebuild(opt_.bucket_cap_mb);
+DataParallel::DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
+                           DataParallelOptions opt, const OptimConfig& optim)
+    : buf_(std::move(buffer)), dp_(std::move(dp)), opt_dp_(opt), opt_(replicated_adamw(*buf_, optim)) {
+  if (opt_dp_.bf16_wire)
+    wire_ = Buffer(static_cast<size_t>(buf_->numel()) * dtype_size(DType::BF16), buf_->device());
+  plan(opt_dp_.bucket_cap_mb);
 }
 
-void DataParallel::rebuild(double cap_mb) {
-  opt_.bucket_cap_mb = cap_mb;
-  buckets_ = plan_buckets(params_, cap_mb, opt_.first_bucket_mb, dp_->size());
-  bucket_of_param_.assign(params_.size(), 0);
+std::string DataParallel::describe() const {
+  return fmt::format("data parallel over {} ranks (group {}), {}, overlap {}, wire {}", dp_->size(),
+                     dp_->name(), describe_buckets(buckets_), opt_dp_.overlap ? "on" : "off",
+                     opt_dp_.bf16_wire ? "bf16" : "fp32");
+}
+
+void DataParallel::rebucket(double cap_mb, int64_t step) {
+  plan(cap_mb);
+  spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(buckets_));
+}
+
+void DataParallel::plan(double cap_mb) {
+  WEFT_CHECK(cap_mb > 0, "bucket cap must be positive");
+  opt_dp_.bucket_cap_mb = cap_mb;
+  buckets_ = plan_buckets(buf_->params(), cap_mb, opt_dp_.first_bucket_mb, dp_->size());
+  bucket_of_param_.assign(buf_->params().size(), 0);
   for (const Bucket& b : buckets_)
     for (int p = b.first_param; p <= b.last_param; ++p) bucket_of_param_[p] = b.index;
   pending_.assign(buckets_.size(), 0);
   works_.assign(buckets_.size(), nullptr);
 }
 
-void DataParallel::request_bucket_cap(double cap_mb) {
-  WEFT_CHECK(cap_mb > 0, "bucket cap must be positive");
-  requested_cap_mb_ = cap_mb;
+void DataParallel::start() {
+  // Start from rank 0's weights whatever happened before (DDP does the same).
+  dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait();
+  opt_.load_master(buf_->flat_params());
 }
 
-StepAgreement DataParallel::agree_at_step_boundary(int64_t step, bool stop_requested) {
-  // Sum over ranks of {stop, rank-0 cap request}: only rank 0 contributes the cap.
-  float msg[2] = {stop_requested ? 1.0f : 0.0f,
-                  dp_->rank() == 0 ? static_cast<float>(requested_cap_mb_) : 0.0f};
-  dp_->all_reduce(Tensor::f32(msg, {2}), comm::ReduceOp::Sum, "step agreement")->wait();
-  StepAgreement a;
-  a.stop = msg[0] > 0;
-  const double cap = msg[1];
-  if (cap > 0 && cap != opt_.bucket_cap_mb) {
-    rebuild(cap);
-    a.rebucketed = true;
-    spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap, describe_buckets(buckets_));
-  }
-  requested_cap_mb_ = 0;
-  return a;
-}
-
-void DataParallel::begin_micro_batch(bool sync) {
-  sync_ = sync;
+void DataParallel::begin_micro_batch(bool last) {
+  sync_ = last;
   next_launch_ = 0;
   for (const Bucket& b : buckets_) {
     pending_[b.index] = b.num_params();
     works_[b.index] = nullptr;
   }
-  if (sync) stats_ = StepCommStats{};
+  if (last) stats_ = StepCommStats{};
 }
 
 void DataParallel::on_grad_ready(int param) {
   if (!sync_) return;  // no_sync: keep accumulating locally
   int b = bucket_of_param_.at(param);
-  WEFT_CHECK(pending_[b] > 0, "parameter " + params_[param].name + " reported ready twice");
+  WEFT_CHECK(pending_[b] > 0, "parameter " + buf_->params()[param].name + " reported ready twice");
   --pending_[b];
-  if (opt_.overlap) launch_ready_in_order();
+  if (opt_dp_.overlap) launch_ready_in_order();
 }
 
 void DataParallel::launch_ready_in_order() {
@@ -78,19 +74,28 @@ void DataParallel::launch_ready_in_order() {
 void DataParallel::launch(int index) {
   const Bucket& b = buckets_[index];
   const std::string label = "bucket " + std::to_string(index);
-  if (opt_.bf16_wire) {
-    float* g = grads_.f32();
-    uint16_t* w = wire_.data();
-    for (int64_t i = b.begin; i < b.end; ++i) w[i] = comm::f32_to_bf16(g[i]);
-    Tensor t(w + b.begin, DType::BF16, {b.numel()});
-    works_[index] = dp_->all_reduce(t, comm::ReduceOp::Avg, label);
+  Tensor grads = buf_->flat_grads().slice0(b.begin, b.end);
+  if (opt_dp_.bf16_wire) {
+    Tensor wire = wire_.as(DType::BF16, {buf_->numel()}).slice0(b.begin, b.end);
+    ops::cast(wire, grads);
+    works_[index] = dp_->all_reduce(wire, comm::ReduceOp::Avg, label);
   } else {
-    works_[index] = dp_->all_reduce(grads_.slice0(b.begin, b.end), comm::ReduceOp::Avg, label);
+    works_[index] = dp_->all_reduce(grads, comm::ReduceOp::Avg, label);
   }
 }
 
-void DataParallel::finish_micro_batch() {
-  if (!sync_) return;
+double DataParallel::finish_micro_batch(double loss) {
+  if (!sync_) return loss;
+  // Queued behind the gradient buckets, so it costs no round trip of its own:
+  // it completes while wait_buckets waits anyway.
+  loss_wire_ = static_cast<float>(loss);
+  comm::WorkPtr loss_work = dp_->all_reduce(Tensor::f32(&loss_wire_, {1}), comm::ReduceOp::Avg, "loss");
+  wait_buckets();
+  loss_work->wait();
+  return loss_wire_;
+}
+
+void DataParallel::wait_buckets() {
   for (int p : pending_)
     WEFT_CHECK(p == 0, "backward finished with parameters whose gradients were never reported");
   // Exposed time: from the end of backward compute until every bucket is
@@ -100,11 +105,10 @@ void DataParallel::finish_micro_batch() {
   stats_.bucket_seconds.assign(buckets_.size(), 0);
   for (const Bucket& b : buckets_) {
     works_[b.index]->wait();
-    if (opt_.bf16_wire) {
-      float* g = grads_.f32();
-      const uint16_t* w = wire_.data();
-      for (int64_t i = b.begin; i < b.end; ++i) g[i] = comm::bf16_to_f32(w[i]);
-    }
+    if (opt_dp_.bf16_wire)
+      ops::cast(buf_->flat_grads().slice0(b.begin, b.end),
+                wire_.as(DType::BF16, {buf_->numel()}).slice0(b.begin, b.end));
+    on_bucket_reduced(b.index);
   }
   stats_.exposed_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const Bucket& b : buckets_) {
@@ -112,6 +116,15 @@ void DataParallel::finish_micro_batch() {
     stats_.comm_seconds += stats_.bucket_seconds[b.index];
     works_[b.index] = nullptr;
   }
+}
+
+double DataParallel::clip_and_step(double lr, double max_norm) {
+  return clip_and_step_replicated(*buf_, opt_, lr, max_norm);
+}
+
+StateBytes DataParallel::state_bytes() const {
+  return {static_cast<int64_t>(buf_->param_bytes()), static_cast<int64_t>(buf_->grad_bytes()),
+          opt_.state_bytes()};
 }
 
 }  // namespace weft

@@ -48,8 +48,10 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     : cfg_(cfg),
       rank_(std::move(comm)),
       source_(make_source(cfg)),
-      model_(cfg.model),
-      opt_(cfg.optim, default_param_ranges(model_.params(), cfg.optim), model_.num_params()) {
+      buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model))),
+      model_(cfg.model, buffer_),
+      sync_(make_grad_sync(cfg, buffer_, rank_.dp)),
+      boundary_(rank_.dp, cfg.parallel.bucket_cap_file) {
   if (source_->vocab_size() > cfg.model.vocab_size)
     throw ConfigError("model.vocab_size: " + std::to_string(cfg.model.vocab_size) +
                       " is smaller than the data's vocabulary (" +
@@ -59,21 +61,7 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     throw ConfigError("device: '" + cfg.device +
                       "' training is not available in this version (the CUDA kernels are built, the "
                       "bf16 model path is not); use device: cpu (WEFT_DEVICE=cpu)");
-  if (cfg.parallel.strategy != "dp" || cfg.parallel.sp != 1 || cfg.parallel.wp != 1)
-    throw ConfigError("parallel.strategy: '" + cfg.parallel.strategy + "' with sp " +
-                      std::to_string(cfg.parallel.sp) + ", wp " + std::to_string(cfg.parallel.wp) +
-                      " is not implemented in this version; use strategy dp with sp 1, wp 1");
   model_.init(cfg.train.seed);
-  if (rank_.dp && rank_.dp->size() > 1) {
-    DataParallelOptions o;
-    o.bucket_cap_mb = cfg.parallel.bucket_cap_mb;
-    o.first_bucket_mb = cfg.parallel.first_bucket_mb;
-    o.overlap = cfg.parallel.overlap;
-    o.bf16_wire = cfg.parallel.bf16_wire;
-    dp_ = std::make_unique<DataParallel>(model_.params(), model_.flat_grads(), rank_.dp, o);
-    if (rank_.rank == 0 && !cfg.parallel.bucket_cap_file.empty())
-      cap_file_ = std::make_unique<BucketCapFile>(cfg.parallel.bucket_cap_file);
-  }
 }
 
 std::string Trainer::checkpoint_dir() const {
@@ -109,26 +97,18 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                s.num_params, cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads,
                cfg_.model.n_kv_heads, cfg_.model.ffn(), cfg_.model.vocab_size);
   spdlog::info("data: {}", source_->describe());
-  if (dp_) {
-    spdlog::info("data parallel over {} ranks (group {}), {}, overlap {}, wire {}", rank_.dp->size(),
-                 rank_.dp->name(), describe_buckets(dp_->buckets()), cfg_.parallel.overlap ? "on" : "off",
-                 cfg_.parallel.bf16_wire ? "bf16" : "fp32");
-    s.bucket_cap_mb = dp_->bucket_cap_mb();
-  }
+  const comm::Communicator* group = sync_->group();
+  if (group) spdlog::info("{}", sync_->describe());
+  s.bucket_cap_mb = sync_->bucket_cap_mb();
 
   const std::string ckpt_dir = checkpoint_dir();
   if (cfg_.checkpoint.resume) {
-    // Data-parallel ranks hold identical optimizer state; rank 0's is saved.
-    if (auto meta = load_latest_checkpoint(ckpt_dir, model_, opt_, 0)) {
+    if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), 0)) {
       s.start_step = meta->step;
       spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
     }
   }
-
-  if (dp_) {
-    // Start from rank 0's weights whatever happened before (DDP does the same).
-    rank_.dp->broadcast(model_.flat_params(), 0, "initial parameters")->wait();
-  }
+  sync_->start();
 
   Batch batch;
   const int B = t.micro_batch, T = t.seq_len;
@@ -142,7 +122,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     meta.world_size = rank_.world;
     meta.config_yaml = to_yaml(cfg_);
     const auto tc = Clock::now();
-    s.last_checkpoint = save_checkpoint(ckpt_dir, model_, opt_, meta, cfg_.checkpoint.keep, 0);
+    s.last_checkpoint = save_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep, 0);
     s.checkpoint_seconds += seconds_since(tc);
     spdlog::info("checkpoint written: {}", s.last_checkpoint);
     if (observer_) observer_->on_checkpoint(steps_completed);
@@ -152,29 +132,20 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   double loss = 0;
   for (; step < t.steps; ++step) {
     if (rank_.context) rank_.context->set_step(step + 1);
-    const bool stop_here = stop && stop->load();
     const auto ts = Clock::now();
-    if (dp_) {
-      if (cap_file_) {
-        if (auto cap = cap_file_->poll()) dp_->request_bucket_cap(*cap);
-      }
-      // Every rank stops at the same step, or the others would wait forever.
-      if (dp_->agree_at_step_boundary(step, stop_here).stop) {
-        s.stopped_early = true;
-        break;
-      }
-    } else if (stop_here) {
+    // Every rank stops, and switches bucket caps, at the same step.
+    const StepAgreement agreed = boundary_.agree(stop && stop->load(), sync_->bucket_cap_mb());
+    if (agreed.stop) {
       s.stopped_early = true;
       break;
     }
+    if (agreed.new_cap_mb > 0) sync_->rebucket(agreed.new_cap_mb, step);
     const double phase_before[4] = {s.data_seconds, s.forward_seconds, s.backward_seconds,
                                     s.optimizer_seconds};
     model_.zero_grads();
     loss = 0;
-    float loss_wire = 0;  // this step's loss, averaged over ranks in place
-    comm::WorkPtr loss_work;
     for (int micro = 0; micro < t.grad_accum; ++micro) {
-      if (dp_) dp_->begin_micro_batch(micro + 1 == t.grad_accum);
+      sync_->begin_micro_batch(micro + 1 == t.grad_accum);
       auto tp = Clock::now();
       source_->fill(batch, B, T, BatchIndex{step, micro, t.grad_accum, rank_.rank, rank_.world});
       s.data_seconds += seconds_since(tp);
@@ -182,36 +153,22 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       loss += model_.forward(batch.inputs.data(), batch.targets.data(), B, T) / t.grad_accum;
       s.forward_seconds += seconds_since(tp);
       tp = Clock::now();
-      if (dp_) {
-        model_.backward(loss_scale, [this](int i) { dp_->on_grad_ready(i); });
-        s.backward_seconds += seconds_since(tp);
-        if (micro + 1 == t.grad_accum) {
-          // Queued behind the gradient buckets, so it costs no round trip of
-          // its own: it completes while finish_micro_batch waits anyway.
-          loss_wire = static_cast<float>(loss);
-          loss_work = rank_.dp->all_reduce(Tensor::f32(&loss_wire, {1}), comm::ReduceOp::Avg, "loss");
-        }
-        dp_->finish_micro_batch();  // waits on the last micro-batch only
-      } else {
-        model_.backward(loss_scale);
-        s.backward_seconds += seconds_since(tp);
-      }
+      model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
+      s.backward_seconds += seconds_since(tp);
+      loss = sync_->finish_micro_batch(loss);
     }
-    if (dp_) {
-      const StepCommStats& c = dp_->last_step();
+    const StepCommStats& c = sync_->last_step();
+    if (group) {
       s.comm_seconds.push_back(c.comm_seconds);
       s.exposed_seconds.push_back(c.exposed_seconds);
       s.bucket_seconds.resize(c.bucket_seconds.size());
       for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
-      s.bucket_count = static_cast<int>(dp_->buckets().size());
-      s.bucket_cap_mb = dp_->bucket_cap_mb();
-      loss_work->wait();
-      loss = loss_wire;
+      s.bucket_count = sync_->bucket_count();
+      s.bucket_cap_mb = sync_->bucket_cap_mb();
     }
     const auto to = Clock::now();
-    const double norm = clip_grad_norm(model_.flat_grads(), cfg_.optim.grad_clip);
     const double lr = lr_at(cfg_.optim, step, t.steps);
-    opt_.step(model_.flat_params(), model_.flat_grads(), lr);
+    const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
     s.optimizer_seconds += seconds_since(to);
     s.step_seconds.push_back(seconds_since(ts));
     if (!std::isfinite(loss))
@@ -234,20 +191,19 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     r.forward_seconds = s.forward_seconds - phase_before[1];
     r.backward_seconds = s.backward_seconds - phase_before[2];
     r.optimizer_seconds = s.optimizer_seconds - phase_before[3];
-    const int64_t grad_bytes = model_.num_params() * int64_t(sizeof(float));
-    r.memory_param_bytes = grad_bytes;
-    r.memory_grad_bytes = grad_bytes;
-    r.memory_optimizer_bytes = 2 * grad_bytes;
+    const StateBytes mem = sync_->state_bytes();
+    r.memory_param_bytes = mem.params;
+    r.memory_grad_bytes = mem.grads;
+    r.memory_optimizer_bytes = mem.optimizer;
     r.memory_activation_bytes = static_cast<int64_t>(model_.activation_bytes());
-    if (dp_) {
-      const StepCommStats& c = dp_->last_step();
-      r.sync_group = rank_.dp->name();
+    if (group) {
+      r.sync_group = group->name();
       r.comm_seconds = c.comm_seconds;
       r.exposed_comm_seconds = c.exposed_seconds;
       r.overlap_ratio = c.overlap_ratio();
       r.bucket_seconds = c.bucket_seconds;
-      r.bucket_count = static_cast<int>(dp_->buckets().size());
-      r.bucket_cap_bytes = static_cast<int64_t>(dp_->bucket_cap_mb() * 1024 * 1024);
+      r.bucket_count = sync_->bucket_count();
+      r.bucket_cap_bytes = static_cast<int64_t>(sync_->bucket_cap_mb() * 1024 * 1024);
     }
     if (observer_) observer_->on_step(r);
     const int64_t done = step - s.start_step + 1;
@@ -272,7 +228,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                                                   s.tail_loss - s.entropy_floor)
                                     : std::string(),
                s.tokens_per_second, hms(s.wall_seconds), s.peak_rss_bytes / 1048576.0);
-  if (dp_) {
+  if (group) {
     double comm = 0, exposed = 0;
     for (double c : s.comm_seconds) comm += c;
     for (double e : s.exposed_seconds) exposed += e;

@@ -1,7 +1,9 @@
 // The training loop of one rank: data -> forward -> backward (with the
-// gradient hook) -> clip -> AdamW -> log, with checkpoints and clean stops.
+// gradient hook) -> clip and step -> log, with checkpoints and clean stops.
 //
-// Owns the model, the optimizer, the data source and the run's accounting.
+// Owns the parameter/gradient buffer, the model, the gradient sync strategy
+// (which owns the optimizer), the step boundary, the data source and the
+// run's accounting. Strategy choices live in make_grad_sync, not here.
 // Invariants: the batch of (step, micro) is a pure function of the config, so
 // a run resumed from a checkpoint at step k reproduces the uninterrupted run's
 // losses exactly on the CPU; a stop request is honoured at a step boundary,
@@ -17,9 +19,10 @@
 #include "comm/communicator.h"
 #include "data/source.h"
 #include "model/llama.h"
+#include "model/param_and_grad_buffer.h"
 #include "optim/adamw.h"
-#include "parallel/bucket_cap_file.h"
-#include "parallel/data_parallel.h"
+#include "parallel/grad_sync.h"
+#include "parallel/step_boundary.h"
 #include "train/config.h"
 #include "train/step_report.h"
 
@@ -40,7 +43,8 @@ struct TrainSummary {
   std::string last_checkpoint;
   std::vector<double> losses;        // per step of this run
   std::vector<double> step_seconds;  // wall time of each step of this run
-  // Data-parallel gradient sync (DESIGN.md "Metrics"): per step of this run.
+  // Gradient sync (docs/metrics.md, "Overlap"): per step of this run; empty
+  // when training alone.
   std::vector<double> comm_seconds, exposed_seconds;
   std::vector<double> bucket_seconds;  // per bucket, summed over the run
   int bucket_count = 0;
@@ -69,8 +73,8 @@ class Trainer {
   TrainSummary run(const std::atomic<int>* stop = nullptr);
 
   Llama& model() { return model_; }
-  AdamW& optimizer() { return opt_; }
-  DataParallel* data_parallel() { return dp_.get(); }
+  GradSync& grad_sync() { return *sync_; }
+  AdamW& optimizer() { return sync_->optimizer(); }
   // Receives a StepReport after every step (the metrics unit); not owned.
   void set_observer(StepObserver* o) { observer_ = o; }
   // Model FLOPs per token for forward + backward (6N plus attention).
@@ -85,10 +89,10 @@ class Trainer {
   WorkerConfig cfg_;
   TrainerComm rank_;
   std::unique_ptr<TokenSource> source_;
+  std::shared_ptr<ParamAndGradBuffer> buffer_;
   Llama model_;
-  AdamW opt_;
-  std::unique_ptr<DataParallel> dp_;
-  std::unique_ptr<BucketCapFile> cap_file_;  // rank 0 of a data-parallel job only
+  std::unique_ptr<GradSync> sync_;
+  StepBoundary boundary_;
   StepObserver* observer_ = nullptr;
 };
 

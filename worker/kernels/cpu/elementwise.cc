@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tensor/bf16.h"
+
 namespace weft::cpu {
 namespace {
 // Below this many elements a parallel region costs more than it saves.
@@ -61,5 +63,15 @@ WEFT_ELEMENTWISE_INSTANTIATE(float)
 WEFT_ELEMENTWISE_INSTANTIATE(double)
 #undef WEFT_ELEMENTWISE_INSTANTIATE
 template void copy<unsigned char>(unsigned char*, const unsigned char*, int64_t);
+
+void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+void cast_from_bf16(float* dst, const uint16_t* src, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+}
 
 }  // namespace weft::cpu

@@ -1,5 +1,6 @@
 // CPU elementwise helpers over n contiguous elements.
-// defines: cpu::fill, cpu::copy, cpu::add_acc, cpu::scale, cpu::sum_squares.
+// defines: cpu::fill, cpu::copy, cpu::add_acc, cpu::scale, cpu::sum_squares,
+// cpu::cast_to_bf16, cpu::cast_from_bf16.
 // Instantiated for float and double (elementwise.cc).
 #pragma once
 
@@ -23,5 +24,9 @@ void scale(T* x, int64_t n, T s);  // x *= s
 // depend on the thread count (the gradient norm must be reproducible on resume).
 template <typename T>
 double sum_squares(const T* x, int64_t n);
+
+// bf16 is stored as its 16 raw bits; rounding is tensor/bf16.h's (nearest even).
+void cast_to_bf16(uint16_t* dst, const float* src, int64_t n);
+void cast_from_bf16(float* dst, const uint16_t* src, int64_t n);
 
 }  // namespace weft::cpu

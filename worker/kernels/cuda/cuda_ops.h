@@ -52,6 +52,8 @@ void fill(Tensor x, float value);
 void copy(Tensor dst, const Tensor& src);
 void add_acc(Tensor y_acc, const Tensor& x);
 void scale(Tensor x, float s);
+// f32 <-> bf16 (round to nearest even); dtypes differ (ops::cast copies equal ones).
+void cast(Tensor dst, const Tensor& src);
 // Deterministic (fixed two-pass order); synchronises.
 double sum_squares(const Tensor& x);
 

@@ -28,6 +28,11 @@ __global__ void add_acc_kernel(Y* y, const X* x, int64_t n) {
   WEFT_GRID_STRIDE(i, n) store_f32(y, i, load_f32(y, i) + load_f32(x, i));
 }
 
+template <typename Y, typename X>
+__global__ void cast_kernel(Y* y, const X* x, int64_t n) {
+  WEFT_GRID_STRIDE(i, n) store_f32(y, i, load_f32(x, i));
+}
+
 template <typename T>
 __global__ void scale_kernel(T* x, int64_t n, float s) {
   WEFT_GRID_STRIDE(i, n) store_f32(x, i, load_f32(x, i) * s);
@@ -98,6 +103,23 @@ void add_acc(Tensor y_acc, const Tensor& x) {
       using X = decltype(tx);
       add_acc_kernel<Y, X><<<blocks_for(n, kThreads), kThreads, 0, ctx.compute_stream()>>>(
           static_cast<Y*>(y_acc.data), static_cast<const X*>(x.data), n);
+    });
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void cast(Tensor dst, const Tensor& src) {
+  expect_float_dtype("cast", "dst", dst);
+  expect_float_dtype("cast", "src", src);
+  CudaContext& ctx = CudaContext::current();
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  dispatch_float(dst.dtype, [&](auto ty) {
+    using Y = decltype(ty);
+    dispatch_float(src.dtype, [&](auto tx) {
+      using X = decltype(tx);
+      cast_kernel<Y, X><<<blocks_for(n, kThreads), kThreads, 0, ctx.compute_stream()>>>(
+          static_cast<Y*>(dst.data), static_cast<const X*>(src.data), n);
     });
   });
   CUDA_CHECK_LAUNCH();

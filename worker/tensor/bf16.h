@@ -1,11 +1,12 @@
-// weft comm: bf16 <-> f32 conversion for the CPU reductions (bf16 is added in
-// f32 math, then rounded to nearest even). Header-only; NaN stays NaN.
+// weft tensor: bf16 <-> f32 conversion on the host, round to nearest even (the
+// same rounding as the GPU's __float2bfloat16_rn). Used by ops::cast on the
+// CPU and by the CPU reductions of bf16 buffers. Header-only; NaN stays NaN.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-namespace weft::comm {
+namespace weft {
 
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -22,4 +23,4 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-}  // namespace weft::comm
+}  // namespace weft

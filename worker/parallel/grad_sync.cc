@@ -1,0 +1,49 @@
+#include "parallel/grad_sync.h"
+
+#include "parallel/data_parallel.h"
+
+namespace weft {
+
+AdamW replicated_adamw(const ParamAndGradBuffer& buffer, const OptimConfig& optim) {
+  return AdamW(optim, default_param_ranges(buffer.params(), optim), buffer.device(),
+               /*master_weights=*/buffer.param_dtype() != DType::F32);
+}
+
+double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm) {
+  const double norm = clip_grad_norm(buffer.flat_grads(), max_norm);
+  opt.step(buffer.flat_params(), buffer.flat_grads(), lr);
+  return norm;
+}
+
+LocalGradSync::LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim)
+    : buf_(std::move(buffer)), opt_(replicated_adamw(*buf_, optim)) {}
+
+void LocalGradSync::start() { opt_.load_master(buf_->flat_params()); }
+
+double LocalGradSync::clip_and_step(double lr, double max_norm) {
+  return clip_and_step_replicated(*buf_, opt_, lr, max_norm);
+}
+
+StateBytes LocalGradSync::state_bytes() const {
+  return {static_cast<int64_t>(buf_->param_bytes()), static_cast<int64_t>(buf_->grad_bytes()),
+          opt_.state_bytes()};
+}
+
+std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
+                                         std::shared_ptr<ParamAndGradBuffer> buffer,
+                                         comm::CommunicatorPtr dp) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.strategy != "dp" || p.sp != 1 || p.wp != 1)
+    throw ConfigError("parallel.strategy: '" + p.strategy + "' with sp " + std::to_string(p.sp) +
+                      ", wp " + std::to_string(p.wp) +
+                      " is not implemented in this version; use strategy dp with sp 1, wp 1");
+  if (!dp || dp->size() == 1) return std::make_unique<LocalGradSync>(std::move(buffer), cfg.optim);
+  DataParallelOptions o;
+  o.bucket_cap_mb = p.bucket_cap_mb;
+  o.first_bucket_mb = p.first_bucket_mb;
+  o.overlap = p.overlap;
+  o.bf16_wire = p.bf16_wire;
+  return std::make_unique<DataParallel>(std::move(buffer), std::move(dp), o, cfg.optim);
+}
+
+}  // namespace weft

@@ -1,0 +1,131 @@
+// GradSync: what the trainer drives, for every strategy and device, between a
+// backward pass and the next forward: gradient synchronisation, the global
+// gradient norm and clipping, and the optimizer step (a sharded strategy owns
+// its optimizer state, so the step belongs here too).
+//
+// Protocol of one optimizer step (the trainer's loop, see docs/architecture.md):
+//   for each micro-batch m of M:
+//     begin_micro_batch(last = m == M-1)
+//     model.backward(.., on_grad_ready)      gradients accumulate in the buffer;
+//                                            a strategy may launch reductions
+//     loss = finish_micro_batch(loss)        the last one returns the loss
+//                                            averaged over the data-parallel ranks
+//   norm = clip_and_step(lr, max_norm)       global norm before clipping
+//
+// Implementations: LocalGradSync (one rank), DataParallel (bucketed all-reduce).
+// Invariants: every rank of a group calls the same methods in the same order
+// (collectives are issued in that order); on_grad_ready(i) is called once per
+// parameter per micro-batch, in the model's backward order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/param_and_grad_buffer.h"
+#include "optim/adamw.h"
+#include "train/config.h"
+
+namespace weft {
+
+// Communication accounting of one optimizer step (docs/metrics.md, "Overlap").
+struct StepCommStats {
+  double comm_seconds = 0;             // sum of the step's collectives' run times
+  double exposed_seconds = 0;          // time compute waited for them
+  std::vector<double> bucket_seconds;  // reduce time per bucket
+  double overlap_ratio() const {
+    if (comm_seconds <= 0) return 0;
+    double r = 1.0 - exposed_seconds / comm_seconds;
+    return r < 0 ? 0 : (r > 1 ? 1 : r);
+  }
+};
+
+// Bytes one rank holds for the model's state (weft_memory_bytes{kind}).
+struct StateBytes {
+  int64_t params = 0, grads = 0, optimizer = 0;
+};
+
+class GradSync {
+ public:
+  virtual ~GradSync() = default;
+
+  // After initialisation or a checkpoint load, before the first step: makes
+  // every rank hold the same parameters (rank 0's) and loads the optimizer's
+  // master copy from them.
+  virtual void start() = 0;
+
+  virtual void begin_micro_batch(bool last) = 0;
+  virtual void on_grad_ready(int param) = 0;
+  // `loss` is this rank's loss accumulated over the micro-batches so far;
+  // returns it averaged over the ranks after the last micro-batch (unchanged
+  // before). On the last micro-batch, returns once the gradients are ready for
+  // clip_and_step.
+  virtual double finish_micro_batch(double loss) = 0;
+  // Global L2 norm of the synchronised gradients (before clipping); scales
+  // them to max_norm when larger (max_norm > 0); one optimizer step at lr.
+  virtual double clip_and_step(double lr, double max_norm) = 0;
+
+  // A bucket cap agreed by every rank at the boundary before 0-based `step`
+  // (StepBoundary); strategies without buckets ignore it.
+  virtual void rebucket(double cap_mb, int64_t step) {
+    (void)cap_mb;
+    (void)step;
+  }
+
+  // Checkpoints: this rank's optimizer state, and whether this rank writes it
+  // (replicated state is written by rank 0 alone).
+  virtual AdamW& optimizer() = 0;
+  virtual bool writes_optimizer_state() const = 0;
+
+  // Accounting of the last step, and what the metrics and logs name.
+  virtual const StepCommStats& last_step() const = 0;
+  // The group gradients are synchronised over; nullptr when training alone.
+  virtual const comm::Communicator* group() const = 0;
+  virtual int bucket_count() const { return 0; }
+  virtual double bucket_cap_mb() const { return 0; }
+  virtual StateBytes state_bytes() const = 0;
+  virtual std::string describe() const = 0;  // one line for the startup log
+
+ protected:
+  // Called once per bucket, in bucket order, when its reduction for the last
+  // micro-batch has completed (ZeRO's interleaved step runs here).
+  virtual void on_bucket_reduced(int bucket) { (void)bucket; }
+};
+
+// The strategy the config names, over `dp` (nullptr or size 1: alone).
+// Throws ConfigError for a strategy this build cannot run.
+std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
+                                         std::shared_ptr<ParamAndGradBuffer> buffer,
+                                         comm::CommunicatorPtr dp);
+
+// One rank: nothing to synchronise; the optimizer owns every parameter.
+class LocalGradSync : public GradSync {
+ public:
+  LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim);
+
+  void start() override;
+  void begin_micro_batch(bool) override {}
+  void on_grad_ready(int) override {}
+  double finish_micro_batch(double loss) override { return loss; }
+  double clip_and_step(double lr, double max_norm) override;
+  AdamW& optimizer() override { return opt_; }
+  bool writes_optimizer_state() const override { return true; }
+  const StepCommStats& last_step() const override { return stats_; }
+  const comm::Communicator* group() const override { return nullptr; }
+  StateBytes state_bytes() const override;
+  std::string describe() const override { return "one rank, no gradient sync"; }
+
+ private:
+  std::shared_ptr<ParamAndGradBuffer> buf_;
+  AdamW opt_;
+  StepCommStats stats_;
+};
+
+// AdamW over every parameter of `buffer`, with an fp32 master copy when the
+// working weights are not f32: the optimizer of the replicated strategies.
+AdamW replicated_adamw(const ParamAndGradBuffer& buffer, const OptimConfig& optim);
+// clip_grad_norm over the whole gradient buffer, then one AdamW step.
+double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm);
+
+}  // namespace weft

@@ -1,0 +1,41 @@
+// StepBoundary: what the ranks agree on before each optimizer step. A stop
+// request (SIGTERM on any rank) must stop every rank at the same step, or the
+// others would wait forever in the next collective; a new bucket cap from the
+// tuner must take effect at the same step on every rank, or buckets would
+// not match.
+//
+// Owns the bucket-cap file (the tuner's ConfigMap key mounted in the pod):
+// rank 0 polls it; the value reaches the others through the agreement.
+// One tiny all-reduce per step over the group; none when training alone.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/communicator.h"
+#include "parallel/bucket_cap_file.h"
+
+namespace weft {
+
+struct StepAgreement {
+  bool stop = false;   // some rank was asked to stop: all stop here
+  double new_cap_mb = 0;  // > 0: every rank switches to this bucket cap now
+};
+
+class StepBoundary {
+ public:
+  // group nullptr or of size 1: alone (no collective, no cap file).
+  // cap_file: the path rank 0 polls, empty for none.
+  StepBoundary(comm::CommunicatorPtr group, const std::string& cap_file);
+
+  // Collective over the group: every rank calls it once before each step.
+  // current_cap_mb is the cap in force; an equal request is no change.
+  StepAgreement agree(bool stop_requested, double current_cap_mb);
+
+ private:
+  comm::CommunicatorPtr group_;
+  std::optional<BucketCapFile> cap_file_;
+};
+
+}  // namespace weft
