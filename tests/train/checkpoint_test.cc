@@ -72,7 +72,7 @@ class CorruptCheckpoint : public ::testing::Test {
 
   std::optional<CheckpointMeta> load() {
     Llama m(cfg_.model);
-    AdamW o(cfg_.optim, default_param_ranges(m.params(), cfg_.optim), m.num_params());
+    AdamW o(cfg_.optim, default_param_ranges(m.params(), cfg_.optim));
     return load_latest_checkpoint((dir_ / "checkpoints").string(), m, o);
   }
 

@@ -23,13 +23,14 @@ void (*g_cuda_free)(void*) = nullptr;
 std::atomic<int64_t> g_live_cuda_buffers{0};
 }  // namespace
 
-bool set_cuda_buffer_allocator(void* (*alloc)(size_t), void (*free)(void*));
 bool set_cuda_buffer_allocator(void* (*alloc)(size_t), void (*free)(void*)) {
   if (g_live_cuda_buffers.load() != 0) return false;
   g_cuda_alloc = alloc;
   g_cuda_free = free;
   return true;
 }
+#else
+bool set_cuda_buffer_allocator(void* (*)(size_t), void (*)(void*)) { return false; }
 #endif
 
 size_t dtype_size(DType t) {

@@ -89,6 +89,12 @@ class Buffer {
   Device device_ = Device::CPU;
 };
 
+// The hook Buffer uses for CUDA memory (plain cudaMalloc/cudaFree until set;
+// kernels/cuda/allocator.h installs the caching allocator through it). Returns
+// false, changing nothing, if a CUDA Buffer exists: a block must be freed by
+// the allocator that made it. Builds without CUDA have no CUDA memory: false.
+bool set_cuda_buffer_allocator(void* (*alloc)(size_t), void (*free)(void*));
+
 // A buffer that is also a tensor: convenience for activations and tests.
 struct OwnedTensor {
   Buffer buf;

@@ -49,9 +49,3 @@ AllocatorStats allocator_stats();
 void install_buffer_allocator();
 
 }  // namespace weft::cuda
-
-namespace weft {
-// Defined in tensor/tensor.cc (WEFT_HAVE_CUDA builds): the hook Buffer uses for
-// CUDA memory. Returns false if a CUDA Buffer already exists (hook not changed).
-bool set_cuda_buffer_allocator(void* (*alloc)(size_t), void (*free)(void*));
-}  // namespace weft
