@@ -7,7 +7,7 @@
 
 #include <numeric>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft::comm {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft {
 namespace {

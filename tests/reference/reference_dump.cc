@@ -12,7 +12,7 @@
 #include "data/source.h"
 #include "model/llama.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/safetensors.h"
 
 int main(int argc, char** argv) {

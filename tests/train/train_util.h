@@ -5,7 +5,7 @@
 #include <string>
 
 #include "support/run_process.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft::testing {
 

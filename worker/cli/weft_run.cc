@@ -37,7 +37,7 @@
 
 #include "comm/communicator.h"
 #include "metrics/metrics_port.h"
-#include "train/config.h"
+#include "config/config.h"
 
 extern char** environ;
 

@@ -17,7 +17,7 @@
 #include "metrics/metrics_server.h"
 #include "metrics/train_metrics.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/trainer.h"
 
 namespace {

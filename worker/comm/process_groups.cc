@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/gloo_communicator.h"
-#include "train/config.h"
+#include "config/config.h"
 #ifdef WEFT_HAVE_NCCL
 #include "comm/nccl_communicator.h"
 #endif

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft {
 

@@ -1,5 +1,5 @@
-// The worker's Prometheus metrics (DESIGN.md "Metrics"; every family is
-// documented in docs/metrics.md). TrainMetrics is the trainer's StepObserver:
+// The worker's Prometheus metrics (docs/metrics.md documents every family;
+// overlap is defined there once). TrainMetrics is the trainer's StepObserver:
 // it turns each StepReport, the same numbers the progress line prints, and the
 // communicators' cumulative CommStats into the `weft_*` families of a registry
 // it owns. It never serves HTTP: only weft-worker's main creates the exposer
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/step_report.h"
 
 namespace weft {

@@ -25,7 +25,7 @@
 #include "model/param_and_grad_buffer.h"
 #include "model/param_info.h"
 #include "tensor/tensor.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft {
 

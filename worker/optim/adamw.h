@@ -18,7 +18,7 @@
 #include "kernels/ops.h"
 #include "model/param_info.h"
 #include "tensor/tensor.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft {
 

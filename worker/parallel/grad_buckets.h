@@ -1,6 +1,6 @@
 // Gradient buckets: contiguous ranges of the flat fp32 gradient buffer.
 //
-// Invariants (DESIGN.md "Parameter and gradient buffers"):
+// Invariants (docs/architecture.md, "Data parallelism"):
 //   - buckets cover the parameters in layout (= backward) order, each bucket a
 //     contiguous run of whole parameters; a bucket closes once it holds at
 //     least its cap (the first bucket may have a smaller cap, like DDP's 1 MB);

@@ -25,7 +25,7 @@
 #include "comm/communicator.h"
 #include "model/param_and_grad_buffer.h"
 #include "optim/adamw.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft {
 

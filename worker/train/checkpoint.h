@@ -14,7 +14,7 @@
 
 #include "model/llama.h"
 #include "optim/adamw.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/safetensors.h"
 
 namespace weft {

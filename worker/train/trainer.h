@@ -23,7 +23,7 @@
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
 #include "parallel/step_boundary.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/step_report.h"
 
 namespace weft {

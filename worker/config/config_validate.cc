@@ -5,7 +5,7 @@
 #include <charconv>
 #include <initializer_list>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft {
 namespace {

@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace weft {
 namespace {

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Checks the worker's layering: every quoted #include of a worker unit must
+follow an edge of ALLOWED (a unit sees only the headers of what it links, see
+worker/CMakeLists.txt and docs/architecture.md), and only operator/kube may
+include cpprest. Prints each violation as file:line and exits 1 if any.
+
+Usage: check_layering.py SOURCE_DIR
+"""
+import os
+import re
+import sys
+
+# unit -> units whose headers it may include (besides its own).
+ALLOWED = {
+    "tensor": set(),
+    "config": set(),
+    "kernels": {"tensor"},
+    "data": {"config", "tensor"},
+    "comm": {"tensor"},
+    "model": {"kernels", "tensor", "config"},
+    "optim": {"model", "kernels", "tensor", "config"},
+    "parallel": {"optim", "model", "kernels", "comm", "tensor", "config"},
+    "train": {"parallel", "optim", "model", "kernels", "comm", "data", "tensor", "config"},
+    "metrics": {"train", "comm", "tensor", "config"},
+    "cli": {"metrics", "train", "parallel", "comm", "tensor", "config", "data", "model"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+CPPREST = re.compile(r'^\s*#\s*include\s+[<"]cpprest/')
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    bad = []
+    worker = os.path.join(root, "worker")
+    for unit in sorted(os.listdir(worker)):
+        udir = os.path.join(worker, unit)
+        if not os.path.isdir(udir):
+            continue
+        if unit not in ALLOWED:
+            bad.append(f"worker/{unit}: unit missing from the layering table in {sys.argv[0]}")
+            continue
+        for dirpath, _, files in os.walk(udir):
+            for f in files:
+                if not f.endswith((".h", ".cc", ".cu", ".cuh")):
+                    continue
+                path = os.path.join(dirpath, f)
+                with open(path, encoding="utf-8") as src:
+                    for n, line in enumerate(src, 1):
+                        m = INCLUDE.match(line)
+                        if m and m.group(1) != unit and m.group(1) in ALLOWED and m.group(1) not in ALLOWED[unit]:
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: {unit}/ may not include {m.group(1)}/ "
+                                       f"(allowed: {', '.join(sorted(ALLOWED[unit])) or 'none'})")
+                        if CPPREST.match(line):
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: only operator/kube may include cpprest")
+    for dirpath, _, files in os.walk(os.path.join(root, "operator")):
+        if os.path.relpath(dirpath, root).startswith(os.path.join("operator", "kube")):
+            continue
+        for f in files:
+            path = os.path.join(dirpath, f)
+            if not f.endswith((".h", ".cc")):
+                continue
+            with open(path, encoding="utf-8") as src:
+                for n, line in enumerate(src, 1):
+                    if CPPREST.match(line):
+                        bad.append(f"{os.path.relpath(path, root)}:{n}: only operator/kube may include cpprest")
+    for b in bad:
+        print(b)
+    print(f"layering: {len(bad)} violation(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
