@@ -6,11 +6,8 @@
 // Prints a Markdown table and writes JSON to --out. Run through
 // tests/bench/operator_bench.sh, which provides the control plane.
 #include <CLI/CLI.hpp>
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,50 +21,19 @@
 
 #include "kube/kube_api.h"
 #include "kube/kube_config.h"
+#include "support/net.h"
 
 using namespace std::chrono_literals;
 using weft::kube::Json;
 using Clock = std::chrono::steady_clock;
+using weft::testing::free_port;
 
 namespace {
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int p = ntohs(a.sin_port);
-  ::close(fd);
-  return p;
-}
-
-std::string http_get(int port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return "";
-  }
-  std::string req = "GET " + path + " HTTP/1.0\r\n\r\n", resp;
-  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  char buf[8192];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) resp.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  auto b = resp.find("\r\n\r\n");
-  return b == std::string::npos ? "" : resp.substr(b + 4);
-}
 
 // series name (with labels) -> value
 std::map<std::string, double> scrape(int port) {
   std::map<std::string, double> out;
-  std::istringstream in(http_get(port, "/metrics"));
+  std::istringstream in(weft::testing::http_get(port, "/metrics").body);
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;

@@ -1,8 +1,6 @@
 // weft-worker as a user runs it: exit codes, error messages, signals.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,11 +9,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/net.h"
 #include "support/run_process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using weft::testing::free_port;
 using weft::testing::fresh_dir;
 using weft::testing::run_process;
 using weft::testing::write_file;
@@ -82,18 +82,6 @@ TEST(WorkerCli, SigtermCheckpointsAndResumeMatchesUninterruptedRun) {
   ASSERT_EQ(tail.size(), ref.size() - stopped_at);
   for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], ref[stopped_at + i]) << "step " << stopped_at + i + 1;
   fs::remove_all(d);
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 // A rank with the wrong rendezvous token is a launch mistake: it must fail

@@ -1,10 +1,7 @@
 #include "comm/launch_util.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "support/net.h"
 
 namespace weft::comm::testing {
 namespace {
@@ -60,21 +59,8 @@ std::string temp_path(const std::string& tag) {
 
 std::string bin_path(const std::string& name) { return std::string(WEFT_BIN_DIR) + "/" + name; }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 std::vector<RankResult> launch_ranks(const std::string& program, const LaunchSpec& spec) {
-  int port = free_port();
+  int port = weft::testing::free_port();
   std::vector<pid_t> pids(spec.world, -1);
   std::vector<std::string> outs(spec.world);
   std::vector<Clock::time_point> started(spec.world);

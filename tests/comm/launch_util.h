@@ -25,7 +25,6 @@ struct LaunchSpec {
 };
 
 std::string bin_path(const std::string& name);      // WEFT_BIN_DIR/name
-int free_port();                                    // a free loopback TCP port
 std::vector<RankResult> launch_ranks(const std::string& program, const LaunchSpec& spec);
 
 // Runs argv to completion (or limit_s), capturing output; -1 on timeout.

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <thread>
 
-#include "comm/launch_util.h"
+#include "support/net.h"
 
 namespace weft::comm {
 namespace {
@@ -101,7 +101,7 @@ TEST(TcpStore, WrongTokenIsRejectedWithAClearError) {
 }
 
 TEST(TcpStore, ClientRetriesUntilTheServerComesUp) {
-  int port = testing::free_port();
+  int port = weft::testing::free_port();
   std::unique_ptr<TcpStoreServer> server;
   std::thread late([&] {
     std::this_thread::sleep_for(400ms);
@@ -114,7 +114,7 @@ TEST(TcpStore, ClientRetriesUntilTheServerComesUp) {
 }
 
 TEST(TcpStore, GivesUpAfterTheRendezvousTimeoutNamingTheAddress) {
-  int port = testing::free_port();
+  int port = weft::testing::free_port();
   auto t0 = std::chrono::steady_clock::now();
   try {
     TcpStore c(opts(static_cast<uint16_t>(port), "t", 0, 300ms));

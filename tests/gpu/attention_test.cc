@@ -32,10 +32,10 @@ TEST(CudaOps, Attention) {
     for (const AttnShape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + str(s));
       const Shape qs{s.B, s.T, s.Hq, s.D}, ks{s.B, s.T, s.Hkv, s.D}, ls{s.B, s.Hq, s.T};
-      auto q = round_to(dt, randn(qs.numel(), 30));
-      auto k = round_to(dt, randn(ks.numel(), 31));
-      auto v = round_to(dt, randn(ks.numel(), 32));
-      auto dout = round_to(dt, randn(qs.numel(), 33));
+      auto q = round_to(dt, random_normal_f32(qs.numel(), 30));
+      auto k = round_to(dt, random_normal_f32(ks.numel(), 31));
+      auto v = round_to(dt, random_normal_f32(ks.numel(), 32));
+      auto dout = round_to(dt, random_normal_f32(qs.numel(), 33));
 
       OwnedTensor cq = cpu_tensor(q, qs), ck = cpu_tensor(k, ks), cv = cpu_tensor(v, ks);
       OwnedTensor cout_(DType::F32, qs), clse(DType::F32, ls);
@@ -72,7 +72,8 @@ TEST(CudaOps, AttentionLongSequenceUsesNoScoreMatrix) {
   WEFT_REQUIRE_GPU();
   const int64_t B = 1, T = 4096, H = 1, D = 64;
   const Shape qs{B, T, H, D}, ls{B, H, T};
-  auto q = randn(qs.numel(), 40), k = randn(qs.numel(), 41), v = randn(qs.numel(), 42);
+  auto q = random_normal_f32(qs.numel(), 40), k = random_normal_f32(qs.numel(), 41),
+       v = random_normal_f32(qs.numel(), 42);
   OwnedTensor gq = gpu_tensor(q, DType::BF16, qs), gk = gpu_tensor(k, DType::BF16, qs);
   OwnedTensor gv = gpu_tensor(v, DType::BF16, qs), gout = gpu_empty(DType::BF16, qs);
   OwnedTensor glse = gpu_empty(DType::F32, ls), gdo = gpu_tensor(q, DType::BF16, qs);

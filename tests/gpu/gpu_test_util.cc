@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "tensor/bf16.h"
 
@@ -18,22 +17,6 @@ void check(cudaError_t e, const char* what) {
   ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
 }
 }  // namespace
-
-std::vector<float> randn(size_t n, uint64_t seed, float stddev) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> x(n);
-  for (float& v : x) v = dist(gen);
-  return x;
-}
-
-std::vector<int32_t> random_ints(size_t n, int32_t hi, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int32_t> dist(0, hi - 1);
-  std::vector<int32_t> x(n);
-  for (int32_t& v : x) v = dist(gen);
-  return x;
-}
 
 std::vector<float> round_to(DType dt, std::vector<float> x) {
   if (dt == DType::BF16)

@@ -1,6 +1,7 @@
 // Helpers for the CUDA-vs-CPU op tests: skip without a device, upload host
-// data as f32 or bf16, download as f32, poison outputs (all-ones bytes: NaN in
-// both f32 and bf16), and compare with dtype-aware tolerances.
+// data (seeded inputs: support/random.h) as f32 or bf16, download as f32,
+// poison outputs (all-ones bytes: NaN in both f32 and bf16), and compare with
+// dtype-aware tolerances.
 //
 // Tolerances (docs/cuda.md): inputs are rounded to bf16 once and the CPU
 // reference runs in fp32 on exactly those values, so the only differences are
@@ -19,9 +20,13 @@
 
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/context.h"
+#include "support/random.h"
 #include "tensor/tensor.h"
 
 namespace weft::gpu_test {
+
+using ::weft::testing::random_normal_f32;
+using ::weft::testing::random_tokens;
 
 // Skips the test with "no CUDA device: <reason>" when there is no GPU; else
 // installs the caching allocator for Buffer (once).
@@ -33,8 +38,6 @@ namespace weft::gpu_test {
     ::weft::cuda::install_buffer_allocator();          \
   } while (0)
 
-std::vector<float> randn(size_t n, uint64_t seed, float stddev = 1.0f);
-std::vector<int32_t> random_ints(size_t n, int32_t hi, uint64_t seed);  // in [0, hi)
 // Rounds every value to bf16 (round to nearest even) when dt is BF16.
 std::vector<float> round_to(DType dt, std::vector<float> x);
 

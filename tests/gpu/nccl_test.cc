@@ -23,7 +23,7 @@ TEST(NcclSingleRank, EveryCollectiveKeepsASingleRanksValues) {
   nccl->set_compute_stream(cuda::CudaContext::current().compute_stream());
   ASSERT_EQ(nccl->size(), 1);
   for (DType dt : {DType::F32, DType::BF16}) {
-    const std::vector<float> x = round_to(dt, randn(1000, 7));
+    const std::vector<float> x = round_to(dt, random_normal_f32(1000, 7));
     OwnedTensor a = gpu_tensor(x, dt, {1000});
     nccl->all_reduce(a, comm::ReduceOp::Sum, "sum")->wait();
     nccl->all_reduce(a, comm::ReduceOp::Avg, "avg")->wait();

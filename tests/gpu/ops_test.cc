@@ -38,9 +38,9 @@ TEST(CudaOps, Matmul) {
                          std::to_string(ta) + " tb" + std::to_string(tb));
             const Shape sa = ta ? Shape{s.K, s.M} : Shape{s.M, s.K};
             const Shape sb = tb ? Shape{s.N, s.K} : Shape{s.K, s.N};
-            auto a = round_to(dt, randn(sa.numel(), 1));
-            auto b = round_to(dt, randn(sb.numel(), 2));
-            auto c0 = round_to(cdt, randn(s.M * s.N, 3));
+            auto a = round_to(dt, random_normal_f32(sa.numel(), 1));
+            auto b = round_to(dt, random_normal_f32(sb.numel(), 2));
+            auto c0 = round_to(cdt, random_normal_f32(s.M * s.N, 3));
             // beta = 1 into an f32 c is the weight-gradient accumulation path.
             const float alpha = 0.5f, beta = cdt == DType::F32 ? 1.0f : 0.0f;
             OwnedTensor ca = cpu_tensor(a, sa), cb = cpu_tensor(b, sb),
@@ -62,10 +62,10 @@ TEST(CudaOps, Embedding) {
     for (int64_t N : {1, 37, 300}) {
       SCOPED_TRACE(name(dt) + " N" + std::to_string(N));
       const int64_t V = 23, C = 70;  // N > V: tokens repeat, so backward accumulates
-      auto tok = random_ints(N, V, 4);
-      auto w = round_to(dt, randn(V * C, 5));
-      auto dout = round_to(dt, randn(N * C, 6));
-      auto dw0 = randn(V * C, 7);
+      auto tok = random_tokens(N, V, 4);
+      auto w = round_to(dt, random_normal_f32(V * C, 5));
+      auto dout = round_to(dt, random_normal_f32(N * C, 6));
+      auto dw0 = random_normal_f32(V * C, 7);
       OwnedTensor ct = cpu_ints(tok, {N}), cw = cpu_tensor(w, {V, C});
       OwnedTensor cout_(DType::F32, {N, C});
       ops::embedding_forward(cout_.t, ct, cw);
@@ -88,10 +88,10 @@ TEST(CudaOps, RmsNorm) {
     for (auto [N, C] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {300, 1000}, {3, 2050}}) {
       SCOPED_TRACE(name(dt) + " N" + std::to_string(N) + " C" + std::to_string(C));
       const float eps = 1e-5f;
-      auto x = round_to(dt, randn(N * C, 8));
-      auto w = round_to(dt, randn(C, 9));
-      auto dout = round_to(dt, randn(N * C, 10));
-      auto dw0 = randn(C, 11);
+      auto x = round_to(dt, random_normal_f32(N * C, 8));
+      auto w = round_to(dt, random_normal_f32(C, 9));
+      auto dout = round_to(dt, random_normal_f32(N * C, 10));
+      auto dw0 = random_normal_f32(C, 11);
       OwnedTensor cx = cpu_tensor(x, {N, C}), cw = cpu_tensor(w, {C});
       OwnedTensor cout_(DType::F32, {N, C}), crstd(DType::F32, {N}), cdx(DType::F32, {N, C});
       OwnedTensor cdw = cpu_tensor(dw0, {C});
@@ -125,7 +125,7 @@ TEST(CudaOps, Rope) {
     for (auto sh : {Shape{1, 1, 1, 2}, Shape{2, 37, 3, 10}, Shape{1, 300, 2, 64}}) {
       SCOPED_TRACE(name(dt) + " " + sh.str());
       const float theta = 10000.0f;
-      auto x = round_to(dt, randn(sh.numel(), 12));
+      auto x = round_to(dt, random_normal_f32(sh.numel(), 12));
       OwnedTensor cy(DType::F32, sh), cdx(DType::F32, sh);
       ops::rope_forward(cy.t, cpu_tensor(x, sh), theta);
       ops::rope_backward(cdx.t, cpu_tensor(x, sh), theta);
@@ -144,9 +144,9 @@ TEST(CudaOps, SwiGlu) {
   for (DType dt : kFloatTypes)
     for (int64_t n : {1, 1000, 70001}) {
       SCOPED_TRACE(name(dt) + " n" + std::to_string(n));
-      auto g = round_to(dt, randn(n, 13, 3.0f));
-      auto u = round_to(dt, randn(n, 14));
-      auto d = round_to(dt, randn(n, 15));
+      auto g = round_to(dt, random_normal_f32(n, 13, 3.0f));
+      auto u = round_to(dt, random_normal_f32(n, 14));
+      auto d = round_to(dt, random_normal_f32(n, 15));
       OwnedTensor co(DType::F32, {n}), cdg(DType::F32, {n}), cdu(DType::F32, {n});
       OwnedTensor cg = cpu_tensor(g, {n}), cu = cpu_tensor(u, {n});
       ops::swiglu_forward(co.t, cg, cu);
@@ -166,8 +166,8 @@ TEST(CudaOps, CrossEntropy) {
   for (DType dt : kFloatTypes)
     for (auto [N, V] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {64, 5003}}) {
       SCOPED_TRACE(name(dt) + " N" + std::to_string(N) + " V" + std::to_string(V));
-      auto l = round_to(dt, randn(N * V, 16, 2.0f));
-      auto t = random_ints(N, static_cast<int32_t>(V), 17);
+      auto l = round_to(dt, random_normal_f32(N * V, 16, 2.0f));
+      auto t = random_tokens(N, static_cast<int32_t>(V), 17);
       const float scale = 1.0f / static_cast<float>(N);
       OwnedTensor cl = cpu_tensor(l, {N, V}), ct = cpu_ints(t, {N});
       OwnedTensor closs(DType::F32, {N}), cd(DType::F32, {N, V});
@@ -191,8 +191,8 @@ TEST(CudaOps, Elementwise) {
   for (DType dt : kFloatTypes)
     for (int64_t n : {1, 1023, 300001}) {
       SCOPED_TRACE(name(dt) + " n" + std::to_string(n));
-      auto x = round_to(dt, randn(n, 18));
-      auto y = randn(n, 19);
+      auto x = round_to(dt, random_normal_f32(n, 18));
+      auto y = random_normal_f32(n, 19);
       OwnedTensor gx = gpu_tensor(x, dt, {n});
       OwnedTensor gf = gpu_empty(dt, {n});
       ops::fill(gf.t, 1.5f);
@@ -221,7 +221,8 @@ TEST(CudaOps, AdamW) {
   WEFT_REQUIRE_GPU();
   for (int64_t n : {1, 4097, 100003}) {
     SCOPED_TRACE("n" + std::to_string(n));
-    auto p = randn(n, 20), g = randn(n, 21), m = randn(n, 22, 0.1f), v = randn(n, 23, 0.1f);
+    auto p = random_normal_f32(n, 20), g = random_normal_f32(n, 21);
+    auto m = random_normal_f32(n, 22, 0.1f), v = random_normal_f32(n, 23, 0.1f);
     for (float& x : v) x = x * x;
     const ops::AdamWParams h{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 7};
     OwnedTensor cp = cpu_tensor(p, {n}), cm = cpu_tensor(m, {n}), cv = cpu_tensor(v, {n});
@@ -248,10 +249,10 @@ TEST(CudaOps, AdamW) {
 // fresh CUDA context instead of a forked one.
 TEST(CudaOpsDeathTest, OutOfRangeTargetIsReported) {
   WEFT_REQUIRE_GPU();
-  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_DEATH(
       {
-        OwnedTensor gl = gpu_tensor(randn(2 * 7, 50), DType::F32, {2, 7});
+        OwnedTensor gl = gpu_tensor(random_normal_f32(2 * 7, 50), DType::F32, {2, 7});
         OwnedTensor gt = gpu_ints({3, 7}, {2});  // 7 is outside [0, 7)
         OwnedTensor gloss = gpu_empty(DType::F32, {2});
         ops::cross_entropy_forward(gloss.t, gl, gt);

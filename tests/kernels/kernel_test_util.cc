@@ -12,22 +12,6 @@
 
 namespace weft::test {
 
-std::vector<double> random_normal(size_t n, uint64_t seed, double stddev) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> dist(0.0, stddev);
-  std::vector<double> x(n);
-  for (double& v : x) v = dist(gen);
-  return x;
-}
-
-std::vector<int32_t> random_tokens(size_t n, int32_t vocab, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
-  std::vector<int32_t> t(n);
-  for (int32_t& v : t) v = dist(gen);
-  return t;
-}
-
 std::vector<float> to_f32(const std::vector<double>& x) { return {x.begin(), x.end()}; }
 std::vector<double> to_f64(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 

@@ -1,7 +1,8 @@
-// Helpers shared by the kernel tests: seeded random data, naive comparisons and
-// a central finite-difference gradient check in double precision.
-// defines: random_normal, random_tokens, to_f32, to_f64, weighted_sum,
-//          expect_all_close, expect_gradient, use_threadsafe_death_tests.
+// Helpers shared by the kernel tests: naive comparisons and a central
+// finite-difference gradient check in double precision; seeded random data
+// comes from support/random.h.
+// defines: to_f32, to_f64, weighted_sum, expect_all_close, expect_gradient,
+//          use_threadsafe_death_tests.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "support/random.h"
+
 namespace weft::test {
 
-std::vector<double> random_normal(size_t n, uint64_t seed, double stddev = 1.0);
-std::vector<int32_t> random_tokens(size_t n, int32_t vocab, uint64_t seed);
+using ::weft::testing::random_normal;
+using ::weft::testing::random_tokens;
+
 std::vector<float> to_f32(const std::vector<double>& x);
 std::vector<double> to_f64(const std::vector<float>& x);
 

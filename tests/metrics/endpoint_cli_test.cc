@@ -1,19 +1,18 @@
 // Where metrics are served, from the command line: weft-run prints each
 // rank's endpoint by the rule the worker binds with, and a worker whose port
 // is taken warns and trains on.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "metrics/metrics_test_util.h"
+#include "support/net.h"
 
 namespace weft::metrics_test {
 namespace {
@@ -79,21 +78,14 @@ TEST(WeftRunMetrics, AnUnreadableConfigIsReportedNotFatal) {
 
 TEST(WorkerMetrics, BusyPortWarnsAndTrainingContinues) {
   // Hold a loopback listener on the port the worker will try.
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
+  auto busy = std::make_unique<weft::testing::Listener>(0, 1);
+  const int port = busy->port();
   const fs::path out_dir =
       fs::temp_directory_path() / ("weft-metrics-busy-" + std::to_string(getpid()));
   auto [code, out] = run_to_end({std::string(WEFT_BIN_DIR) + "/weft-worker", config(), "--steps",
                                  "3", "--out", out_dir.string(), "--no-resume"},
                                 {{"WEFT_METRICS_PORT", std::to_string(port)}}, 60);
-  close(fd);
+  busy.reset();
   fs::remove_all(out_dir);
   EXPECT_EQ(code, 0) << out;
   EXPECT_THAT(out, HasSubstr("metrics disabled: cannot serve on port " + std::to_string(port)))

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "metrics/metrics_test_util.h"
+#include "support/net.h"
 
 namespace weft::metrics_test {
 namespace {
@@ -24,6 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+using weft::testing::free_port;
+using weft::testing::http_get;
+using weft::testing::HttpResponse;
 
 const char* kNamespace = "weft-test";
 const char* kJob = "metrics-e2e";
@@ -62,7 +66,7 @@ struct Children {
 };
 
 json prom_query(int port, const std::string& expr) {
-  HttpResponse r = http_get(port, "/api/v1/query?query=" + url_encode(expr), 10);
+  HttpResponse r = http_get(port, "/api/v1/query?query=" + url_encode(expr), std::chrono::seconds(10));
   if (r.status == 0) return json{{"status", "unreachable"}};
   try {
     return json::parse(r.body);
@@ -88,7 +92,7 @@ TEST(LiveRun, PromtoolPrometheusAndEveryDashboardQueryAcceptALive2RankRun) {
   Children guard;
 
   // 1. Two ranks with metrics on base and base + 1.
-  const int base = free_port_pair();
+  const int base = weft::testing::free_port_range(2);
   Child run =
       spawn({std::string(WEFT_BIN_DIR) + "/weft-run", "-n", "2", "--",
              std::string(WEFT_SOURCE_DIR) + "/tests/metrics/metrics_run.yaml", "--out",

@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
 
-#include "metrics/metrics_test_util.h"
+#include "support/net.h"
 
 namespace weft {
 namespace {
 
-using metrics_test::http_get;
+using weft::testing::http_get;
 
 TEST(MetricsServer, ServesTheRegistryAndNothingElse) {
   auto registry = std::make_shared<prometheus::Registry>();

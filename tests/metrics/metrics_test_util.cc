@@ -1,11 +1,7 @@
 #include "metrics/metrics_test_util.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,41 +125,6 @@ std::string substitute(std::string expr, const std::map<std::string, std::string
   return expr;
 }
 
-HttpResponse http_get(int port, const std::string& path, double timeout_s) {
-  HttpResponse r;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return r;
-  }
-  std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return r;
-  }
-  std::string raw;
-  const auto deadline =
-      Clock::now() + std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
-  char buf[65536];
-  while (Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    ssize_t k = read(fd, buf, sizeof buf);
-    if (k <= 0) break;
-    raw.append(buf, static_cast<size_t>(k));
-  }
-  close(fd);
-  size_t sp = raw.find(' '), hdr_end = raw.find("\r\n\r\n");
-  if (sp == std::string::npos || hdr_end == std::string::npos) return r;
-  r.status = std::atoi(raw.c_str() + sp + 1);
-  r.body = raw.substr(hdr_end + 4);
-  return r;
-}
-
 std::string url_encode(const std::string& s) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
@@ -177,42 +138,6 @@ std::string url_encode(const std::string& s) {
     }
   }
   return out;
-}
-
-namespace {
-bool bindable(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_ANY);  // the worker binds 0.0.0.0
-  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-}  // namespace
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    throw std::runtime_error("bind port 0 failed");
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-int free_port_pair() {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    int p = free_port();
-    if (p < 65535 && bindable(p) && bindable(p + 1)) return p;
-  }
-  throw std::runtime_error("no two consecutive free ports found");
 }
 
 bool executable_exists(const std::string& path) { return access(path.c_str(), X_OK) == 0; }

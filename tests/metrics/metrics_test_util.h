@@ -1,6 +1,6 @@
 // Helpers for the metrics tests: parse Prometheus text exposition, read the
-// dashboard's queries, talk HTTP/1.0 to loopback servers, and run child
-// processes (weft-run, prometheus, promtool) with deadlines.
+// dashboard's queries, and run child processes (weft-run, prometheus,
+// promtool) with deadlines. Loopback HTTP is support/net.h's.
 #pragma once
 
 #include <sys/types.h>
@@ -71,17 +71,8 @@ std::set<std::string> referenced_metrics(const std::string& expr);
 // Replaces Grafana variables ($namespace, ${job}, $__rate_interval, ...).
 std::string substitute(std::string expr, const std::map<std::string, std::string>& vars);
 
-// HTTP/1.0 GET on 127.0.0.1; status 0 when the connection failed.
-struct HttpResponse {
-  int status = 0;
-  std::string body;
-};
-HttpResponse http_get(int port, const std::string& path, double timeout_s = 5);
 std::string url_encode(const std::string& s);
 
-int free_port();
-// A port p with p and p + 1 both free (for two ranks' exposers).
-int free_port_pair();
 bool executable_exists(const std::string& path);
 
 // A child process in its own process group, stdout+stderr to `log_path`;

@@ -4,8 +4,6 @@
 // Each connection serves one request and closes.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/net.h"
 
 namespace weft::kube::testing {
 
@@ -39,28 +39,16 @@ struct FakeRequest {
 class FakeHttpServer {
  public:
   using Handler = std::function<FakeResponse(const FakeRequest&)>;
-  explicit FakeHttpServer(Handler h) : handler_(std::move(h)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    ::listen(fd_, 16);
+  explicit FakeHttpServer(Handler h) : handler_(std::move(h)), listener_(0, 16) {
     thread_ = std::thread([this] { loop(); });
   }
   ~FakeHttpServer() {
     stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
+    listener_.shutdown();
     thread_.join();
     for (auto& t : conns_) t.join();
   }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(listener_.port()); }
   std::vector<FakeRequest> requests() {
     std::lock_guard lock(mu_);
     return requests_;
@@ -69,19 +57,10 @@ class FakeHttpServer {
  private:
   void loop() {
     while (!stop_) {
-      int c = ::accept(fd_, nullptr, nullptr);
+      int c = listener_.accept();
       if (c < 0) return;
       conns_.emplace_back([this, c] { serve(c); });
     }
-  }
-  static bool send_all(int c, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      ssize_t n = ::send(c, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
   }
   void serve(int c) {
     std::string in;
@@ -123,26 +102,25 @@ class FakeHttpServer {
     for (auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
     if (r.chunks.empty()) {
       out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n\r\n" + r.body;
-      send_all(c, out);
+      weft::testing::send_all(c, out);
     } else {
       out += "Transfer-Encoding: chunked\r\n\r\n";
-      send_all(c, out);
+      weft::testing::send_all(c, out);
       for (const auto& ch : r.chunks) {
         char len[32];
         std::snprintf(len, sizeof len, "%zx\r\n", ch.size());
-        if (!send_all(c, std::string(len) + ch + "\r\n")) break;
+        if (!weft::testing::send_all(c, std::string(len) + ch + "\r\n")) break;
         std::this_thread::sleep_for(r.chunk_gap);
       }
       while (r.hold_open && !stop_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      send_all(c, "0\r\n\r\n");
+      weft::testing::send_all(c, "0\r\n\r\n");
     }
     ::shutdown(c, SHUT_WR);
     ::close(c);
   }
 
   Handler handler_;
-  int fd_ = -1;
-  int port_ = 0;
+  weft::testing::Listener listener_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::vector<std::thread> conns_;

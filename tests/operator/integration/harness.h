@@ -18,6 +18,7 @@
 
 #include "kube/informer.h"
 #include "kube/kube_api.h"
+#include "support/net.h"
 #include "trainingjob/controller.h"
 
 namespace weft::it {
@@ -85,8 +86,7 @@ class OperatorProcess {
   int pid_ = -1;
 };
 
-int free_port();
-// GET http://127.0.0.1:port/path; returns the HTTP status (0 if unreachable) and body.
-std::pair<int, std::string> http_get(int port, const std::string& path);
+using weft::testing::free_port;
+using weft::testing::http_get;  // .status (0 if unreachable) and .body
 
 }  // namespace weft::it

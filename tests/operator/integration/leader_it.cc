@@ -53,9 +53,9 @@ TEST(LeaderElection, OneLeaderAndTheStandbyTakesOver) {
   Replica& standby = first == "op-a" ? b : a;
 
   // Both replicas are alive and ready (warm caches); only one leads.
-  ASSERT_TRUE(eventually([&] { return http_get(standby.health_port, "/readyz").first == 200; }, 20s));
-  EXPECT_EQ(http_get(leader.health_port, "/healthz").first, 200);
-  EXPECT_EQ(http_get(standby.health_port, "/healthz").first, 200);
+  ASSERT_TRUE(eventually([&] { return http_get(standby.health_port, "/readyz").status == 200; }, 20s));
+  EXPECT_EQ(http_get(leader.health_port, "/healthz").status, 200);
+  EXPECT_EQ(http_get(standby.health_port, "/healthz").status, 200);
   ASSERT_TRUE(eventually([&] { return metric(leader.metrics_port, "weft_operator_leader") == 1; }));
   EXPECT_EQ(metric(standby.metrics_port, "weft_operator_leader"), 0);
   std::this_thread::sleep_for(1500ms);  // several renew periods: the lease must not flap
@@ -77,7 +77,7 @@ TEST(LeaderElection, OneLeaderAndTheStandbyTakesOver) {
 
   // A killed leader cannot release: a fresh replica waits for the lease to expire.
   auto c = start_replica(ns.name(), "op-c");
-  ASSERT_TRUE(eventually([&] { return http_get(c.health_port, "/readyz").first == 200; }, 20s));
+  ASSERT_TRUE(eventually([&] { return http_get(c.health_port, "/readyz").status == 200; }, 20s));
   standby.proc->kill();
   ASSERT_TRUE(eventually([&] { return lease_holder(ns.name()) == "op-c"; }, 20s));
   ASSERT_TRUE(admin_api().create(kube::kTrainingJobs, ns.name(), job_json("three", 1)).ok());

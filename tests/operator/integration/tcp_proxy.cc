@@ -1,7 +1,5 @@
 #include "integration/tcp_proxy.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,24 +7,12 @@
 namespace weft::it {
 
 TcpProxy::TcpProxy(int upstream_port) : upstream_port_(upstream_port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
-  ::listen(listen_fd_, 64);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
 TcpProxy::~TcpProxy() {
   stop_ = true;
-  ::shutdown(listen_fd_, SHUT_RDWR);
-  ::close(listen_fd_);
+  listener_.shutdown();
   acceptor_.join();
   cut_all();
   std::vector<std::thread> pumps;
@@ -45,15 +31,10 @@ void TcpProxy::cut_all() {
 
 void TcpProxy::accept_loop() {
   while (!stop_) {
-    int client = ::accept(listen_fd_, nullptr, nullptr);
+    int client = listener_.accept();
     if (client < 0) return;
-    int up = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(upstream_port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(up, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ::close(up);
+    int up = weft::testing::connect_loopback(upstream_port_);
+    if (up < 0) {
       ::close(client);
       continue;
     }
@@ -78,15 +59,7 @@ void TcpProxy::pump(int client, int upstream) {
         done = true;
         break;
       }
-      int to = fds[1 - i].fd;
-      for (ssize_t off = 0; off < n;) {
-        ssize_t w = ::send(to, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
-        if (w <= 0) {
-          done = true;
-          break;
-        }
-        off += w;
-      }
+      if (!weft::testing::send_all(fds[1 - i].fd, buf, static_cast<size_t>(n))) done = true;
     }
     if (done) break;
   }

@@ -9,13 +9,15 @@
 #include <thread>
 #include <vector>
 
+#include "support/net.h"
+
 namespace weft::it {
 
 class TcpProxy {
  public:
   explicit TcpProxy(int upstream_port);
   ~TcpProxy();
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
   void cut_all();           // closes every open connection (both sides)
   long connections() const { return accepted_.load(); }
   long cuts() const { return cuts_.load(); }
@@ -25,8 +27,7 @@ class TcpProxy {
   void pump(int client, int upstream);
 
   int upstream_port_;
-  int listen_fd_ = -1;
-  int port_ = 0;
+  weft::testing::Listener listener_;
   std::atomic<bool> stop_{false};
   std::atomic<long> accepted_{0}, cuts_{0};
   std::mutex mu_;

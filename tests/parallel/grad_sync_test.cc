@@ -1,0 +1,228 @@
+// GradSync implementations and StepBoundary over in-process fake groups
+// (tests/support/fake_communicator.h): fast checks of the protocol; the
+// multi-process runs in dp_equivalence_test stay the proof on real Gloo.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "model/llama.h"
+#include "parallel/data_parallel.h"
+#include "parallel/grad_sync.h"
+#include "parallel/step_boundary.h"
+#include "support/fake_communicator.h"
+
+namespace weft {
+namespace {
+
+using testing::FakeGroup;
+using testing::run_ranks;
+
+ModelConfig small_model() {
+  ModelConfig m;
+  m.vocab_size = 32;
+  m.d_model = 16;
+  m.n_layers = 2;
+  m.n_heads = 2;
+  m.n_kv_heads = 1;
+  m.ffn_hidden = 32;
+  m.max_seq_len = 8;
+  return m;
+}
+
+OptimConfig optim() {
+  OptimConfig o;
+  o.lr = 1e-2;
+  o.weight_decay = 0.1;
+  return o;
+}
+
+std::shared_ptr<ParamAndGradBuffer> make_buffer(float param_seed) {
+  auto b = std::make_shared<ParamAndGradBuffer>(llama_param_table(small_model()));
+  float* p = b->flat_params().f32();
+  for (int64_t i = 0; i < b->numel(); ++i) p[i] = param_seed + 0.001f * static_cast<float>(i % 97);
+  return b;
+}
+
+// Rank r's gradient for element i: distinct per rank, so the average matters.
+float grad_of(int rank, int64_t i) { return 0.01f * static_cast<float>((i * (rank + 3)) % 41 - 20); }
+
+void fill_grads(ParamAndGradBuffer& b, int rank, float scale = 1.0f) {
+  float* g = b.flat_grads().f32();
+  for (int64_t i = 0; i < b.numel(); ++i) g[i] = scale * grad_of(rank, i);
+}
+
+// One micro-batch of "backward": every parameter reported in backward order.
+double run_micro_batch(GradSync& sync, ParamAndGradBuffer& b, bool last, double loss) {
+  sync.begin_micro_batch(last);
+  for (int i = 0; i < static_cast<int>(b.params().size()); ++i) sync.on_grad_ready(i);
+  return sync.finish_micro_batch(loss);
+}
+
+DataParallelOptions small_buckets(bool bf16 = false) {
+  DataParallelOptions o;
+  o.bucket_cap_mb = 0.004;  // a few KiB: several buckets over the ~13k parameters
+  o.bf16_wire = bf16;
+  return o;
+}
+
+TEST(GradSync, DataParallelEqualsOneRankStepOnTheAveragedGradients) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("ranks " + std::to_string(n));
+    // Reference: one rank with the ranks' mean gradient.
+    auto ref = make_buffer(0.5f);
+    {
+      float* g = ref->flat_grads().f32();
+      for (int64_t i = 0; i < ref->numel(); ++i) {
+        float s = 0;
+        for (int r = 0; r < n; ++r) s += grad_of(r, i);
+        g[i] = s * (1.0f / n);
+      }
+    }
+    LocalGradSync local(ref, optim());
+    local.start();
+    EXPECT_EQ(run_micro_batch(local, *ref, true, 1.25), 1.25);
+    const double ref_norm = local.clip_and_step(1e-2, 0.5);
+
+    auto group = FakeGroup::create(n, "dp");
+    std::vector<std::shared_ptr<ParamAndGradBuffer>> bufs(n);
+    std::vector<double> loss(n), norm(n);
+    run_ranks(n, [&](int r) {
+      bufs[r] = make_buffer(r == 0 ? 0.5f : 9.0f);  // start() makes rank 0's weights everyone's
+      DataParallel dp(bufs[r], group->member(r), small_buckets(), optim());
+      EXPECT_GT(dp.bucket_count(), 2);
+      dp.start();
+      fill_grads(*bufs[r], r);
+      loss[r] = run_micro_batch(dp, *bufs[r], true, 1.0 + r);
+      norm[r] = dp.clip_and_step(1e-2, 0.5);
+      EXPECT_GT(dp.last_step().comm_seconds, 0.0);
+      EXPECT_EQ(dp.last_step().bucket_seconds.size(), static_cast<size_t>(dp.bucket_count()));
+      EXPECT_EQ(dp.writes_optimizer_state(), r == 0);
+      EXPECT_EQ(dp.state_bytes().optimizer, 2 * bufs[r]->numel() * 4);
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_NEAR(loss[r], 1.0 + (n - 1) / 2.0, 1e-6);
+      EXPECT_NEAR(norm[r], ref_norm, 1e-5 * ref_norm);
+      const float* p = bufs[r]->flat_params().f32();
+      const float* want = ref->flat_params().f32();
+      for (int64_t i = 0; i < ref->numel(); ++i) ASSERT_NEAR(p[i], want[i], 1e-6f) << "rank " << r << " elem " << i;
+    }
+  }
+}
+
+TEST(GradSync, NoSyncMicroBatchesAccumulateLocally) {
+  auto group = FakeGroup::create(2, "dp");
+  run_ranks(2, [&](int r) {
+    auto b = make_buffer(0.5f);
+    DataParallel dp(b, group->member(r), small_buckets(), optim());
+    dp.start();
+    fill_grads(*b, r);
+    // Not the last micro-batch: nothing is reduced, the loss stays local.
+    EXPECT_EQ(run_micro_batch(dp, *b, false, 3.0 + r), 3.0 + r);
+    EXPECT_EQ(b->flat_grads().f32()[7], grad_of(r, 7));
+    EXPECT_EQ(group->member(r)->stats().by_op.count("all_reduce"), 0u);
+    run_micro_batch(dp, *b, true, 3.0 + r);
+    EXPECT_NEAR(b->flat_grads().f32()[7], (grad_of(0, 7) + grad_of(1, 7)) / 2, 1e-7);
+  });
+}
+
+TEST(GradSync, Bf16WireRoundsTheAverage) {
+  auto group = FakeGroup::create(2, "dp");
+  std::vector<std::vector<float>> got(2);
+  run_ranks(2, [&](int r) {
+    auto b = make_buffer(0.5f);
+    DataParallel dp(b, group->member(r), small_buckets(/*bf16=*/true), optim());
+    dp.start();
+    fill_grads(*b, r);
+    run_micro_batch(dp, *b, true, 0);
+    got[r].assign(b->flat_grads().f32(), b->flat_grads().f32() + b->numel());
+  });
+  EXPECT_EQ(got[0], got[1]);
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    const float want = (grad_of(0, i) + grad_of(1, i)) / 2;
+    ASSERT_NEAR(got[0][i], want, 1e-2f * std::fabs(want) + 1e-6f) << i;
+  }
+}
+
+// A strategy sees each bucket once, in order, when its reduction completed.
+class RecordingDataParallel : public DataParallel {
+ public:
+  using DataParallel::DataParallel;
+  std::vector<int> reduced;
+
+ protected:
+  void on_bucket_reduced(int bucket) override { reduced.push_back(bucket); }
+};
+
+TEST(GradSync, BucketReducedHookFiresPerBucketInOrderAndRebucketApplies) {
+  auto group = FakeGroup::create(2, "dp");
+  run_ranks(2, [&](int r) {
+    auto b = make_buffer(0.5f);
+    RecordingDataParallel dp(b, group->member(r), small_buckets(), optim());
+    dp.start();
+    run_micro_batch(dp, *b, true, 0);
+    std::vector<int> want(dp.bucket_count());
+    for (int i = 0; i < dp.bucket_count(); ++i) want[i] = i;
+    EXPECT_EQ(dp.reduced, want);
+    dp.rebucket(1000, 4);  // one bucket holds everything
+    EXPECT_EQ(dp.bucket_count(), 1);
+    EXPECT_EQ(dp.bucket_cap_mb(), 1000);
+    dp.reduced.clear();
+    run_micro_batch(dp, *b, true, 0);
+    EXPECT_EQ(dp.reduced, std::vector<int>{0});
+  });
+}
+
+TEST(StepBoundary, OneRanksStopStopsAllAndRankZerosCapWins) {
+  namespace fs = std::filesystem;
+  const fs::path cap = fs::temp_directory_path() / ("weft-cap-" + std::to_string(::getpid()));
+  fs::remove(cap);
+  auto group = FakeGroup::create(3, "dp");
+  std::vector<std::vector<StepAgreement>> seen(3);
+  std::atomic<int> at_boundary{0};
+  run_ranks(3, [&](int r) {
+    StepBoundary sb(group->member(r), cap.string());
+    seen[r].push_back(sb.agree(false, 25));  // no file yet: nothing changes
+    if (r == 0) {
+      std::ofstream(cap) << "4\n";
+    }
+    seen[r].push_back(sb.agree(r == 2, 25));  // rank 2 stops; rank 0 reads 4 MiB
+    seen[r].push_back(sb.agree(false, 4));    // unchanged file: no new cap
+    ++at_boundary;
+  });
+  EXPECT_EQ(at_boundary.load(), 3);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FALSE(seen[r][0].stop);
+    EXPECT_EQ(seen[r][0].new_cap_mb, 0);
+    EXPECT_TRUE(seen[r][1].stop);
+    EXPECT_EQ(seen[r][1].new_cap_mb, 4);
+    EXPECT_FALSE(seen[r][2].stop);
+    EXPECT_EQ(seen[r][2].new_cap_mb, 0);
+  }
+  fs::remove(cap);
+  // Alone: no group, no collective, the local stop request decides.
+  StepBoundary alone(nullptr, cap.string());
+  EXPECT_TRUE(alone.agree(true, 25).stop);
+  EXPECT_FALSE(alone.agree(false, 25).stop);
+}
+
+TEST(GradSync, FactoryPicksByGroupSizeAndRejectsUnbuiltStrategies) {
+  WorkerConfig cfg;
+  cfg.model = small_model();
+  EXPECT_NE(dynamic_cast<LocalGradSync*>(make_grad_sync(cfg, make_buffer(0), nullptr).get()), nullptr);
+  auto one = FakeGroup::create(1, "dp");
+  EXPECT_NE(dynamic_cast<LocalGradSync*>(make_grad_sync(cfg, make_buffer(0), one->member(0)).get()), nullptr);
+  auto two = FakeGroup::create(2, "dp");
+  EXPECT_NE(dynamic_cast<DataParallel*>(make_grad_sync(cfg, make_buffer(0), two->member(0)).get()), nullptr);
+  cfg.parallel.strategy = "isp";
+  EXPECT_THROW(make_grad_sync(cfg, make_buffer(0), nullptr), ConfigError);
+}
+
+}  // namespace
+}  // namespace weft
