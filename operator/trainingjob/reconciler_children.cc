@@ -9,6 +9,7 @@
 #include "trainingjob/constants.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/reconciler_context.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 using kube::ApiError;
@@ -79,8 +80,9 @@ bool Reconciler::ensure_children(Context& cx) {
     // spec.worker may change between attempts; bucket_cap_mb is the tuner's.
     const std::string want = worker_config_yaml(cx.spec.worker);
     const Json& data = (*cm).contains("data") ? (*cm)["data"] : Json::object();
-    if (data.value(kConfigKey, "") != want) {
-      auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name), {{"data", {{kConfigKey, want}}}});
+    if (data.value(contract::kConfigKey, "") != want) {
+      auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name),
+                                  {{"data", {{contract::kConfigKey, want}}}});
       if (!res) cx.note(res.error());
     }
   }

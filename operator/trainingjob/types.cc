@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "weft_contract.h"
+
 namespace weft::tj {
 namespace {
 
@@ -113,7 +115,7 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
         e.push_back({"spec.template.volumes", "volume name '" + vol.value("name", "") + "' uses the reserved prefix weft-"});
   if (auto v = s.pod_template.find("env"); v != s.pod_template.end() && v->is_array())
     for (const auto& env : *v)
-      for (const char* n : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_ATTEMPT", "WEFT_RDZV_TOKEN"})
+      for (const char* n : contract::kOperatorEnv)
         if (env.value("name", "") == n)
           e.push_back({"spec.template.env", std::string("cannot override ") + n + ", which the operator sets"});
   return e;

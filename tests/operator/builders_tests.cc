@@ -6,6 +6,7 @@
 #include "test_builders.h"
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 namespace {
@@ -96,8 +97,8 @@ TEST(Builders, ConfigMapHoldsWorkerYamlAndSeparateBucketKey) {
   Json job = MakeJob("j", "ns").Parallel("zero2", 1, 1).BucketMB(2.5).Obj();
   job["spec"]["worker"]["train"] = {{"steps", 200}, {"out_dir", "/tmp/run: x"}};
   Json cm = build_configmap(job, parse_spec(job["spec"]));
-  EXPECT_EQ(cm["data"][kBucketKey], "2.5");
-  YAML::Node y = YAML::Load(cm["data"][kConfigKey].get<std::string>());
+  EXPECT_EQ(cm["data"][contract::kBucketCapKey], "2.5");
+  YAML::Node y = YAML::Load(cm["data"][contract::kConfigKey].get<std::string>());
   EXPECT_EQ(y["preset"].as<std::string>(), "tiny");
   EXPECT_EQ(y["parallel"]["strategy"].as<std::string>(), "zero2");
   EXPECT_EQ(y["parallel"]["bucket_cap_mb"].as<double>(), 2.5);
