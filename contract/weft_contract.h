@@ -43,7 +43,8 @@ inline constexpr const char* kEnvLocalWorldSize = "LOCAL_WORLD_SIZE";  // ranks 
 // routes to MASTER_ADDR):
 inline constexpr const char* kEnvBindAddr = "WEFT_BIND_ADDR";
 // Overrides of config fields (the field each one sets in the comment;
-// bucket_cap_file is parallel.bucket_cap_file).
+// bucket_cap_file is parallel.bucket_cap_file). The operator sets
+// WEFT_BUCKET_CAP_FILE in every pod, to kBucketCapPath below.
 inline constexpr const char* kEnvBucketCapFile = "WEFT_BUCKET_CAP_FILE";  // bucket_cap_file
 inline constexpr const char* kEnvSteps = "WEFT_STEPS";                    // train.steps
 inline constexpr const char* kEnvBucketCapMb = "WEFT_BUCKET_CAP_MB";      // parallel.bucket_cap_mb
@@ -54,8 +55,9 @@ inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // tra
 
 // The names the operator sets in every pod; a job's pod template may not
 // override them.
-inline constexpr const char* kOperatorEnv[] = {kEnvRank,       kEnvWorldSize, kEnvMasterAddr,
-                                               kEnvMasterPort, kEnvAttempt,   kEnvRdzvToken};
+inline constexpr const char* kOperatorEnv[] = {kEnvRank,         kEnvWorldSize, kEnvMasterAddr,
+                                               kEnvMasterPort,   kEnvAttempt,   kEnvRdzvToken,
+                                               kEnvBucketCapFile};
 
 // ---- Files the operator mounts into every pod ------------------------------
 // The job's ConfigMap, mounted as a whole directory (never with subPath: only a

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <cstdio>
 #include <random>
 
@@ -46,10 +47,13 @@ void emit(YAML::Emitter& out, const Json& j) {
   }
 }
 
+// The shortest text that reads back as the same double ("25", "2.5",
+// "12.3456789"): the worker compares the file's value with its current cap, so
+// a rounded value would re-bucket the job at its first step.
 std::string format_mb(double mb) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", mb);
-  return buf;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, mb);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(mb);
 }
 
 }  // namespace
@@ -162,11 +166,16 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
       {{"name", kEnvAttempt}, {"value", std::to_string(attempt)}},
       {{"name", kEnvRdzvToken},
        {"valueFrom", {{"secretKeyRef", {{"name", secret_name(job_name)}, {"key", kSecretTokenKey}}}}}},
+      // The tuning path: rank 0 polls this ConfigMap key and the ranks switch
+      // to a new cap at an agreed step. Overrides parallel.bucket_cap_file.
+      {{"name", kEnvBucketCapFile}, {"value", kBucketCapPath}},
   });
   if (tpl.contains("env"))
     for (const auto& e : tpl["env"])
       if (!is_contract_env(e.value("name", ""))) env.push_back(e);
 
+  // The ConfigMap is mounted as a directory, never through subPath: only a
+  // directory mount sees the tuner's later updates of the bucket cap key.
   Json mounts = Json::array({{{"name", kConfigVolume}, {"mountPath", kConfigMountDir}, {"readOnly", true}},
                              {{"name", kScratchVolume}, {"mountPath", "/tmp"}}});
   if (tpl.contains("volumeMounts"))

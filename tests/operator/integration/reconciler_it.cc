@@ -65,6 +65,7 @@ TEST_F(Reconcile, CreatesTheGangWithTheWorkerContract) {
     EXPECT_EQ(env_value(pod, "MASTER_ADDR"), "llama-0.llama." + ns() + ".svc");
     EXPECT_EQ(env_value(pod, "MASTER_PORT"), "29500");  // the CRD default
     EXPECT_EQ(env_value(pod, "WEFT_ATTEMPT"), "0");
+    EXPECT_EQ(env_value(pod, "WEFT_BUCKET_CAP_FILE"), "/etc/weft/bucket_cap_mb");  // the ConfigMap key below
     EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], uid);
     EXPECT_TRUE(pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"].get<bool>());
     EXPECT_EQ(pod["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"][0], "ALL");
