@@ -41,7 +41,7 @@ bench: build
 	tests/bench/operator_bench.sh $(BUILD)
 
 format:
-	find worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i
+	find contract worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -2,13 +2,19 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <cstdio>
 #include <random>
 
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 namespace {
+
+// A pod runs one rank and leaves LOCAL_RANK unset, so it serves metrics on the
+// base port.
+constexpr int kPodMetricsPort = contract::metrics_port(0);
 
 std::string ns_of(const Json& job) { return job["metadata"].value("namespace", "default"); }
 std::string name_of(const Json& job) { return job["metadata"].value("name", ""); }
@@ -41,10 +47,13 @@ void emit(YAML::Emitter& out, const Json& j) {
   }
 }
 
+// The shortest text that reads back as the same double ("25", "2.5",
+// "12.3456789"): the worker compares the file's value with its current cap, so
+// a rounded value would re-bucket the job at its first step.
 std::string format_mb(double mb) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", mb);
-  return buf;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, mb);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(mb);
 }
 
 }  // namespace
@@ -76,7 +85,7 @@ Json build_service(const Json& job, const TrainingJobSpec& spec) {
             {"selector", {{kLabelJob, name_of(job)}}},
             {"ports",
              {{{"name", "rendezvous"}, {"port", spec.master_port}, {"targetPort", spec.master_port}},
-              {{"name", "metrics"}, {"port", kMetricsPort}, {"targetPort", kMetricsPort}}}}}}};
+              {{"name", "metrics"}, {"port", kPodMetricsPort}, {"targetPort", kPodMetricsPort}}}}}}};
 }
 
 std::string worker_config_yaml(const Json& worker) {
@@ -89,7 +98,9 @@ Json build_configmap(const Json& job, const TrainingJobSpec& spec) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
           {"metadata", child_meta(job, configmap_name(name_of(job)))},
-          {"data", {{kConfigKey, worker_config_yaml(spec.worker)}, {kBucketKey, format_mb(spec.bucket_cap_mb())}}}};
+          {"data",
+           {{contract::kConfigKey, worker_config_yaml(spec.worker)},
+            {contract::kBucketCapKey, format_mb(spec.bucket_cap_mb())}}}};
 }
 
 Json build_secret(const Json& job, const std::string& token) {
@@ -128,12 +139,13 @@ std::string random_token() {
 }
 
 bool is_contract_env(const std::string& name) {
-  for (const char* n : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_ATTEMPT", "WEFT_RDZV_TOKEN"})
+  for (const char* n : contract::kOperatorEnv)
     if (name == n) return true;
   return false;
 }
 
 Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attempt) {
+  using namespace contract;  // env names and mounted files
   const std::string job_name = name_of(job), ns = ns_of(job);
   const Json& tpl = spec.pod_template;
   Json meta = child_meta(job, pod_name(job_name, rank));
@@ -147,25 +159,30 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
   meta["annotations"][kAnnotationSpecHash] = pod_spec_hash(spec);
 
   Json env = Json::array({
-      {{"name", "RANK"}, {"value", std::to_string(rank)}},
-      {{"name", "WORLD_SIZE"}, {"value", std::to_string(spec.replicas)}},
-      {{"name", "MASTER_ADDR"}, {"value", master_addr(job_name, ns)}},
-      {{"name", "MASTER_PORT"}, {"value", std::to_string(spec.master_port)}},
-      {{"name", "WEFT_ATTEMPT"}, {"value", std::to_string(attempt)}},
-      {{"name", "WEFT_RDZV_TOKEN"},
+      {{"name", kEnvRank}, {"value", std::to_string(rank)}},
+      {{"name", kEnvWorldSize}, {"value", std::to_string(spec.replicas)}},
+      {{"name", kEnvMasterAddr}, {"value", master_addr(job_name, ns)}},
+      {{"name", kEnvMasterPort}, {"value", std::to_string(spec.master_port)}},
+      {{"name", kEnvAttempt}, {"value", std::to_string(attempt)}},
+      {{"name", kEnvRdzvToken},
        {"valueFrom", {{"secretKeyRef", {{"name", secret_name(job_name)}, {"key", kSecretTokenKey}}}}}},
+      // The tuning path: rank 0 polls this ConfigMap key and the ranks switch
+      // to a new cap at an agreed step. Overrides parallel.bucket_cap_file.
+      {{"name", kEnvBucketCapFile}, {"value", kBucketCapPath}},
   });
   if (tpl.contains("env"))
     for (const auto& e : tpl["env"])
       if (!is_contract_env(e.value("name", ""))) env.push_back(e);
 
-  Json mounts = Json::array({{{"name", "weft-config"}, {"mountPath", kConfigMountDir}, {"readOnly", true}},
-                             {{"name", "weft-tmp"}, {"mountPath", "/tmp"}}});
+  // The ConfigMap is mounted as a directory, never through subPath: only a
+  // directory mount sees the tuner's later updates of the bucket cap key.
+  Json mounts = Json::array({{{"name", kConfigVolume}, {"mountPath", kConfigMountDir}, {"readOnly", true}},
+                             {{"name", kScratchVolume}, {"mountPath", "/tmp"}}});
   if (tpl.contains("volumeMounts"))
     for (const auto& m : tpl["volumeMounts"]) mounts.push_back(m);
-  Json volumes = Json::array({{{"name", "weft-config"}, {"configMap", {{"name", configmap_name(job_name)}}}},
+  Json volumes = Json::array({{{"name", kConfigVolume}, {"configMap", {{"name", configmap_name(job_name)}}}},
                               // The root filesystem is read-only; /tmp is the worker's scratch space.
-                              {{"name", "weft-tmp"}, {"emptyDir", Json::object()}}});
+                              {{"name", kScratchVolume}, {"emptyDir", Json::object()}}});
   if (tpl.contains("volumes"))
     for (const auto& v : tpl["volumes"]) volumes.push_back(v);
 
@@ -178,7 +195,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
       {"env", env},
       {"ports",
        {{{"name", "rendezvous"}, {"containerPort", spec.master_port}},
-        {{"name", "metrics"}, {"containerPort", kMetricsPort}}}},
+        {{"name", "metrics"}, {"containerPort", kPodMetricsPort}}}},
       {"volumeMounts", mounts},
       {"securityContext",
        {{"runAsNonRoot", true},

@@ -26,7 +26,9 @@ Json owner_reference(const Json& job);
 Json child_labels(const std::string& job);
 
 Json build_service(const Json& job, const TrainingJobSpec& spec);
-// `bucket_cap_mb` is only written at creation; later the tuner owns it.
+// The worker config (contract::kConfigKey) and the bucket cap
+// (contract::kBucketCapKey), which is only written at creation: later the
+// tuner owns it.
 Json build_configmap(const Json& job, const TrainingJobSpec& spec);
 Json build_secret(const Json& job, const std::string& token);
 Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attempt);
@@ -37,7 +39,8 @@ std::string worker_config_yaml(const Json& worker);  // spec.worker as YAML
 std::string pod_spec_hash(const TrainingJobSpec& spec);
 std::string random_token();                          // 32 random bytes, hex
 
-// Env names the operator sets; spec.template.env may not override them.
+// Env names the operator sets (contract::kOperatorEnv); spec.template.env may
+// not override them.
 bool is_contract_env(const std::string& name);
 
 }  // namespace weft::tj

@@ -1,5 +1,7 @@
 // Every label key, annotation, condition type, event reason and fixed name
 // the operator writes, in one place, so tests, docs and dashboards agree.
+// What the worker reads too (exit codes, env names, mounted files, the
+// metrics port) is in contract/weft_contract.h, not here.
 #pragma once
 
 namespace weft::tj {
@@ -14,15 +16,12 @@ inline constexpr const char* kManagedBy = "weft-operator";
 // hash differs from the job's current spec belongs to an outdated gang.
 inline constexpr const char* kAnnotationSpecHash = "weft.dev/spec-hash";
 
-// ConfigMap keys and mount layout (the worker contract).
-inline constexpr const char* kConfigKey = "config.yaml";        // spec.worker, verbatim
-inline constexpr const char* kBucketKey = "bucket_cap_mb";      // tunable; owned by the tuner after creation
-inline constexpr const char* kConfigMountDir = "/etc/weft";
-inline constexpr const char* kConfigPath = "/etc/weft/config.yaml";
-inline constexpr const char* kSecretTokenKey = "token";
+// Pod layout the worker does not see.
+inline constexpr const char* kSecretTokenKey = "token";          // the Secret's key; pods get it as WEFT_RDZV_TOKEN
 inline constexpr const char* kContainerName = "worker";
 inline constexpr const char* kWorkerBinary = "weft-worker";
-inline constexpr int kMetricsPort = 9400;
+inline constexpr const char* kConfigVolume = "weft-config";      // the ConfigMap, at contract::kConfigMountDir
+inline constexpr const char* kScratchVolume = "weft-tmp";        // emptyDir at /tmp (the root filesystem is read-only)
 
 // Phases (status.phase).
 inline constexpr const char* kPhasePending = "Pending";
@@ -57,12 +56,5 @@ inline constexpr const char* kReasonResumed = "Resumed";
 inline constexpr const char* kReasonTTLExpired = "TTLExpired";
 inline constexpr const char* kReasonCreateFailed = "CreateFailed";
 inline constexpr const char* kReasonSpecChanged = "SpecChanged";       // gang relaunched for a new spec
-
-// Worker exit codes (DESIGN.md "Failure").
-inline constexpr int kExitDone = 0;
-inline constexpr int kExitBadConfig = 1;
-inline constexpr int kExitPeerLost = 3;
-inline constexpr int kExitCheckpointIO = 4;
-inline constexpr int kExitPreempted = 143;
 
 }  // namespace weft::tj

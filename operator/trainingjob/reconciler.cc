@@ -1,6 +1,6 @@
 // The reconcile flow: read the job and what it owns, decide with the pure
-// policies, apply, write status once. Child-object mechanics are in
-// reconciler_children.cc.
+// policies, apply, write status once. Each step below is one decision of
+// reconcile(); child-object mechanics are in reconciler_children.cc.
 #include "trainingjob/reconciler.h"
 
 #include "trainingjob/reconciler_context.h"
@@ -25,7 +25,55 @@ using kube::ObjectPtr;
 using Kind = ReconcileResult::Kind;
 using namespace detail;
 
+namespace {
 
+// The only place status.phase is written: every phase comes from the phase
+// policy.
+PhaseView set_phase(TrainingJobStatus& st, const GangObservation& gang, const PhaseFacts& facts) {
+  PhaseView view = compute_phase(gang, facts);
+  st.phase = view.phase;
+  return view;
+}
+
+// A gang restart is in progress until every rank of the new attempt runs.
+bool restart_in_progress(const TrainingJobStatus& st) {
+  const Condition* c = st.condition(kCondRestarting);
+  return st.restarts > 0 && c && c->status == "True";
+}
+
+// A finished job is requeued for its TTL, if it has one.
+ReconcileResult requeue_for_ttl(const TrainingJobSpec& spec, const TrainingJobStatus& st, TimePoint now) {
+  auto ttl = ttl_remaining(spec, st, now);
+  return ttl ? ReconcileResult::requeue_after(std::max(*ttl, std::chrono::seconds(0))) : ReconcileResult::done();
+}
+
+std::vector<ObjectPtr> not_terminating(const std::vector<ObjectPtr>& pods) {
+  std::vector<ObjectPtr> out;
+  for (const auto& p : pods)
+    if (!terminating(*p)) out.push_back(p);
+  return out;
+}
+
+// Pods that still run: a failed job deletes these and keeps the finished ones
+// for their logs.
+std::vector<ObjectPtr> still_running(const std::vector<ObjectPtr>& pods) {
+  std::vector<ObjectPtr> out;
+  for (const auto& p : pods)
+    if (!terminating(*p) && !pod_finished(*p)) out.push_back(p);
+  return out;
+}
+
+}  // namespace
+
+// How a job ends.
+struct Reconciler::Terminal {
+  bool succeeded = false;
+  std::string reason, message;
+  // The restart or success policy judged the launched gang: its ranks stop
+  // counting as ready and Ready turns False. A spec or a pod refused before
+  // the gang was judged leaves readiness as it was.
+  bool gang_judged = false;
+};
 
 Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& events, OperatorMetrics* metrics,
                        std::function<TimePoint()> now)
@@ -33,6 +81,37 @@ Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& e
 
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   Context cx;
+  if (auto early = read_state(key, cx)) return *early;
+  TrainingJobStatus& st = cx.status;
+  if (st.phase == kPhaseSucceeded || st.phase == kPhaseFailed) return finished_job(cx);
+  if (!cx.spec_errors.empty()) return refuse_spec(cx);
+  if (st.phase.empty()) set_phase(st, GangObservation{}, PhaseFacts{});  // Pending
+  if (!ensure_children(cx)) return finish(cx, ReconcileResult::done());
+  if (cx.spec.suspend) return suspend(cx);
+  resume_if_suspended(cx);
+
+  // After launch, a rank missing from the cache is either deleted or not yet
+  // seen by our watch; only a live read can tell, and every decision below
+  // (spec change, restart) must be made on that authoritative view.
+  if (!st.attempt_start_time.empty() && !cache_shows_full_gang(cx) && !refresh_pods_live(cx))
+    return finish(cx, ReconcileResult::done());  // cx.error makes it transient
+  relaunch_if_spec_changed(cx);
+  observe_gang(cx);
+
+  const RestartDecision decision = decide_restart(cx.gang, st.restarts, cx.spec.restart);
+  if (decision.verdict == GangVerdict::Fail) return fail_gang(cx, decision);
+  if (decision.verdict == GangVerdict::Restart) return restart_gang(cx, decision);
+  if (gang_succeeded(cx.gang)) return complete(cx);
+
+  if (auto wait = wait_for_relaunch(cx)) return finish(cx, *wait);
+  launch_missing_ranks(cx);
+  // The API server refused a pod built from the user's spec (e.g. an invalid
+  // template override): retrying cannot help.
+  if (cx.error && !cx.error->transient() && cx.error->status != 403) return refuse_pods(cx);
+  return report_progress(cx);
+}
+
+std::optional<ReconcileResult> Reconciler::read_state(const std::string& key, Context& cx) {
   auto slash = key.find('/');
   cx.ns = key.substr(0, slash);
   cx.name = slash == std::string::npos ? "" : key.substr(slash + 1);
@@ -44,214 +123,206 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   cx.now = now_();
   cx.now_s = format_time(cx.now);
   cx.generation = job["metadata"].value("generation", 0L);
-  std::vector<SpecError> errors;
-  cx.spec = parse_spec(job.contains("spec") ? job["spec"] : Json(), &errors);
-  for (auto& e : validate(cx.spec)) errors.push_back(std::move(e));
-  cx.status = parse_status(job.contains("status") ? job["status"] : Json::object());
+  cx.spec = parse_spec(job.contains("spec") ? job["spec"] : Json(), &cx.spec_errors);
+  for (auto& e : validate(cx.spec)) cx.spec_errors.push_back(std::move(e));
+  std::vector<SpecError> status_errors;
+  cx.status = parse_status(job.contains("status") ? job["status"] : Json::object(), &status_errors);
+  if (!status_errors.empty()) spdlog::warn("{}: ignoring bad status fields: {}", key, describe(status_errors));
   cx.status_before = to_json(cx.status);
   cx.status.observed_generation = cx.generation;
   const std::string uid = job["metadata"].value("uid", "");
   for (auto& pod : caches_.pods.by_index(cx.ns, cx.name))
     if (owned_by(*pod, uid)) cx.pods.push_back(pod);
+  return std::nullopt;
+}
 
+ReconcileResult Reconciler::refuse_spec(Context& cx) {
+  // The API server (< 1.25) could not enforce these rules; refuse the job
+  // before anything is created.
+  const std::string msg = describe(cx.spec_errors);
+  delete_pods(cx, cx.pods);
+  mark_terminal(cx, {.succeeded = false, .reason = kReasonInvalidSpec, .message = msg});
+  return finish(cx, ReconcileResult::terminal(msg));
+}
+
+// Suspend: the pods go, everything else (attempt, restarts, children) stays.
+ReconcileResult Reconciler::suspend(Context& cx) {
   TrainingJobStatus& st = cx.status;
-  if (st.phase == kPhaseSucceeded || st.phase == kPhaseFailed) return finished_job(cx);
+  const std::vector<ObjectPtr> live = not_terminating(cx.pods);
+  delete_pods(cx, live);
+  const Condition* c = st.condition(kCondSuspended);
+  if (!c || c->status != "True")
+    cx.event("Normal", kReasonSuspended, "suspended: deleted " + std::to_string(live.size()) + " pods");
+  st.set_condition(kCondSuspended, true, kReasonSuspended, "spec.suspend is true", cx.generation, cx.now_s);
+  st.set_condition(kCondReady, false, kReasonSuspended, "job is suspended", cx.generation, cx.now_s);
+  set_phase(st, GangObservation{}, PhaseFacts{.suspended = true});
+  st.ready_replicas = 0;
+  st.attempt_start_time.clear();
+  return finish(cx, ReconcileResult::done());
+}
 
-  if (!errors.empty()) {
-    // The API server (< 1.25) could not enforce these rules; refuse the job
-    // before anything is created.
-    const std::string msg = describe(errors);
-    delete_pods(cx, cx.pods);
-    st.phase = kPhaseFailed;
-    st.completion_time = cx.now_s;
-    st.set_condition(kCondFailed, true, kReasonInvalidSpec, msg, cx.generation, cx.now_s);
-    cx.event("Warning", kReasonInvalidSpec, msg);
-    return finish(cx, ReconcileResult::terminal(msg));
-  }
-  if (st.phase.empty()) st.phase = kPhasePending;
-  if (!ensure_children(cx)) return finish(cx, ReconcileResult::done());
+void Reconciler::resume_if_suspended(Context& cx) {
+  TrainingJobStatus& st = cx.status;
+  const Condition* c = st.condition(kCondSuspended);
+  if (!c || c->status != "True") return;
+  // A fresh attempt number keeps the new gang's rendezvous keys apart from the old one's.
+  ++st.attempt;
+  st.attempt_start_time.clear();
+  st.set_condition(kCondSuspended, false, kReasonResumed, "spec.suspend is false", cx.generation, cx.now_s);
+  cx.event("Normal", kReasonResumed, "resumed as attempt " + std::to_string(st.attempt));
+}
 
-  // Suspend: the pods go, everything else (attempt, restarts, children) stays.
-  if (cx.spec.suspend) {
-    std::vector<ObjectPtr> live;
-    for (auto& p : cx.pods)
-      if (!terminating(*p)) live.push_back(p);
-    delete_pods(cx, live);
-    const Condition* c = st.condition(kCondSuspended);
-    if (!c || c->status != "True")
-      cx.event("Normal", kReasonSuspended, "suspended: deleted " + std::to_string(live.size()) + " pods");
-    st.set_condition(kCondSuspended, true, kReasonSuspended, "spec.suspend is true", cx.generation, cx.now_s);
-    st.set_condition(kCondReady, false, kReasonSuspended, "job is suspended", cx.generation, cx.now_s);
-    st.phase = kPhaseSuspended;
-    st.ready_replicas = 0;
-    st.attempt_start_time.clear();
-    return finish(cx, ReconcileResult::done());
-  }
-  if (const Condition* c = st.condition(kCondSuspended); c && c->status == "True") {
-    // A fresh attempt number keeps the new gang's rendezvous keys apart from the old one's.
+// A spec change (replicas, image, worker config, ...) during an attempt
+// relaunches the gang as a new attempt; it is not a failure, so it neither
+// counts against maxRestarts nor waits for a backoff.
+void Reconciler::relaunch_if_spec_changed(Context& cx) {
+  TrainingJobStatus& st = cx.status;
+  const std::string want = pod_spec_hash(cx.spec);
+  for (auto& p : cx.pods) {
+    if (terminating(*p) || label_int(*p, kLabelAttempt, -1) != st.attempt) continue;
+    const Json& meta = (*p)["metadata"];
+    const std::string have = meta.contains("annotations") ? meta["annotations"].value(kAnnotationSpecHash, "") : "";
+    if (have == want) continue;
     ++st.attempt;
     st.attempt_start_time.clear();
-    st.set_condition(kCondSuspended, false, kReasonResumed, "spec.suspend is false", cx.generation, cx.now_s);
-    cx.event("Normal", kReasonResumed, "resumed as attempt " + std::to_string(st.attempt));
+    spdlog::info("{}: spec changed (generation {}), relaunching as attempt {}", cx.key(), cx.generation, st.attempt);
+    cx.event("Normal", kReasonSpecChanged,
+             "spec changed (generation " + std::to_string(cx.generation) + "): relaunching the gang as attempt " +
+                 std::to_string(st.attempt));
+    return;
   }
+}
 
-  // After launch, a rank missing from the cache is either deleted or not yet
-  // seen by our watch; only a live read can tell, and every decision below
-  // (spec change, restart) must be made on that authoritative view.
-  if (!st.attempt_start_time.empty() && !cache_shows_full_gang(cx) && !refresh_pods_live(cx))
-    return finish(cx, ReconcileResult::done());  // cx.error makes it transient
-  // A spec change (replicas, image, worker config, ...) during an attempt
-  // relaunches the gang as a new attempt; it is not a failure, so it neither
-  // counts against maxRestarts nor waits for a backoff.
-  {
-    const std::string want = pod_spec_hash(cx.spec);
-    for (auto& p : cx.pods) {
-      if (terminating(*p) || label_int(*p, kLabelAttempt, -1) != st.attempt) continue;
-      const Json& meta = (*p)["metadata"];
-      const std::string have = meta.contains("annotations") ? meta["annotations"].value(kAnnotationSpecHash, "") : "";
-      if (have == want) continue;
-      ++st.attempt;
-      st.attempt_start_time.clear();
-      spdlog::info("{}: spec changed (generation {}), relaunching as attempt {}", key, cx.generation, st.attempt);
-      cx.event("Normal", kReasonSpecChanged,
-               "spec changed (generation " + std::to_string(cx.generation) + "): relaunching the gang as attempt " +
-                   std::to_string(st.attempt));
-      break;
-    }
-  }
-  const int attempt = st.attempt;
-  std::vector<ObjectPtr> current, stale;
-  for (auto& p : cx.pods) (label_int(*p, kLabelAttempt, -1) == attempt ? current : stale).push_back(p);
-  {
-    std::vector<ObjectPtr> live_stale;
-    for (auto& p : stale)
-      if (!terminating(*p)) live_stale.push_back(p);
-    delete_pods(cx, live_stale);
-  }
+// Splits the pods into the current attempt's and older ones (which are
+// deleted), and reduces the current ones to the facts the policies decide on.
+void Reconciler::observe_gang(Context& cx) {
+  const TrainingJobStatus& st = cx.status;
+  for (auto& p : cx.pods) (label_int(*p, kLabelAttempt, -1) == st.attempt ? cx.current : cx.stale).push_back(p);
+  delete_pods(cx, not_terminating(cx.stale));
 
-  GangObservation gang;
+  GangObservation& gang = cx.gang;
   gang.replicas = cx.spec.replicas;
-  gang.attempt = attempt;
+  gang.attempt = st.attempt;
   gang.launched = !st.attempt_start_time.empty();
-  std::set<int> present;
-  for (auto& p : current) {
+  for (auto& p : cx.current) {
     if (terminating(*p)) continue;  // only we delete pods of the current attempt on purpose, and then bump it
     RankState r = observe_pod(*p, kContainerName);
-    present.insert(r.rank);
+    cx.present.insert(r.rank);
     gang.ranks.push_back(r);
   }
   if (gang.launched)
     for (int r = 0; r < gang.replicas; ++r)
-      if (!present.count(r)) gang.missing_ranks.push_back(r);  // the pod view is live here (see above)
+      if (!cx.present.count(r)) gang.missing_ranks.push_back(r);  // the pod view is live here (see reconcile)
+}
 
-  const RestartDecision decision = decide_restart(gang, st.restarts, cx.spec.restart);
-  if (decision.verdict == GangVerdict::Fail) {
-    std::vector<ObjectPtr> running;
-    for (auto& p : current)
-      if (!terminating(*p) && !pod_finished(*p)) running.push_back(p);
-    delete_pods(cx, running);
-    st.phase = kPhaseFailed;
-    st.completion_time = cx.now_s;
-    st.ready_replicas = 0;
-    st.set_condition(kCondFailed, true, decision.reason, decision.message, cx.generation, cx.now_s);
-    st.set_condition(kCondReady, false, decision.reason, "job failed", cx.generation, cx.now_s);
-    cx.event("Warning", decision.reason, decision.message);
-    auto ttl = ttl_remaining(cx.spec, st, cx.now);
-    return finish(cx, ttl ? ReconcileResult::requeue_after(std::max(*ttl, std::chrono::seconds(0)))
-                          : ReconcileResult::done());
-  }
-  if (decision.verdict == GangVerdict::Restart) {
-    std::vector<ObjectPtr> live;
-    for (auto& p : current)
-      if (!terminating(*p)) live.push_back(p);
-    delete_pods(cx, live);
-    ++st.restarts;
-    ++st.attempt;
-    st.last_restart_time = cx.now_s;
-    st.attempt_start_time.clear();
-    st.ready_replicas = 0;
-    st.phase = kPhaseRestarting;
-    const auto backoff = restart_backoff(st.restarts, cx.spec.restart);
-    const std::string msg = decision.message + "; restarting the gang as attempt " + std::to_string(st.attempt) +
-                            " in " + std::to_string(backoff.count()) + "s (restart " + std::to_string(st.restarts) +
-                            " of " + std::to_string(cx.spec.restart.max_restarts) + ")";
-    st.set_condition(kCondRestarting, true, decision.reason, msg, cx.generation, cx.now_s);
-    st.set_condition(kCondReady, false, decision.reason, "gang restarting", cx.generation, cx.now_s);
-    cx.event("Warning", decision.reason, msg);
-    spdlog::info("{}: {}", key, msg);
-    if (metrics_) metrics_->add_restart();
-    return finish(cx, ReconcileResult::requeue_after(std::max<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(1))));
-  }
-  if (gang_succeeded(gang)) {
-    st.phase = kPhaseSucceeded;
-    st.completion_time = cx.now_s;
-    st.ready_replicas = 0;
-    st.set_condition(kCondSucceeded, true, kReasonCompleted, "all " + std::to_string(gang.replicas) + " ranks exited 0",
-                     cx.generation, cx.now_s);
-    st.set_condition(kCondReady, false, kReasonCompleted, "job completed", cx.generation, cx.now_s);
-    if (st.condition(kCondRestarting)) st.set_condition(kCondRestarting, false, kReasonCompleted, "", cx.generation, cx.now_s);
-    cx.event("Normal", kReasonCompleted, "all " + std::to_string(gang.replicas) + " ranks exited 0");
-    auto ttl = ttl_remaining(cx.spec, st, cx.now);
-    return finish(cx, ttl ? ReconcileResult::requeue_after(std::max(*ttl, std::chrono::seconds(0)))
-                          : ReconcileResult::done());
-  }
+ReconcileResult Reconciler::fail_gang(Context& cx, const RestartDecision& decision) {
+  delete_pods(cx, still_running(cx.current));
+  mark_terminal(cx, {.succeeded = false, .reason = decision.reason, .message = decision.message, .gang_judged = true});
+  return finish(cx, requeue_for_ttl(cx.spec, cx.status, cx.now));
+}
 
-  const bool restarting = st.restarts > 0 && st.condition(kCondRestarting) &&
-                          st.condition(kCondRestarting)->status == "True";
-  // The new gang waits until the old one is gone and the backoff has passed.
-  if (!stale.empty()) {
-    if (restarting) st.phase = kPhaseRestarting;
-    return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(2)));
+ReconcileResult Reconciler::restart_gang(Context& cx, const RestartDecision& decision) {
+  TrainingJobStatus& st = cx.status;
+  delete_pods(cx, not_terminating(cx.current));
+  ++st.restarts;
+  ++st.attempt;
+  st.last_restart_time = cx.now_s;
+  st.attempt_start_time.clear();
+  st.ready_replicas = 0;
+  set_phase(st, GangObservation{}, PhaseFacts{.restart_in_progress = true});  // the gang is gone
+  const auto backoff = restart_backoff(st.restarts, cx.spec.restart);
+  const std::string msg = decision.message + "; restarting the gang as attempt " + std::to_string(st.attempt) +
+                          " in " + std::to_string(backoff.count()) + "s (restart " + std::to_string(st.restarts) +
+                          " of " + std::to_string(cx.spec.restart.max_restarts) + ")";
+  st.set_condition(kCondRestarting, true, decision.reason, msg, cx.generation, cx.now_s);
+  st.set_condition(kCondReady, false, decision.reason, "gang restarting", cx.generation, cx.now_s);
+  cx.event("Warning", decision.reason, msg);
+  spdlog::info("{}: {}", cx.key(), msg);
+  if (metrics_) metrics_->add_restart();
+  return finish(cx, ReconcileResult::requeue_after(
+                        std::max<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(1))));
+}
+
+ReconcileResult Reconciler::complete(Context& cx) {
+  const std::string msg = "all " + std::to_string(cx.gang.replicas) + " ranks exited 0";
+  mark_terminal(cx, {.succeeded = true, .reason = kReasonCompleted, .message = msg, .gang_judged = true});
+  return finish(cx, requeue_for_ttl(cx.spec, cx.status, cx.now));
+}
+
+// The new gang waits until the old one is gone and the backoff has passed.
+std::optional<ReconcileResult> Reconciler::wait_for_relaunch(Context& cx) {
+  TrainingJobStatus& st = cx.status;
+  const bool restarting = restart_in_progress(st);
+  if (!cx.stale.empty()) {
+    if (restarting) set_phase(st, GangObservation{}, PhaseFacts{.restart_in_progress = true});  // not launched yet
+    return ReconcileResult::requeue_after(std::chrono::seconds(2));
   }
-  if (restarting && gang.ranks.empty()) {
+  if (restarting && cx.gang.ranks.empty()) {
     auto last = parse_time(st.last_restart_time);
     auto ready_at = (last ? *last : cx.now) + restart_backoff(st.restarts, cx.spec.restart);
     if (ready_at > cx.now) {
-      st.phase = kPhaseRestarting;
-      return finish(cx, ReconcileResult::requeue_after(
-                            std::chrono::duration_cast<std::chrono::milliseconds>(ready_at - cx.now) +
-                            std::chrono::milliseconds(10)));
+      set_phase(st, cx.gang, PhaseFacts{.restart_in_progress = true});
+      return ReconcileResult::requeue_after(std::chrono::duration_cast<std::chrono::milliseconds>(ready_at - cx.now) +
+                                            std::chrono::milliseconds(10));
     }
   }
+  return std::nullopt;
+}
 
-  std::vector<int> missing_ranks;
+void Reconciler::launch_missing_ranks(Context& cx) {
+  TrainingJobStatus& st = cx.status;
+  std::vector<int> missing;
   for (int rank = 0; rank < cx.spec.replicas; ++rank)
-    if (!present.count(rank)) missing_ranks.push_back(rank);
-  const int created = create_pods(cx, missing_ranks, attempt, gang, present);
+    if (!cx.present.count(rank)) missing.push_back(rank);
+  const int created = create_pods(cx, missing);
   if (created > 0)
     cx.event("Normal", kReasonPodsCreated,
-             "created " + std::to_string(created) + " pods for attempt " + std::to_string(attempt));
-  if (static_cast<int>(present.size()) == cx.spec.replicas && st.attempt_start_time.empty()) {
+             "created " + std::to_string(created) + " pods for attempt " + std::to_string(st.attempt));
+  if (static_cast<int>(cx.present.size()) == cx.spec.replicas && st.attempt_start_time.empty()) {
     st.attempt_start_time = cx.now_s;
     if (st.start_time.empty()) st.start_time = cx.now_s;
   }
+}
 
-  if (cx.error && !cx.error->transient() && cx.error->status != 403) {
-    // The API server refused a pod built from the user's spec (e.g. an
-    // invalid template override): retrying cannot help.
-    const std::string msg = "creating pods failed: " + cx.error->message;
-    st.phase = kPhaseFailed;
-    st.completion_time = cx.now_s;
-    st.set_condition(kCondFailed, true, kReasonCreateFailed, msg, cx.generation, cx.now_s);
-    cx.event("Warning", kReasonCreateFailed, msg);
-    cx.error.reset();
-    return finish(cx, ReconcileResult::terminal(msg));
-  }
+ReconcileResult Reconciler::refuse_pods(Context& cx) {
+  const std::string msg = "creating pods failed: " + cx.error->message;
+  cx.error.reset();  // answered here: terminal with this message, not by finish()
+  mark_terminal(cx, {.succeeded = false, .reason = kReasonCreateFailed, .message = msg});
+  return finish(cx, ReconcileResult::terminal(msg));
+}
 
-  const PhaseView view = compute_phase(gang, PhaseFacts{false, false, false, restarting});
-  st.phase = view.phase;
+ReconcileResult Reconciler::report_progress(Context& cx) {
+  TrainingJobStatus& st = cx.status;
+  const bool restarting = restart_in_progress(st);
+  const PhaseView view = set_phase(st, cx.gang, PhaseFacts{.restart_in_progress = restarting});
   st.ready_replicas = view.ready;
   if (view.all_running) {
     st.set_condition(kCondReady, true, kReasonAllRanksRunning, "all ranks running", cx.generation, cx.now_s);
     if (restarting)
-      st.set_condition(kCondRestarting, false, kReasonAllRanksRunning, "attempt " + std::to_string(attempt) + " running",
-                       cx.generation, cx.now_s);
+      st.set_condition(kCondRestarting, false, kReasonAllRanksRunning,
+                       "attempt " + std::to_string(st.attempt) + " running", cx.generation, cx.now_s);
   } else {
     st.set_condition(kCondReady, false, kReasonWaitingForRanks,
                      std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) + " ranks running",
                      cx.generation, cx.now_s);
   }
   return finish(cx, ReconcileResult::done());
+}
+
+void Reconciler::mark_terminal(Context& cx, const Terminal& how) {
+  TrainingJobStatus& st = cx.status;
+  set_phase(st, GangObservation{}, PhaseFacts{.failed = !how.succeeded, .succeeded = how.succeeded});
+  st.completion_time = cx.now_s;
+  st.set_condition(how.succeeded ? kCondSucceeded : kCondFailed, true, how.reason, how.message, cx.generation,
+                   cx.now_s);
+  if (how.gang_judged) {
+    st.ready_replicas = 0;
+    st.set_condition(kCondReady, false, how.reason, how.succeeded ? "job completed" : "job failed", cx.generation,
+                     cx.now_s);
+  }
+  if (how.succeeded && st.condition(kCondRestarting))
+    st.set_condition(kCondRestarting, false, how.reason, "", cx.generation, cx.now_s);
+  cx.event(how.succeeded ? "Normal" : "Warning", how.reason, how.message);
 }
 
 kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string& name) {

@@ -3,6 +3,14 @@
 // caches, computes what should exist with the pure policies, applies the
 // difference through KubeApi and writes status at most once.
 //
+// reconcile() reads as its steps: read the state; a finished job only waits
+// for its TTL; refuse an invalid spec; ensure the children; suspend or
+// resume; observe the current attempt's gang (relaunching it on a spec
+// change); then the restart policy fails or restarts the gang, or the success
+// policy completes it; otherwise wait for the old gang and the backoff,
+// launch the missing ranks and report progress. The bucket-size tuner will be
+// one more policy step there, writing status.tuning.
+//
 // Invariants:
 //  - Cached objects are never modified; status is built on a copy.
 //  - One status write per reconcile, skipped when nothing changed; it carries
@@ -19,15 +27,17 @@
 //    the cached job is not the version it wrote, it reads the job live.
 //  - Errors come back classified: NotFound (drop), Transient (requeue with
 //    backoff), Terminal (condition + event already written, no requeue).
+//  - status.phase is only ever set from compute_phase (phase_policy.h), and
+//    Succeeded or Failed only through mark_terminal().
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <set>
-#include <vector>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "kube/events.h"
 #include "kube/informer.h"
@@ -35,6 +45,7 @@
 #include "trainingjob/clock.h"
 #include "trainingjob/gang.h"
 #include "trainingjob/operator_metrics.h"
+#include "trainingjob/restart_policy.h"
 
 namespace weft::tj {
 
@@ -68,14 +79,36 @@ class Reconciler {
 
  private:
   struct Context;
-  ReconcileResult finish(Context& cx, ReconcileResult result);
+  struct Terminal;
+
+  // The steps of reconcile(), in order. Those returning a result end the
+  // reconcile; std::nullopt means "go on".
+  std::optional<ReconcileResult> read_state(const std::string& key, Context& cx);
+  kube::ObjectPtr current_job(const std::string& ns, const std::string& name);
+  ReconcileResult finished_job(Context& cx);
+  ReconcileResult refuse_spec(Context& cx);
   bool ensure_children(Context& cx);
-  void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
+  ReconcileResult suspend(Context& cx);
+  void resume_if_suspended(Context& cx);
   bool cache_shows_full_gang(const Context& cx) const;
   bool refresh_pods_live(Context& cx);  // replaces cx.pods with a live list; false on API error
-  ReconcileResult finished_job(Context& cx);
-  int create_pods(Context& cx, const std::vector<int>& ranks, int attempt, GangObservation& gang, std::set<int>& present);
-  kube::ObjectPtr current_job(const std::string& ns, const std::string& name);
+  void relaunch_if_spec_changed(Context& cx);
+  void observe_gang(Context& cx);
+  ReconcileResult fail_gang(Context& cx, const RestartDecision& decision);
+  ReconcileResult restart_gang(Context& cx, const RestartDecision& decision);
+  ReconcileResult complete(Context& cx);
+  std::optional<ReconcileResult> wait_for_relaunch(Context& cx);
+  void launch_missing_ranks(Context& cx);
+  ReconcileResult refuse_pods(Context& cx);
+  ReconcileResult report_progress(Context& cx);
+
+  // The one way into Succeeded or Failed.
+  void mark_terminal(Context& cx, const Terminal& how);
+  // Writes status once (if it changed), records the events, classifies errors.
+  ReconcileResult finish(Context& cx, ReconcileResult result);
+
+  int create_pods(Context& cx, const std::vector<int>& ranks);  // pods of cx.status.attempt; returns how many
+  void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
 
   kube::KubeApi& api_;
   Caches caches_;

@@ -9,6 +9,7 @@
 #include "trainingjob/constants.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/reconciler_context.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 using kube::ApiError;
@@ -19,15 +20,15 @@ using namespace detail;
 // concurrent creates, stopping after a batch that failed. A gang of 256
 // launches in a few round trips, while a namespace quota or an admission
 // webhook that rejects every pod costs one call, not 256.
-int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks, int attempt, GangObservation& gang,
-                            std::set<int>& present) {
+// Created (or already existing) ranks join cx.gang and cx.present.
+int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
   int created = 0;
   size_t next = 0, batch = 1;
   while (next < ranks.size()) {
     const size_t n = std::min(batch, ranks.size() - next);
     std::vector<std::future<kube::Result<Json>>> inflight;
     for (size_t i = 0; i < n; ++i) {
-      Json pod = build_pod(*cx.job, cx.spec, ranks[next + i], attempt);
+      Json pod = build_pod(*cx.job, cx.spec, ranks[next + i], cx.status.attempt);
       inflight.push_back(std::async(std::launch::async, [this, &cx, pod = std::move(pod)] {
         return api_.create(kube::kPods, cx.ns, pod);
       }));
@@ -37,10 +38,10 @@ int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks, int atte
       auto res = inflight[i].get();
       if (res) {
         ++created;
-        gang.ranks.push_back(observe_pod(*res, kContainerName));
-        present.insert(ranks[next + i]);
+        cx.gang.ranks.push_back(observe_pod(*res, kContainerName));
+        cx.present.insert(ranks[next + i]);
       } else if (res.error().already_exists()) {
-        present.insert(ranks[next + i]);  // our cache is behind; the pod is there
+        cx.present.insert(ranks[next + i]);  // our cache is behind; the pod is there
       } else {
         cx.note(res.error());
         failed = true;
@@ -79,8 +80,9 @@ bool Reconciler::ensure_children(Context& cx) {
     // spec.worker may change between attempts; bucket_cap_mb is the tuner's.
     const std::string want = worker_config_yaml(cx.spec.worker);
     const Json& data = (*cm).contains("data") ? (*cm)["data"] : Json::object();
-    if (data.value(kConfigKey, "") != want) {
-      auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name), {{"data", {{kConfigKey, want}}}});
+    if (data.value(contract::kConfigKey, "") != want) {
+      auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name),
+                                  {{"data", {{contract::kConfigKey, want}}}});
       if (!res) cx.note(res.error());
     }
   }

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "kube/informer.h"
+#include "trainingjob/gang.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/types.h"
 
@@ -17,12 +19,17 @@ struct Reconciler::Context {
   std::string ns, name;
   kube::ObjectPtr job;
   TrainingJobSpec spec;
+  std::vector<SpecError> spec_errors;              // parse and validate; any refuses the job
   TrainingJobStatus status;
   Json status_before;
   long generation = 0;
   TimePoint now;
   std::string now_s;
   std::vector<kube::ObjectPtr> pods;               // owned by this job (uid match)
+  // Set by observe_gang():
+  std::vector<kube::ObjectPtr> current, stale;     // pods of status.attempt / of older attempts
+  GangObservation gang;                            // the current attempt's live pods
+  std::set<int> present;                           // ranks of the current attempt with a live pod
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
 
@@ -32,6 +39,7 @@ struct Reconciler::Context {
   void note(const kube::ApiError& e) {
     if (!error) error = e;
   }
+  std::string key() const { return ns + "/" + name; }
 };
 
 namespace detail {

@@ -3,13 +3,14 @@
 #include <algorithm>
 
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 
 RestartDecision decide_restart(const GangObservation& gang, int restarts_so_far, const RestartSpec& spec) {
   // Exit code 1 wins over everything: retrying a bad config only burns time.
   for (const auto& r : gang.ranks)
-    if (r.phase == "Failed" && r.exit_code == kExitBadConfig)
+    if (r.phase == "Failed" && r.exit_code && !contract::retryable(*r.exit_code))
       return {GangVerdict::Fail, kReasonBadConfig,
               "rank " + std::to_string(r.rank) + " exited with code 1 (bad config or input); not retried"};
 

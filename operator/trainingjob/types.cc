@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "weft_contract.h"
+
 namespace weft::tj {
 namespace {
 
@@ -113,7 +115,7 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
         e.push_back({"spec.template.volumes", "volume name '" + vol.value("name", "") + "' uses the reserved prefix weft-"});
   if (auto v = s.pod_template.find("env"); v != s.pod_template.end() && v->is_array())
     for (const auto& env : *v)
-      for (const char* n : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_ATTEMPT", "WEFT_RDZV_TOKEN"})
+      for (const char* n : contract::kOperatorEnv)
         if (env.value("name", "") == n)
           e.push_back({"spec.template.env", std::string("cannot override ") + n + ", which the operator sets"});
   return e;
@@ -153,7 +155,130 @@ void TrainingJobStatus::remove_condition(const std::string& type) {
   std::erase_if(conditions, [&](const Condition& c) { return c.type == type; });
 }
 
-TrainingJobStatus parse_status(const Json& st) {
+const char* tuning_state_name(TuningState s) {
+  switch (s) {
+    case TuningState::Searching: return "Searching";
+    case TuningState::Converged: return "Converged";
+    case TuningState::Stopped: return "Stopped";
+  }
+  return "Searching";
+}
+
+namespace {
+
+// Readers of one status.tuning field: an absent field leaves `out` alone; a
+// bad value is reported under its path and leaves `out` alone too.
+struct TuningReader {
+  std::vector<SpecError>* errors;
+
+  void bad(const std::string& path, const std::string& message) const {
+    if (errors) errors->push_back({path, message});
+  }
+  // A number > 0 (a size in MiB); true when `out` was set.
+  bool size(const Json& obj, const char* key, double& out, const std::string& path) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return false;
+    if (!it->is_number()) {
+      bad(path + "." + key, "must be a number, got " + std::string(it->type_name()));
+    } else if (!(it->get<double>() > 0)) {
+      bad(path + "." + key, "must be > 0, got " + it->dump());
+    } else {
+      out = it->get<double>();
+      return true;
+    }
+    return false;
+  }
+  // A number >= 0 (seconds, a score).
+  void measure(const Json& obj, const char* key, std::optional<double>& out, const std::string& path) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return;
+    if (!it->is_number())
+      bad(path + "." + key, "must be a number, got " + std::string(it->type_name()));
+    else if (!(it->get<double>() >= 0))
+      bad(path + "." + key, "must be >= 0, got " + it->dump());
+    else
+      out = it->get<double>();
+  }
+  // An integer >= 0 (a step count).
+  void count(const Json& obj, const char* key, long& out, const std::string& path) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return;
+    if (!it->is_number_integer())
+      bad(path + "." + key, "must be an integer, got " + it->dump());
+    else if (it->get<long>() < 0)
+      bad(path + "." + key, "must be >= 0, got " + it->dump());
+    else
+      out = it->get<long>();
+  }
+};
+
+}  // namespace
+
+TuningStatus parse_tuning(const Json& j, std::vector<SpecError>* errors) {
+  const std::string path = "status.tuning";
+  const TuningReader r{errors};
+  TuningStatus t;
+  if (!j.is_object()) {
+    r.bad(path, "must be an object, got " + std::string(j.type_name()));
+    return t;
+  }
+  if (auto s = j.find("state"); s != j.end()) {
+    bool known = false;
+    for (TuningState st : {TuningState::Searching, TuningState::Converged, TuningState::Stopped})
+      if (s->is_string() && s->get<std::string>() == tuning_state_name(st)) t.state = st, known = true;
+    if (!known) r.bad(path + ".state", "must be one of Searching, Converged, Stopped; got " + s->dump());
+  }
+  if (!j.contains("currentBucketMB")) r.bad(path + ".currentBucketMB", "is required");
+  r.size(j, "currentBucketMB", t.current_bucket_mb, path);
+  double chosen = 0;
+  if (r.size(j, "chosenBucketMB", chosen, path)) t.chosen_bucket_mb = chosen;
+  if (t.state == TuningState::Converged && !j.contains("chosenBucketMB"))
+    r.bad(path + ".chosenBucketMB", "is required when state is Converged");
+  if (t.state != TuningState::Converged && t.chosen_bucket_mb) {
+    r.bad(path + ".chosenBucketMB", std::string("must be absent while state is ") + tuning_state_name(t.state));
+    t.chosen_bucket_mb.reset();
+  }
+  if (auto trials = j.find("trials"); trials != j.end()) {
+    if (!trials->is_array()) {
+      r.bad(path + ".trials", "must be an array, got " + std::string(trials->type_name()));
+      return t;
+    }
+    for (size_t i = 0; i < trials->size(); ++i) {
+      const Json& tj = (*trials)[i];
+      const std::string tpath = path + ".trials[" + std::to_string(i) + "]";
+      if (!tj.is_object()) {
+        r.bad(tpath, "must be an object, got " + std::string(tj.type_name()));
+        continue;
+      }
+      TuningTrial trial;
+      if (!tj.contains("bucketMB")) r.bad(tpath + ".bucketMB", "is required");
+      r.size(tj, "bucketMB", trial.bucket_mb, tpath);
+      r.count(tj, "steps", trial.steps, tpath);
+      r.measure(tj, "medianStepSeconds", trial.median_step_seconds, tpath);
+      r.measure(tj, "exposedCommSeconds", trial.exposed_comm_seconds, tpath);
+      r.measure(tj, "score", trial.score, tpath);
+      t.trials.push_back(trial);
+    }
+  }
+  return t;
+}
+
+Json to_json(const TuningStatus& t) {
+  Json j = {{"state", tuning_state_name(t.state)}, {"currentBucketMB", t.current_bucket_mb}};
+  if (t.chosen_bucket_mb) j["chosenBucketMB"] = *t.chosen_bucket_mb;
+  Json trials = Json::array();
+  for (const auto& trial : t.trials) {
+    Json tj = {{"bucketMB", trial.bucket_mb}, {"steps", trial.steps}};
+    if (trial.median_step_seconds) tj["medianStepSeconds"] = *trial.median_step_seconds;
+    if (trial.exposed_comm_seconds) tj["exposedCommSeconds"] = *trial.exposed_comm_seconds;
+    if (trial.score) tj["score"] = *trial.score;
+    trials.push_back(tj);
+  }
+  j["trials"] = trials;
+  return j;
+}
+
+TrainingJobStatus parse_status(const Json& st, std::vector<SpecError>* errors) {
   TrainingJobStatus s;
   if (!st.is_object()) return s;
   s.phase = st.value("phase", "");
@@ -170,8 +295,8 @@ TrainingJobStatus parse_status(const Json& st) {
       s.conditions.push_back({j.value("type", ""), j.value("status", ""), j.value("reason", ""),
                               j.value("message", ""), j.value("lastTransitionTime", ""),
                               j.value("observedGeneration", 0L)});
-  for (const char* k : {"progress", "tuning"})
-    if (st.contains(k)) s.extra[k] = st[k];
+  if (st.contains("progress")) s.extra["progress"] = st["progress"];
+  if (auto t = st.find("tuning"); t != st.end() && !t->is_null()) s.tuning = parse_tuning(*t, errors);
   return s;
 }
 
@@ -194,6 +319,7 @@ Json to_json(const TrainingJobStatus& s) {
     conds.push_back(cj);
   }
   j["conditions"] = conds;
+  if (s.tuning) j["tuning"] = to_json(*s.tuning);
   return j;
 }
 

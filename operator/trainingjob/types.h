@@ -1,5 +1,5 @@
 // Typed view of a TrainingJob (spec and the status fields the operator
-// owns), parsed once from the API object. Defaults mirror the CRD schema so a
+// owns, status.tuning included), parsed once from the API object. Defaults mirror the CRD schema so a
 // spec from an API server that did not apply them (or a test builder) means
 // the same thing. validate() enforces the cross-field rules that the CRD
 // states as CEL, because API servers before 1.25 ignore those rules.
@@ -48,6 +48,35 @@ struct TrainingJobSpec {
   double bucket_cap_mb() const;
 };
 
+// status.tuning: the bucket-size tuner's record, written by the tuner (a
+// policy called from reconcile) and absent until it starts. Sizes in MiB.
+enum class TuningState {
+  Searching,  // trials are running; currentBucketMB is the size under trial
+  Converged,  // chosenBucketMB is decided and written to the ConfigMap
+  Stopped,    // tuning ended without a choice; the ranks keep currentBucketMB
+};
+const char* tuning_state_name(TuningState s);  // "Searching", "Converged", "Stopped"
+
+struct TuningTrial {
+  double bucket_mb = 0;  // size tried, > 0
+  long steps = 0;        // steps measured at this size so far
+  // Set once the trial is complete (steps reached stepsPerTrial).
+  std::optional<double> median_step_seconds;
+  std::optional<double> exposed_comm_seconds;  // median exposed communication per step
+  std::optional<double> score;                 // the tuner's score; lower is better
+
+  bool operator==(const TuningTrial&) const = default;
+};
+
+struct TuningStatus {
+  TuningState state = TuningState::Searching;
+  double current_bucket_mb = 0;            // what the ConfigMap holds now, > 0
+  std::optional<double> chosen_bucket_mb;  // set exactly when state is Converged
+  std::vector<TuningTrial> trials;         // in the order they ran
+
+  bool operator==(const TuningStatus&) const = default;
+};
+
 struct Condition {
   std::string type, status, reason, message, last_transition_time;
   long observed_generation = 0;
@@ -62,7 +91,8 @@ struct TrainingJobStatus {
   std::string start_time, completion_time, last_restart_time;
   std::string attempt_start_time;  // all pods of `attempt` created; a vanished pod after this is a failure
   std::vector<Condition> conditions;
-  Json extra = Json::object();  // progress, tuning: owned by other writers, carried through
+  std::optional<TuningStatus> tuning;
+  Json extra = Json::object();  // progress: owned by another writer, carried through
 
   const Condition* condition(const std::string& type) const;
   // Sets a condition; lastTransitionTime changes only when status flips.
@@ -71,16 +101,27 @@ struct TrainingJobStatus {
   void remove_condition(const std::string& type);
 };
 
+// A field that is wrong, in the spec or in a status field the operator parses.
 struct SpecError {
-  std::string field;   // e.g. "spec.replicas"
+  std::string field;   // e.g. "spec.replicas", "status.tuning.state"
   std::string message;
 };
 
 // Parse never fails on missing fields (defaults apply); wrong JSON types are
 // reported by validate-time SpecErrors via parse_spec's out-param.
 TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors = nullptr);
-TrainingJobStatus parse_status(const Json& status);
+// Problems in status.tuning are reported through `errors` (field paths start
+// with "status.tuning") and the offending fields keep their defaults.
+TrainingJobStatus parse_status(const Json& status, std::vector<SpecError>* errors = nullptr);
 Json to_json(const TrainingJobStatus& s);
+
+// status.tuning on its own. Every problem is reported with its field path
+// (e.g. "status.tuning.trials[1].bucketMB"): a wrong JSON type, an unknown
+// state, a size that is not positive, a negative or fractional step count, a
+// chosenBucketMB that does not match the state, a missing currentBucketMB.
+// The offending field keeps its default, so the result is always usable.
+TuningStatus parse_tuning(const Json& tuning, std::vector<SpecError>* errors = nullptr);
+Json to_json(const TuningStatus& t);
 
 // The rules the CRD expresses as CEL and bounds, checked again here.
 std::vector<SpecError> validate(const TrainingJobSpec& spec);

@@ -6,6 +6,7 @@
 #include "test_builders.h"
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 namespace {
@@ -96,13 +97,74 @@ TEST(Builders, ConfigMapHoldsWorkerYamlAndSeparateBucketKey) {
   Json job = MakeJob("j", "ns").Parallel("zero2", 1, 1).BucketMB(2.5).Obj();
   job["spec"]["worker"]["train"] = {{"steps", 200}, {"out_dir", "/tmp/run: x"}};
   Json cm = build_configmap(job, parse_spec(job["spec"]));
-  EXPECT_EQ(cm["data"][kBucketKey], "2.5");
-  YAML::Node y = YAML::Load(cm["data"][kConfigKey].get<std::string>());
+  EXPECT_EQ(cm["data"][contract::kBucketCapKey], "2.5");
+  YAML::Node y = YAML::Load(cm["data"][contract::kConfigKey].get<std::string>());
   EXPECT_EQ(y["preset"].as<std::string>(), "tiny");
   EXPECT_EQ(y["parallel"]["strategy"].as<std::string>(), "zero2");
   EXPECT_EQ(y["parallel"]["bucket_cap_mb"].as<double>(), 2.5);
   EXPECT_EQ(y["train"]["steps"].as<int>(), 200);
   EXPECT_EQ(y["train"]["out_dir"].as<std::string>(), "/tmp/run: x");
+}
+
+// The tuning path end to end on the pod: WEFT_BUCKET_CAP_FILE names the
+// ConfigMap's bucket cap key inside the directory the ConfigMap is mounted at,
+// and the mount is a whole-directory one (a subPath mount never sees updates).
+TEST(Builders, EveryPodReadsTheBucketCapFromTheConfigMap) {
+  Json job = MakeJob("llama", "ns").BucketMB(4).Obj();
+  const TrainingJobSpec spec = parse_spec(job["spec"]);
+  const Json cm = build_configmap(job, spec);
+  ASSERT_TRUE(cm["data"].contains(contract::kBucketCapKey));
+  EXPECT_EQ(cm["data"][contract::kBucketCapKey], "4");
+  for (int rank : {0, 3}) {
+    SCOPED_TRACE(rank);
+    Json pod = build_pod(job, spec, rank, 1);
+    auto env = env_of(pod);
+    ASSERT_TRUE(env.count("WEFT_BUCKET_CAP_FILE"));
+    EXPECT_EQ(env["WEFT_BUCKET_CAP_FILE"]["value"], "/etc/weft/bucket_cap_mb");
+
+    std::string volume;  // the pod volume backed by the job's ConfigMap
+    for (const auto& v : pod["spec"]["volumes"])
+      if (v.contains("configMap") && v["configMap"]["name"] == cm["metadata"]["name"]) volume = v["name"];
+    ASSERT_FALSE(volume.empty()) << pod["spec"]["volumes"].dump();
+    const Json* mount = nullptr;
+    for (const auto& m : pod["spec"]["containers"][0]["volumeMounts"])
+      if (m["name"] == volume) mount = &m;
+    ASSERT_NE(mount, nullptr);
+    EXPECT_FALSE(mount->contains("subPath")) << mount->dump();
+    EXPECT_TRUE((*mount)["readOnly"].get<bool>());
+    // The file the worker polls is that key inside that mount.
+    EXPECT_EQ(env["WEFT_BUCKET_CAP_FILE"]["value"].get<std::string>(),
+              (*mount)["mountPath"].get<std::string>() + "/" + contract::kBucketCapKey);
+  }
+}
+
+TEST(Builders, BucketCapIsWrittenSoItReadsBackExactly) {
+  for (double mb : {25.0, 2.5, 0.1, 12.3456789, 4096.0}) {
+    SCOPED_TRACE(mb);
+    Json cm = build_configmap(MakeJob("j", "ns").BucketMB(mb).Obj(), MakeJob("j", "ns").BucketMB(mb).TypedSpec());
+    EXPECT_EQ(std::stod(cm["data"][contract::kBucketCapKey].get<std::string>()), mb);
+  }
+  EXPECT_EQ(build_configmap(MakeJob("j", "ns").Obj(), MakeJob("j", "ns").TypedSpec())["data"][contract::kBucketCapKey],
+            "25");  // the worker's default when spec.worker sets no cap
+}
+
+TEST(Builders, TemplateCannotRedirectTheBucketCapFile) {
+  Json job = MakeJob("j", "ns").Template({{"env", {{{"name", "WEFT_BUCKET_CAP_FILE"}, {"value", "/data/cap"}}}}}).Obj();
+  const TrainingJobSpec spec = parse_spec(job["spec"]);
+  EXPECT_EQ(env_of(build_pod(job, spec, 0, 0))["WEFT_BUCKET_CAP_FILE"]["value"], "/etc/weft/bucket_cap_mb");
+  EXPECT_NE(describe(validate(spec)).find("cannot override WEFT_BUCKET_CAP_FILE"), std::string::npos)
+      << describe(validate(spec));
+}
+
+TEST(Builders, PodEnvIsExactlyTheContract) {
+  Json job = MakeJob("j", "ns").Obj();
+  auto env = env_of(build_pod(job, parse_spec(job["spec"]), 0, 0));
+  std::set<std::string> names;
+  for (const auto& [name, _] : env) names.insert(name);
+  std::set<std::string> contract_names(std::begin(contract::kOperatorEnv), std::end(contract::kOperatorEnv));
+  EXPECT_EQ(names, contract_names);
+  for (const auto& name : names) EXPECT_TRUE(is_contract_env(name)) << name;
+  EXPECT_FALSE(is_contract_env("LOCAL_RANK"));  // pods leave it unset: one rank per pod
 }
 
 TEST(Builders, HeadlessServicePublishesNotReadyAddresses) {

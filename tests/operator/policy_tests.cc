@@ -8,6 +8,7 @@
 #include "trainingjob/restart_policy.h"
 #include "trainingjob/success_policy.h"
 #include "trainingjob/ttl_policy.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 namespace {
@@ -54,6 +55,10 @@ TEST(RestartPolicy, Table) {
        GangVerdict::Restart, kReasonRankFailed},
       {"rank succeeded while others run is healthy", MakeGang(2).Launched().Succeeded(0).Running(1).Obj(), 0,
        Restarts(3), GangVerdict::Healthy, ""},
+      {"internal error (2) restarts", MakeGang(2).Launched().Failed(0, 2).Running(1).Obj(), 0, Restarts(3),
+       GangVerdict::Restart, kReasonRankFailed},
+      {"OOM kill (137), not a worker code, restarts", MakeGang(2).Launched().Failed(1, 137).Running(0).Obj(), 0,
+       Restarts(3), GangVerdict::Restart, kReasonRankFailed},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -64,6 +69,15 @@ TEST(RestartPolicy, Table) {
       EXPECT_NE(d.message.find("rank"), std::string::npos) << d.message;
     }
   }
+}
+
+TEST(Contract, OnlyABadConfigIsNotRetried) {
+  using namespace contract;
+  EXPECT_FALSE(retryable(kExitBadConfig));
+  for (int code : {kExitInternal, kExitPeerLost, kExitCheckpointIo, kExitInterrupted, kExitPreempted, 137})
+    EXPECT_TRUE(retryable(code)) << code;
+  EXPECT_EQ(metrics_port(0), 9400);  // a pod's only rank
+  EXPECT_EQ(metrics_port(3, 9500), 9503);
 }
 
 TEST(RestartPolicy, MessageNamesRankAndExitCode) {

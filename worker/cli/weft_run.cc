@@ -2,13 +2,14 @@
 //
 //   weft-run -n N [--worker PATH] [--master-port P] [--] config.yaml [worker args]
 //
-// Each rank gets the environment contract the operator gives pods (RANK,
-// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT, WEFT_ATTEMPT,
-// WEFT_RDZV_TOKEN) and an equal share of the cores as OMP_NUM_THREADS and
-// OPENBLAS_NUM_THREADS (unless already set). Every output line is prefixed
-// with "[rank R] ". Gang semantics: the first rank to exit non-zero makes
-// weft-run SIGTERM the others (SIGKILL after --grace seconds) and exit with
-// that rank's code. SIGINT/SIGTERM are forwarded to every rank; a second one
+// Each rank gets the environment contract the operator gives pods
+// (contract/weft_contract.h: RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1,
+// MASTER_PORT, WEFT_ATTEMPT, WEFT_RDZV_TOKEN), plus LOCAL_RANK and
+// LOCAL_WORLD_SIZE, which pods do not need, and an equal share of the cores
+// as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (unless already set). Every
+// output line is prefixed with "[rank R] ". Gang semantics: the first rank to
+// exit non-zero makes weft-run SIGTERM the others (SIGKILL after --grace
+// seconds) and exit with that rank's code. SIGINT/SIGTERM are forwarded to every rank; a second one
 // kills them. At start it prints where each rank serves Prometheus metrics
 // (metrics.port + local rank, metrics/metrics_port.h).
 #include <arpa/inet.h>
@@ -35,11 +36,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "comm/communicator.h"
 #include "metrics/metrics_port.h"
 #include "config/config.h"
+#include "weft_contract.h"
 
 extern char** environ;
+
+using namespace weft::contract;  // exit codes and environment names
 
 namespace {
 
@@ -197,13 +200,13 @@ int main(int argc, char** argv) {
   if (access(worker.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "weft-run: worker program '%s' is not executable: %s (use --worker)\n",
                  worker.c_str(), std::strerror(errno));
-    return weft::comm::kExitBadConfig;
+    return kExitBadConfig;
   }
   if (master_port == 0) master_port = free_port();
   print_metrics_endpoints(worker_args, nproc);
-  const char* tok_env = getenv("WEFT_RDZV_TOKEN");
+  const char* tok_env = getenv(kEnvRdzvToken);
   std::string token = tok_env && *tok_env ? tok_env : random_token();
-  const char* attempt = getenv("WEFT_ATTEMPT");
+  const char* attempt = getenv(kEnvAttempt);
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   std::string threads = std::to_string(std::max(1u, ncpu / static_cast<unsigned>(nproc)));
 
@@ -233,14 +236,14 @@ int main(int argc, char** argv) {
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       dup2(out[1], 1);
       dup2(err[1], 2);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
-      setenv("WEFT_RDZV_TOKEN", token.c_str(), 1);
-      setenv("WEFT_ATTEMPT", attempt ? attempt : "0", 1);
+      setenv(kEnvRank, std::to_string(r).c_str(), 1);
+      setenv(kEnvLocalRank, std::to_string(r).c_str(), 1);
+      setenv(kEnvWorldSize, std::to_string(nproc).c_str(), 1);
+      setenv(kEnvLocalWorldSize, std::to_string(nproc).c_str(), 1);
+      setenv(kEnvMasterAddr, "127.0.0.1", 1);
+      setenv(kEnvMasterPort, std::to_string(master_port).c_str(), 1);
+      setenv(kEnvRdzvToken, token.c_str(), 1);
+      setenv(kEnvAttempt, attempt ? attempt : "0", 1);
       setenv("OMP_NUM_THREADS", threads.c_str(), 0);
       setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
       std::vector<char*> a{const_cast<char*>(worker.c_str())};
@@ -320,12 +323,13 @@ int main(int argc, char** argv) {
         // A rank that lost a peer exits 3 as a consequence; if the rank that
         // caused it (crashed, killed, bad input) is reaped later, report that
         // one. Exits from our own SIGTERM (143) are never a root cause.
-        if (r.code != 0 && failed_rank >= 0 && exit_code == 3 && r.code != 3 && r.code != 143) {
+        if (r.code != kExitDone && failed_rank >= 0 && exit_code == kExitPeerLost &&
+            r.code != kExitPeerLost && r.code != kExitPreempted) {
           failed_rank = r.index;
           exit_code = r.code;
           std::fprintf(stderr, "weft-run: rank %d exited with code %d (the cause)\n", r.index, r.code);
         }
-        if (r.code != 0 && failed_rank < 0) {
+        if (r.code != kExitDone && failed_rank < 0) {
           failed_rank = r.index;
           exit_code = r.code;
           if (signals_seen == 0)

@@ -23,15 +23,17 @@
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "weft_contract.h"
 
 namespace weft::comm {
 
-// Exit codes shared with the operator (DESIGN.md "Failure").
-constexpr int kExitOk = 0;
-constexpr int kExitBadConfig = 1;
-constexpr int kExitPeerLost = 3;
-constexpr int kExitCheckpointIo = 4;
-constexpr int kExitSigterm = 143;
+// Exit codes: comm's names for the worker/operator contract
+// (contract/weft_contract.h), which defines them.
+constexpr int kExitOk = contract::kExitDone;
+constexpr int kExitBadConfig = contract::kExitBadConfig;
+constexpr int kExitPeerLost = contract::kExitPeerLost;
+constexpr int kExitCheckpointIo = contract::kExitCheckpointIo;
+constexpr int kExitSigterm = contract::kExitPreempted;
 
 // Thrown for misuse (shape/dtype/count mismatch) and, under
 // FailurePolicy::Throw, for failed collectives.

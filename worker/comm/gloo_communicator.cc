@@ -22,6 +22,7 @@
 #include <gloo/types.h>
 
 #include "tensor/bf16.h"
+#include "weft_contract.h"
 
 namespace weft::comm {
 namespace {
@@ -156,7 +157,7 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& bin
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     throw CommError("cannot create the Gloo TCP device on '" + bind_addr +
-                    "' (WEFT_BIND_ADDR): " + e.what());
+                    "' (" + contract::kEnvBindAddr + "): " + e.what());
   }
 }
 
@@ -171,7 +172,8 @@ std::shared_ptr<GlooCommunicator> GlooCommunicator::create(
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   if (size > 1) {
     if (!store) throw CommError("group " + name + ": " + std::to_string(size) +
-                                " ranks need a rendezvous store (MASTER_ADDR/MASTER_PORT)");
+                                " ranks need a rendezvous store (" +
+                                contract::kEnvMasterAddr + "/" + contract::kEnvMasterPort + ")");
     // The member list is part of the key: two groups with the same name (one
     // dp group per sequence slice) must not share a key space.
     std::string prefix = "gloo/" + name + "/";

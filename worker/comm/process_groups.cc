@@ -7,6 +7,7 @@
 
 #include "comm/gloo_communicator.h"
 #include "config/config.h"
+#include "weft_contract.h"
 #ifdef WEFT_HAVE_NCCL
 #include "comm/nccl_communicator.h"
 #endif
@@ -42,18 +43,21 @@ bool is_loopback_name(const std::string& host) {
 }  // namespace
 
 ProcessEnv read_process_env(const std::map<std::string, std::string>& env) {
+  using namespace contract;
   ProcessEnv e;
-  e.world = static_cast<int>(parse_int(env, "WORLD_SIZE", 1, 1, 1 << 20));
-  e.rank = static_cast<int>(parse_int(env, "RANK", 0, 0, e.world - 1));
-  e.master_addr = get(env, "MASTER_ADDR");
-  e.master_port = static_cast<uint16_t>(parse_int(env, "MASTER_PORT", 0, 1, 65535));
-  e.attempt = static_cast<int>(parse_int(env, "WEFT_ATTEMPT", 0, 0, 1 << 30));
-  e.token = get(env, "WEFT_RDZV_TOKEN");
-  e.bind_addr = get(env, "WEFT_BIND_ADDR");
+  e.world = static_cast<int>(parse_int(env, kEnvWorldSize, 1, 1, 1 << 20));
+  e.rank = static_cast<int>(parse_int(env, kEnvRank, 0, 0, e.world - 1));
+  e.master_addr = get(env, kEnvMasterAddr);
+  e.master_port = static_cast<uint16_t>(parse_int(env, kEnvMasterPort, 0, 1, 65535));
+  e.attempt = static_cast<int>(parse_int(env, kEnvAttempt, 0, 0, 1 << 30));
+  e.token = get(env, kEnvRdzvToken);
+  e.bind_addr = get(env, kEnvBindAddr);
   if (e.world > 1 && e.master_addr.empty())
-    throw CommError("MASTER_ADDR: must be set when WORLD_SIZE is " + std::to_string(e.world));
+    throw CommError(std::string(kEnvMasterAddr) + ": must be set when " + kEnvWorldSize + " is " +
+                    std::to_string(e.world));
   if (e.world > 1 && e.master_port == 0)
-    throw CommError("MASTER_PORT: must be set when WORLD_SIZE is " + std::to_string(e.world));
+    throw CommError(std::string(kEnvMasterPort) + ": must be set when " + kEnvWorldSize + " is " +
+                    std::to_string(e.world));
   return e;
 }
 

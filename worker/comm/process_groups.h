@@ -1,7 +1,7 @@
 // weft comm: process-level setup. Reads the rank's environment contract
-// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEFT_ATTEMPT, WEFT_RDZV_TOKEN,
-// WEFT_BIND_ADDR), runs the rendezvous (rank 0 serves the store) and builds
-// the RankGrid's communicators. main() owns the returned ProcessGroups and
+// (contract/weft_contract.h: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// WEFT_ATTEMPT, WEFT_RDZV_TOKEN, WEFT_BIND_ADDR), runs the rendezvous (rank 0
+// serves the store) and builds the RankGrid's communicators. main() owns the returned ProcessGroups and
 // passes its communicators to the strategies that use them; there is no
 // global. Without RANK/WORLD_SIZE the process is rank 0 of 1 and needs no
 // store.

@@ -15,6 +15,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "weft_contract.h"
+
 namespace weft::comm {
 namespace {
 
@@ -170,8 +172,8 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port, std:
   }
   freeaddrinfo(res);
   if (listen_fd_ < 0)
-    throw RendezvousError("rendezvous store: cannot listen on " + where + " (MASTER_PORT): " +
-                          last_error);
+    throw RendezvousError("rendezvous store: cannot listen on " + where + " (" +
+                          contract::kEnvMasterPort + "): " + last_error);
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
@@ -314,7 +316,8 @@ TcpStore::TcpStore(StoreOptions options)
     }
     if (fd_ >= 0) break;
     if (Clock::now() >= deadline)
-      throw RendezvousError("rendezvous: no store at " + endpoint() + " (MASTER_ADDR:MASTER_PORT) after " +
+      throw RendezvousError("rendezvous: no store at " + endpoint() + " (" +
+                            contract::kEnvMasterAddr + ":" + contract::kEnvMasterPort + ") after " +
                             std::to_string(opt_.timeout.count() / 1000.0) + " s: " + last_error);
     spdlog::debug("rendezvous: {} (retrying in {} ms)", last_error, backoff.count());
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
@@ -338,7 +341,8 @@ TcpStore::TcpStore(StoreOptions options)
     ::close(fd_);
     fd_ = -1;
     throw TokenRejectedError("rendezvous: the store at " + endpoint() +
-                             " rejected this rank's token: WEFT_RDZV_TOKEN must be the same on every rank");
+                             " rejected this rank's token: " + contract::kEnvRdzvToken +
+                             " must be the same on every rank");
   }
 }
 

@@ -1,6 +1,7 @@
-// Where a rank serves its metrics. One rule, shared by weft-worker (which
-// binds the port) and weft-run (which prints it), so the two never disagree:
-// port = metrics.port + LOCAL_RANK. Several ranks on one host (weft-run)
+// Where a rank serves its metrics, by the contract's rule
+// (contract::metrics_port in contract/weft_contract.h): port = metrics.port +
+// LOCAL_RANK. weft-worker binds it and weft-run prints it through these
+// functions, so the two never disagree. Several ranks on one host (weft-run)
 // get consecutive ports; pods have one rank per IP and LOCAL_RANK unset (0).
 #pragma once
 

@@ -7,6 +7,7 @@
 
 #include "integration/harness.h"
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::it {
 namespace {
@@ -37,7 +38,7 @@ TEST(Rbac, OperatorServiceAccountHasEveryPermissionItUses) {
   ASSERT_TRUE(eventually([&] { return job_pods(ns.name(), "rbac").size() == 2; }, 30s))
       << "see " << env_dir() << "/logs/operator-rbac-" << ns.name() << ".log";
   ASSERT_TRUE(eventually([&] { return !status_of(ns.name(), "rbac").value("attemptStartTime", "").empty(); }));
-  set_pod_phase(ns.name(), "rbac-0", "Failed", tj::kExitPeerLost);  // exercises pod delete
+  set_pod_phase(ns.name(), "rbac-0", "Failed", contract::kExitPeerLost);  // exercises pod delete
   ASSERT_TRUE(eventually([&] { return status_of(ns.name(), "rbac").value("attempt", 0) == 1; }, 30s));
   auto lease = admin_api().get(kube::kLeases, ns.name(), "weft-operator");
   ASSERT_TRUE(lease.ok());

@@ -5,6 +5,7 @@
 
 #include "integration/harness.h"
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::it {
 namespace {
@@ -64,6 +65,7 @@ TEST_F(Reconcile, CreatesTheGangWithTheWorkerContract) {
     EXPECT_EQ(env_value(pod, "MASTER_ADDR"), "llama-0.llama." + ns() + ".svc");
     EXPECT_EQ(env_value(pod, "MASTER_PORT"), "29500");  // the CRD default
     EXPECT_EQ(env_value(pod, "WEFT_ATTEMPT"), "0");
+    EXPECT_EQ(env_value(pod, "WEFT_BUCKET_CAP_FILE"), "/etc/weft/bucket_cap_mb");  // the ConfigMap key below
     EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], uid);
     EXPECT_TRUE(pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"].get<bool>());
     EXPECT_EQ(pod["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"][0], "ALL");
@@ -142,7 +144,7 @@ TEST_F(Reconcile, FailedRankRestartsTheWholeGang) {
   ASSERT_TRUE(eventually([&] { return pods_are("gang", 3, "0"); }));
   set_all_running(ns(), "gang");
   ASSERT_TRUE(eventually([&] { return phase_of(ns(), "gang") == tj::kPhaseRunning; }));
-  set_pod_phase(ns(), "gang-1", "Failed", tj::kExitPeerLost);
+  set_pod_phase(ns(), "gang-1", "Failed", contract::kExitPeerLost);
   ASSERT_TRUE(eventually([&] { return status_of(ns(), "gang").value("restarts", 0) == 1; }));
   ASSERT_TRUE(eventually([&] { return pods_are("gang", 3, "1"); }, 20s)) << "new gang never appeared";
   Json st = status_of(ns(), "gang");
@@ -164,7 +166,7 @@ TEST_F(Reconcile, ExitCodeOneFailsTheJobWithoutRestart) {
   create(job_json("badcfg", 2));
   ASSERT_TRUE(eventually([&] { return pods_are("badcfg", 2, "0"); }));
   set_all_running(ns(), "badcfg");
-  set_pod_phase(ns(), "badcfg-0", "Failed", tj::kExitBadConfig);
+  set_pod_phase(ns(), "badcfg-0", "Failed", contract::kExitBadConfig);
   ASSERT_TRUE(eventually([&] { return phase_of(ns(), "badcfg") == tj::kPhaseFailed; }));
   Json st = status_of(ns(), "badcfg");
   EXPECT_EQ(st["restarts"], 0);
@@ -183,9 +185,9 @@ TEST_F(Reconcile, MaxRestartsEndsInFailed) {
   job["spec"]["restartPolicy"] = {{"maxRestarts", 1}, {"backoffSeconds", 0}};
   create(job);
   ASSERT_TRUE(eventually([&] { return pods_are("flaky", 2, "0"); }));
-  set_pod_phase(ns(), "flaky-0", "Failed", tj::kExitPeerLost);
+  set_pod_phase(ns(), "flaky-0", "Failed", contract::kExitPeerLost);
   ASSERT_TRUE(eventually([&] { return pods_are("flaky", 2, "1"); }));
-  set_pod_phase(ns(), "flaky-1", "Failed", tj::kExitCheckpointIO);
+  set_pod_phase(ns(), "flaky-1", "Failed", contract::kExitCheckpointIo);
   ASSERT_TRUE(eventually([&] { return phase_of(ns(), "flaky") == tj::kPhaseFailed; }));
   Json st = status_of(ns(), "flaky");
   EXPECT_EQ(st["restarts"], 1);

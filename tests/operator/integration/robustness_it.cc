@@ -10,6 +10,7 @@
 #include "integration/tcp_proxy.h"
 #include "kube/kube_config.h"
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::it {
 namespace {
@@ -74,7 +75,7 @@ TEST(Robustness, WatchesCutByAProxyResumeAndConverge) {
   ASSERT_TRUE(eventually([&] { return converged(admin_api(), ns.name(), "cut-a", 3, "0"); }, 60s));
   // Let several cuts land on established watches before changing the world.
   ASSERT_TRUE(eventually([&] { return proxy.cuts() >= 3; }, 10s));
-  set_pod_phase(ns.name(), "cut-a-2", "Failed", tj::kExitPeerLost);
+  set_pod_phase(ns.name(), "cut-a-2", "Failed", contract::kExitPeerLost);
   ASSERT_TRUE(admin_api().create(kube::kTrainingJobs, ns.name(), job_json("cut-b", 2)).ok());
   ASSERT_TRUE(eventually([&] { return converged(admin_api(), ns.name(), "cut-a", 3, "1"); }, 60s));
   ASSERT_TRUE(eventually([&] { return converged(admin_api(), ns.name(), "cut-b", 2, "0"); }, 60s));

@@ -24,7 +24,7 @@ __device__ __forceinline__ float load_f32(const bf16* p, int64_t i) {
   return __bfloat162float(p[i]);
 }
 __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
-// Round to nearest even, as the CPU conversion in comm/bf16.h.
+// Round to nearest even, as the CPU conversion in tensor/bf16.h.
 __device__ __forceinline__ void store_f32(bf16* p, int64_t i, float v) {
   p[i] = __float2bfloat16_rn(v);
 }

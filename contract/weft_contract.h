@@ -1,0 +1,93 @@
+// The contract between weft-operator and weft-worker: what a rank's process is
+// given (environment, mounted files, ports) and what it answers with (its exit
+// code). The operator builds pods from these names and judges exits by these
+// codes; the worker and weft-run read and set the same names, so a name
+// changed here changes on both sides. Standard library only, so either side
+// may include it anywhere.
+#pragma once
+
+#include <string_view>
+
+namespace weft::contract {
+
+// ---- Exit codes (weft-worker; weft-run exits with its first failed rank's) --
+inline constexpr int kExitDone = 0;           // trained to the last step
+inline constexpr int kExitBadConfig = 1;      // bad config, input or launch environment
+inline constexpr int kExitInternal = 2;       // an unexpected error (a bug)
+inline constexpr int kExitPeerLost = 3;       // a peer vanished or a collective timed out
+inline constexpr int kExitCheckpointIo = 4;   // no checkpoint could be written or read
+inline constexpr int kExitInterrupted = 130;  // SIGINT, after writing a checkpoint (128 + 2)
+inline constexpr int kExitPreempted = 143;    // SIGTERM, after writing a checkpoint (128 + 15)
+
+// Whether a gang whose rank failed with `code` is worth restarting: every code
+// but kExitBadConfig, because a bad config fails the same way again. Codes the
+// worker never returns itself (137 after an OOM kill) are retried as well.
+constexpr bool retryable(int code) { return code != kExitBadConfig; }
+
+// ---- Environment of every rank ---------------------------------------------
+// Set by the operator in every pod and by weft-run for every local rank:
+inline constexpr const char* kEnvRank = "RANK";               // 0 .. WORLD_SIZE-1
+inline constexpr const char* kEnvWorldSize = "WORLD_SIZE";    // ranks in the job
+inline constexpr const char* kEnvMasterAddr = "MASTER_ADDR";  // host of rank 0's rendezvous store
+inline constexpr const char* kEnvMasterPort = "MASTER_PORT";  // its port
+// The gang attempt; keeps the rendezvous keys of two attempts apart.
+inline constexpr const char* kEnvAttempt = "WEFT_ATTEMPT";
+// Shared secret every rank presents to the rendezvous store.
+inline constexpr const char* kEnvRdzvToken = "WEFT_RDZV_TOKEN";
+
+// Set by weft-run only; unset in pods, where every rank has its own IP:
+inline constexpr const char* kEnvLocalRank = "LOCAL_RANK";  // rank on this host (default 0)
+inline constexpr const char* kEnvLocalWorldSize = "LOCAL_WORLD_SIZE";  // ranks on this host
+
+// Read by the worker when set. The address Gloo binds (default: the one that
+// routes to MASTER_ADDR):
+inline constexpr const char* kEnvBindAddr = "WEFT_BIND_ADDR";
+// Overrides of config fields (the field each one sets in the comment;
+// bucket_cap_file is parallel.bucket_cap_file). The operator sets
+// WEFT_BUCKET_CAP_FILE in every pod, to kBucketCapPath below.
+inline constexpr const char* kEnvBucketCapFile = "WEFT_BUCKET_CAP_FILE";  // bucket_cap_file
+inline constexpr const char* kEnvSteps = "WEFT_STEPS";                    // train.steps
+inline constexpr const char* kEnvBucketCapMb = "WEFT_BUCKET_CAP_MB";      // parallel.bucket_cap_mb
+inline constexpr const char* kEnvCheckpointDir = "WEFT_CHECKPOINT_DIR";   // checkpoint.dir
+inline constexpr const char* kEnvMetricsPort = "WEFT_METRICS_PORT";       // metrics.port
+inline constexpr const char* kEnvDevice = "WEFT_DEVICE";                  // device
+inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // train.out_dir
+
+// The names the operator sets in every pod; a job's pod template may not
+// override them.
+inline constexpr const char* kOperatorEnv[] = {kEnvRank,         kEnvWorldSize, kEnvMasterAddr,
+                                               kEnvMasterPort,   kEnvAttempt,   kEnvRdzvToken,
+                                               kEnvBucketCapFile};
+
+// ---- Files the operator mounts into every pod ------------------------------
+// The job's ConfigMap, mounted as a whole directory (never with subPath: only a
+// directory mount sees later updates of a key, and the tuner updates one).
+inline constexpr const char* kConfigMountDir = "/etc/weft";
+// spec.worker as YAML: the worker's config file, its command-line argument.
+inline constexpr const char* kConfigKey = "config.yaml";
+inline constexpr const char* kConfigPath = "/etc/weft/config.yaml";
+// The tunable gradient bucket cap: a positive decimal number of MiB ("25",
+// "2.5"). The operator writes the spec's parallel.bucket_cap_mb at creation;
+// afterwards only the tuner writes it. Rank 0 polls the file and every rank
+// switches to a new value at the same step.
+inline constexpr const char* kBucketCapKey = "bucket_cap_mb";
+inline constexpr const char* kBucketCapPath = "/etc/weft/bucket_cap_mb";  // WEFT_BUCKET_CAP_FILE
+
+constexpr bool is_file_in(std::string_view path, std::string_view dir, std::string_view name) {
+  return path.size() == dir.size() + 1 + name.size() && path.substr(0, dir.size()) == dir &&
+         path[dir.size()] == '/' && path.substr(dir.size() + 1) == name;
+}
+// The paths above are those keys inside the mount.
+static_assert(is_file_in(kConfigPath, kConfigMountDir, kConfigKey));
+static_assert(is_file_in(kBucketCapPath, kConfigMountDir, kBucketCapKey));
+
+// ---- Metrics -----------------------------------------------------------------
+// A rank serves Prometheus metrics on metrics.port + LOCAL_RANK, so ranks that
+// share a host (weft-run) get consecutive ports; a pod's only rank uses the
+// base port. metrics.port defaults to kMetricsBasePort.
+inline constexpr int kMetricsBasePort = 9400;
+constexpr int metrics_port(int local_rank, int base_port = kMetricsBasePort) {
+  return base_port + local_rank;
+}
+
+}  // namespace weft::contract
