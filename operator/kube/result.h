@@ -1,5 +1,6 @@
 // Result<T>: a value or an ApiError. API code returns errors the caller
-// handles (STYLE.md); nothing under operator/ throws across a reconcile.
+// handles (docs/architecture.md, "Errors and exit codes"); nothing under
+// operator/ throws across a reconcile.
 // ApiError carries the HTTP status (0 = transport failure) and the reason
 // from the API server's Status object, and sorts itself into the three error
 // classes the controller acts on: not-found (drop), transient (requeue with

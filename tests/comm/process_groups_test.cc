@@ -7,7 +7,6 @@
 
 #include <numeric>
 
-#include "config/config.h"
 
 namespace weft::comm {
 namespace {
@@ -41,9 +40,9 @@ TEST(ProcessEnv, ErrorsNameTheVariable) {
 }
 
 TEST(ProcessGroups, OneRankWorldNeedsNoStore) {
-  WorkerConfig cfg;
-  cfg.comm.timeout_s = 5;
-  auto pg = init_process_groups(std::map<std::string, std::string>{}, cfg);
+  GroupOptions o;
+  o.timeout = std::chrono::seconds(5);
+  auto pg = init_process_groups(read_process_env({}), o);
   EXPECT_EQ(pg->store(), nullptr);
   for (auto* c : {pg->world.get(), pg->dp.get(), pg->sp.get(), pg->wp.get(), pg->wdp.get()}) {
     EXPECT_EQ(c->size(), 1);

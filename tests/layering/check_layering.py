@@ -24,6 +24,14 @@ ALLOWED = {
     "metrics": {"train", "comm", "tensor", "config"},
     "cli": {"metrics", "train", "parallel", "comm", "tensor", "config", "data", "model"},
 }
+# Headers a unit may not include although it may include the unit: the
+# strategies and the optimizer see the model only through its parameter table
+# and buffers, never the Llama class.
+FORBIDDEN = {
+    "parallel": {"model/llama.h"},
+    "optim": {"model/llama.h"},
+}
+HEADER = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CPPREST = re.compile(r'^\s*#\s*include\s+[<"]cpprest/')
 
@@ -50,6 +58,9 @@ def main():
                         if m and m.group(1) != unit and m.group(1) in ALLOWED and m.group(1) not in ALLOWED[unit]:
                             bad.append(f"{os.path.relpath(path, root)}:{n}: {unit}/ may not include {m.group(1)}/ "
                                        f"(allowed: {', '.join(sorted(ALLOWED[unit])) or 'none'})")
+                        h = HEADER.match(line)
+                        if h and h.group(1) in FORBIDDEN.get(unit, ()):
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: {unit}/ may not include {h.group(1)}")
                         if CPPREST.match(line):
                             bad.append(f"{os.path.relpath(path, root)}:{n}: only operator/kube may include cpprest")
     for dirpath, _, files in os.walk(os.path.join(root, "operator")):

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/llama.h"
 #include "parallel/bucket_cap_file.h"
 #include "support/run_process.h"
 

@@ -12,12 +12,13 @@
 #include <iostream>
 
 #include "comm/process_groups.h"
+#include "config/config.h"
 #include "comm/tcp_store.h"
 #include "metrics/metrics_port.h"
 #include "metrics/metrics_server.h"
 #include "metrics/train_metrics.h"
 #include "train/checkpoint.h"
-#include "config/config.h"
+#include "train/comm_options.h"
 #include "train/trainer.h"
 
 namespace {
@@ -66,18 +67,19 @@ int main(int argc, char** argv) {
     weft::validate(cfg);
   } catch (const weft::ConfigError& e) {
     std::cerr << "weft-worker: bad config: " << e.what() << "\n";
-    return 1;
+    return weft::contract::kExitBadConfig;
   }
   if (print_config) {
     std::cout << weft::to_yaml(cfg);
-    return 0;
+    return weft::contract::kExitDone;
   }
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::unique_ptr<weft::comm::ProcessGroups> groups;
   try {
-    groups = weft::comm::init_process_groups(weft::comm::current_environment(), cfg);
+    groups = weft::comm::init_process_groups(
+        weft::comm::read_process_env(weft::comm::current_environment()), weft::group_options(cfg));
   } catch (const weft::comm::TokenRejectedError& e) {
     std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
     return weft::comm::kExitBadConfig;
@@ -118,20 +120,20 @@ int main(int argc, char** argv) {
       int sig = g_stop_signal.load();
       spdlog::warn("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done,
                    s.last_checkpoint);
-      return 128 + sig;
+      return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
     }
-    return 0;
+    return weft::contract::kExitDone;
   } catch (const weft::ConfigError& e) {
     spdlog::error("bad config: {}", e.what());
-    return 1;
+    return weft::contract::kExitBadConfig;
   } catch (const weft::DataError& e) {
     spdlog::error("bad data: {}", e.what());
-    return 1;
+    return weft::contract::kExitBadConfig;
   } catch (const weft::CheckpointError& e) {
     spdlog::error("checkpoint: {}", e.what());
-    return 4;
+    return weft::contract::kExitCheckpointIo;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return 2;
+    return weft::contract::kExitInternal;
   }
 }

@@ -6,7 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/gloo_communicator.h"
-#include "config/config.h"
 #include "weft_contract.h"
 #ifdef WEFT_HAVE_NCCL
 #include "comm/nccl_communicator.h"
@@ -69,18 +68,6 @@ std::map<std::string, std::string> current_environment() {
     if (eq != std::string::npos) m[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return m;
-}
-
-GroupOptions group_options(const WorkerConfig& cfg) {
-  GroupOptions o;
-  o.backend = cfg.comm.backend;
-  o.device = cfg.device == "cuda" ? Device::CUDA : Device::CPU;
-  o.sp = cfg.parallel.sp;
-  o.wp = cfg.parallel.wp;
-  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.timeout_s * 1000));
-  o.rendezvous_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.rendezvous_timeout_s * 1000));
-  return o;
 }
 
 ProcessGroups::~ProcessGroups() {
@@ -151,11 +138,6 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   spdlog::info("comm: rank {}/{} ready ({}; dp {}, sp {}, wp {}, wdp {})", env.rank, env.world,
                backend, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size());
   return pg;
-}
-
-std::unique_ptr<ProcessGroups> init_process_groups(const std::map<std::string, std::string>& env,
-                                                   const WorkerConfig& cfg) {
-  return init_process_groups(read_process_env(env), group_options(cfg));
 }
 
 }  // namespace weft::comm

@@ -23,10 +23,6 @@ namespace gloo::transport {
 class Device;
 }
 
-namespace weft {
-struct WorkerConfig;
-}
-
 namespace weft::comm {
 
 // The environment contract, parsed and checked. Errors (CommError) name the
@@ -52,8 +48,6 @@ struct GroupOptions {
   std::chrono::milliseconds rendezvous_timeout{600000};
   FailurePolicy policy = FailurePolicy::Exit;
 };
-// From the worker config's comm/parallel/device fields.
-GroupOptions group_options(const WorkerConfig& cfg);
 
 class ProcessGroups {
  public:
@@ -82,7 +76,5 @@ class ProcessGroups {
 // Rendezvous and build every group of the grid. Throws CommError (bad env or
 // config: exit 1) or RendezvousError (peers never showed up: exit 3).
 std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const GroupOptions& opt);
-std::unique_ptr<ProcessGroups> init_process_groups(const std::map<std::string, std::string>& env,
-                                                   const WorkerConfig& cfg);
 
 }  // namespace weft::comm

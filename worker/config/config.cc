@@ -18,6 +18,8 @@
 
 #include "config/config.h"
 
+#include "weft_contract.h"
+
 namespace weft {
 namespace {
 
@@ -352,13 +354,13 @@ WorkerConfig load_config_file(const std::string& path) {
 
 void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::string>& env) {
   static const std::pair<const char*, const char*> kOverrides[] = {
-      {"WEFT_STEPS", "train.steps"},
-      {"WEFT_BUCKET_CAP_MB", "parallel.bucket_cap_mb"},
-      {"WEFT_BUCKET_CAP_FILE", "parallel.bucket_cap_file"},
-      {"WEFT_CHECKPOINT_DIR", "checkpoint.dir"},
-      {"WEFT_METRICS_PORT", "metrics.port"},
-      {"WEFT_DEVICE", "device"},
-      {"WEFT_OUT_DIR", "train.out_dir"},
+      {contract::kEnvSteps, "train.steps"},
+      {contract::kEnvBucketCapMb, "parallel.bucket_cap_mb"},
+      {contract::kEnvBucketCapFile, "parallel.bucket_cap_file"},
+      {contract::kEnvCheckpointDir, "checkpoint.dir"},
+      {contract::kEnvMetricsPort, "metrics.port"},
+      {contract::kEnvDevice, "device"},
+      {contract::kEnvOutDir, "train.out_dir"},
   };
   std::optional<ConfigProblem> before = find_problem(cfg);
   std::map<std::string, std::string> applied;  // field path -> "VAR=value"

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "weft_contract.h"
+
 namespace weft {
 
 struct ConfigError : std::runtime_error {
@@ -106,7 +108,7 @@ struct CommConfig {
 };
 
 struct MetricsConfig {
-  int port = 9400;          // Prometheus exposer port; 0 disables
+  int port = contract::kMetricsBasePort;  // Prometheus exposer port (+ LOCAL_RANK); 0 disables
   double peak_tflops = 0;   // per-rank peak for weft_mfu; 0 = unknown (MFU reported as 0)
 
   bool operator==(const MetricsConfig&) const = default;

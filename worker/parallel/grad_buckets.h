@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "model/llama.h"
+#include "model/param_info.h"
 
 namespace weft {
 

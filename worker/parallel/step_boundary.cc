@@ -21,8 +21,10 @@ StepAgreement StepBoundary::agree(bool stop_requested, double current_cap_mb) {
   float msg[2] = {stop_requested ? 1.0f : 0.0f, static_cast<float>(requested)};
   group_->all_reduce(Tensor::f32(msg, {2}), comm::ReduceOp::Sum, "step agreement")->wait();
   a.stop = msg[0] > 0;
+  // The cap travels as a float: compare at that precision, or a cap a float
+  // cannot hold (0.1) would look changed on every poll of an unchanged file.
   const double cap = msg[1];
-  if (cap > 0 && cap != current_cap_mb) a.new_cap_mb = cap;
+  if (cap > 0 && msg[1] != static_cast<float>(current_cap_mb)) a.new_cap_mb = cap;
   return a;
 }
 
