@@ -1,21 +1,21 @@
 // Every collective on 1-4 ranks (separate processes, loopback Gloo), on every
 // group of the rank grid at once; each rank checks its results against a
-// computed reference (tests/comm/comm_rank_main.cc).
+// computed reference (tests/comm/comm_rank_main.cc,
+// support/collective_checks.h).
 #include <gtest/gtest.h>
 
 #include "comm/launch_util.h"
+#include "support/collective_checks.h"
 
 namespace weft::comm::testing {
 namespace {
 
-struct GridCase {
-  int world, sp, wp;
-};
+using weft::testing::CollectiveGrid;
 
-class Collectives : public ::testing::TestWithParam<GridCase> {};
+class Collectives : public ::testing::TestWithParam<CollectiveGrid> {};
 
 TEST_P(Collectives, MatchReferenceOnEveryGroup) {
-  GridCase c = GetParam();
+  CollectiveGrid c = GetParam();
   LaunchSpec spec;
   spec.world = c.world;
   spec.args = {"collectives", std::to_string(c.sp), std::to_string(c.wp)};
@@ -27,14 +27,8 @@ TEST_P(Collectives, MatchReferenceOnEveryGroup) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grids, Collectives,
-                         ::testing::Values(GridCase{1, 1, 1}, GridCase{2, 1, 1}, GridCase{3, 1, 1},
-                                           GridCase{3, 3, 1}, GridCase{4, 2, 2}, GridCase{4, 1, 4},
-                                           GridCase{4, 2, 1}),
-                         [](const auto& info) {
-                           return "world" + std::to_string(info.param.world) + "_sp" +
-                                  std::to_string(info.param.sp) + "_wp" + std::to_string(info.param.wp);
-                         });
+INSTANTIATE_TEST_SUITE_P(Grids, Collectives, ::testing::ValuesIn(weft::testing::collective_grids()),
+                         [](const auto& info) { return weft::testing::grid_name(info.param); });
 
 }  // namespace
 }  // namespace weft::comm::testing

@@ -3,6 +3,7 @@
 // contract; each runs one scenario and exits with a code the test checks.
 //   collectives SP WP   every collective on every group of the grid, issued on
 //                       all groups before any wait; checked against references
+//                       (support/collective_checks.h, which the fake also meets)
 //   rendezvous          init, barrier, all-reduce of the ranks
 //   die K MS            timeout MS; rank K is SIGKILLed after the first
 //                       all-reduce, the others keep reducing (must exit 3)
@@ -14,13 +15,11 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "comm/bf16.h"
 #include "comm/process_groups.h"
+#include "support/collective_checks.h"
 
 using namespace weft;
 using namespace weft::comm;
@@ -36,159 +35,6 @@ void expect_near(const std::string& what, double got, double want, double tol = 
   }
 }
 
-// A typed host buffer with a guard element on each side, so a collective that
-// writes outside its view is caught.
-struct Buf {
-  DType dt;
-  int64_t n;
-  std::vector<float> f;
-  std::vector<uint16_t> h;
-  Buf(DType t, int64_t count) : dt(t), n(count) {
-    if (t == DType::F32) f.assign(count + 2, -100.0f);
-    else h.assign(count + 2, f32_to_bf16(-100.0f));
-  }
-  Tensor view() {
-    void* p = dt == DType::F32 ? static_cast<void*>(f.data() + 1) : static_cast<void*>(h.data() + 1);
-    return Tensor(p, dt, Shape{n});
-  }
-  double get(int64_t i) const { return dt == DType::F32 ? f[i + 1] : bf16_to_f32(h[i + 1]); }
-  void set(int64_t i, double v) {
-    if (dt == DType::F32) f[i + 1] = static_cast<float>(v);
-    else h[i + 1] = f32_to_bf16(static_cast<float>(v));
-  }
-  bool guards_ok() const { return get(-1) == -100.0 && get(n) == -100.0; }
-};
-
-// Input values: small integers (+ .5 in f32) so sums are exact in both dtypes.
-double value(DType dt, int grank, int64_t i) {
-  return dt == DType::F32 ? (grank + 1) * 0.5 + static_cast<double>(i % 7) : grank + static_cast<double>(i % 5);
-}
-
-struct Check {
-  std::string name;
-  std::function<void()> verify;
-};
-
-// Issues every collective on `c` and returns the checks to run after waiting.
-std::vector<Check> issue_all(Communicator& c, std::vector<WorkPtr>& works,
-                             std::vector<std::shared_ptr<Buf>>& keep) {
-  std::vector<Check> checks;
-  const int n = c.size(), me = c.rank();
-  const std::vector<int>& m = c.members();
-  const int grank = m[me];
-  // Sums are exact; an average rounds once (bf16: half a step near 16).
-  auto tol = [](DType dt, ReduceOp op) { return op == ReduceOp::Sum ? 0.0 : dt == DType::BF16 ? 0.05 : 1e-5; };
-  std::string g = c.name() + "[" + std::to_string(m.front()) + "..]";
-
-  for (DType dt : {DType::F32, DType::BF16}) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-      std::string tag = g + " " + dtype_name(dt) + " " + reduce_op_name(op);
-      // all_reduce on an odd-length slice at an offset of a larger buffer.
-      auto b = std::make_shared<Buf>(dt, 1003);
-      for (int64_t i = 0; i < b->n; ++i) b->set(i, value(dt, grank, i));
-      keep.push_back(b);
-      works.push_back(c.all_reduce(b->view().slice0(2, 2 + 997), op));
-      checks.push_back({"all_reduce " + tag, [=] {
-        for (int64_t i = 0; i < b->n; ++i) {
-          double want = value(dt, grank, i);
-          if (i >= 2 && i < 999) {
-            double s = 0;
-            for (int r : m) s += value(dt, r, i);
-            want = op == ReduceOp::Avg ? s / n : s;
-          }
-          expect_near("all_reduce " + tag + " i=" + std::to_string(i), b->get(i), want, tol(dt, op));
-        }
-        if (!b->guards_ok()) expect_near("all_reduce guard " + tag, 0, 1);
-      }});
-
-      // reduce_scatter: equal split, then uneven counts (one rank may get none).
-      for (bool uneven : {false, true}) {
-        std::vector<int64_t> counts;
-        for (int r = 0; r < n; ++r) counts.push_back(uneven ? (r == n - 1 && n > 1 ? 0 : 5 + 3 * r) : 37);
-        int64_t total = 0, off = 0;
-        for (int r = 0; r < n; ++r) total += counts[r], off += r < me ? counts[r] : 0;
-        auto in = std::make_shared<Buf>(dt, total);
-        auto out = std::make_shared<Buf>(dt, counts[me]);
-        for (int64_t i = 0; i < total; ++i) in->set(i, value(dt, grank, i));
-        keep.push_back(in), keep.push_back(out);
-        works.push_back(c.reduce_scatter(in->view(), out->view(), op, uneven ? counts : std::vector<int64_t>{}));
-        std::string t2 = "reduce_scatter " + tag + (uneven ? " uneven" : "");
-        checks.push_back({t2, [=] {
-          for (int64_t i = 0; i < counts[me]; ++i) {
-            double s = 0;
-            for (int r : m) s += value(dt, r, off + i);
-            expect_near(t2 + " i=" + std::to_string(i), out->get(i), op == ReduceOp::Avg ? s / n : s, tol(dt, op));
-          }
-          for (int64_t i = 0; i < total; ++i) expect_near(t2 + " input kept", in->get(i), value(dt, grank, i));
-          if (!out->guards_ok()) expect_near("reduce_scatter guard " + t2, 0, 1);
-        }});
-      }
-    }
-
-    // all_gather: equal (in place: input is our share of output) and uneven.
-    for (bool uneven : {false, true}) {
-      std::vector<int64_t> counts;
-      for (int r = 0; r < n; ++r) counts.push_back(uneven ? 2 * r + 1 : 11);
-      int64_t total = 0, off = 0;
-      for (int r = 0; r < n; ++r) total += counts[r], off += r < me ? counts[r] : 0;
-      auto out = std::make_shared<Buf>(dt, total);
-      auto in = std::make_shared<Buf>(dt, counts[me]);
-      for (int64_t i = 0; i < counts[me]; ++i) in->set(i, value(dt, grank, i));
-      Tensor input = in->view();
-      if (!uneven) {  // in place
-        for (int64_t i = 0; i < counts[me]; ++i) out->set(off + i, value(dt, grank, i));
-        input = out->view().slice0(off, off + counts[me]);
-      }
-      keep.push_back(in), keep.push_back(out);
-      works.push_back(c.all_gather(input, out->view(), uneven ? counts : std::vector<int64_t>{}));
-      std::string t2 = std::string("all_gather ") + g + " " + dtype_name(dt) + (uneven ? " uneven" : " in-place");
-      checks.push_back({t2, [=] {
-        int64_t o = 0;
-        for (int r = 0; r < n; ++r)
-          for (int64_t i = 0; i < counts[r]; ++i, ++o)
-            expect_near(t2 + " r=" + std::to_string(r), out->get(o), value(dt, m[r], i));
-        if (!out->guards_ok()) expect_near("all_gather guard " + t2, 0, 1);
-      }});
-    }
-
-    // all_to_all: element k from group rank s to group rank j is s*20+j*5+k
-    // (exact in bf16); equal split and uneven counts.
-    for (bool uneven : {false, true}) {
-      auto cnt = [&](int s, int j) -> int64_t { return uneven ? 1 + s + 2 * j : 3; };
-      std::vector<int64_t> sc, rc;
-      for (int j = 0; j < n; ++j) sc.push_back(cnt(me, j)), rc.push_back(cnt(j, me));
-      int64_t st = 0, rt = 0;
-      for (int j = 0; j < n; ++j) st += sc[j], rt += rc[j];
-      auto in = std::make_shared<Buf>(dt, st);
-      auto out = std::make_shared<Buf>(dt, rt);
-      int64_t o = 0;
-      for (int j = 0; j < n; ++j)
-        for (int64_t k = 0; k < sc[j]; ++k) in->set(o++, me * 20 + j * 5 + k);
-      keep.push_back(in), keep.push_back(out);
-      works.push_back(uneven ? c.all_to_all(in->view(), out->view(), sc, rc) : c.all_to_all(in->view(), out->view()));
-      std::string t2 = std::string("all_to_all ") + g + " " + dtype_name(dt) + (uneven ? " uneven" : "");
-      checks.push_back({t2, [=] {
-        int64_t o2 = 0;
-        for (int s = 0; s < n; ++s)
-          for (int64_t k = 0; k < rc[s]; ++k) expect_near(t2, out->get(o2++), s * 20 + me * 5 + k);
-        if (!out->guards_ok()) expect_near("all_to_all guard " + t2, 0, 1);
-      }});
-    }
-
-    // broadcast from the last group rank.
-    auto b = std::make_shared<Buf>(dt, 129);
-    for (int64_t i = 0; i < b->n; ++i) b->set(i, value(dt, grank, i));
-    keep.push_back(b);
-    works.push_back(c.broadcast(b->view(), n - 1));
-    std::string t3 = std::string("broadcast ") + g + " " + dtype_name(dt);
-    checks.push_back({t3, [=] {
-      for (int64_t i = 0; i < b->n; ++i) expect_near(t3, b->get(i), value(dt, m[n - 1], i));
-    }});
-  }
-  works.push_back(c.barrier());
-  return checks;
-}
-
 int scenario_collectives(int sp, int wp) {
   GroupOptions opt;
   opt.sp = sp;
@@ -196,22 +42,20 @@ int scenario_collectives(int sp, int wp) {
   opt.timeout = std::chrono::seconds(20);
   opt.rendezvous_timeout = std::chrono::seconds(30);
   auto pg = init_process_groups(read_process_env(current_environment()), opt);
-  std::vector<WorkPtr> works;
-  std::vector<std::shared_ptr<Buf>> keep;
-  std::vector<Check> checks;
-  for (Communicator* c : {pg->world.get(), pg->dp.get(), pg->sp.get(), pg->wp.get(), pg->wdp.get()}) {
-    auto more = issue_all(*c, works, keep);
-    checks.insert(checks.end(), more.begin(), more.end());
-  }
-  for (auto& w : works) w->wait();
-  for (auto& w : works)
+  weft::testing::CollectiveChecks all;
+  for (Communicator* c : {pg->world.get(), pg->dp.get(), pg->sp.get(), pg->wp.get(), pg->wdp.get()})
+    all.issue_all(*c);
+  for (auto& w : all.works()) w->wait();
+  for (auto& w : all.works())
     if (!w->completed()) expect_near("completed() after wait()", 0, 1);
-  for (auto& ch : checks) ch.verify();
+  for (const std::string& wrong : all.verify())
+    if (++g_failures <= 20) std::fprintf(stderr, "MISMATCH %s\n", wrong.c_str());
   CommStats st = pg->world->stats();
-  if (st.by_op["all_reduce"].count != 4 || st.by_op["all_reduce"].bytes == 0)
-    expect_near("stats all_reduce count", static_cast<double>(st.by_op["all_reduce"].count), 4);
-  std::printf("rank %d: %zu collectives, %zu checks, %d failures\n", pg->rank(), works.size(),
-              checks.size(), g_failures);
+  const int all_reduces = weft::testing::CollectiveChecks::kAllReducesPerGroup;
+  if (st.by_op["all_reduce"].count != all_reduces || st.by_op["all_reduce"].bytes == 0)
+    expect_near("stats all_reduce count", static_cast<double>(st.by_op["all_reduce"].count), all_reduces);
+  std::printf("rank %d: %zu collectives, %zu checks, %d failures\n", pg->rank(), all.works().size(),
+              all.checks(), g_failures);
   return g_failures ? 10 : 0;
 }
 
