@@ -132,7 +132,9 @@ void NodeAgent::run(std::stop_token stop) {
 void NodeAgent::register_nodes() {
   const std::string now = now_str();
   for (const auto& n : opts_.nodes) {
-    auto created = api_.create(kube::kNodes, "", build_node(n, opts_.internal_ip, opts_.capacity, now));
+    Json node = build_node(n, opts_.internal_ip, opts_.capacity, now);
+    if (!opts_.taints.empty()) node["spec"]["taints"] = opts_.taints;
+    auto created = api_.create(kube::kNodes, "", node);
     if (!created && !created.error().already_exists()) throw std::runtime_error("create node " + n + ": " + created.error().message);
     auto got = api_.get(kube::kNodes, "", n);
     if (!got) throw std::runtime_error("get node " + n + ": " + got.error().message);
@@ -227,6 +229,8 @@ void NodeAgent::refresh_process(Entry& e) {
   }
   if (!ex) return;
   e.running = false;
+  // Kept with the logs, which outlive the pod (its directory goes with it).
+  write_json_atomic(e.log_dir + "/" + e.container + "/" + std::to_string(e.run) + ".exit.json", *ex);
   ContainerState t;
   t.kind = ContainerState::Kind::Terminated;
   t.exit_code = ex->value("exitCode", 255);

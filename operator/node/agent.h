@@ -43,6 +43,7 @@ struct AgentOptions {
   std::string self_exe;                   // this binary, re-executed as the shim
   NodeCapacity capacity;
   std::string internal_ip = "127.0.0.1";
+  Json taints = Json::array();            // spec.taints of every Node (tests keep the scheduler away)
   int ip_second_octet = 1;                // pod IPs 127.<octet>.x.y
   std::string cluster_domain = "cluster.local";
   int lease_duration_seconds = 40;

@@ -72,7 +72,10 @@ int main(int argc, char** argv) {
   app.add_option("--qps", qps, "client-side API rate limit");
   app.add_option("--burst", burst, "client-side API burst");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  std::vector<std::string> taints;
+  app.add_option("--taint", taints, "KEY=VALUE:EFFECT taint on every Node (repeatable)");
   auto* cleanup_cmd = app.add_subcommand("cleanup", "kill every process recorded under --state-dir and remove it");
+  cleanup_cmd->fallthrough();  // `weft-node cleanup --state-dir DIR`
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("[%H:%M:%S.%e] [weft-node] [%^%l%$] %v");
@@ -86,6 +89,15 @@ int main(int argc, char** argv) {
   opts.bin_dirs = {bin_dir};
   opts.state_dir = std::filesystem::absolute(state_dir).string();
   opts.ip_second_octet = octet;
+  for (const auto& t : taints) {
+    const auto eq = t.find('='), colon = t.rfind(':');
+    if (eq == std::string::npos || colon == std::string::npos || colon < eq) {
+      spdlog::error("--taint {}: expected KEY=VALUE:EFFECT", t);
+      return 1;
+    }
+    opts.taints.push_back({{"key", t.substr(0, eq)}, {"value", t.substr(eq + 1, colon - eq - 1)},
+                           {"effect", t.substr(colon + 1)}});
+  }
   opts.nodes.clear();
   for (int i = 0; i < nodes; ++i) opts.nodes.push_back(prefix + "-" + std::to_string(i));
 
