@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps test-deps configure build demo test test-asan bench format clean
+.PHONY: all deps test-deps configure build demo test test-asan e2e cluster-up cluster-down bench format clean
 
 all: build
 
@@ -29,6 +29,22 @@ demo: build
 test: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# The local cluster (tests/kube/cluster.sh): control plane, weft-node,
+# weft-operator; `make e2e` runs the end-to-end tests on a fresh one.
+CLUSTER ?= $(BUILD)/cluster
+CLUSTER_TARGETS = weft-node weft-operator weft-worker
+
+cluster-up: test-deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target $(CLUSTER_TARGETS)
+	@tests/kube/cluster.sh up $(CLUSTER) $(BUILD)
+
+cluster-down:
+	@tests/kube/cluster.sh down $(CLUSTER) $(BUILD)
+
+e2e: test-deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target $(CLUSTER_TARGETS)
+	cd $(BUILD) && ctest --output-on-failure -L '^e2e$$' --timeout 900
 
 test-asan: test-deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_CUDA=OFF $(CMAKE_ARGS)

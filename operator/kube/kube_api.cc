@@ -240,9 +240,10 @@ Result<Json> KubeApi::merge_patch(const Resource& r, const std::string& ns, cons
 }
 
 Result<Json> KubeApi::remove(const Resource& r, const std::string& ns, const std::string& name,
-                             Propagation propagation, const std::string& uid) {
+                             Propagation propagation, const std::string& uid, int grace_period_seconds) {
   Json opts = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", to_string(propagation)}};
   if (!uid.empty()) opts["preconditions"] = {{"uid", uid}};
+  if (grace_period_seconds >= 0) opts["gracePeriodSeconds"] = grace_period_seconds;
   return impl_->call("delete", http::methods::DEL, r.path(ns, name), &opts);
 }
 

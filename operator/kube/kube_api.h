@@ -91,8 +91,11 @@ class KubeApi {
                            bool status = false);
   // Deletes; `uid` (optional) is a precondition so a recreated object with
   // the same name is left alone. NotFound is returned as an error.
+  // `grace_period_seconds` >= 0 overrides the object's grace period (a node
+  // agent finalises a pod whose processes are gone with 0); -1 = default.
   Result<Json> remove(const Resource& r, const std::string& ns, const std::string& name,
-                      Propagation propagation = Propagation::Background, const std::string& uid = "");
+                      Propagation propagation = Propagation::Background, const std::string& uid = "",
+                      int grace_period_seconds = -1);
 
   // Streams events to on_event until the server closes the stream (returns
   // true), stop is requested (returns false), or an error happens (error;

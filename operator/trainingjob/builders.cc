@@ -197,6 +197,10 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
        {{{"name", "rendezvous"}, {"containerPort", spec.master_port}},
         {{"name", "metrics"}, {"containerPort", kPodMetricsPort}}}},
       {"volumeMounts", mounts},
+      // The worker prints why it failed (bad config, checkpoint I/O) and
+      // writes no termination-log file: the log tail becomes the container's
+      // termination message, which `kubectl describe` and the operator see.
+      {"terminationMessagePolicy", "FallbackToLogsOnError"},
       {"securityContext",
        {{"runAsNonRoot", true},
         {"allowPrivilegeEscalation", false},

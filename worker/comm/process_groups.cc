@@ -98,9 +98,12 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   pg->ctx_->set_global_rank(env.rank);
   if (env.world > 1) {
     if (env.rank == 0) {
-      // On loopback serve only loopback (tests, weft-run); in a pod, all
-      // interfaces: rank 0's own DNS name may not resolve yet.
-      std::string bind = is_loopback_name(env.master_addr) ? env.master_addr : "";
+      // WEFT_BIND_ADDR (the pod's own address) when given; else on loopback
+      // serve only loopback (tests, weft-run); in a pod, all interfaces:
+      // rank 0's own DNS name may not resolve yet.
+      std::string bind = !env.bind_addr.empty()                ? env.bind_addr
+                         : is_loopback_name(env.master_addr) ? env.master_addr
+                                                             : "";
       pg->server_ = std::make_unique<TcpStoreServer>(bind, env.master_port, env.token);
     }
     StoreOptions so;

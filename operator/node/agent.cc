@@ -1,0 +1,594 @@
+#include "node/agent.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "kube/clock.h"
+#include "node/hosts_file.h"
+#include "node/pod_process.h"
+#include "node/volumes.h"
+
+namespace weft::node {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct NodeAgent::Entry {
+  std::string uid, ns, name, node, ip, dir, log_dir;
+  std::string start_time;                 // RFC 3339, when first accepted
+  std::string container, image, restart_policy = "Always";
+  bool logs_on_error = false;
+  int run = -1;                           // current run (-1: never started)
+  pid_t shim_pid = -1;
+  unsigned long long shim_ticks = 0;
+  pid_t worker_pid = -1;
+  bool running = false;
+  ContainerState state;
+  std::optional<ContainerState> last_state;
+  int restart_count = 0;
+  Clock::time_point retry_at{};           // next start attempt
+  bool term_sent = false, kill_sent = false;
+  Clock::time_point kill_at{};
+  Json last_status_sig;                   // last status written, transition times removed
+  std::vector<VolumeSpec> volumes;        // ConfigMap/Secret volumes are refreshed
+  std::map<std::string, size_t> volume_digest;
+
+  std::string run_dir() const { return dir + "/runs/" + std::to_string(run); }
+  std::string log_file() const { return log_dir + "/" + container + "/" + std::to_string(run) + ".log"; }
+};
+
+namespace {
+
+std::string now_str() { return kube::format_time(std::chrono::system_clock::now()); }
+
+size_t digest(const std::map<std::string, std::string>& files) {
+  size_t h = 0;
+  for (const auto& [k, v] : files) h = h * 1000003u ^ std::hash<std::string>{}(k) ^ (std::hash<std::string>{}(v) << 1);
+  return h;
+}
+
+Json status_signature(Json st) {
+  if (st.contains("conditions"))
+    for (auto& c : st["conditions"]) c.erase("lastTransitionTime");
+  return st;
+}
+
+std::string meta_str(const Json& obj, const char* key) { return obj["metadata"].value(key, ""); }
+
+bool being_deleted(const Json& pod) {
+  return pod["metadata"].contains("deletionTimestamp") && !pod["metadata"]["deletionTimestamp"].is_null();
+}
+
+}  // namespace
+
+NodeAgent::NodeAgent(kube::KubeApi& api, AgentOptions opts)
+    : api_(api),
+      opts_(std::move(opts)),
+      my_nodes_(opts_.nodes.begin(), opts_.nodes.end()),
+      pods_(api, kube::kPods, "", "", std::chrono::seconds(60)),
+      services_(api, kube::kServices, "", "", std::chrono::seconds(300)),
+      configmaps_(api, kube::kConfigMaps, "", "", std::chrono::seconds(300)),
+      secrets_(api, kube::kSecrets, "", "", std::chrono::seconds(300)),
+      ips_(opts_.ip_second_octet) {
+  pods_.add_handler([this](const Json&) { ++cluster_generation_, wake(); });
+  services_.add_handler([this](const Json&) { ++cluster_generation_, wake(); });
+  configmaps_.add_handler([this](const Json&) { ++object_generation_, wake(); });
+  secrets_.add_handler([this](const Json&) { ++object_generation_, wake(); });
+}
+
+NodeAgent::~NodeAgent() = default;
+
+void NodeAgent::wake() {
+  std::lock_guard lock(mu_);
+  woken_ = true;
+  cv_.notify_all();
+}
+
+void NodeAgent::run(std::stop_token stop) {
+  make_dirs(opts_.state_dir + "/pods");
+  make_dirs(opts_.state_dir + "/logs");
+  std::vector<std::jthread> threads;
+  for (kube::Informer* inf : {&pods_, &services_, &configmaps_, &secrets_})
+    threads.emplace_back([inf](std::stop_token st) { inf->run(st); });
+  while (!stop.stop_requested()) {
+    try {
+      register_nodes();
+      break;
+    } catch (const std::exception& e) {
+      spdlog::warn("registering nodes: {}; retrying", e.what());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  threads.emplace_back([this](std::stop_token st) {
+    auto last_full = Clock::now();
+    while (!st.stop_requested()) {
+      for (auto until = Clock::now() + opts_.lease_renew; Clock::now() < until && !st.stop_requested();)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (st.stop_requested()) break;
+      const bool full = Clock::now() - last_full >= opts_.node_status_every;
+      if (full) last_full = Clock::now();
+      heartbeat(full);
+    }
+  });
+  for (kube::Informer* inf : {&pods_, &services_, &configmaps_, &secrets_})
+    while (!stop.stop_requested() && !inf->wait_synced(std::chrono::milliseconds(200))) {
+    }
+  adopt_from_disk();
+  ready_ = true;
+  spdlog::info("weft-node: serving nodes {} (state {})", fmt::join(opts_.nodes, ", "), opts_.state_dir);
+  while (!stop.stop_requested()) {
+    sync_once();
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, stop, opts_.sync_period, [this] { return woken_; });
+    woken_ = false;
+  }
+  for (auto& t : threads) t.request_stop();
+}
+
+void NodeAgent::register_nodes() {
+  const std::string now = now_str();
+  for (const auto& n : opts_.nodes) {
+    Json node = build_node(n, opts_.internal_ip, opts_.capacity, now);
+    if (!opts_.taints.empty()) node["spec"]["taints"] = opts_.taints;
+    auto created = api_.create(kube::kNodes, "", node);
+    if (!created && !created.error().already_exists()) throw std::runtime_error("create node " + n + ": " + created.error().message);
+    auto got = api_.get(kube::kNodes, "", n);
+    if (!got) throw std::runtime_error("get node " + n + ": " + got.error().message);
+    node_uids_[n] = (*got)["metadata"].value("uid", "");
+    ready_since_[n] = now;
+  }
+  heartbeat(true);
+}
+
+void NodeAgent::heartbeat(bool full_status) {
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& n : opts_.nodes) {
+    Json lease = build_node_lease(n, node_uids_[n], opts_.lease_duration_seconds, kube::format_micro_time(now));
+    auto cur = api_.get(kube::kLeases, "kube-node-lease", n);
+    kube::Result<Json> res = cur ? kube::Result<Json>(Json()) : kube::Result<Json>(cur.error());
+    if (cur) {
+      Json updated = *cur;
+      updated["spec"] = lease["spec"];
+      res = api_.update(kube::kLeases, "kube-node-lease", updated);
+    } else if (cur.error().not_found()) {
+      res = api_.create(kube::kLeases, "kube-node-lease", lease);
+    }
+    if (!res) spdlog::warn("node {}: lease renewal failed: {}", n, res.error().message);
+    if (full_status) {
+      Json patch = {{"status", node_status_patch(n, opts_.internal_ip, opts_.capacity, kube::format_time(now),
+                                                 ready_since_[n])}};
+      auto p = api_.merge_patch(kube::kNodes, "", n, patch, true);
+      if (!p) spdlog::warn("node {}: status update failed: {}", n, p.error().message);
+    }
+  }
+}
+
+void NodeAgent::save_record(const Entry& e) const {
+  write_json_atomic(e.dir + "/record.json",
+                    {{"uid", e.uid}, {"namespace", e.ns}, {"name", e.name}, {"node", e.node}, {"ip", e.ip},
+                     {"startTime", e.start_time}, {"container", e.container}, {"image", e.image},
+                     {"restartPolicy", e.restart_policy}, {"logsOnError", e.logs_on_error}, {"run", e.run},
+                     {"restartCount", e.restart_count}, {"shimPid", e.shim_pid}, {"shimTicks", e.shim_ticks},
+                     {"logDir", e.log_dir}});
+}
+
+void NodeAgent::adopt_from_disk() {
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(opts_.state_dir + "/pods", ec)) {
+    auto rec = read_json(d.path().string() + "/record.json");
+    if (!rec) {
+      fs::remove_all(d.path(), ec);
+      continue;
+    }
+    auto e = std::make_unique<Entry>();
+    e->uid = rec->value("uid", "");
+    e->ns = rec->value("namespace", "");
+    e->name = rec->value("name", "");
+    e->node = rec->value("node", "");
+    e->ip = rec->value("ip", "");
+    e->dir = d.path().string();
+    e->log_dir = rec->value("logDir", "");
+    e->start_time = rec->value("startTime", "");
+    e->container = rec->value("container", "");
+    e->image = rec->value("image", "");
+    e->restart_policy = rec->value("restartPolicy", "Always");
+    e->logs_on_error = rec->value("logsOnError", false);
+    e->run = rec->value("run", -1);
+    e->restart_count = rec->value("restartCount", 0);
+    e->shim_pid = rec->value("shimPid", -1);
+    e->shim_ticks = rec->value("shimTicks", 0ull);
+    if (e->run >= 0) {
+      e->running = true;  // refresh_process reads the run's files to learn more
+      if (auto pid = read_json(e->run_dir() + "/pid.json")) {
+        e->worker_pid = pid->value("pid", -1);
+        e->state.started_at = pid->value("startedAt", "");
+      }
+      e->state.kind = ContainerState::Kind::Running;
+    }
+    ips_.reserve(e->ip);
+    spdlog::info("adopting pod {}/{} (uid {}, ip {}, run {})", e->ns, e->name, e->uid, e->ip, e->run);
+    entries_[e->uid] = std::move(e);
+  }
+}
+
+void NodeAgent::refresh_process(Entry& e) {
+  if (!e.running) return;
+  if (e.worker_pid < 0)
+    if (auto pid = read_json(e.run_dir() + "/pid.json")) e.worker_pid = pid->value("pid", -1);
+  auto ex = read_json(e.run_dir() + "/exit.json");
+  if (!ex && !process_alive(e.shim_pid, e.shim_ticks)) {
+    ex = read_json(e.run_dir() + "/exit.json");  // written just before the shim exited
+    if (!ex && e.worker_pid > 0 && process_alive(e.worker_pid)) return;  // shim lost, container still runs
+    if (!ex)
+      ex = Json{{"exitCode", 137}, {"reason", "ContainerStatusUnknown"},
+                {"message", "the container's shim exited without reporting a result"}, {"finishedAt", now_str()}};
+  }
+  if (!ex) return;
+  e.running = false;
+  // Kept with the logs, which outlive the pod (its directory goes with it).
+  write_json_atomic(e.log_dir + "/" + e.container + "/" + std::to_string(e.run) + ".exit.json", *ex);
+  ContainerState t;
+  t.kind = ContainerState::Kind::Terminated;
+  t.exit_code = ex->value("exitCode", 255);
+  t.signal = ex->value("signal", 0);
+  t.started_at = ex->value("startedAt", e.state.started_at);
+  t.finished_at = ex->value("finishedAt", now_str());
+  t.reason = ex->value("reason", "");
+  t.message = ex->value("message", "");
+  t.container_id = e.state.container_id;
+  if (t.message.empty() && e.logs_on_error && t.exit_code != 0) t.message = tail_of_file(e.log_file(), 80, 2048);
+  e.state = t;
+  spdlog::info("pod {}/{}: container exited with code {}", e.ns, e.name, t.exit_code);
+}
+
+bool NodeAgent::start_run(const Json& pod, Entry& e, std::string* reason, std::string* message) {
+  // The lookups hand out raw pointers: `keep` holds the snapshots while planning.
+  std::vector<kube::ObjectPtr> keep;
+  ObjectLookup lookup;
+  lookup.secret = [this, &keep](const std::string& ns, const std::string& name) -> const Json* {
+    keep.push_back(secrets_.get(ns, name));
+    return keep.back().get();
+  };
+  lookup.configmap = [this, &keep](const std::string& ns, const std::string& name) -> const Json* {
+    keep.push_back(configmaps_.get(ns, name));
+    return keep.back().get();
+  };
+  auto planned = plan_pod(pod, lookup, e.ip, opts_.internal_ip);
+  if (auto* err = std::get_if<PlanError>(&planned)) {
+    *reason = err->reason;
+    *message = err->message;
+    return false;
+  }
+  PodPlan& plan = std::get<PodPlan>(planned);
+  e.container = plan.container;
+  e.restart_policy = plan.restart_policy;
+  e.logs_on_error = plan.logs_on_error;
+  e.volumes = plan.volumes;
+  const int run = e.run + 1;
+
+  // Volumes.
+  std::map<std::string, std::string> sources;  // volume -> host directory
+  for (const auto& v : plan.volumes) {
+    const std::string vdir = e.dir + "/volumes/" + v.name;
+    if (v.kind == VolumeKind::HostPath) {
+      sources[v.name] = v.host_path;
+      std::error_code ec;
+      const bool exists = fs::exists(v.host_path, ec);
+      if (v.host_type == "DirectoryOrCreate") {
+        if (auto err = make_dirs(v.host_path); !err.empty()) return *reason = "ContainerCreating", *message = err, false;
+      } else if (v.host_type == "FileOrCreate" && !exists) {
+        make_dirs(fs::path(v.host_path).parent_path().string());
+        rewrite_in_place(v.host_path, "");
+      } else if ((v.host_type == "Directory" || v.host_type == "File") && !exists) {
+        *reason = "ContainerCreating";
+        *message = "hostPath " + v.host_path + " does not exist (type " + v.host_type + ")";
+        return false;
+      }
+    } else if (v.kind == VolumeKind::EmptyDir) {
+      if (!fs::exists(vdir)) make_dirs(vdir, 0777);
+      sources[v.name] = vdir;
+    } else {
+      const bool secret = v.kind == VolumeKind::Secret;
+      auto obj = secret ? secrets_.get(e.ns, v.object) : configmaps_.get(e.ns, v.object);
+      std::map<std::string, std::string> files;
+      if (obj) {
+        auto f = volume_files(*obj, v.items, secret);
+        if (auto* bad = std::get_if<std::string>(&f)) {
+          *reason = "ContainerCreating";
+          *message = std::string(secret ? "secret" : "configmap") + " \"" + v.object + "\": " + *bad;
+          return false;
+        }
+        files = std::get<0>(f);
+      } else if (!v.optional) {
+        *reason = "ContainerCreating";
+        *message = "MountVolume.SetUp failed for volume \"" + v.name + "\": " + (secret ? "secret" : "configmap") +
+                   " \"" + v.object + "\" not found";
+        return false;
+      }
+      if (auto err = write_atomic_dir(vdir, files, v.default_mode); !err.empty())
+        return *reason = "ContainerCreating", *message = err, false;
+      e.volume_digest[v.name] = digest(files);
+      sources[v.name] = vdir;
+    }
+  }
+  LaunchSpec L;
+  for (const auto& m : plan.mounts) {
+    std::string src = sources[m.volume];
+    if (!m.sub_path.empty()) {
+      src += "/" + m.sub_path;
+      if (!fs::exists(src)) make_dirs(src);
+    }
+    bool ro = m.read_only;
+    for (const auto& v : plan.volumes)
+      if (v.name == m.volume && (v.kind == VolumeKind::ConfigMap || v.kind == VolumeKind::Secret)) ro = true;
+    L.mounts.push_back({src, m.mount_path, ro});
+  }
+
+  // Environment: the pod's, then what a container runtime adds.
+  std::vector<std::string> path_dirs = opts_.bin_dirs;
+  bool has_path = false, has_home = false, has_bind = false;
+  for (const auto& [k, v] : plan.env) {
+    L.env.push_back(k + "=" + v);
+    has_path |= k == "PATH";
+    has_home |= k == "HOME";
+    has_bind |= k == "WEFT_BIND_ADDR";
+    if (k == "PATH") {
+      size_t start = 0;
+      for (size_t i = 0; i <= v.size(); ++i)
+        if (i == v.size() || v[i] == ':') path_dirs.push_back(v.substr(start, i - start)), start = i + 1;
+    }
+  }
+  std::string default_path;
+  for (const auto& d : opts_.bin_dirs) default_path += d + ":";
+  default_path += "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  if (!has_path) {
+    L.env.push_back("PATH=" + default_path);
+    for (const char* d : {"/usr/local/bin", "/usr/bin", "/bin"}) path_dirs.push_back(d);
+  }
+  if (!has_home) L.env.push_back("HOME=/root");
+  L.env.push_back("HOSTNAME=" + plan.hostname);
+  // The pod's network: its own loopback address, which the worker binds.
+  if (!has_bind) L.env.push_back("WEFT_BIND_ADDR=" + e.ip);
+
+  L.argv = plan.argv;
+  if (auto exe = find_executable(L.argv[0], path_dirs)) L.argv[0] = *exe;
+  L.cwd = plan.working_dir.empty() ? e.dir + "/work" : plan.working_dir;
+  make_dirs(e.dir + "/work");
+  L.hostname = plan.hostname.substr(0, 63);
+  L.hosts_file = e.dir + "/hosts";
+  HostsInput hi{&pod, e.ip, pods_.list(), services_.list(), opts_.cluster_domain};
+  rewrite_in_place(L.hosts_file, render_hosts(hi));
+  e.run = run;
+  make_dirs(e.run_dir());
+  make_dirs(e.log_dir + "/" + e.container);
+  L.log_file = e.log_file();
+  L.pid_file = e.run_dir() + "/pid.json";
+  L.exit_file = e.run_dir() + "/exit.json";
+  const std::string launch_path = e.run_dir() + "/launch.json";
+  write_json_atomic(launch_path, to_json(L));
+  std::string err;
+  const pid_t shim = spawn_shim(opts_.self_exe, launch_path, &err);
+  if (shim < 0) {
+    *reason = "RunContainerError";
+    *message = err;
+    return false;
+  }
+  e.shim_pid = shim;
+  e.shim_ticks = process_start_ticks(shim);
+  e.worker_pid = -1;
+  e.running = true;
+  e.term_sent = e.kill_sent = false;
+  e.state = ContainerState{};
+  e.state.kind = ContainerState::Kind::Running;
+  e.state.started_at = now_str();
+  e.state.container_id = "weft-node://" + e.uid + "/" + std::to_string(run);
+  save_record(e);
+  spdlog::info("pod {}/{}: started run {} as {} (ip {}, log {})", e.ns, e.name, run, L.argv[0], e.ip, L.log_file);
+  return true;
+}
+
+void NodeAgent::stop_process(Entry& e, int grace_seconds) {
+  if (!e.running) return;
+  if (e.worker_pid < 0)
+    if (auto pid = read_json(e.run_dir() + "/pid.json")) e.worker_pid = pid->value("pid", -1);
+  const auto now = Clock::now();
+  if (!e.term_sent) {
+    e.term_sent = true;
+    e.kill_at = now + std::chrono::seconds(std::max(0, grace_seconds));
+    if (grace_seconds > 0 && e.worker_pid > 0) {
+      spdlog::info("pod {}/{}: SIGTERM, SIGKILL in {} s", e.ns, e.name, grace_seconds);
+      ::kill(-e.worker_pid, SIGTERM);
+      return;
+    }
+  }
+  if (now >= e.kill_at && !e.kill_sent) {
+    e.kill_sent = true;
+    spdlog::info("pod {}/{}: SIGKILL", e.ns, e.name);
+    if (e.worker_pid > 0) ::kill(-e.worker_pid, SIGKILL);
+    else if (process_alive(e.shim_pid, e.shim_ticks)) ::kill(e.shim_pid, SIGKILL);  // not started yet
+  }
+}
+
+bool NodeAgent::finalize(const Json* pod, Entry& e) {
+  if (pod) {
+    write_status(*pod, e);
+    auto res = api_.remove(kube::kPods, e.ns, e.name, kube::Propagation::Background, e.uid, 0);
+    // 409 here means the uid precondition failed: that pod is gone already.
+    if (!res && !res.error().not_found() && res.error().status != 409) {
+      spdlog::warn("pod {}/{}: final delete failed: {}", e.ns, e.name, res.error().message);
+      return false;
+    }
+  }
+  finalized_[e.uid] = Clock::now();
+  cleanup(e);
+  return true;
+}
+
+void NodeAgent::cleanup(Entry& e) {
+  std::error_code ec;
+  fs::remove_all(e.dir, ec);  // emptyDir and ConfigMap copies go with the pod; logs stay
+  ips_.release(e.ip);
+  spdlog::info("pod {}/{}: removed", e.ns, e.name);
+}
+
+void NodeAgent::write_status(const Json& pod, Entry& e) {
+  PodView v;
+  v.pod_ip = e.ip;
+  v.host_ip = opts_.internal_ip;
+  v.start_time = e.start_time;
+  v.container = e.container;
+  v.image = e.image;
+  v.state = e.state;
+  v.last_state = e.last_state;
+  v.restart_count = e.restart_count;
+  Json st = build_pod_status(pod, v, now_str());
+  Json sig = status_signature(st);
+  if (sig == e.last_status_sig) return;
+  auto res = api_.merge_patch(kube::kPods, e.ns, e.name, {{"status", st}}, true);
+  if (!res) {
+    if (!res.error().not_found()) spdlog::warn("pod {}/{}: status write failed: {}", e.ns, e.name, res.error().message);
+    return;
+  }
+  e.last_status_sig = sig;
+}
+
+void NodeAgent::refresh_files(Entry& e, const Json& pod, bool hosts, bool volumes) {
+  if (e.run < 0) return;
+  if (hosts) {
+    HostsInput hi{&pod, e.ip, pods_.list(), services_.list(), opts_.cluster_domain};
+    rewrite_in_place(e.dir + "/hosts", render_hosts(hi));
+  }
+  if (volumes)
+    for (const auto& v : e.volumes) {
+      if (v.kind != VolumeKind::ConfigMap && v.kind != VolumeKind::Secret) continue;
+      const bool secret = v.kind == VolumeKind::Secret;
+      auto obj = secret ? secrets_.get(e.ns, v.object) : configmaps_.get(e.ns, v.object);
+      if (!obj) continue;  // a deleted object leaves the last content, like the kubelet
+      auto f = volume_files(*obj, v.items, secret);
+      if (!std::holds_alternative<std::map<std::string, std::string>>(f)) continue;
+      const auto& files = std::get<0>(f);
+      const size_t d = digest(files);
+      if (e.volume_digest[v.name] == d) continue;
+      if (auto err = write_atomic_dir(e.dir + "/volumes/" + v.name, files, v.default_mode); err.empty()) {
+        e.volume_digest[v.name] = d;
+        spdlog::info("pod {}/{}: volume {} updated", e.ns, e.name, v.name);
+      }
+    }
+}
+
+void NodeAgent::sync_pod(const Json& pod, Entry& e) {
+  refresh_process(e);
+  if (being_deleted(pod)) {
+    if (e.running) stop_process(e, grace_period_seconds(pod));
+    if (!e.running && finalize(&pod, e)) entries_.erase(e.uid);  // e is gone after this
+    return;
+  }
+  const auto now = Clock::now();
+  const std::string phase = pod.contains("status") ? pod["status"].value("phase", "") : "";
+  const bool never_started = e.run < 0 && !e.running;
+  const bool ended = !e.running && e.state.kind == ContainerState::Kind::Terminated;
+  bool restart = false;
+  if (ended) {
+    const bool ok = e.state.exit_code == 0;
+    restart = e.restart_policy == "Always" || (e.restart_policy == "OnFailure" && !ok);
+  }
+  if ((never_started && phase != "Succeeded" && phase != "Failed") || (restart && now >= e.retry_at)) {
+    if (restart) {
+      e.last_state = e.state;
+      ++e.restart_count;
+    }
+    std::string reason, message;
+    if (!start_run(pod, e, &reason, &message)) {
+      if (restart) --e.restart_count;  // counted when a run actually starts
+      e.state = ContainerState{};
+      e.state.reason = reason;
+      e.state.message = message;
+      e.retry_at = now + std::chrono::seconds(1);
+      spdlog::warn("pod {}/{}: cannot start: {}: {}", e.ns, e.name, reason, message);
+    } else if (restart) {
+      e.retry_at = now + std::chrono::seconds(std::min(10, 1 << std::min(e.restart_count, 4)));
+    }
+  }
+  write_status(pod, e);
+}
+
+void NodeAgent::sync_once() {
+  // Shims are our children until we restart; reap them so they are not zombies.
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  const long hosts_gen = cluster_generation_.load(), vol_gen = object_generation_.load();
+  const bool hosts_changed = hosts_gen != hosts_generation_seen_, volumes_changed = vol_gen != volume_generation_seen_;
+  hosts_generation_seen_ = hosts_gen;
+  volume_generation_seen_ = vol_gen;
+  const auto now = Clock::now();
+  for (auto it = finalized_.begin(); it != finalized_.end();)
+    it = now - it->second > std::chrono::minutes(5) ? finalized_.erase(it) : std::next(it);
+
+  std::set<std::string> seen;
+  for (const auto& pod_ptr : pods_.list()) {
+    const Json& pod = *pod_ptr;
+    const std::string node = pod["spec"].value("nodeName", "");
+    if (!my_nodes_.count(node)) continue;
+    const std::string uid = meta_str(pod, "uid");
+    if (finalized_.count(uid)) continue;
+    seen.insert(uid);
+    auto it = entries_.find(uid);
+    if (it == entries_.end()) {
+      const std::string phase = pod.contains("status") ? pod["status"].value("phase", "") : "";
+      if (phase == "Succeeded" || phase == "Failed") {
+        // Ended before this agent's state was lost: only the final delete is left.
+        if (being_deleted(pod)) {
+          auto res = api_.remove(kube::kPods, meta_str(pod, "namespace"), meta_str(pod, "name"),
+                                 kube::Propagation::Background, uid, 0);
+          if (res || res.error().not_found()) finalized_[uid] = now;
+        }
+        continue;
+      }
+      auto e = std::make_unique<Entry>();
+      e->uid = uid;
+      e->ns = meta_str(pod, "namespace");
+      e->name = meta_str(pod, "name");
+      e->node = node;
+      e->dir = opts_.state_dir + "/pods/" + uid;
+      e->log_dir = opts_.state_dir + "/logs/" + e->ns + "_" + e->name + "_" + uid;
+      e->start_time = now_str();
+      if (pod["spec"].contains("containers") && !pod["spec"]["containers"].empty())
+        e->image = pod["spec"]["containers"][0].value("image", "");
+      auto ip = ips_.allocate();
+      if (!ip) {
+        spdlog::error("pod {}/{}: no free pod IP", e->ns, e->name);
+        continue;
+      }
+      e->ip = *ip;
+      make_dirs(e->dir);
+      save_record(*e);
+      it = entries_.emplace(uid, std::move(e)).first;
+    }
+    Entry& e = *it->second;
+    if (e.running && (hosts_changed || volumes_changed)) refresh_files(e, pod, hosts_changed, volumes_changed);
+    sync_pod(pod, e);  // may erase the entry
+  }
+  // Recorded here but no longer in the API (deleted with grace 0, or gone
+  // while the agent was down): stop and remove.
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = *it->second;
+    if (seen.count(e.uid)) {
+      ++it;
+      continue;
+    }
+    refresh_process(e);
+    if (e.running) stop_process(e, 2);
+    if (e.running) {
+      ++it;
+      continue;
+    }
+    cleanup(e);
+    it = entries_.erase(it);
+  }
+}
+
+}  // namespace weft::node

@@ -1,0 +1,89 @@
+#!/bin/bash
+# Shared helpers of the end-to-end tests: each test runs against the local
+# cluster of the ctest fixture `e2e-cluster` (tests/kube/cluster.sh), in its
+# own namespace, with the real kubectl. Pod processes, logs and exit results
+# are found through weft-node's state dir (CLUSTER/node): logs/<ns>_<pod>_<uid>/worker/<run>.log.
+# Source it: . lib.sh CLUSTER_DIR SOURCE_DIR TEST_NAME
+set -uo pipefail
+CLUSTER=$1 SRC=$2 TEST=$3
+export KUBECONFIG=$CLUSTER/kubeconfig
+STATE=$CLUSTER/node
+NS=e2e-$TEST-$$
+T0=$(date +%s%N)
+
+elapsed() { echo "$(( ($(date +%s%N) - T0) / 1000000 ))"; }  # ms since the test started
+log() { printf '[%6.1fs] %s\n' "$(echo "$(elapsed) / 1000" | bc -l)" "$*"; }
+dump() {
+  echo "---- kubectl get tj,pods -n $NS"
+  kubectl get tj,pods -n "$NS" -o wide 2>&1
+  kubectl get tj -n "$NS" -o jsonpath='{range .items[*]}{.status}{"\n"}{end}' 2>&1
+  for f in "$STATE"/logs/"$NS"_*/worker/*.log; do
+    [ -f "$f" ] || continue
+    echo "---- $f"; tail -8 "$f"
+  done
+  echo "---- weft-operator (last lines)"; tail -15 "$CLUSTER/logs/weft-operator.log"
+}
+fail() { echo "FAIL [$TEST]: $*" >&2; dump >&2; finish 1; }
+finish() {
+  kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1
+  exit "${1:-0}"
+}
+
+kubectl create namespace "$NS" >/dev/null || fail "cannot create namespace"
+for _ in $(seq 1 100); do kubectl get sa default -n "$NS" >/dev/null 2>&1 && break; sleep 0.1; done
+
+tj_field() { kubectl get tj "$1" -n "$NS" -o jsonpath="{$2}" 2>/dev/null; }
+# wait_for SECONDS DESCRIPTION COMMAND...: polls every 0.2 s.
+wait_for() {
+  local secs=$1 what=$2; shift 2
+  local until=$(( $(date +%s) + secs ))
+  while [ "$(date +%s)" -lt $until ]; do
+    "$@" && return 0
+    sleep 0.2
+  done
+  fail "timed out after ${secs}s waiting for: $what"
+}
+# wait_for_quiet SECONDS COMMAND...: like wait_for, but returns 1 on timeout.
+wait_for_quiet() {
+  local secs=$1; shift
+  local until=$(( $(date +%s) + secs ))
+  while [ "$(date +%s)" -lt $until ]; do "$@" && return 0; sleep 0.2; done
+  return 1
+}
+phase_is() { [ "$(tj_field "$1" .status.phase)" = "$2" ]; }
+pod_uid() { kubectl get pod "$1" -n "$NS" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+# The container's pid (leader of its process group) of a running pod.
+worker_pid() {
+  local uid; uid=$(pod_uid "$1")
+  [ -n "$uid" ] || return 1
+  local run; run=$(python3 -c "import json;print(json.load(open('$STATE/pods/$uid/record.json'))['run'])" 2>/dev/null) || return 1
+  python3 -c "import json;print(json.load(open('$STATE/pods/$uid/runs/$run/pid.json'))['pid'])" 2>/dev/null
+}
+# Every log of a pod name across attempts, oldest first.
+logs_of() { ls -tr "$STATE"/logs/"$NS"_"$1"_*/worker/*.log 2>/dev/null; }
+# Live processes started for this namespace's pods (by pid files of existing pod dirs).
+live_processes() {
+  local n=0 rec pidf pid
+  for rec in "$STATE"/pods/*/record.json; do
+    [ -f "$rec" ] || continue
+    grep -q "\"namespace\":\"$NS\"" "$rec" || continue
+    for pidf in "$(dirname "$rec")"/runs/*/pid.json; do
+      [ -f "$pidf" ] || continue
+      pid=$(python3 -c "import json;print(json.load(open('$pidf'))['pid'])" 2>/dev/null) || continue  # pod just removed
+      kill -0 "$pid" 2>/dev/null && n=$((n + 1))
+    done
+  done
+  echo $n
+}
+# Apply a manifest from tests/e2e/testdata with __CKPT__ replaced by a fresh host dir.
+apply_testdata() {
+  CKPT=$CLUSTER/ckpt/$NS
+  rm -rf "$CKPT"; mkdir -p "$CKPT"
+  sed "s#__CKPT__#$CKPT#g" "$SRC/tests/e2e/testdata/$1" | kubectl apply -n "$NS" -f - >/dev/null || fail "kubectl apply $1"
+}
+latest_step() { [ -f "$CKPT/latest" ] && sed -n 's/^step-\([0-9][0-9]*\)$/\1/p' "$CKPT/latest"; }
+# Predicates for wait_for (evaluated on every poll).
+ckpt_at_least() { [ "$(latest_step || echo 0)" -ge "$1" ]; }
+tj_field_is() { [ "$(tj_field "$1" "$2")" = "$3" ]; }
+live_processes_are() { [ "$(live_processes)" = "$1" ]; }
+no_pods() { [ -z "$(kubectl get pods -n "$NS" -o name 2>/dev/null)" ]; }

@@ -1,0 +1,35 @@
+#!/bin/bash
+# The user's path: `kubectl apply -f manifests/examples/tiny-cpu.yaml` on the
+# local cluster; the operator launches 2 ranks, weft-node runs them, they
+# rendezvous through cluster names and train; `kubectl get tj` shows Running
+# then Succeeded; rank 0's final checkpoint exists and loads.
+# Usage: tiny_cpu.sh CLUSTER_DIR SOURCE_DIR BIN_DIR
+. "$(dirname "$0")/lib.sh" "$1" "$2" tiny-cpu
+BIN=$3
+kubectl apply -n "$NS" -f "$SRC/manifests/examples/tiny-cpu.yaml" >/dev/null || fail "kubectl apply"
+wait_for 60 "phase Running" phase_is tiny-cpu Running
+log "Running: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
+wait_for 30 "2 ready replicas" tj_field_is tiny-cpu .status.readyReplicas 2
+wait_for 300 "phase Succeeded" phase_is tiny-cpu Succeeded
+log "Succeeded: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
+[ "$(tj_field tiny-cpu .status.restarts)" = 0 ] || fail "restarts: $(tj_field tiny-cpu .status.restarts)"
+for r in 0 1; do
+  code=$(kubectl get pod "tiny-cpu-$r" -n "$NS" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
+  [ "$code" = 0 ] || fail "rank $r exit code '$code'"
+done
+# Rank 0 ran with its working directory in the pod's own dir on the node.
+work=$STATE/pods/$(pod_uid tiny-cpu-0)/work
+summary=$work/runs/weft/summary.json
+[ -f "$summary" ] || fail "no $summary"
+steps=$(python3 -c "import json;print(json.load(open('$summary'))['steps_done'])")
+[ "$steps" = 200 ] || fail "summary says $steps steps"
+ckpt=$work/runs/weft/checkpoints
+[ "$(cat "$ckpt/latest" 2>/dev/null)" = step-200 ] || fail "latest checkpoint: $(cat "$ckpt/latest" 2>&1)"
+# It loads: the same config resumed from it (one rank) has nothing left to do.
+kubectl get cm tiny-cpu-config -n "$NS" -o jsonpath='{.data.config\.yaml}' > "$CLUSTER/$NS.yaml"
+out=$("$BIN/weft-worker" "$CLUSTER/$NS.yaml" --checkpoint-dir "$ckpt" --out "$CLUSTER/$NS-resume" 2>&1) \
+  || fail "resuming from $ckpt: $out"
+echo "$out" | grep -q "resumed from $ckpt/step-200" || fail "checkpoint not loaded: $out"
+rm -rf "$CLUSTER/$NS.yaml" "$CLUSTER/$NS-resume"
+log "PASS: 2 ranks trained 200 steps, checkpoint $ckpt/step-200 loads"
+finish 0

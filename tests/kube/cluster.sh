@@ -1,0 +1,99 @@
+#!/bin/bash
+# A whole local Kubernetes cluster on this machine, no containers needed:
+# the testenv control plane (etcd, kube-apiserver, controller-manager,
+# scheduler v1.20.2), the TrainingJob CRD and RBAC, weft-node (the node
+# agent: pods run as local processes, see operator/node/agent.h) and
+# weft-operator running as the chart's ServiceAccount (not admin).
+#
+# Usage: tests/kube/cluster.sh up|down|status DIR BUILD_DIR
+#   up      starts everything under DIR, waits for Ready nodes, prints the KUBECONFIG
+#   down    stops the operator and the agent, kills every pod process, stops the control plane
+# Env: WEFT_CLUSTER_NODES (default 1), WEFT_NODE_CPU (per node, default 32),
+#      WEFT_OPERATOR_ARGS (extra weft-operator flags).
+set -euo pipefail
+CMD=${1:?usage: cluster.sh up|down|status DIR BUILD_DIR}
+DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
+BUILD=$(cd "${3:?BUILD_DIR}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+BIN=$BUILD/bin
+
+stop_pid() {  # stop_pid NAME: SIGTERM, wait up to 5 s, SIGKILL
+  local f="$DIR/$1.pid" pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill "$pid" 2>/dev/null; then
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+case "$CMD" in
+up)
+  T0=$(date +%s%N)
+  for b in weft-node weft-operator weft-worker; do
+    [ -x "$BIN/$b" ] || { echo "cluster: $BIN/$b missing; build it first (make cluster-up does)" >&2; exit 1; }
+  done
+  "$HERE/build-kube.sh" >/dev/null
+  "$0" down "$DIR" "$BUILD" >/dev/null 2>&1 || true
+  "$HERE/testenv.sh" start "$DIR" >/dev/null
+  export KUBECONFIG=$DIR/kubeconfig
+  kubectl apply --validate=false -f "$SRC/manifests/crd/" >/dev/null
+  kubectl apply -f "$SRC/manifests/namespace.yaml" -f "$SRC/manifests/rbac/" >/dev/null
+  # The operator authenticates as its ServiceAccount (a static token the
+  # testenv API server maps to system:serviceaccount:weft-system:weft-operator).
+  server=$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  cat > "$DIR/operator.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: weft-local
+  cluster: {server: "$server", certificate-authority-data: "$ca"}
+users:
+- name: weft-operator
+  user: {token: weft-operator-token}
+contexts:
+- name: weft-operator
+  context: {cluster: weft-local, user: weft-operator, namespace: weft-system}
+current-context: weft-operator
+KC
+  mkdir -p "$DIR/logs"
+  setsid "$BIN/weft-node" --kubeconfig "$DIR/kubeconfig" --state-dir "$DIR/node" \
+    --nodes "${WEFT_CLUSTER_NODES:-1}" --cpu "${WEFT_NODE_CPU:-32}" --bin-dir "$BIN" \
+    </dev/null >>"$DIR/logs/weft-node.log" 2>&1 &
+  echo $! > "$DIR/weft-node.pid"
+  kubectl wait --for condition=established --timeout=60s crd/trainingjobs.weft.dev >/dev/null
+  # shellcheck disable=SC2086
+  setsid "$BIN/weft-operator" --kubeconfig "$DIR/operator.kubeconfig" --metrics-port 0 --health-port 0 \
+    ${WEFT_OPERATOR_ARGS:-} </dev/null >>"$DIR/logs/weft-operator.log" 2>&1 &
+  echo $! > "$DIR/weft-operator.pid"
+  # Nodes are schedulable once Ready and the node controller has lifted the
+  # not-ready taint the API server put on them at registration.
+  ok=0
+  for _ in $(seq 1 300); do
+    n=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.taints}{"\n"}{end}' 2>/dev/null \
+        | awk 'NF==1' | wc -l)
+    [ "$n" -ge "${WEFT_CLUSTER_NODES:-1}" ] && { ok=1; break; }
+    kill -0 "$(cat "$DIR/weft-node.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ $ok = 1 ] || { echo "cluster: nodes never became schedulable; see $DIR/logs/weft-node.log" >&2; tail -5 "$DIR/logs/weft-node.log" >&2; exit 1; }
+  kill -0 "$(cat "$DIR/weft-operator.pid")" 2>/dev/null \
+    || { echo "cluster: weft-operator exited; see $DIR/logs/weft-operator.log" >&2; tail -5 "$DIR/logs/weft-operator.log" >&2; exit 1; }
+  echo "cluster: up in $(( ($(date +%s%N) - T0) / 1000000 )) ms (logs in $DIR/logs, pod logs in $DIR/node/logs)"
+  echo "export KUBECONFIG=$DIR/kubeconfig"
+  ;;
+down)
+  stop_pid weft-operator
+  stop_pid weft-node
+  if [ -x "$BIN/weft-node" ] && [ -d "$DIR/node" ]; then "$BIN/weft-node" cleanup --state-dir "$DIR/node" >/dev/null || true; fi
+  "$HERE/testenv.sh" stop "$DIR"
+  echo "cluster: down"
+  ;;
+status)
+  "$HERE/testenv.sh" status "$DIR" && kill -0 "$(cat "$DIR/weft-node.pid")" && kill -0 "$(cat "$DIR/weft-operator.pid")"
+  ;;
+*) echo "cluster: unknown command '$CMD'" >&2; exit 2 ;;
+esac

@@ -1,0 +1,334 @@
+// weft-node against the real control plane of the `kube` fixture. Each test
+// runs its own agent process (own state dir, own Node names, tainted so the
+// shared fixture's scheduler never places other tests' pods on it) and binds
+// its pods with spec.nodeName. Containers are /bin/sh scripts, so these tests
+// need no worker build. They assert the world: objects, files, processes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "kube/kube_api.h"
+#include "kube/kube_config.h"
+#include "node/pod_process.h"
+#include "node/volumes.h"
+
+namespace weft::node {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string env_dir() { return WEFT_KUBE_ENV_DIR; }
+
+kube::KubeApi& api() {
+  static kube::KubeApi a(kube::load_kubeconfig(env_dir() + "/kubeconfig"), kube::ApiOptions{200, 400});
+  return a;
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+std::string unique(const std::string& prefix) {
+  static int n = 0;
+  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+}
+
+// A weft-node process serving one Node named `node`.
+class Agent {
+ public:
+  explicit Agent(std::string node) : node_(std::move(node)) {
+    state_ = fs::path(env_dir()) / ("node-it-" + node_);
+    fs::remove_all(state_);
+    fs::create_directories(state_);
+    start();
+  }
+  ~Agent() {
+    stop(SIGTERM);
+    std::string cmd = std::string(WEFT_BIN_DIR) + "/weft-node cleanup --state-dir " + state_.string() + " >/dev/null";
+    (void)!std::system(cmd.c_str());
+    api().remove(kube::kNodes, "", node_ + "-0");
+  }
+  void start() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = state_.string() + "/../node-it-" + node_ + ".log";
+      FILE* f = std::freopen(log.c_str(), "a", stdout);
+      (void)f;
+      ::dup2(1, 2);
+      const std::string bin = std::string(WEFT_BIN_DIR) + "/weft-node";
+      const std::string kc = env_dir() + "/kubeconfig";
+      ::execl(bin.c_str(), bin.c_str(), "--kubeconfig", kc.c_str(), "--state-dir", state_.c_str(), "--node-prefix",
+              node_.c_str(), "--taint", "weft.dev/node-test=true:NoSchedule", "--pod-ip-octet", "77", nullptr);
+      ::_exit(127);
+    }
+  }
+  void stop(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string node() const { return node_ + "-0"; }
+  fs::path state() const { return state_; }
+
+ private:
+  std::string node_;
+  fs::path state_;
+  pid_t pid_ = -1;
+};
+
+class Namespace {
+ public:
+  Namespace() : name_(unique("node-it")) {
+    api().create(kube::kNamespaces, "", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name_}}}});
+    // Pods are admitted once the namespace's default ServiceAccount exists.
+    eventually([&] {
+      return api().get(kube::Resource{"", "v1", "serviceaccounts", "ServiceAccount"}, name_, "default").ok();
+    });
+  }
+  ~Namespace() { api().remove(kube::kNamespaces, "", name_); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+Json sh_pod(const std::string& name, const std::string& node, const std::string& script, Json extra_container = {},
+            Json extra_spec = {}) {
+  Json c = {{"name", "main"}, {"image", "local"}, {"command", {"/bin/sh", "-c", script}}};
+  if (extra_container.is_object()) c.update(extra_container);
+  Json spec = {{"nodeName", node}, {"restartPolicy", "Never"}, {"containers", Json::array({c})},
+               {"tolerations", Json::array({{{"operator", "Exists"}}})}};
+  if (extra_spec.is_object()) spec.update(extra_spec);
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}}}, {"spec", spec}};
+}
+
+Json get_pod(const std::string& ns, const std::string& name) {
+  auto p = api().get(kube::kPods, ns, name);
+  return p ? *p : Json();
+}
+
+std::string phase(const std::string& ns, const std::string& name) {
+  Json p = get_pod(ns, name);
+  return p.is_null() || !p.contains("status") ? "" : p["status"].value("phase", "");
+}
+
+int exit_code(const Json& pod) {
+  try {
+    return pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"].get<int>();
+  } catch (...) {
+    return -1;
+  }
+}
+
+std::string pod_log(const Agent& a, const std::string& ns, const Json& pod) {
+  const std::string dir = a.state().string() + "/logs/" + ns + "_" + pod["metadata"].value("name", "") + "_" +
+                          pod["metadata"].value("uid", "") + "/main";
+  std::string all, s;
+  for (int run = 0; read_file(dir + "/" + std::to_string(run) + ".log", &s); ++run) all += s;
+  return all;
+}
+
+TEST(NodeAgent, RegistersAReadyNodeAndRenewsItsLease) {
+  Agent agent(unique("reg"));
+  ASSERT_TRUE(eventually([&] { return api().get(kube::kNodes, "", agent.node()).ok(); }));
+  Json node = *api().get(kube::kNodes, "", agent.node());
+  EXPECT_EQ(node["status"]["capacity"]["cpu"], "32");
+  bool ready = false;
+  for (const auto& c : node["status"]["conditions"]) ready |= c["type"] == "Ready" && c["status"] == "True";
+  EXPECT_TRUE(ready);
+  ASSERT_TRUE(eventually([&] { return api().get(kube::kLeases, "kube-node-lease", agent.node()).ok(); }));
+  const std::string first = (*api().get(kube::kLeases, "kube-node-lease", agent.node()))["spec"].value("renewTime", "");
+  EXPECT_TRUE(eventually(
+      [&] { return (*api().get(kube::kLeases, "kube-node-lease", agent.node()))["spec"].value("renewTime", "") != first; },
+      15s))
+      << "lease not renewed";
+}
+
+// One pod sees its env (literal, secret and field refs), its ConfigMap and
+// Secret volumes, its emptyDir, its hostname, and the DNS names of itself and
+// of a peer behind a headless Service; ConfigMap updates reach the file.
+TEST(NodeAgent, RunsPodsWithEnvVolumesAndClusterNames) {
+  Namespace ns;
+  Agent agent(unique("run"));
+  const std::string n = ns.name();
+  api().create(kube::kSecrets, n, {{"apiVersion", "v1"}, {"kind", "Secret"}, {"metadata", {{"name", "tok"}}},
+                                  {"stringData", {{"token", "s3cr3t"}}}});
+  api().create(kube::kConfigMaps, n, {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "cfg"}}},
+                                     {"data", {{"bucket_cap_mb", "4"}}}});
+  api().create(kube::kServices, n,
+               {{"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", {{"name", "job"}}},
+                {"spec", {{"clusterIP", "None"}, {"publishNotReadyAddresses", true}, {"selector", {{"app", "job"}}},
+                          {"ports", {{{"port", 29500}}}}}}});
+  const std::string hostdir = (agent.state() / "hostpath").string();
+  // The peer waits to be deleted; the main pod checks everything and waits
+  // for the ConfigMap update.
+  Json peer = sh_pod("job-0", agent.node(), "trap 'exit 0' TERM; while true; do sleep 0.1; done", {},
+                     {{"hostname", "job-0"}, {"subdomain", "job"}, {"terminationGracePeriodSeconds", 5}});
+  peer["metadata"]["labels"] = {{"app", "job"}};
+  ASSERT_TRUE(api().create(kube::kPods, n, peer).ok());
+  const std::string script =
+      "set -e; echo token=$TOKEN pod=$POD ip=$IP bind=$WEFT_BIND_ADDR; hostname; "
+      "test \"$(cat /etc/weft/bucket_cap_mb)\" = 4; test \"$(cat /etc/tok/token)\" = s3cr3t; "
+      "touch /tmp/scratch; echo ok > /data/out; "
+      "for i in $(seq 1 200); do getent hosts job-0.job." + n + ".svc >/dev/null && break; sleep 0.1; done; "
+      "getent hosts job-0.job." + n + ".svc; getent hosts job-0.job." + n + ".svc.cluster.local; "
+      "getent hosts job-1.job." + n + ".svc; getent hosts job." + n + ".svc; "
+      "for i in $(seq 1 200); do test \"$(cat /etc/weft/bucket_cap_mb)\" = 8 && break; sleep 0.1; done; "
+      "test \"$(cat /etc/weft/bucket_cap_mb)\" = 8; echo cap updated";
+  Json env = Json::array({{{"name", "TOKEN"}, {"valueFrom", {{"secretKeyRef", {{"name", "tok"}, {"key", "token"}}}}}},
+                          {{"name", "POD"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
+                          {{"name", "IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}}});
+  Json mounts = Json::array({{{"name", "cfg"}, {"mountPath", "/etc/weft"}},
+                             {{"name", "tok"}, {"mountPath", "/etc/tok"}},
+                             {{"name", "tmp"}, {"mountPath", "/tmp"}},
+                             {{"name", "data"}, {"mountPath", "/data"}}});
+  Json volumes = Json::array({{{"name", "cfg"}, {"configMap", {{"name", "cfg"}}}},
+                              {{"name", "tok"}, {"secret", {{"secretName", "tok"}}}},
+                              {{"name", "tmp"}, {"emptyDir", Json::object()}},
+                              {{"name", "data"}, {"hostPath", {{"path", hostdir}, {"type", "DirectoryOrCreate"}}}}});
+  Json pod = sh_pod("job-1", agent.node(), script, {{"env", env}, {"volumeMounts", mounts}},
+                    {{"hostname", "job-1"}, {"subdomain", "job"}, {"volumes", volumes}});
+  pod["metadata"]["labels"] = {{"app", "job"}};
+  ASSERT_TRUE(api().create(kube::kPods, n, pod).ok());
+
+  ASSERT_TRUE(eventually([&] { return phase(n, "job-1") == "Running"; })) << phase(n, "job-1");
+  Json running = get_pod(n, "job-1");
+  const std::string ip = running["status"].value("podIP", "");
+  EXPECT_EQ(ip.rfind("127.77.", 0), 0u) << ip;
+  EXPECT_TRUE(eventually([&] { return phase(n, "job-0") == "Running"; }));
+  const std::string peer_ip = get_pod(n, "job-0")["status"].value("podIP", "");
+  EXPECT_NE(ip, peer_ip);
+  std::this_thread::sleep_for(500ms);
+  Json cm = *api().get(kube::kConfigMaps, n, "cfg");
+  cm["data"]["bucket_cap_mb"] = "8";
+  ASSERT_TRUE(api().update(kube::kConfigMaps, n, cm).ok());
+
+  ASSERT_TRUE(eventually([&] { const auto p = phase(n, "job-1"); return p == "Succeeded" || p == "Failed"; }));
+  Json done = get_pod(n, "job-1");
+  const std::string log = pod_log(agent, n, done);
+  EXPECT_EQ(phase(n, "job-1"), "Succeeded") << log;
+  EXPECT_EQ(exit_code(done), 0);
+  EXPECT_NE(log.find("token=s3cr3t pod=job-1 ip=" + ip + " bind=" + ip), std::string::npos) << log;
+  EXPECT_NE(log.find("\njob-1\n"), std::string::npos) << "hostname:\n" << log;
+  EXPECT_NE(log.find(peer_ip + " "), std::string::npos) << "peer name did not resolve:\n" << log;
+  EXPECT_NE(log.find(ip + " "), std::string::npos) << "own name did not resolve:\n" << log;
+  EXPECT_NE(log.find("cap updated"), std::string::npos) << log;
+  std::string out;
+  EXPECT_TRUE(read_file(hostdir + "/out", &out));
+  EXPECT_FALSE(fs::exists("/tmp/scratch")) << "emptyDir must hide the host's /tmp";
+}
+
+// Deletion: SIGTERM, then SIGKILL after the grace period; the pod object is
+// removed by the agent (final delete) and no process is left.
+TEST(NodeAgent, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
+  Namespace ns;
+  Agent agent(unique("del"));
+  const std::string n = ns.name();
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("polite", agent.node(), "trap 'echo got TERM; exit 0' TERM; "
+                                                  "while true; do sleep 0.1; done", {},
+                                                  {{"terminationGracePeriodSeconds", 30}})).ok());
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("stubborn", agent.node(), "trap '' TERM; "
+                                                  "while true; do sleep 0.1; done", {},
+                                                  {{"terminationGracePeriodSeconds", 2}})).ok());
+  ASSERT_TRUE(eventually([&] { return phase(n, "polite") == "Running" && phase(n, "stubborn") == "Running"; }));
+  std::this_thread::sleep_for(300ms);  // the shell has installed its trap
+  auto pid_of = [&](const std::string& name) {
+    Json p = get_pod(n, name);
+    auto rec = read_json(agent.state().string() + "/pods/" + p["metadata"].value("uid", "") + "/runs/0/pid.json");
+    return rec ? rec->value("pid", -1) : -1;
+  };
+  const int polite = pid_of("polite"), stubborn = pid_of("stubborn");
+  ASSERT_GT(polite, 0);
+  ASSERT_GT(stubborn, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  api().remove(kube::kPods, n, "polite");
+  api().remove(kube::kPods, n, "stubborn");
+  ASSERT_TRUE(eventually([&] { return get_pod(n, "polite").is_null(); }, 10s));
+  const double polite_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(eventually([&] { return get_pod(n, "stubborn").is_null(); }, 10s));
+  const double stubborn_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(polite_s, 1.5) << "a pod that exits on SIGTERM goes at once";
+  EXPECT_GE(stubborn_s, 1.8) << "SIGKILL before the grace period";
+  EXPECT_LT(stubborn_s, 4.0);
+  EXPECT_FALSE(process_alive(polite));
+  EXPECT_FALSE(process_alive(stubborn));
+}
+
+// Exit codes, restartPolicy OnFailure (restart count), a missing command
+// (StartError), and a log tail as the termination message when asked.
+TEST(NodeAgent, ReportsExitCodesRestartsAndTerminationMessages) {
+  Namespace ns;
+  Agent agent(unique("exit"));
+  const std::string n = ns.name();
+  const std::string flag = (agent.state() / "flag").string();
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("fails", agent.node(), "echo bad config: d_model; exit 1",
+                                                  {{"terminationMessagePolicy", "FallbackToLogsOnError"}})).ok());
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("retry", agent.node(),
+                                                  "test -f " + flag + " && exit 0; touch " + flag + "; exit 3", {},
+                                                  {{"restartPolicy", "OnFailure"}})).ok());
+  Json nocmd = sh_pod("nocmd", agent.node(), "");
+  nocmd["spec"]["containers"][0]["command"] = {"no-such-binary-weft"};
+  ASSERT_TRUE(api().create(kube::kPods, n, nocmd).ok());
+
+  ASSERT_TRUE(eventually([&] { return phase(n, "fails") == "Failed"; }));
+  Json fails = get_pod(n, "fails");
+  EXPECT_EQ(exit_code(fails), 1);
+  EXPECT_NE(fails["status"]["containerStatuses"][0]["state"]["terminated"].value("message", "").find("bad config: d_model"),
+            std::string::npos)
+      << fails["status"].dump();
+  ASSERT_TRUE(eventually([&] { return phase(n, "retry") == "Succeeded"; }));
+  EXPECT_EQ(get_pod(n, "retry")["status"]["containerStatuses"][0]["restartCount"], 1);
+  EXPECT_EQ(get_pod(n, "retry")["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3);
+  ASSERT_TRUE(eventually([&] { return phase(n, "nocmd") == "Failed"; }));
+  Json nc = get_pod(n, "nocmd");
+  EXPECT_EQ(exit_code(nc), 128);
+  EXPECT_EQ(nc["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "StartError");
+}
+
+// An agent killed with SIGKILL leaves its pods running; restarted, it adopts
+// the ones that still exist (and reports how they end) and kills and
+// removes the ones deleted meanwhile.
+TEST(NodeAgent, RestartedAgentAdoptsItsPodsAndCleansUpDeletedOnes) {
+  Namespace ns;
+  Agent agent(unique("adopt"));
+  const std::string n = ns.name();
+  const std::string go = (agent.state() / "go").string();
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("keeper", agent.node(),
+                                                  "while ! test -f " + go + "; do sleep 0.1; done; exit 7")).ok());
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("goner", agent.node(), "while true; do sleep 0.1; done", {},
+                                                  {{"terminationGracePeriodSeconds", 1}})).ok());
+  ASSERT_TRUE(eventually([&] { return phase(n, "keeper") == "Running" && phase(n, "goner") == "Running"; }));
+  const std::string keeper_ip = get_pod(n, "keeper")["status"].value("podIP", "");
+  const std::string goner_uid = get_pod(n, "goner")["metadata"].value("uid", "");
+  auto goner_pid = read_json(agent.state().string() + "/pods/" + goner_uid + "/runs/0/pid.json");
+  ASSERT_TRUE(goner_pid);
+  agent.stop(SIGKILL);
+  // While the agent is down: one pod is force-deleted, the other finishes.
+  api().remove(kube::kPods, n, "goner", kube::Propagation::Background, "", 0);
+  std::ofstream(go) << "go";
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(process_alive(goner_pid->value("pid", -1))) << "pods outlive a killed agent";
+  agent.start();
+  ASSERT_TRUE(eventually([&] { return phase(n, "keeper") == "Failed"; }));
+  Json keeper = get_pod(n, "keeper");
+  EXPECT_EQ(exit_code(keeper), 7);
+  EXPECT_EQ(keeper["status"].value("podIP", ""), keeper_ip) << "adopted pod keeps its IP";
+  EXPECT_TRUE(eventually([&] { return !process_alive(goner_pid->value("pid", -1)); }, 10s));
+  EXPECT_TRUE(eventually([&] { return !fs::exists(agent.state().string() + "/pods/" + goner_uid); }, 10s));
+}
+
+}  // namespace
+}  // namespace weft::node
