@@ -321,7 +321,8 @@ void Reconciler::mark_terminal(Context& cx, const Terminal& how) {
                      cx.now_s);
   }
   if (how.succeeded && st.condition(kCondRestarting))
-    st.set_condition(kCondRestarting, false, how.reason, "", cx.generation, cx.now_s);
+    st.set_condition(kCondRestarting, false, how.reason, "job completed after a gang restart", cx.generation,
+                     cx.now_s);
   cx.event(how.succeeded ? "Normal" : "Warning", how.reason, how.message);
 }
 

@@ -313,8 +313,11 @@ Json to_json(const TrainingJobStatus& s) {
   if (!s.attempt_start_time.empty()) j["attemptStartTime"] = s.attempt_start_time;
   Json conds = Json::array();
   for (const auto& c : s.conditions) {
-    Json cj = {{"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message},
+    Json cj = {{"type", c.type}, {"status", c.status}, {"reason", c.reason},
                {"observedGeneration", c.observed_generation}};
+    // An empty message is left out, not written as "": a condition's message
+    // is optional, and v1.20 API servers refused the status update otherwise.
+    if (!c.message.empty()) cj["message"] = c.message;
     if (!c.last_transition_time.empty()) cj["lastTransitionTime"] = c.last_transition_time;
     conds.push_back(cj);
   }

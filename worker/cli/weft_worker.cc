@@ -107,9 +107,14 @@ int main(int argc, char** argv) {
         weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(weft::comm::current_environment()));
     if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
     if (ep.port > 0) {
+      // A pod (or a local cluster's pod) with its own address serves there,
+      // so several ranks on one machine do not claim the same 0.0.0.0 port.
+      const auto env = weft::comm::current_environment();
+      const auto bind = env.find(weft::contract::kEnvBindAddr);
+      const std::string host = bind != env.end() && !bind->second.empty() ? bind->second : "0.0.0.0";
       try {
-        exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), "0.0.0.0", ep.port);
-        spdlog::info("metrics at http://0.0.0.0:{}/metrics", ep.port);
+        exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), host, ep.port);
+        spdlog::info("metrics at http://{}:{}/metrics", host, ep.port);
       } catch (const std::exception& e) {
         spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port,
                      e.what());
@@ -117,9 +122,13 @@ int main(int argc, char** argv) {
     }
     weft::TrainSummary s = trainer.run(&g_stop_signal);
     if (s.stopped_early) {
-      int sig = g_stop_signal.load();
-      spdlog::warn("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done,
-                   s.last_checkpoint);
+      const int sig = g_stop_signal.load();
+      if (sig != 0)
+        spdlog::warn("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done,
+                     s.last_checkpoint);
+      else  // the ranks agreed to stop because another rank was signalled
+        spdlog::warn("stopped at step {} because another rank was asked to stop; checkpoint {}",
+                     s.steps_done, s.last_checkpoint);
       return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
     }
     return weft::contract::kExitDone;
