@@ -361,6 +361,14 @@ TEST(Config, LoadConfigFileNamesTheFile) {
     EXPECT_NE(std::string(e.what()).find(missing + ": cannot read config file"),
               std::string::npos);
   }
+  // A directory opens as a stream and reads as empty: it must not train on
+  // the defaults.
+  try {
+    load_config_file(dir.string());
+    ADD_FAILURE() << "read a directory as a config";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.string() + ": is a directory, not a config file");
+  }
   std::filesystem::remove_all(dir);
 }
 

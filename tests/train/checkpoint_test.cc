@@ -56,6 +56,36 @@ TEST(Resume, StopFlagWritesCheckpointAndResumes) {
   fs::remove_all(dir);
 }
 
+// Resuming with another model shape is a config mistake (exit 1 naming the
+// fields), not a broken checkpoint to skip or an I/O error.
+TEST(Resume, ChangedModelConfigNamesTheFields) {
+  fs::path dir = fresh_dir("reshape");
+  WorkerConfig c = small_config(dir.string());
+  c.train.steps = 2;
+  Trainer(c).run();
+  WorkerConfig changed = c;
+  changed.train.steps = 4;
+  changed.model.d_model = c.model.d_model / 2;
+  changed.model.n_layers = c.model.n_layers + 1;
+  try {
+    Trainer(changed).run();
+    ADD_FAILURE() << "resumed a checkpoint of another model";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("model.d_model: checkpoint " + std::to_string(c.model.d_model) + ", config " +
+                     std::to_string(changed.model.d_model)),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("model.n_layers"), std::string::npos) << m;
+    EXPECT_EQ(m.find("model.vocab_size"), std::string::npos) << m;
+  }
+  // The same model resumes.
+  WorkerConfig same = c;
+  same.train.steps = 3;
+  EXPECT_EQ(Trainer(same).run().start_step, 2);
+  fs::remove_all(dir);
+}
+
 class CorruptCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {

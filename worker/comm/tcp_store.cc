@@ -293,9 +293,12 @@ void TcpStoreServer::serve(int fd) {
 
 TcpStore::TcpStore(StoreOptions options)
     : opt_(std::move(options)), prefix_("attempt/" + std::to_string(opt_.attempt) + "/") {
-  auto deadline = Clock::now() + opt_.timeout;
+  const auto started = Clock::now();
+  auto deadline = started + opt_.timeout;
   auto backoff = std::chrono::milliseconds(20);
-  std::string last_error;
+  std::string last_error, logged_error;
+  auto next_log = started;
+  auto waited_s = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
   while (fd_ < 0) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -316,10 +319,17 @@ TcpStore::TcpStore(StoreOptions options)
     }
     if (fd_ >= 0) break;
     if (Clock::now() >= deadline)
-      throw RendezvousError("rendezvous: no store at " + endpoint() + " (" +
-                            contract::kEnvMasterAddr + ":" + contract::kEnvMasterPort + ") after " +
-                            std::to_string(opt_.timeout.count() / 1000.0) + " s: " + last_error);
-    spdlog::debug("rendezvous: {} (retrying in {} ms)", last_error, backoff.count());
+      throw RendezvousError(fmt::format("rendezvous: no store at {} ({}:{}) after {:.1f} s: {}", endpoint(),
+                                        contract::kEnvMasterAddr, contract::kEnvMasterPort, waited_s(),
+                                        last_error));
+    // Say why this rank waits (kubectl logs shows it), at most every 10 s
+    // unless the cause changes: rank 0's pod may simply not exist yet.
+    if (last_error != logged_error || Clock::now() >= next_log) {
+      spdlog::info("rendezvous: waiting for rank 0's store at {} ({:.1f} s of {:.0f} s): {}", endpoint(),
+                   waited_s(), opt_.timeout.count() / 1000.0, last_error);
+      logged_error = last_error;
+      next_log = Clock::now() + std::chrono::seconds(10);
+    }
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }

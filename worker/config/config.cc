@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -345,10 +346,16 @@ WorkerConfig parse_config(const std::string& yaml_text, const std::string& origi
 }
 
 WorkerConfig load_config_file(const std::string& path) {
+  // A directory opens as a stream on Linux and reads as empty: it would train
+  // on the defaults instead of failing.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + ": is a directory, not a config file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) + ")");
   std::ostringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) + ")");
   return parse_config(text.str(), path);
 }
 

@@ -170,6 +170,21 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
   }
 }
 
+std::vector<std::string> model_shape_differences(const ModelConfig& saved, const ModelConfig& now) {
+  std::vector<std::string> out;
+  auto cmp = [&](const char* field, auto a, auto b) {
+    if (a != b) out.push_back(fmt::format("model.{}: checkpoint {}, config {}", field, a, b));
+  };
+  cmp("vocab_size", saved.vocab_size, now.vocab_size);
+  cmp("d_model", saved.d_model, now.d_model);
+  cmp("n_layers", saved.n_layers, now.n_layers);
+  cmp("n_heads", saved.n_heads, now.n_heads);
+  cmp("n_kv_heads", saved.n_kv_heads, now.n_kv_heads);
+  cmp("ffn_hidden (effective)", saved.ffn(), now.ffn());
+  cmp("tie_embeddings", saved.tie_embeddings, now.tie_embeddings);
+  return out;
+}
+
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, int rank) {
   std::vector<std::string> candidates = list_checkpoints(dir);
@@ -187,6 +202,23 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
   for (const std::string& c : candidates) {
     try {
       nlohmann::json meta = verify(c);
+      // A changed model config is the user's mistake, not a damaged
+      // checkpoint: name the fields instead of failing on a tensor size.
+      if (meta.contains("config") && meta["config"].is_string() && !meta["config"].get<std::string>().empty()) {
+        WorkerConfig saved;
+        try {
+          saved = parse_config(meta["config"].get<std::string>(), c + "/meta.json config");
+        } catch (const ConfigError&) {
+          saved.model = model.config();  // written by another version: let the tensors decide
+        }
+        const auto diff = model_shape_differences(saved.model, model.config());
+        if (!diff.empty()) {
+          std::string all;
+          for (const std::string& d : diff) all += (all.empty() ? "" : "; ") + d;
+          throw ConfigError("the model config differs from the checkpoint in " + c + ": " + all +
+                            " (resume with the checkpoint's model settings, or use a new checkpoint.dir)");
+        }
+      }
       const std::string optim_file = "optim-rank-" + std::to_string(rank) + ".safetensors";
       SafetensorsFile mf = SafetensorsFile::load((fs::path(c) / "model.safetensors").string());
       SafetensorsFile of = SafetensorsFile::load((fs::path(c) / optim_file).string());

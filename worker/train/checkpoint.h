@@ -35,9 +35,14 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
 // Loads the newest valid checkpoint in dir into model and opt. Returns nullopt
 // when dir holds no checkpoint. A corrupt checkpoint is skipped with a warning
 // naming the problem; throws CheckpointError if checkpoints exist but none is
-// valid (so nothing is silently restarted from scratch).
+// valid (so nothing is silently restarted from scratch), and ConfigError if
+// the newest valid one holds a model of another shape than `model`.
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, int rank = 0);
+
+// The model fields that change a checkpoint's tensor shapes, as
+// "model.FIELD: checkpoint X, config Y"; empty when they agree.
+std::vector<std::string> model_shape_differences(const ModelConfig& saved, const ModelConfig& now);
 
 // step-N directories in dir, newest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
