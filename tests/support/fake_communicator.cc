@@ -17,6 +17,8 @@ using comm::CommError;
 using comm::OpKind;
 using comm::ReduceOp;
 using comm::WorkPtr;
+using comm::element_at;
+using comm::offsets_of;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -31,16 +33,6 @@ std::string counts_str(const std::vector<int64_t>& c) {
 
 std::string elems(const Tensor& t) {
   return std::to_string(t.numel()) + " x " + dtype_name(t.dtype);
-}
-
-char* at(const Tensor& t, int64_t elem) {
-  return static_cast<char*>(t.data) + elem * static_cast<int64_t>(dtype_size(t.dtype));
-}
-
-std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
-  std::vector<int64_t> off(counts.size() + 1, 0);
-  for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
-  return off;
 }
 
 // One member's part of a collective, as issued.
@@ -78,8 +70,8 @@ void reduce_as(const std::vector<Part>& parts, int64_t off, int64_t count, Reduc
   const int n = static_cast<int>(parts.size());
   const bool avg = op == ReduceOp::Avg && n > 1;  // Gloo skips the scaling for one rank
   for (int64_t i = 0; i < count; ++i) {
-    T acc = reinterpret_cast<const T*>(at(parts[0].in, off))[i];
-    for (int r = 1; r < n; ++r) acc = add(acc, reinterpret_cast<const T*>(at(parts[r].in, off))[i]);
+    T acc = reinterpret_cast<const T*>(element_at(parts[0].in, off))[i];
+    for (int r = 1; r < n; ++r) acc = add(acc, reinterpret_cast<const T*>(element_at(parts[r].in, off))[i]);
     dst[i] = avg ? scaled(acc, 1.0f / static_cast<float>(n)) : acc;
   }
 }
@@ -117,7 +109,7 @@ std::string execute(std::vector<Part>& parts) {
     }
     case OpKind::AllGather: {
       std::vector<char> all;
-      for (const Part& p : parts) all.insert(all.end(), at(p.in, 0), at(p.in, p.in.numel()));
+      for (const Part& p : parts) all.insert(all.end(), element_at(p.in, 0), element_at(p.in, p.in.numel()));
       for (int r = 0; r < n; ++r) result[r] = all;
       break;
     }
@@ -131,13 +123,13 @@ std::string execute(std::vector<Part>& parts) {
       for (int j = 0; j < n; ++j)
         for (int s = 0; s < n; ++s) {
           int64_t send_off = offsets_of(parts[s].counts)[j];
-          result[j].insert(result[j].end(), at(parts[s].in, send_off),
-                           at(parts[s].in, send_off + parts[s].counts[j]));
+          result[j].insert(result[j].end(), element_at(parts[s].in, send_off),
+                           element_at(parts[s].in, send_off + parts[s].counts[j]));
         }
       break;
     }
     case OpKind::Broadcast: {
-      std::vector<char> root(at(parts[p0.root].in, 0), at(parts[p0.root].in, p0.in.numel()));
+      std::vector<char> root(element_at(parts[p0.root].in, 0), element_at(parts[p0.root].in, p0.in.numel()));
       for (int r = 0; r < n; ++r)
         if (r != p0.root) result[r] = root;
       break;

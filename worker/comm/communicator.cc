@@ -59,4 +59,14 @@ void check_buffer(const std::string& group, OpKind op, const char* which, const 
   if (t.numel() > 0 && t.data == nullptr) throw CommError(where + "has no data");
 }
 
+char* element_at(const Tensor& t, int64_t elem) {
+  return static_cast<char*>(t.data) + elem * static_cast<int64_t>(dtype_size(t.dtype));
+}
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> off(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
+  return off;
+}
+
 }  // namespace weft::comm

@@ -137,5 +137,9 @@ class StatsRecorder {
 std::vector<int64_t> split_counts(const std::string& group, OpKind op, int64_t total, int size,
                                   const std::vector<int64_t>& counts);
 void check_buffer(const std::string& group, OpKind op, const char* which, const Tensor& t);
+// Address of element `elem` of a flat buffer, and the running offsets of
+// per-rank counts (size + 1 entries, the last the total).
+char* element_at(const Tensor& t, int64_t elem);
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts);
 
 }  // namespace weft::comm

@@ -88,16 +88,6 @@ void with_type(DType t, F&& f) {
   else f(static_cast<float*>(nullptr));
 }
 
-char* at(const Tensor& t, int64_t elem) {
-  return static_cast<char*>(t.data) + elem * static_cast<int64_t>(dtype_size(t.dtype));
-}
-
-std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
-  std::vector<int64_t> off(counts.size() + 1, 0);
-  for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
-  return off;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ work --
@@ -363,7 +353,7 @@ void GlooCommunicator::ring_reduce_scatter(const Tensor& in, const Tensor& out, 
     failed_peer_ = -1;
     if (!recv_bytes) continue;
     void* dst = (s == n - 2) ? out.data : static_cast<void*>(acc.data());
-    add(dst, at(in, off[recv_idx]), recv.data(), static_cast<size_t>(counts[recv_idx]));
+    add(dst, element_at(in, off[recv_idx]), recv.data(), static_cast<size_t>(counts[recv_idx]));
   }
   if (op == ReduceOp::Avg) scale(out.data, out.dtype, out.numel(), 1.0f / static_cast<float>(n));
 }
@@ -383,7 +373,7 @@ WorkPtr GlooCommunicator::all_gather(const Tensor& input, const Tensor& output,
   return enqueue(OpKind::AllGather, label, input.nbytes(), [this, in, out, c, off, equal](uint32_t tag) {
     // Gloo copies the input into the output's own slot; give it an input
     // only when it is elsewhere, as it may alias (ZeRO gathers in place).
-    char* own = at(out, off[rank_]);
+    char* own = element_at(out, off[rank_]);
     if (in.data != own) std::memmove(own, in.data, in.nbytes());
     if (size() == 1 || out.numel() == 0) return;
     // Gloo's allgather wants an input buffer; a copy of our own share keeps

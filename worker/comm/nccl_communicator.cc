@@ -32,16 +32,6 @@ using Clock = std::chrono::steady_clock;
 ncclDataType_t nccl_type(DType t) { return t == DType::BF16 ? ncclBfloat16 : ncclFloat32; }
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
 
-char* at(const Tensor& t, int64_t elem) {
-  return static_cast<char*>(t.data) + elem * static_cast<int64_t>(dtype_size(t.dtype));
-}
-
-std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
-  std::vector<int64_t> off(counts.size() + 1, 0);
-  for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
-  return off;
-}
-
 void check_cuda(const std::string& group, OpKind op, const char* which, const Tensor& t) {
   check_buffer(group, op, which, t);
   if (t.device != Device::CUDA)
@@ -255,7 +245,7 @@ WorkPtr NcclCommunicator::reduce_scatter(const Tensor& input, const Tensor& outp
     // Uneven shares: one reduce per owner, fused into one launch.
     ncclGroupStart();
     for (int r = 0; r < size(); ++r)
-      ncclReduce(at(input, off[r]), r == rank_ ? output.data : nullptr, static_cast<size_t>(c[r]), t,
+      ncclReduce(element_at(input, off[r]), r == rank_ ? output.data : nullptr, static_cast<size_t>(c[r]), t,
                  nccl_op(op), r, comm_nccl_, comm_);
     return ncclGroupEnd();
   });
@@ -277,7 +267,7 @@ WorkPtr NcclCommunicator::all_gather(const Tensor& input, const Tensor& output,
       return ncclAllGather(input.data, output.data, static_cast<size_t>(c[0]), t, comm_nccl_, comm_);
     ncclGroupStart();
     for (int r = 0; r < size(); ++r)
-      ncclBroadcast(r == rank_ ? input.data : nullptr, at(output, off[r]), static_cast<size_t>(c[r]), t,
+      ncclBroadcast(r == rank_ ? input.data : nullptr, element_at(output, off[r]), static_cast<size_t>(c[r]), t,
                     r, comm_nccl_, comm_);
     return ncclGroupEnd();
   });
@@ -297,8 +287,8 @@ WorkPtr NcclCommunicator::all_to_all(const Tensor& input, const Tensor& output,
     ncclDataType_t t = nccl_type(input.dtype);
     ncclGroupStart();
     for (int r = 0; r < size(); ++r) {
-      if (sc[r]) ncclSend(at(input, so[r]), static_cast<size_t>(sc[r]), t, r, comm_nccl_, comm_);
-      if (rc[r]) ncclRecv(at(output, ro[r]), static_cast<size_t>(rc[r]), t, r, comm_nccl_, comm_);
+      if (sc[r]) ncclSend(element_at(input, so[r]), static_cast<size_t>(sc[r]), t, r, comm_nccl_, comm_);
+      if (rc[r]) ncclRecv(element_at(output, ro[r]), static_cast<size_t>(rc[r]), t, r, comm_nccl_, comm_);
     }
     return ncclGroupEnd();
   });

@@ -1,6 +1,7 @@
 #include "comm/process_groups.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 
 #include <spdlog/spdlog.h>
@@ -80,6 +81,10 @@ ProcessGroups::~ProcessGroups() {
 }
 
 std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const GroupOptions& opt) {
+  // Gloo writes to peers without MSG_NOSIGNAL: a write to a peer that just
+  // died would kill this process with SIGPIPE (exit 141) instead of failing
+  // the collective, which the watchdog reports as a lost peer (exit 3).
+  std::signal(SIGPIPE, SIG_IGN);
   RankGrid grid(env.world, opt.sp, opt.wp);
   std::string backend = opt.backend;
   if (backend == "auto") backend = opt.device == Device::CUDA ? "nccl" : "gloo";

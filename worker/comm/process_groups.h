@@ -74,7 +74,8 @@ class ProcessGroups {
 };
 
 // Rendezvous and build every group of the grid. Throws CommError (bad env or
-// config: exit 1) or RendezvousError (peers never showed up: exit 3).
+// config: exit 1) or RendezvousError (peers never showed up: exit 3). Ignores
+// SIGPIPE for the process, so a write to a dead peer fails as a lost peer.
 std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const GroupOptions& opt);
 
 }  // namespace weft::comm
