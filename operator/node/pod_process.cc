@@ -139,6 +139,17 @@ int run_shim(const std::string& launch_path) {
   // Sources are opened (in the new namespace) before anything is mounted: a
   // volume mounted at /tmp must not hide the directory another source is in.
   std::vector<int> source_fds;
+  // Likewise the working directory and the program: the agent's state (and a
+  // build's binaries) may live under a path a volume covers, e.g. /tmp.
+  int cwd_fd = -1, exe_fd = -1;
+  if (!L.cwd.empty() && (cwd_fd = ::open(L.cwd.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+    return fail("working directory " + L.cwd + ": " + std::strerror(errno));
+  if (!L.argv.empty() && !L.argv[0].empty() && L.argv[0][0] == '/') {
+    // Not close-on-exec: an interpreter started for a script reads it through
+    // /proc/self/fd/N.
+    // When it cannot be opened, execve below reports why, as for a relative name.
+    exe_fd = ::open(L.argv[0].c_str(), O_PATH);
+  }
   for (const auto& m : L.mounts) {
     int fd = ::open(m.source.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0) return fail("volume source " + m.source + ": " + std::strerror(errno));
@@ -175,9 +186,12 @@ int run_shim(const std::string& launch_path) {
     ::setpgid(0, 0);
     ::close(exec_pipe[0]);
     int err = 0;
-    if (!L.cwd.empty() && ::chdir(L.cwd.c_str()) != 0) err = errno;
+    if (cwd_fd >= 0 && ::fchdir(cwd_fd) != 0) err = errno;
     if (!err) {
-      ::execve(argv[0], argv.data(), envp.data());
+      if (exe_fd >= 0)
+        ::fexecve(exe_fd, argv.data(), envp.data());
+      else
+        ::execve(argv[0], argv.data(), envp.data());
       err = errno;
     }
     (void)!::write(exec_pipe[1], &err, sizeof err);

@@ -313,8 +313,11 @@ TEST(NodeAgent, RestartedAgentAdoptsItsPodsAndCleansUpDeletedOnes) {
   ASSERT_TRUE(eventually([&] { return phase(n, "keeper") == "Running" && phase(n, "goner") == "Running"; }));
   const std::string keeper_ip = get_pod(n, "keeper")["status"].value("podIP", "");
   const std::string goner_uid = get_pod(n, "goner")["metadata"].value("uid", "");
-  auto goner_pid = read_json(agent.state().string() + "/pods/" + goner_uid + "/runs/0/pid.json");
-  ASSERT_TRUE(goner_pid);
+  // The shim writes pid.json once the command is exec'd, which can be just
+  // after the pod is reported Running.
+  const std::string pid_file = agent.state().string() + "/pods/" + goner_uid + "/runs/0/pid.json";
+  auto goner_pid = read_json(pid_file);
+  ASSERT_TRUE(eventually([&] { return bool(goner_pid = read_json(pid_file)); }));
   agent.stop(SIGKILL);
   // While the agent is down: one pod is force-deleted, the other finishes.
   api().remove(kube::kPods, n, "goner", kube::Propagation::Background, "", 0);
