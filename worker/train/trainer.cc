@@ -115,7 +115,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
   const auto t0 = Clock::now();
   auto save = [&](int64_t steps_completed, double last_loss) {
-    if (rank_.rank != 0) return;  // replicated state: rank 0 writes it
+    if (!sync_->writes_optimizer_state()) return;  // replicated state: one rank writes it
     CheckpointMeta meta;
     meta.step = steps_completed;
     meta.last_loss = last_loss;
