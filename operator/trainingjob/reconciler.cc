@@ -44,7 +44,7 @@ bool restart_in_progress(const TrainingJobStatus& st) {
 // A finished job is requeued for its TTL, if it has one.
 ReconcileResult requeue_for_ttl(const TrainingJobSpec& spec, const TrainingJobStatus& st, TimePoint now) {
   auto ttl = ttl_remaining(spec, st, now);
-  return ttl ? ReconcileResult::requeue_after(std::max(*ttl, std::chrono::seconds(0))) : ReconcileResult::done();
+  return ttl ? ReconcileResult::requeue_after(std::max(*ttl, std::chrono::milliseconds(0))) : ReconcileResult::done();
 }
 
 std::vector<ObjectPtr> not_terminating(const std::vector<ObjectPtr>& pods) {
@@ -359,6 +359,7 @@ ReconcileResult Reconciler::finished_job(Context& cx) {
       if (!terminating(*p) && !pod_finished(*p)) running.push_back(p);
     delete_pods(cx, running);
   }
+  if (!parse_time(cx.status.completion_time)) cx.status.completion_time = cx.now_s;  // the TTL counts from here
   auto ttl = ttl_remaining(cx.spec, cx.status, cx.now);
   if (ttl && ttl->count() <= 0) {
     auto res = api_.remove(kube::kTrainingJobs, cx.ns, cx.name, kube::Propagation::Background,

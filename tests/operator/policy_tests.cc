@@ -137,12 +137,17 @@ TEST(TtlPolicy, Table) {
   const std::vector<Row> rows = {
       {"no ttl", MakeJob("a", "n").TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z", t0, std::nullopt},
       {"running", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseRunning, "", t0, std::nullopt},
-      {"just finished", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z", t0, 10},
+      {"just finished", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z", t0, 10000},
       {"failed counts too", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseFailed, "2026-01-01T00:00:00Z",
-       t0 + std::chrono::seconds(4), 6},
+       t0 + std::chrono::seconds(4), 6000},
       {"expired", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z",
-       t0 + std::chrono::seconds(11), -1},
+       t0 + std::chrono::seconds(11), -1000},
       {"ttl zero", MakeJob("a", "n").TTL(0).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z", t0, 0},
+      // Whole seconds truncated 1.9 s to 1 s and 0.9 s to 0 (deleted at once).
+      {"sub-second remainder kept", MakeJob("a", "n").TTL(2).TypedSpec(), kPhaseSucceeded, "2026-01-01T00:00:00Z",
+       t0 + std::chrono::milliseconds(1100), 900},
+      {"no completion time counts as now", MakeJob("a", "n").TTL(10).TypedSpec(), kPhaseSucceeded, "",
+       t0 + std::chrono::seconds(100), 10000},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
