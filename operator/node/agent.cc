@@ -74,6 +74,7 @@ NodeAgent::NodeAgent(kube::KubeApi& api, AgentOptions opts)
       configmaps_(api, kube::kConfigMaps, "", "", std::chrono::seconds(300)),
       secrets_(api, kube::kSecrets, "", "", std::chrono::seconds(300)),
       ips_(opts_.ip_second_octet) {
+  for (const auto& d : opts_.start_delays) start_delays_.emplace_back(std::regex(d.pattern), d.delay);
   pods_.add_handler([this](const Json&) { ++cluster_generation_, wake(); });
   services_.add_handler([this](const Json&) { ++cluster_generation_, wake(); });
   configmaps_.add_handler([this](const Json&) { ++object_generation_, wake(); });
@@ -516,6 +517,22 @@ void NodeAgent::sync_pod(const Json& pod, Entry& e) {
   write_status(pod, e);
 }
 
+bool NodeAgent::admission_delayed(const std::string& uid, const std::string& ns_name) {
+  if (start_delays_.empty()) return false;
+  const auto now = Clock::now();
+  auto it = delayed_.find(uid);
+  if (it == delayed_.end()) {
+    for (const auto& [re, delay] : start_delays_)
+      if (std::regex_search(ns_name, re)) {
+        spdlog::info("pod {}: admitted in {} s (--start-delay)", ns_name, delay.count());
+        it = delayed_.emplace(uid, now + delay).first;
+        break;
+      }
+    if (it == delayed_.end()) return false;
+  }
+  return now < it->second;  // the periodic sync admits it once due
+}
+
 void NodeAgent::sync_once() {
   // Shims are our children until we restart; reap them so they are not zombies.
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
@@ -548,6 +565,8 @@ void NodeAgent::sync_once() {
         }
         continue;
       }
+      if (admission_delayed(uid, meta_str(pod, "namespace") + "/" + meta_str(pod, "name"))) continue;
+      delayed_.erase(uid);
       auto e = std::make_unique<Entry>();
       e->uid = uid;
       e->ns = meta_str(pod, "namespace");

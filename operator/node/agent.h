@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -35,6 +36,15 @@
 #include "node/pod_status.h"
 
 namespace weft::node {
+
+// A pod whose "namespace/name" matches `pattern` is admitted `delay` after the
+// agent first sees it bound: until then it stays Pending without an IP, as a
+// pod the scheduler placed late would. A fault-injection hook for tests (for
+// example rank 0 starting after every other rank).
+struct StartDelay {
+  std::string pattern;
+  std::chrono::seconds delay{0};
+};
 
 struct AgentOptions {
   std::vector<std::string> nodes = {"weft-node-0"};  // Node names this agent serves
@@ -50,6 +60,7 @@ struct AgentOptions {
   std::chrono::seconds lease_renew{10};
   std::chrono::seconds node_status_every{60};
   std::chrono::milliseconds sync_period{200};
+  std::vector<StartDelay> start_delays;
 };
 
 class NodeAgent {
@@ -84,6 +95,9 @@ class NodeAgent {
   kube::Informer pods_, services_, configmaps_, secrets_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;   // by pod uid
   std::map<std::string, std::chrono::steady_clock::time_point> finalized_;  // uid -> when (tombstones)
+  std::map<std::string, std::chrono::steady_clock::time_point> delayed_;    // uid -> admit at (StartDelay)
+  std::vector<std::pair<std::regex, std::chrono::seconds>> start_delays_;
+  bool admission_delayed(const std::string& uid, const std::string& ns_name);
   IpPool ips_;
   std::map<std::string, std::string> ready_since_;  // node -> RFC 3339
   std::map<std::string, std::string> node_uids_;

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include "kube/kube_config.h"
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   std::vector<std::string> taints;
   app.add_option("--taint", taints, "KEY=VALUE:EFFECT taint on every Node (repeatable)");
+  std::vector<std::string> delays;
+  app.add_option("--start-delay", delays,
+                 "REGEX=SECONDS: admit pods whose namespace/name matches that late, as if scheduled late "
+                 "(a test hook; repeatable)");
   auto* cleanup_cmd = app.add_subcommand("cleanup", "kill every process recorded under --state-dir and remove it");
   cleanup_cmd->fallthrough();  // `weft-node cleanup --state-dir DIR`
   CLI11_PARSE(app, argc, argv);
@@ -97,6 +102,22 @@ int main(int argc, char** argv) {
     }
     opts.taints.push_back({{"key", t.substr(0, eq)}, {"value", t.substr(eq + 1, colon - eq - 1)},
                            {"effect", t.substr(colon + 1)}});
+  }
+  for (const auto& d : delays) {
+    const auto eq = d.rfind('=');
+    char* end = nullptr;
+    const long secs = eq == std::string::npos ? -1 : std::strtol(d.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || secs < 0 || !end || *end != '\0' || end == d.c_str() + eq + 1) {
+      spdlog::error("--start-delay {}: expected REGEX=SECONDS", d);
+      return 1;
+    }
+    try {
+      std::regex(d.substr(0, eq));
+    } catch (const std::regex_error& e) {
+      spdlog::error("--start-delay {}: bad regex: {}", d, e.what());
+      return 1;
+    }
+    opts.start_delays.push_back({d.substr(0, eq), std::chrono::seconds(secs)});
   }
   opts.nodes.clear();
   for (int i = 0; i < nodes; ++i) opts.nodes.push_back(prefix + "-" + std::to_string(i));

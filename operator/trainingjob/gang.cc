@@ -20,10 +20,23 @@ RankState observe_pod(const nlohmann::json& pod, const std::string& container) {
   if (auto cs = st.find("containerStatuses"); cs != st.end() && cs->is_array())
     for (const auto& c : *cs) {
       if (c.value("name", "") != container) continue;
-      if (c.contains("state") && c["state"].contains("terminated"))
-        s.exit_code = c["state"]["terminated"].value("exitCode", -1);
+      if (c.contains("state") && c["state"].contains("terminated")) {
+        const auto& t = c["state"]["terminated"];
+        s.exit_code = t.value("exitCode", -1);
+        if (auto m = t.find("message"); m != t.end() && m->is_string()) s.message = m->get<std::string>();
+      }
     }
   return s;
+}
+
+std::string last_message_line(const std::string& message, size_t max_chars) {
+  size_t end = message.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return "";
+  size_t begin = message.rfind('\n', end);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  std::string line = message.substr(begin, end + 1 - begin);
+  if (line.size() > max_chars) line = line.substr(0, max_chars) + "...";
+  return line;
 }
 
 }  // namespace weft::tj

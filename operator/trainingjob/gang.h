@@ -18,6 +18,7 @@ struct RankState {
   bool terminating = false;         // deletionTimestamp set
   std::optional<int> exit_code;     // worker container's terminated exit code
   std::string reason;               // pod status reason (e.g. Evicted)
+  std::string message;              // terminated container's message (the log tail on error)
 };
 
 struct GangObservation {
@@ -34,7 +35,12 @@ struct GangObservation {
   }
 };
 
-// Reads the worker container's state (terminated exit code) and pod phase.
+// Reads the worker container's state (terminated exit code and message) and
+// pod phase.
 RankState observe_pod(const nlohmann::json& pod, const std::string& container);
+
+// The line of a termination message that says why a worker stopped: its last
+// non-empty line (the worker logs its fatal error last), at most `max_chars`.
+std::string last_message_line(const std::string& message, size_t max_chars = 400);
 
 }  // namespace weft::tj

@@ -10,9 +10,12 @@ namespace weft::tj {
 RestartDecision decide_restart(const GangObservation& gang, int restarts_so_far, const RestartSpec& spec) {
   // Exit code 1 wins over everything: retrying a bad config only burns time.
   for (const auto& r : gang.ranks)
-    if (r.phase == "Failed" && r.exit_code && !contract::retryable(*r.exit_code))
+    if (r.phase == "Failed" && r.exit_code && !contract::retryable(*r.exit_code)) {
+      const std::string why = last_message_line(r.message);
       return {GangVerdict::Fail, kReasonBadConfig,
-              "rank " + std::to_string(r.rank) + " exited with code 1 (bad config or input); not retried"};
+              "rank " + std::to_string(r.rank) + " exited with code 1 (bad config or input); not retried" +
+                  (why.empty() ? "" : ": " + why)};
+    }
 
   std::string reason, message;
   for (const auto& r : gang.ranks) {
@@ -24,6 +27,7 @@ RestartDecision decide_restart(const GangObservation& gang, int restarts_so_far,
     } else {
       reason = kReasonRankFailed;
       message = "rank " + std::to_string(r.rank) + " exited with code " + std::to_string(*r.exit_code);
+      if (const std::string why = last_message_line(r.message); !why.empty()) message += ": " + why;
     }
     break;
   }

@@ -5,13 +5,16 @@
 # agent: pods run as local processes, see operator/node/agent.h) and
 # weft-operator running as the chart's ServiceAccount (not admin).
 #
-# Usage: tests/kube/cluster.sh up|down|status DIR BUILD_DIR
-#   up      starts everything under DIR, waits for Ready nodes, prints the KUBECONFIG
-#   down    stops the operator and the agent, kills every pod process, stops the control plane
+# Usage: tests/kube/cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR
+#   up              starts everything under DIR, waits for Ready nodes, prints the KUBECONFIG
+#   down            stops the operator and the agent, kills every pod process, stops the control plane
+#   operator-kill   SIGKILLs weft-operator (a crash: no cleanup, no lease release)
+#   operator-start  starts weft-operator again with the flags `up` used
 # Env: WEFT_CLUSTER_NODES (default 1), WEFT_NODE_CPU (per node, default 32),
-#      WEFT_OPERATOR_ARGS (extra weft-operator flags).
+#      WEFT_OPERATOR_ARGS (extra weft-operator flags), WEFT_NODE_ARGS (extra
+#      weft-node flags, e.g. --start-delay for fault tests).
 set -euo pipefail
-CMD=${1:?usage: cluster.sh up|down|status DIR BUILD_DIR}
+CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR}
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
 BUILD=$(cd "${3:?BUILD_DIR}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +30,13 @@ stop_pid() {  # stop_pid NAME: SIGTERM, wait up to 5 s, SIGKILL
     kill -9 "$pid" 2>/dev/null || true
   fi
   rm -f "$f"
+}
+
+start_operator() {  # the flags of `up` are kept in DIR/operator.args
+  # shellcheck disable=SC2046
+  setsid "$BIN/weft-operator" --kubeconfig "$DIR/operator.kubeconfig" --metrics-port 0 --health-port 0 \
+    $(cat "$DIR/operator.args") </dev/null >>"$DIR/logs/weft-operator.log" 2>&1 &
+  echo $! > "$DIR/weft-operator.pid"
 }
 
 case "$CMD" in
@@ -61,14 +71,12 @@ current-context: weft-operator
 KC
   mkdir -p "$DIR/logs"
   setsid "$BIN/weft-node" --kubeconfig "$DIR/kubeconfig" --state-dir "$DIR/node" \
-    --nodes "${WEFT_CLUSTER_NODES:-1}" --cpu "${WEFT_NODE_CPU:-32}" --bin-dir "$BIN" \
+    --nodes "${WEFT_CLUSTER_NODES:-1}" --cpu "${WEFT_NODE_CPU:-32}" --bin-dir "$BIN" ${WEFT_NODE_ARGS:-} \
     </dev/null >>"$DIR/logs/weft-node.log" 2>&1 &
   echo $! > "$DIR/weft-node.pid"
   kubectl wait --for condition=established --timeout=60s crd/trainingjobs.weft.dev >/dev/null
-  # shellcheck disable=SC2086
-  setsid "$BIN/weft-operator" --kubeconfig "$DIR/operator.kubeconfig" --metrics-port 0 --health-port 0 \
-    ${WEFT_OPERATOR_ARGS:-} </dev/null >>"$DIR/logs/weft-operator.log" 2>&1 &
-  echo $! > "$DIR/weft-operator.pid"
+  echo "${WEFT_OPERATOR_ARGS:-}" > "$DIR/operator.args"
+  start_operator
   # Nodes are schedulable once Ready and the node controller has lifted the
   # not-ready taint the API server put on them at registration.
   ok=0
@@ -91,6 +99,21 @@ down)
   if [ -x "$BIN/weft-node" ] && [ -d "$DIR/node" ]; then "$BIN/weft-node" cleanup --state-dir "$DIR/node" >/dev/null || true; fi
   "$HERE/testenv.sh" stop "$DIR"
   echo "cluster: down"
+  ;;
+operator-kill)
+  [ -f "$DIR/weft-operator.pid" ] || { echo "cluster: no weft-operator pid in $DIR" >&2; exit 1; }
+  pid=$(cat "$DIR/weft-operator.pid")
+  kill -9 "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$DIR/weft-operator.pid"
+  echo "cluster: weft-operator $pid killed"
+  ;;
+operator-start)
+  start_operator
+  sleep 0.5
+  kill -0 "$(cat "$DIR/weft-operator.pid")" 2>/dev/null \
+    || { echo "cluster: weft-operator exited; see $DIR/logs/weft-operator.log" >&2; exit 1; }
+  echo "cluster: weft-operator $(cat "$DIR/weft-operator.pid") started"
   ;;
 status)
   "$HERE/testenv.sh" status "$DIR" && kill -0 "$(cat "$DIR/weft-node.pid")" && kill -0 "$(cat "$DIR/weft-operator.pid")"

@@ -85,6 +85,21 @@ TEST(RestartPolicy, MessageNamesRankAndExitCode) {
   EXPECT_EQ(d.message, "rank 2 exited with code 3");
 }
 
+TEST(RestartPolicy, MessageCarriesTheWorkersLastLogLine) {
+  const std::string tail = "[info] rank 0 starting\n[error] config error: parallel.sp 3 does not divide 130\n\n";
+  auto bad = decide_restart(MakeGang(2).Launched().Failed(0, 1).Message(tail).Running(1).Obj(), 0, Restarts(3));
+  EXPECT_EQ(bad.message,
+            "rank 0 exited with code 1 (bad config or input); not retried: "
+            "[error] config error: parallel.sp 3 does not divide 130");
+  auto lost = decide_restart(MakeGang(2).Launched().Failed(1, 3).Message("peer 0 closed\n").Running(0).Obj(), 0,
+                             Restarts(3));
+  EXPECT_EQ(lost.message, "rank 1 exited with code 3: peer 0 closed");
+  EXPECT_EQ(last_message_line(""), "");
+  EXPECT_EQ(last_message_line(" \n\n"), "");
+  EXPECT_EQ(last_message_line("one line"), "one line");
+  EXPECT_EQ(last_message_line(std::string(500, 'x'), 10), "xxxxxxxxxx...");
+}
+
 TEST(RestartPolicy, BackoffDoublesAndCaps) {
   struct Row { int restarts; int base; int cap; long want; };
   for (const Row& r : std::vector<Row>{{0, 10, 300, 0}, {1, 10, 300, 10}, {2, 10, 300, 20}, {3, 10, 300, 40},

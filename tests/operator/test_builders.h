@@ -63,6 +63,10 @@ class MakeGang {
     g_.ranks.back().reason = reason;
     return *this;
   }
+  MakeGang& Message(const std::string& m) {  // the last rank added
+    g_.ranks.back().message = m;
+    return *this;
+  }
   MakeGang& Terminating(int rank) {
     add(rank, "Running", false, {});
     g_.ranks.back().terminating = true;
