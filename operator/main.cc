@@ -45,13 +45,16 @@ int main(int argc, char** argv) {
   CLI::App app{"weft-operator: runs TrainingJobs (weft.dev/v1alpha1) as gangs of worker pods"};
   std::string kubeconfig, ns, lease_ns = "default", lease_name = "weft-operator", identity, log_level = "info";
   std::string bind_address = "0.0.0.0";
-  int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100;
+  int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100, progress_s = 10;
   double qps = 50, lease_s = 15, renew_s = 10, retry_s = 2;
   bool leader_elect = false;
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig path (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   app.add_option("--namespace", ns, "only watch this namespace (default: all)");
   app.add_option("--workers", workers, "concurrent reconciles")->check(CLI::Range(1, 64));
   app.add_option("--resync-seconds", resync_s, "periodic full reconcile")->check(CLI::Range(0, 86400));
+  app.add_option("--progress-seconds", progress_s,
+                 "scrape rank 0's /metrics into status.progress this often per running job (0 = off)")
+      ->check(CLI::Range(0, 3600));
   app.add_option("--qps", qps, "client-side API request rate limit")->check(CLI::PositiveNumber);
   app.add_option("--burst", burst, "client-side API burst")->check(CLI::Range(1, 10000));
   app.add_flag("--leader-elect", leader_elect, "elect one active replica with a Lease");
@@ -98,7 +101,8 @@ int main(int argc, char** argv) {
     exposer->RegisterCollectable(registry);
   }
 
-  weft::tj::Controller controller(api, {ns, workers, std::chrono::seconds(resync_s)}, &metrics);
+  weft::tj::Controller controller(
+      api, {ns, workers, std::chrono::seconds(resync_s), std::chrono::seconds(progress_s)}, &metrics);
   std::atomic<bool> leading{!leader_elect};
   std::optional<weft::kube::ProbeServer> probes;
   if (health_port > 0) {

@@ -12,10 +12,6 @@
 namespace weft::tj {
 namespace {
 
-// A pod runs one rank and leaves LOCAL_RANK unset, so it serves metrics on the
-// base port.
-constexpr int kPodMetricsPort = contract::metrics_port(0);
-
 std::string ns_of(const Json& job) { return job["metadata"].value("namespace", "default"); }
 std::string name_of(const Json& job) { return job["metadata"].value("name", ""); }
 
@@ -74,6 +70,9 @@ Json owner_reference(const Json& job) {
 Json child_labels(const std::string& job) { return {{kLabelJob, job}, {kLabelManagedBy, kManagedBy}}; }
 
 Json build_service(const Json& job, const TrainingJobSpec& spec) {
+  Json ports = {{{"name", "rendezvous"}, {"port", spec.master_port}, {"targetPort", spec.master_port}}};
+  if (spec.metrics_port() > 0)
+    ports.push_back({{"name", "metrics"}, {"port", spec.metrics_port()}, {"targetPort", spec.metrics_port()}});
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
           {"metadata", child_meta(job, service_name(name_of(job)))},
@@ -83,9 +82,7 @@ Json build_service(const Json& job, const TrainingJobSpec& spec) {
             // comes after rendezvous, which needs the names.
             {"publishNotReadyAddresses", true},
             {"selector", {{kLabelJob, name_of(job)}}},
-            {"ports",
-             {{{"name", "rendezvous"}, {"port", spec.master_port}, {"targetPort", spec.master_port}},
-              {{"name", "metrics"}, {"port", kPodMetricsPort}, {"targetPort", kPodMetricsPort}}}}}}};
+            {"ports", ports}}}};
 }
 
 std::string worker_config_yaml(const Json& worker) {
@@ -186,6 +183,8 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
   if (tpl.contains("volumes"))
     for (const auto& v : tpl["volumes"]) volumes.push_back(v);
 
+  Json ports = {{{"name", "rendezvous"}, {"containerPort", spec.master_port}}};
+  if (spec.metrics_port() > 0) ports.push_back({{"name", "metrics"}, {"containerPort", spec.metrics_port()}});
   Json container = {
       {"name", kContainerName},
       {"image", spec.image},
@@ -193,9 +192,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
       {"command", {kWorkerBinary}},
       {"args", {kConfigPath}},
       {"env", env},
-      {"ports",
-       {{{"name", "rendezvous"}, {"containerPort", spec.master_port}},
-        {{"name", "metrics"}, {"containerPort", kPodMetricsPort}}}},
+      {"ports", ports},
       {"volumeMounts", mounts},
       // The worker prints why it failed (bad config, checkpoint I/O) and
       // writes no termination-log file: the log tail becomes the container's

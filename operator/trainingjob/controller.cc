@@ -25,6 +25,7 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
       secrets_(api, kube::kSecrets, opts_.ns, kChildSelector, std::chrono::seconds(0)),
       events_(api, "weft-operator"),
       reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, secrets_}, events_, metrics) {
+  reconciler_.set_progress(opts_.progress);
   jobs_.add_handler([this](const kube::Json& job) { queue_.add(kube::object_key(job)); });
   for (kube::Informer* inf : {&pods_, &services_, &configmaps_, &secrets_})
     inf->add_handler([this](const kube::Json& child) { enqueue_owner(child); });

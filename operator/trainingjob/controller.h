@@ -31,6 +31,7 @@ struct ControllerOptions {
   std::string ns;                          // "" = all namespaces
   int workers = 4;
   std::chrono::seconds resync{300};
+  std::chrono::seconds progress{10};       // status.progress scrape interval per running job; 0 = off
 };
 
 class Controller {

@@ -14,6 +14,7 @@
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
 #include "trainingjob/phase_policy.h"
+#include "scrape/http_scraper.h"
 #include "trainingjob/restart_policy.h"
 #include "trainingjob/success_policy.h"
 #include "trainingjob/ttl_policy.h"
@@ -306,7 +307,46 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
                      std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) + " ranks running",
                      cx.generation, cx.now_s);
   }
+  if (view.all_running)
+    if (auto next = scrape_progress(cx)) return finish(cx, ReconcileResult::requeue_after(*next));
   return finish(cx, ReconcileResult::done());
+}
+
+void Reconciler::set_progress(std::chrono::seconds every, ProgressSource source) {
+  progress_every_ = every;
+  progress_source_ = source ? std::move(source) : [](const std::string& ip, int port) -> std::optional<Progress> {
+    auto r = scrape::scrape({ip, port, "/metrics"}, std::chrono::seconds(1));
+    if (!r.ok()) {
+      spdlog::debug("progress: {}", r.error);
+      return std::nullopt;
+    }
+    return progress_from_metrics(r.metrics);
+  };
+}
+
+std::optional<std::chrono::milliseconds> Reconciler::scrape_progress(Context& cx) {
+  const int port = cx.spec.metrics_port();
+  if (progress_every_.count() <= 0 || port <= 0 || !progress_source_) return std::nullopt;
+  const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(progress_every_);
+  {
+    // When this job was last tried, successful or not (in memory: a restarted
+    // operator scrapes at once); a failed try writes nothing to the API.
+    std::lock_guard lock(progress_mu_);
+    auto& at = progress_tried_[cx.ns + "/" + cx.name];
+    if (at.time_since_epoch().count() != 0 && cx.now < at + progress_every_)
+      return std::chrono::duration_cast<std::chrono::milliseconds>(at + progress_every_ - cx.now);
+    at = cx.now;
+    if (progress_tried_.size() > 4096)  // forget jobs not seen for a while
+      std::erase_if(progress_tried_, [&](const auto& kv) { return cx.now - kv.second > 10 * progress_every_; });
+  }
+  std::string ip;
+  for (const auto& p : cx.pods) {
+    const RankState r = observe_pod(*p, kContainerName);
+    if (r.rank == 0 && !r.terminating && p->contains("status")) ip = (*p)["status"].value("podIP", "");
+  }
+  if (auto got = ip.empty() ? std::nullopt : progress_source_(ip, port))
+    cx.status.extra["progress"] = progress_json(*got, cx.now_s);
+  return every;
 }
 
 void Reconciler::mark_terminal(Context& cx, const Terminal& how) {

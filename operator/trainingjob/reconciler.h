@@ -45,6 +45,7 @@
 #include "trainingjob/clock.h"
 #include "trainingjob/gang.h"
 #include "trainingjob/operator_metrics.h"
+#include "trainingjob/progress.h"
 #include "trainingjob/restart_policy.h"
 
 namespace weft::tj {
@@ -77,6 +78,12 @@ class Reconciler {
 
   ReconcileResult reconcile(const std::string& key);
 
+  // status.progress (trainingjob/progress.h): how rank 0's numbers are read
+  // (default: an HTTP scrape of podIP:port/metrics with a 1 s timeout;
+  // nullopt when it fails) and how often per job; zero turns it off.
+  using ProgressSource = std::function<std::optional<Progress>(const std::string& pod_ip, int port)>;
+  void set_progress(std::chrono::seconds every, ProgressSource source = {});
+
  private:
   struct Context;
   struct Terminal;
@@ -101,6 +108,7 @@ class Reconciler {
   void launch_missing_ranks(Context& cx);
   ReconcileResult refuse_pods(Context& cx);
   ReconcileResult report_progress(Context& cx);
+  std::optional<std::chrono::milliseconds> scrape_progress(Context& cx);  // next scrape due in
 
   // The one way into Succeeded or Failed.
   void mark_terminal(Context& cx, const Terminal& how);
@@ -115,6 +123,10 @@ class Reconciler {
   kube::EventRecorder& events_;
   OperatorMetrics* metrics_;
   std::function<TimePoint()> now_;
+  std::chrono::seconds progress_every_{0};
+  ProgressSource progress_source_;
+  std::mutex progress_mu_;
+  std::map<std::string, TimePoint> progress_tried_;  // ns/name -> last scrape try
   std::mutex written_mu_;
   std::map<std::string, std::string> written_rv_;  // key -> resourceVersion of our last status write
 };

@@ -32,6 +32,12 @@ std::string TrainingJobSpec::strategy() const {
   const Json& p = parallel_of(worker);
   return p.contains("strategy") && p["strategy"].is_string() ? p["strategy"].get<std::string>() : "dp";
 }
+int TrainingJobSpec::metrics_port() const {
+  auto m = worker.find("metrics");
+  if (m == worker.end() || !m->is_object()) return contract::metrics_port(0);
+  auto p = m->find("port");
+  return p != m->end() && p->is_number_integer() ? p->get<int>() : contract::metrics_port(0);
+}
 int TrainingJobSpec::sp() const {
   const Json& p = parallel_of(worker);
   return p.contains("sp") && p["sp"].is_number_integer() ? p["sp"].get<int>() : 1;

@@ -46,6 +46,9 @@ struct TrainingJobSpec {
   int sp() const;
   int wp() const;
   double bucket_cap_mb() const;
+  // The port a pod's rank serves /metrics on: worker.metrics.port (a pod runs
+  // one rank, LOCAL_RANK unset, so the base port itself); 0 = metrics off.
+  int metrics_port() const;
 };
 
 // status.tuning: the bucket-size tuner's record, written by the tuner (a

@@ -10,6 +10,18 @@ kubectl apply -n "$NS" -f "$SRC/manifests/examples/tiny-cpu.yaml" >/dev/null || 
 wait_for 60 "phase Running" phase_is tiny-cpu Running
 log "Running: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
 wait_for 30 "2 ready replicas" tj_field_is tiny-cpu .status.readyReplicas 2
+# status.progress comes from rank 0's /metrics (the operator scrapes it every
+# --progress-seconds, 10 s by default); the printer columns show it.
+progress_filled() {
+  local step; step=$(tj_field tiny-cpu .status.progress.step)
+  [ -n "$step" ] && [ "$step" -gt 0 ] && [ -n "$(tj_field tiny-cpu .status.progress.loss)" ] \
+    && [ -n "$(tj_field tiny-cpu .status.progress.overlapRatio)" ] && [ -n "$(tj_field tiny-cpu .status.progress.tokensPerSecond)" ]
+}
+wait_for 60 "status.progress from the ranks" progress_filled
+row=$(kubectl get tj tiny-cpu -n "$NS" --no-headers)
+log "progress: $(tj_field tiny-cpu .status.progress) | kubectl get tj: $row"
+step=$(tj_field tiny-cpu .status.progress.step)
+echo "$row" | awk -v s="$step" '$4 == s {ok = 1} END {exit !ok}' || fail "STEP column does not show step $step: $row"
 wait_for 300 "phase Succeeded" phase_is tiny-cpu Succeeded
 log "Succeeded: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
 [ "$(tj_field tiny-cpu .status.restarts)" = 0 ] || fail "restarts: $(tj_field tiny-cpu .status.restarts)"

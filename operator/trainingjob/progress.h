@@ -1,0 +1,37 @@
+// status.progress: what `kubectl get tj` shows of a running job (step, loss,
+// tokens/s, overlap ratio), read from rank 0's own /metrics. The operator
+// scrapes rank 0 (pod IP + the job's metrics port) from reconcile, at most
+// once per --progress-seconds per job, with a short timeout; a failed scrape
+// keeps the last progress and is retried at the next interval. Rank 0 is
+// enough: loss and tokens/s are job-wide there, and every rank runs the same
+// step.
+// defines: Progress, progress_from_metrics, progress_json.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "scrape/prom_text.h"
+
+namespace weft::tj {
+
+struct Progress {
+  long step = 0;
+  double loss = 0;
+  double tokens_per_second = 0;
+  double overlap_ratio = 0;
+};
+
+// Reads weft_step, weft_loss, weft_tokens_per_second and weft_overlap_ratio
+// of rank 0. nullopt when weft_step is missing (not a weft worker, or it has
+// not finished a step yet); the others default to 0 when missing.
+std::optional<Progress> progress_from_metrics(const scrape::Exposition& m);
+
+// The status.progress object: {step, loss, tokensPerSecond, overlapRatio,
+// updatedAt}. Non-finite numbers (a diverged loss) are written as null, which
+// JSON can carry and the schema allows.
+nlohmann::json progress_json(const Progress& p, const std::string& now);
+
+}  // namespace weft::tj

@@ -1,0 +1,61 @@
+// status.progress from rank 0's metrics (trainingjob/progress.h), on
+// exposition captured from a real weft-worker.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "trainingjob/progress.h"
+#include "trainingjob/types.h"
+
+namespace weft::tj {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Progress, FromACapturedWorkerExposition) {
+  auto parsed = scrape::parse_text(read_file(WEFT_SOURCE_DIR "/tests/scrape/testdata/weft_worker_rank0.prom"));
+  ASSERT_TRUE(parsed.ok());
+  auto p = progress_from_metrics(parsed.exposition);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->step, 857);
+  EXPECT_DOUBLE_EQ(p->loss, 0.8413759469985962);
+  EXPECT_DOUBLE_EQ(p->tokens_per_second, 9269.351681628765);
+  EXPECT_GE(p->overlap_ratio, 0.0);
+  EXPECT_LE(p->overlap_ratio, 1.0);
+  auto j = progress_json(*p, "2026-11-23T10:00:00Z");
+  EXPECT_EQ(j["step"], 857);
+  EXPECT_EQ(j["updatedAt"], "2026-11-23T10:00:00Z");
+  EXPECT_TRUE(j["overlapRatio"].is_number());
+}
+
+TEST(Progress, OnlyRankZeroAndOnlyWithAStep) {
+  auto other_rank = scrape::parse_text("weft_step{rank=\"1\"} 5\nweft_loss{rank=\"1\"} 2\n");
+  ASSERT_TRUE(other_rank.ok());
+  EXPECT_FALSE(progress_from_metrics(other_rank.exposition));
+  auto no_step = scrape::parse_text("weft_loss{rank=\"0\"} 2\n");
+  EXPECT_FALSE(progress_from_metrics(no_step.exposition));
+  auto diverged = scrape::parse_text("weft_step{rank=\"0\"} 3\nweft_loss{rank=\"0\"} NaN\n");
+  auto p = progress_from_metrics(diverged.exposition);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->step, 3);
+  EXPECT_TRUE(progress_json(*p, "t")["loss"].is_null());  // NaN is not JSON
+}
+
+TEST(Progress, MetricsPortComesFromTheWorkerConfig) {
+  TrainingJobSpec spec;
+  EXPECT_EQ(spec.metrics_port(), 9400);
+  spec.worker = {{"metrics", {{"port", 9555}}}};
+  EXPECT_EQ(spec.metrics_port(), 9555);
+  spec.worker = {{"metrics", {{"port", 0}}}};
+  EXPECT_EQ(spec.metrics_port(), 0);
+}
+
+}  // namespace
+}  // namespace weft::tj
