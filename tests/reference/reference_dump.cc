@@ -2,6 +2,8 @@
 // (weights.safetensors, HF names), one batch from the configured data source
 // (batch.safetensors: inputs, targets as I32 [B, T]) and weft's loss and
 // gradients for it (grads.safetensors, HF names, loss in the metadata).
+// With --init-from the weights are a Hugging Face directory's (a weft
+// checkpoint or a save_pretrained one) instead of the seeded init.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -12,26 +14,29 @@
 #include "data/source.h"
 #include "model/llama.h"
 #include "train/checkpoint.h"
+#include "train/hf_weights.h"
 #include "config/config.h"
 #include "train/safetensors.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"weft-reference-dump"};
-  std::string config_path, out;
+  std::string config_path, out, init_from;
   int batch_steps = 0, world = 1;
   app.add_option("--config", config_path)->required();
   app.add_option("--out", out)->required();
   app.add_option("--batches", batch_steps, "also write the batches of this many steps")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--init-from", init_from, "Hugging Face Llama directory to take the weights from");
   app.add_option("--world", world, "ranks the batches are split over")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  weft::WorkerConfig cfg = weft::load_config_file(config_path);
+  weft::WorkerConfig cfg = weft::load_config_file(config_path, init_from);
   weft::validate(cfg);
   std::filesystem::create_directories(out);
   auto source = weft::make_source(cfg);
   weft::Llama model(cfg.model);
   model.init(cfg.train.seed);
+  if (!cfg.init_from.empty()) weft::load_hf_weights(weft::HfWeights::open(cfg.init_from), model);
   weft::save_model_weights(out + "/weights.safetensors", model);
   {
     std::ofstream resolved(out + "/config.yaml");

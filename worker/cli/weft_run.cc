@@ -124,7 +124,7 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
 // where each rank serves metrics; the worker still validates it itself.
 weft::WorkerConfig config_from_worker_args(const std::vector<std::string>& args) {
   std::string path, preset = "tiny";
-  static const char* kValued[] = {"--preset", "--steps", "--out", "--checkpoint-dir"};
+  static const char* kValued[] = {"--preset", "--steps", "--out", "--checkpoint-dir", "--init-from"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("--preset=", 0) == 0) {

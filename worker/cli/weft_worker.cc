@@ -43,7 +43,7 @@ void ensure_passive_openmp_waits(char** argv) {
 int main(int argc, char** argv) {
   ensure_passive_openmp_waits(argv);
   CLI::App app{"weft-worker: trains a Llama-style model (one rank)"};
-  std::string config_path, preset = "tiny", out_dir, checkpoint_dir;
+  std::string config_path, preset = "tiny", out_dir, checkpoint_dir, init_from;
   int steps = 0;
   bool no_resume = false, print_config = false;
   app.add_option("config", config_path, "worker config YAML (default: the --preset)");
@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "override train.steps")->check(CLI::PositiveNumber);
   app.add_option("--out", out_dir, "override train.out_dir (summary.json, default checkpoints)");
   app.add_option("--checkpoint-dir", checkpoint_dir, "override checkpoint.dir");
+  app.add_option("--init-from", init_from,
+                 "start from a Hugging Face Llama directory (overrides init_from; the model section "
+                 "comes from its config.json)");
   app.add_flag("--no-resume", no_resume, "start from scratch even if a checkpoint exists");
   app.add_flag("--print-config", print_config, "print the resolved config and exit");
   CLI11_PARSE(app, argc, argv);
@@ -58,7 +61,12 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   weft::WorkerConfig cfg;
   try {
-    cfg = config_path.empty() ? weft::preset(preset) : weft::load_config_file(config_path);
+    if (!config_path.empty())
+      cfg = weft::load_config_file(config_path, init_from);
+    else if (!init_from.empty())  // the preset's model fields give way to config.json's
+      cfg = weft::parse_config("preset: " + preset + "\n", "--preset", init_from);
+    else
+      cfg = weft::preset(preset);
     weft::apply_env_overrides(cfg, weft::comm::current_environment());
     if (steps > 0) cfg.train.steps = steps;
     if (!out_dir.empty()) cfg.train.out_dir = out_dir;

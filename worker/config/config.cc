@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/hf_config.h"
 
 #include "weft_contract.h"
 
@@ -61,7 +62,7 @@ const std::vector<Section>& sections() {
         WEFT_FIELD(data, branching)}},
       {"checkpoint",
        {WEFT_FIELD(checkpoint, dir), WEFT_FIELD(checkpoint, every), WEFT_FIELD(checkpoint, keep),
-        WEFT_FIELD(checkpoint, resume)}},
+        WEFT_FIELD(checkpoint, resume), WEFT_FIELD(checkpoint, max_shard_mb)}},
       {"parallel",
        {WEFT_FIELD(parallel, strategy), WEFT_FIELD(parallel, sp), WEFT_FIELD(parallel, wp),
         WEFT_FIELD(parallel, bucket_cap_mb), WEFT_FIELD(parallel, first_bucket_mb),
@@ -77,11 +78,13 @@ const std::vector<Section>& sections() {
 
 #undef WEFT_FIELD
 
-// `device` is the one top-level scalar field; `preset` picks the base config.
+// `device` and `init_from` are the top-level scalar fields; `preset` picks the
+// base config.
 const Field kDeviceField{"device", [](WorkerConfig& c) -> FieldRef { return &c.device; }};
+const Field kInitFromField{"init_from", [](WorkerConfig& c) -> FieldRef { return &c.init_from; }};
 
 std::vector<std::string> top_level_keys() {
-  std::vector<std::string> keys{"preset", "device"};
+  std::vector<std::string> keys{"preset", "device", "init_from"};
   for (const Section& s : sections()) keys.push_back(s.name);
   return keys;
 }
@@ -89,6 +92,7 @@ std::vector<std::string> top_level_keys() {
 // Finds the field at "section.name" (or "device"); nullptr when unknown.
 const Field* find_field(const std::string& path) {
   if (path == "device") return &kDeviceField;
+  if (path == "init_from") return &kInitFromField;
   for (const Section& s : sections()) {
     for (const Field& f : s.fields) {
       if (path == std::string(s.name) + "." + f.name) return &f;
@@ -188,7 +192,8 @@ const char* kind_name(const YAML::Node& n) {
 // each field was set so later validation errors can point at it.
 class Parser {
  public:
-  explicit Parser(std::string origin) : origin_(std::move(origin)) {}
+  explicit Parser(std::string origin, std::string init_from)
+      : origin_(std::move(origin)), init_from_(std::move(init_from)) {}
 
   WorkerConfig parse(const std::string& text) {
     YAML::Node root;
@@ -198,7 +203,7 @@ class Parser {
       throw ConfigError(origin_ + ":" + std::to_string(e.mark.line + 1) + ":" +
                         std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
     }
-    if (root.IsNull()) return preset("tiny");
+    if (root.IsNull()) return resolve(preset("tiny"));
     if (!root.IsMap()) {
       fail(root, "", std::string("the top level must be a mapping of sections, got ") +
                          kind_name(root));
@@ -216,10 +221,12 @@ class Parser {
     for_each_key(root, "", top, [&](const std::string& key, const YAML::Node& value) {
       if (key == "preset") return;
       if (key == "device") return set_field(cfg, kDeviceField, "device", value);
+      if (key == "init_from") return set_field(cfg, kInitFromField, "init_from", value);
       for (const Section& s : sections()) {
         if (key == s.name) return parse_section(cfg, s, value);
       }
     });
+    cfg = resolve(std::move(cfg));
     if (auto problem = find_problem(cfg)) {
       auto it = lines_.find(problem->path);
       std::string where = origin_ + (it != lines_.end() ? ":" + std::to_string(it->second) : "");
@@ -229,6 +236,21 @@ class Parser {
   }
 
  private:
+  // Fills the model fields the YAML left out from init_from's config.json; a
+  // field the YAML set that contradicts it is reported at its line.
+  WorkerConfig resolve(WorkerConfig cfg) {
+    if (!init_from_.empty()) cfg.init_from = init_from_;
+    if (cfg.init_from.empty()) return cfg;
+    std::set<std::string> explicit_fields;
+    for (const auto& [path, line] : lines_) explicit_fields.insert(path);
+    if (auto problem = apply_hf_model_config(cfg, explicit_fields)) {
+      auto it = lines_.find(problem->path);
+      std::string where = origin_ + (it != lines_.end() ? ":" + std::to_string(it->second) : "");
+      throw ConfigError(where + ": " + problem->path + ": " + problem->message);
+    }
+    return cfg;
+  }
+
   [[noreturn]] void fail(const YAML::Node& at, const std::string& path, const std::string& msg) {
     std::string where = origin_;
     if (at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1);
@@ -283,6 +305,7 @@ class Parser {
   }
 
   std::string origin_;
+  std::string init_from_;  // --init-from, overrides the YAML's
   std::map<std::string, int> lines_;  // field path -> 1-based line where it was set
 };
 
@@ -341,11 +364,12 @@ WorkerConfig preset(const std::string& name) {
   throw ConfigError("preset: unknown preset '" + name + "' (known: tiny, gpt2-124m)");
 }
 
-WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin) {
-  return Parser(origin).parse(yaml_text);
+WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin,
+                          const std::string& init_from) {
+  return Parser(origin, init_from).parse(yaml_text);
 }
 
-WorkerConfig load_config_file(const std::string& path) {
+WorkerConfig load_config_file(const std::string& path, const std::string& init_from) {
   // A directory opens as a stream on Linux and reads as empty: it would train
   // on the defaults instead of failing.
   std::error_code ec;
@@ -356,7 +380,7 @@ WorkerConfig load_config_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) + ")");
-  return parse_config(text.str(), path);
+  return parse_config(text.str(), path, init_from);
 }
 
 void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::string>& env) {
@@ -399,6 +423,7 @@ std::string to_yaml(const WorkerConfig& cfg) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   emit_field(out, "device", kDeviceField.ref(c));
+  emit_field(out, "init_from", kInitFromField.ref(c));
   for (const Section& s : sections()) {
     out << YAML::Key << s.name << YAML::Value << YAML::BeginMap;
     for (const Field& f : s.fields) emit_field(out, f.name, f.ref(c));

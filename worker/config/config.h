@@ -78,6 +78,10 @@ struct CheckpointConfig {
   int every = 0;        // steps between checkpoints; 0 = only at the end / on signal
   int keep = 3;         // newest checkpoints kept
   bool resume = true;   // resume from dir/latest when present
+  // Model weights are split into model-0000k-of-0000N.safetensors plus
+  // model.safetensors.index.json (the Hugging Face layout) when they exceed
+  // this many MB (10^6 bytes, as HF's "5GB").
+  double max_shard_mb = 5000;
 
   bool operator==(const CheckpointConfig&) const = default;
 };
@@ -116,6 +120,12 @@ struct MetricsConfig {
 
 struct WorkerConfig {
   std::string device = "cpu";  // "cpu" | "cuda"
+  // A Hugging Face Llama directory (config.json + model.safetensors, or shards
+  // with model.safetensors.index.json) whose weights a fresh run starts from
+  // (step 0, fresh optimizer); a resumable checkpoint takes precedence. The
+  // model section is taken from its config.json except for fields the YAML
+  // sets (config/hf_config.h). Empty = random init.
+  std::string init_from;
   ModelConfig model;
   TrainConfig train;
   OptimConfig optim;
@@ -135,8 +145,11 @@ WorkerConfig preset(const std::string& name);
 // Parses YAML text over a base config. A top-level `preset: NAME` key selects
 // the base first. Unknown keys, wrong types and bad values throw ConfigError
 // naming the field path. `origin` names the file in messages.
-WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin = "config");
-WorkerConfig load_config_file(const std::string& path);
+// A non-empty `init_from` (the --init-from flag) replaces the YAML's before the
+// model section is resolved against that directory's config.json.
+WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin = "config",
+                          const std::string& init_from = "");
+WorkerConfig load_config_file(const std::string& path, const std::string& init_from = "");
 
 // Applies WEFT_* environment overrides (WEFT_STEPS, WEFT_BUCKET_CAP_MB,
 // WEFT_CHECKPOINT_DIR, WEFT_METRICS_PORT, WEFT_DEVICE, WEFT_OUT_DIR) from env.

@@ -138,6 +138,7 @@ void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
 void check_checkpoint(Checker& c, const CheckpointConfig& k) {
   c.non_negative(k.every, "checkpoint.every");
   c.require(k.keep >= 1, "checkpoint.keep", "must be >= 1, got " + num(k.keep));
+  c.positive(k.max_shard_mb, "checkpoint.max_shard_mb");
 }
 
 void check_parallel(Checker& c, const ParallelConfig& p) {

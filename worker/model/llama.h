@@ -66,6 +66,10 @@ class Llama {
   // grad_accum micro-batches, loss_scale = 1 / (B*T*grad_accum).
   void backward(float loss_scale, const GradReadyFn& on_grad_ready = {});
 
+  // [B*T, vocab] logits of the last forward (until backward overwrites them
+  // with their gradient).
+  const Tensor& logits() const { return logits_.t; }
+
   // Bytes held in activations for the current (B, T).
   size_t activation_bytes() const;
 

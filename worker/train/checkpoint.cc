@@ -128,10 +128,8 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
       files[file] = {{"bytes", fs::file_size(tmp / file)}, {"crc32", crc}};
     };
     if (rank == 0) {
-      SafetensorsWriter w;
-      w.set_metadata("format", "pt");
-      add_model(w, model);
-      record("model.safetensors", w.write((tmp / "model.safetensors").string()));
+      for (const WrittenFile& f : write_hf_model(tmp.string(), model, meta.max_shard_bytes))
+        record(f.name, f.crc32);
     }
     const std::string optim_file = "optim-rank-" + std::to_string(rank) + ".safetensors";
     SafetensorsWriter o;
@@ -220,14 +218,17 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
         }
       }
       const std::string optim_file = "optim-rank-" + std::to_string(rank) + ".safetensors";
-      SafetensorsFile mf = SafetensorsFile::load((fs::path(c) / "model.safetensors").string());
+      // Weights as one file or HF shards; checked in full before anything is
+      // read into the model, like the optimizer state below.
+      const HfWeights weights = HfWeights::open(c);
+      check_hf_weights(weights, model.params(), model.config().tie_embeddings);
       SafetensorsFile of = SafetensorsFile::load((fs::path(c) / optim_file).string());
       const int64_t n = opt.exp_avg().numel();
       const auto& m = of.get("exp_avg", DType::F32, n);
       const auto& v = of.get("exp_avg_sq", DType::F32, n);
       auto sc = of.metadata().find("step_count");
       if (sc == of.metadata().end()) throw CheckpointError(of.path() + ": no step_count");
-      read_model(mf, model);
+      load_hf_weights(weights, model);
       std::memcpy(opt.exp_avg().data, m.data, m.bytes);
       std::memcpy(opt.exp_avg_sq().data, v.data, v.bytes);
       opt.set_step_count(std::stoll(sc->second));

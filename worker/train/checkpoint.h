@@ -1,5 +1,8 @@
-// Checkpoints: dir/step-N/{model.safetensors, optim-rank-R.safetensors,
-// meta.json} and dir/latest naming the newest complete one.
+// Checkpoints: dir/step-N/{model.safetensors (or model-0000k-of-0000N
+// shards + model.safetensors.index.json), config.json,
+// generation_config.json, optim-rank-R.safetensors, meta.json} and dir/latest
+// naming the newest complete one. The model files are a Hugging Face model
+// directory (train/hf_weights.h); the rest is weft's resume state.
 //
 // Invariants: a step-N directory is only ever visible complete (written to a
 // temporary directory, every file fsynced, then renamed; `latest` replaced by
@@ -15,6 +18,7 @@
 #include "model/llama.h"
 #include "optim/adamw.h"
 #include "config/config.h"
+#include "train/hf_weights.h"
 #include "train/safetensors.h"
 
 namespace weft {
@@ -24,6 +28,7 @@ struct CheckpointMeta {
   double last_loss = 0;    // loss of step-1, for logs
   int world_size = 1;
   std::string config_yaml;  // the config the run was started with
+  uint64_t max_shard_bytes = kDefaultMaxShardBytes;  // save: split larger model files
 };
 
 // Writes a checkpoint of `model` and `opt` (this rank's optimizer state) after

@@ -37,6 +37,71 @@ bool parse_dtype(const std::string& s, DType* out) {
   throw CheckpointError(path + ": " + what);
 }
 
+uint64_t read_header_length(const std::string& path, const char* bytes, uint64_t file_size) {
+  if (file_size < 8) fail(path, "truncated: " + std::to_string(file_size) + " bytes, no header");
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  if (hlen > file_size - 8)
+    fail(path, "truncated: header claims " + std::to_string(hlen) + " bytes, file has " +
+                   std::to_string(file_size));
+  return hlen;
+}
+
+// Validates a parsed header against a data section of data_size bytes that
+// starts at data_begin; fills tensors (absolute offsets) and meta.
+void parse_entries(const std::string& path, const char* hbegin, const char* hend, uint64_t data_begin,
+                   uint64_t data_size, std::map<std::string, SafetensorsIndex::Entry>& tensors,
+                   std::map<std::string, std::string>& meta) {
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(hbegin, hend);
+  } catch (const std::exception& e) {
+    fail(path, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "header is not a JSON object");
+  uint64_t covered = 0;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) fail(path, "__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m)
+        if (m->is_string()) meta[m.key()] = m->get<std::string>();
+      continue;
+    }
+    const nlohmann::json& e = *it;
+    SafetensorsIndex::Entry v;
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
+        !e.contains("data_offsets") || !e["dtype"].is_string() || !e["shape"].is_array() ||
+        !e["data_offsets"].is_array() || e["data_offsets"].size() != 2 ||
+        !e["data_offsets"][0].is_number_unsigned() || !e["data_offsets"][1].is_number_unsigned())
+      fail(path, "tensor '" + it.key() + "' has a malformed header entry");
+    v.dtype = e["dtype"].get<std::string>();
+    const size_t esize = safetensors_dtype_size(v.dtype);
+    if (esize == 0) fail(path, "tensor '" + it.key() + "' has unsupported dtype " + e["dtype"].dump());
+    int64_t n = 1;
+    for (const auto& d : e["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(path, "tensor '" + it.key() + "' has a bad shape");
+      v.shape.push_back(d.get<int64_t>());
+      n *= v.shape.back();
+    }
+    v.numel = n;
+    uint64_t b = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
+    v.bytes = static_cast<uint64_t>(n) * esize;
+    if (b > end || end > data_size)
+      fail(path, "truncated: tensor '" + it.key() + "' ends at byte " + std::to_string(end) +
+                     " of a " + std::to_string(data_size) + "-byte data section");
+    if (end - b != v.bytes)
+      fail(path, "tensor '" + it.key() + "' has " + std::to_string(end - b) +
+                     " bytes, its shape needs " + std::to_string(v.bytes));
+    v.offset = data_begin + b;
+    covered += v.bytes;
+    tensors[it.key()] = std::move(v);
+  }
+  if (covered != data_size)
+    fail(path, "data section has " + std::to_string(data_size) + " bytes but tensors cover " +
+                   std::to_string(covered));
+}
+
 uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
   const Bytef* p = static_cast<const Bytef*>(data);
   while (n > 0) {  // zlib's length is 32-bit
@@ -52,9 +117,15 @@ uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
 
 void SafetensorsWriter::add(const std::string& name, DType dtype,
                             const std::vector<int64_t>& shape, const void* data) {
+  add(name, st_dtype(dtype), shape, data);
+}
+
+void SafetensorsWriter::add(const std::string& name, const std::string& dtype,
+                            const std::vector<int64_t>& shape, const void* data) {
+  WEFT_CHECK(safetensors_dtype_size(dtype) > 0, "unknown safetensors dtype " + dtype);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  entries_.push_back({name, dtype, shape, data, static_cast<size_t>(n) * dtype_size(dtype)});
+  entries_.push_back({name, dtype, shape, data, static_cast<size_t>(n) * safetensors_dtype_size(dtype)});
 }
 
 void SafetensorsWriter::add(const std::string& name, const Tensor& t) {
@@ -68,7 +139,7 @@ uint32_t SafetensorsWriter::write(const std::string& path) const {
   if (!meta_.empty()) header["__metadata__"] = meta_;
   size_t offset = 0;
   for (const Entry& e : entries_) {
-    header[e.name] = {{"dtype", st_dtype(e.dtype)},
+    header[e.name] = {{"dtype", e.dtype},
                       {"shape", e.shape},
                       {"data_offsets", {offset, offset + e.bytes}}};
     offset += e.bytes;
@@ -111,64 +182,84 @@ SafetensorsFile SafetensorsFile::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot open");
   std::streamsize size = in.tellg();
-  if (size < 8) fail(path, "truncated: " + std::to_string(size) + " bytes, no header");
+  if (size < 0) fail(path, "cannot read");
   f.bytes_.resize(static_cast<size_t>(size));
   in.seekg(0);
   if (!in.read(f.bytes_.data(), size)) fail(path, "read failed");
 
-  uint64_t hlen = 0;
-  for (int i = 0; i < 8; ++i) hlen |= uint64_t(static_cast<unsigned char>(f.bytes_[i])) << (8 * i);
-  if (hlen > static_cast<uint64_t>(size) - 8)
-    fail(path, "truncated: header claims " + std::to_string(hlen) + " bytes, file has " +
-                   std::to_string(size));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(f.bytes_.begin() + 8, f.bytes_.begin() + 8 + hlen);
-  } catch (const std::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!header.is_object()) fail(path, "header is not a JSON object");
-  const size_t data_begin = 8 + hlen;
-  const size_t data_size = static_cast<size_t>(size) - data_begin;
-  size_t covered = 0;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it->is_object()) fail(path, "__metadata__ is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m)
-        if (m->is_string()) f.meta_[m.key()] = m->get<std::string>();
-      continue;
-    }
-    const nlohmann::json& e = *it;
+  const uint64_t hlen = read_header_length(path, f.bytes_.data(), static_cast<uint64_t>(size));
+  std::map<std::string, SafetensorsIndex::Entry> entries;
+  parse_entries(path, f.bytes_.data() + 8, f.bytes_.data() + 8 + hlen, 8 + hlen,
+                static_cast<uint64_t>(size) - 8 - hlen, entries, f.meta_);
+  for (auto& [name, e] : entries) {
     View v;
-    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
-        !e.contains("data_offsets") || !e["dtype"].is_string() || !e["shape"].is_array() ||
-        !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
-      fail(path, "tensor '" + it.key() + "' has a malformed header entry");
-    if (!parse_dtype(e["dtype"].get<std::string>(), &v.dtype))
-      fail(path, "tensor '" + it.key() + "' has unsupported dtype " + e["dtype"].dump());
-    int64_t n = 1;
-    for (const auto& d : e["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail(path, "tensor '" + it.key() + "' has a bad shape");
-      v.shape.push_back(d.get<int64_t>());
-      n *= v.shape.back();
-    }
-    uint64_t b = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
-    v.bytes = static_cast<size_t>(n) * dtype_size(v.dtype);
-    if (b > end || end > data_size)
-      fail(path, "truncated: tensor '" + it.key() + "' ends at byte " + std::to_string(end) +
-                     " of a " + std::to_string(data_size) + "-byte data section");
-    if (end - b != v.bytes)
-      fail(path, "tensor '" + it.key() + "' has " + std::to_string(end - b) +
-                     " bytes, its shape needs " + std::to_string(v.bytes));
-    v.data = f.bytes_.data() + data_begin + b;
-    covered += v.bytes;
-    f.tensors_[it.key()] = std::move(v);
+    if (!parse_dtype(e.dtype, &v.dtype))
+      fail(path, "tensor '" + name + "' has unsupported dtype \"" + e.dtype + "\"");
+    v.shape = e.shape;
+    v.data = f.bytes_.data() + e.offset;
+    v.bytes = e.bytes;
+    f.tensors_[name] = std::move(v);
   }
-  if (covered != data_size)
-    fail(path, "data section has " + std::to_string(data_size) + " bytes but tensors cover " +
-                   std::to_string(covered));
   return f;
+}
+
+size_t safetensors_dtype_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return 0;
+}
+
+SafetensorsIndex SafetensorsIndex::open(const std::string& path) {
+  SafetensorsIndex f;
+  f.path_ = path;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, "cannot open");
+  const std::streamsize size = in.tellg();
+  if (size < 0) fail(path, "cannot read");
+  char lenbytes[8] = {};
+  in.seekg(0);
+  if (size >= 8 && !in.read(lenbytes, 8)) fail(path, "read failed");
+  const uint64_t hlen = read_header_length(path, lenbytes, static_cast<uint64_t>(size));
+  std::vector<char> header(hlen);
+  if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) fail(path, "read failed");
+  parse_entries(path, header.data(), header.data() + hlen, 8 + hlen,
+                static_cast<uint64_t>(size) - 8 - hlen, f.tensors_, f.meta_);
+  return f;
+}
+
+const SafetensorsIndex::Entry& SafetensorsIndex::at(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail(path_, "missing tensor '" + name + "'");
+  return it->second;
+}
+
+void SafetensorsIndex::read_raw(const std::string& name, int64_t first, int64_t count,
+                                void* dst) const {
+  const Entry& e = at(name);
+  if (first < 0 || count < 0 || first + count > e.numel)
+    fail(path_, "tensor '" + name + "': elements [" + std::to_string(first) + ", " +
+                    std::to_string(first + count) + ") outside its " + std::to_string(e.numel));
+  const size_t esize = safetensors_dtype_size(e.dtype);
+  int fd = ::open(path_.c_str(), O_RDONLY);
+  if (fd < 0) fail(path_, std::string("cannot open: ") + std::strerror(errno));
+  char* out = static_cast<char*>(dst);
+  uint64_t pos = e.offset + static_cast<uint64_t>(first) * esize;
+  size_t left = static_cast<size_t>(count) * esize;
+  while (left > 0) {
+    ssize_t r = ::pread(fd, out, left, static_cast<off_t>(pos));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int err = errno;
+      ::close(fd);
+      fail(path_, "tensor '" + name + "': read failed" + (r < 0 ? std::string(": ") + std::strerror(err) : " (file shrank)"));
+    }
+    out += r;
+    pos += static_cast<uint64_t>(r);
+    left -= static_cast<size_t>(r);
+  }
+  ::close(fd);
 }
 
 const SafetensorsFile::View& SafetensorsFile::get(const std::string& name, DType dtype,

@@ -25,6 +25,9 @@ class SafetensorsWriter {
   void add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
            const void* data);
   void add(const std::string& name, const Tensor& t);
+  // Any safetensors dtype by name ("F16"), for data weft has no DType for.
+  void add(const std::string& name, const std::string& st_dtype, const std::vector<int64_t>& shape,
+           const void* data);
   void set_metadata(const std::string& key, const std::string& value) { meta_[key] = value; }
   // Writes and fsyncs path. Returns the CRC-32 (zlib) of the bytes written.
   uint32_t write(const std::string& path) const;
@@ -32,7 +35,7 @@ class SafetensorsWriter {
  private:
   struct Entry {
     std::string name;
-    DType dtype;
+    std::string dtype;
     std::vector<int64_t> shape;
     const void* data;
     size_t bytes;
@@ -65,6 +68,39 @@ class SafetensorsFile {
   std::map<std::string, View> tensors_;
   std::map<std::string, std::string> meta_;
 };
+
+// The header of a safetensors file, read without its data, and reads of single
+// tensors (or element ranges of them) on demand: what a rank that needs only
+// part of a large checkpoint uses. Dtypes are the format's names ("F32",
+// "BF16", "F16", "I64", ...), including those weft's tensors do not have.
+class SafetensorsIndex {
+ public:
+  struct Entry {
+    std::string dtype;           // safetensors name, e.g. "BF16"
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    uint64_t offset = 0;         // of the first byte in the file
+    uint64_t bytes = 0;
+  };
+  // Reads and validates the header; throws CheckpointError.
+  static SafetensorsIndex open(const std::string& path);
+
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  const Entry& at(const std::string& name) const;  // throws CheckpointError if absent
+  const std::map<std::string, Entry>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return meta_; }
+  const std::string& path() const { return path_; }
+  // Reads `count` elements of `name` from element `first` as stored (raw bytes).
+  void read_raw(const std::string& name, int64_t first, int64_t count, void* dst) const;
+
+ private:
+  std::string path_;
+  std::map<std::string, Entry> tensors_;
+  std::map<std::string, std::string> meta_;
+};
+
+// Bytes per element of a safetensors dtype name; 0 when unknown.
+size_t safetensors_dtype_size(const std::string& dtype);
 
 uint32_t crc32_of_file(const std::string& path);  // throws CheckpointError
 void fsync_path(const std::string& path);         // file or directory

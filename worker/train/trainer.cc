@@ -10,7 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "config/hf_config.h"
 #include "train/checkpoint.h"
+#include "train/hf_weights.h"
 
 namespace weft {
 
@@ -64,6 +66,25 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
   model_.init(cfg.train.seed);
 }
 
+void Trainer::init_from_hf(const std::string& dir) {
+  // A bad init_from directory is bad input (exit 1), not checkpoint I/O: the
+  // config may have been built without parse_config, so check it again here.
+  const HfModelConfig hf = read_hf_config(dir);
+  const auto diff = hf_model_mismatches(hf, cfg_.model);
+  if (!diff.empty()) throw ConfigError(diff.front().path + ": " + diff.front().message);
+  try {
+    // Every rank reads the whole model today (the strategies keep full
+    // replicas); a sharding strategy passes a filter for its own parameters.
+    const HfWeights w = HfWeights::open(dir);
+    load_hf_weights(w, model_);
+    spdlog::info("initialized {} parameters from {} ({} file{}, stored as {}); optimizer fresh, step 0",
+                 model_.num_params(), dir, w.files().size(), w.files().size() == 1 ? "" : "s",
+                 w.entry(model_.params().front().name).dtype);
+  } catch (const CheckpointError& e) {
+    throw ConfigError(std::string("init_from: ") + e.what());
+  }
+}
+
 std::string Trainer::checkpoint_dir() const {
   return cfg_.checkpoint.dir.empty() ? cfg_.train.out_dir + "/checkpoints" : cfg_.checkpoint.dir;
 }
@@ -102,12 +123,17 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   s.bucket_cap_mb = sync_->bucket_cap_mb();
 
   const std::string ckpt_dir = checkpoint_dir();
+  bool resumed = false;
   if (cfg_.checkpoint.resume) {
     if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), 0)) {
       s.start_step = meta->step;
+      resumed = true;
       spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
     }
   }
+  // A run started from HF weights that has checkpointed since resumes from
+  // its own checkpoint above; init_from only seeds step 0.
+  if (!resumed && !cfg_.init_from.empty()) init_from_hf(cfg_.init_from);
   sync_->start();
 
   Batch batch;
@@ -121,6 +147,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     meta.last_loss = last_loss;
     meta.world_size = rank_.world;
     meta.config_yaml = to_yaml(cfg_);
+    meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
     const auto tc = Clock::now();
     s.last_checkpoint = save_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep, 0);
     s.checkpoint_seconds += seconds_since(tc);

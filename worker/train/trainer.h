@@ -83,6 +83,7 @@ class Trainer {
 
  private:
   std::string checkpoint_dir() const;
+  void init_from_hf(const std::string& dir);  // throws ConfigError for a bad directory
   void log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const;
   void write_summary(const TrainSummary& s) const;
 
