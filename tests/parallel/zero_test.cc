@@ -85,6 +85,7 @@ RunResult train(int n, WorkerConfig cfg, const std::string& cap_file = {}, int64
   run_ranks(n, [&](int rank) {
     WorkerConfig c = cfg;
     c.train.out_dir = cfg.train.out_dir + "/rank" + std::to_string(rank);
+    c.checkpoint.dir = cfg.train.out_dir + "/ckpt";  // shared, as on a job's volume
     Trainer t(c, TrainerComm{rank, n, group->member(rank)});
     Recorder rec(rank == 0 ? &out.grad_norms : nullptr, rank == 0 ? &out.losses : nullptr,
                  rank == 0 ? cap_file : std::string(), cap_after, new_cap);

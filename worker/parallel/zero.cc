@@ -57,8 +57,12 @@ ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
 
 ZeroGradSync::~ZeroGradSync() {
   // Nothing may still write into the buffers once we are gone.
-  for (auto& w : ag_)
-    if (w) w->wait();
+  try {
+    for (auto& w : ag_)
+      if (w) w->wait();
+  } catch (const std::exception&) {
+    // The group failed; the error was reported where it happened.
+  }
   buf_->set_weight_hook(nullptr);
 }
 
@@ -264,10 +268,7 @@ void ZeroGradSync::complete(int index) {
   if (!last_) return;
   for (size_t i = first_range_[index]; i < first_range_[index + 1]; ++i)
     shard_sumsq_ += ops::sum_squares(owned_grad(i));
-  if (step_early_) {
-    step_bucket(index, lr_);
-    if (!o_.overlap_param_gather) launch_gather(index);
-  }
+  if (step_early_) step_bucket(index, lr_);
 }
 
 void ZeroGradSync::complete_ready(int done_pos, bool block) {
@@ -302,7 +303,13 @@ double ZeroGradSync::finish_micro_batch(double loss) {
     loss_wire_ = static_cast<float>(loss);
     loss_work = dp_->all_reduce(Tensor::f32(&loss_wire_, {1}), comm::ReduceOp::Avg, "loss");
   }
-  complete_ready(static_cast<int>(forward_buckets_.size()), /*block=*/true);
+  // Gathers are issued only now, after every reduce-scatter, in bucket order:
+  // each rank polls completions at its own pace, and collectives must be
+  // issued in the same order everywhere.
+  for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
+    if (b == next_complete_) complete(next_complete_++);
+    if (last_ && stepped_[b] && !o_.overlap_param_gather) launch_gather(b);
+  }
   ++micro_;
   if (!last_) return loss;
   loss_work->wait();
