@@ -19,7 +19,9 @@
 //   after_backward  as each reduction completes, once backward is done,
 //   interleaved     as each completes, while backward continues;
 // then each bucket's shards are all-gathered (waited for in clip_and_step, or
-// by the next forward with overlap_param_gather).
+// by the next forward with overlap_param_gather). The interleaved step issues
+// no collective of its own: ranks see completions at different moments, so
+// gathers are issued only after every reduce-scatter, in a fixed order.
 //
 // Invariants: the owned shards partition the parameters, so the global
 // gradient norm is sqrt(sum over ranks of the shard norms); clipping needs it
