@@ -94,8 +94,8 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
   if (s.master_port < 1024 || s.master_port > 65535)
     e.push_back({"spec.masterPort", "must be in [1024, 65535], got " + std::to_string(s.master_port)});
   const std::string strat = s.strategy();
-  if (strat != "dp" && strat != "zero1" && strat != "zero2" && strat != "isp")
-    e.push_back({"spec.worker.parallel.strategy", "must be one of dp, zero1, zero2, isp; got '" + strat + "'"});
+  if (strat != "dp" && strat != "zero" && strat != "isp")
+    e.push_back({"spec.worker.parallel.strategy", "must be one of dp, zero, isp; got '" + strat + "'"});
   if (s.sp() < 1) e.push_back({"spec.worker.parallel.sp", "must be >= 1"});
   if (s.wp() < 1) e.push_back({"spec.worker.parallel.wp", "must be >= 1"});
   if (s.sp() >= 1 && s.replicas % s.sp() != 0)

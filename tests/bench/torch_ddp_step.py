@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch DDP peer for the data-parallel benchmark: the same Llama
 (llama_ref.py), per-rank batch, AdamW and thread count, 2 ranks over gloo.
-Prints one JSON line with the median step seconds of rank 0."""
+With --zero the optimizer is torch.distributed.optim.ZeroRedundancyOptimizer
+(the ZeRO peer). Prints one JSON line with the median step seconds of rank 0."""
 import argparse
 import json
 import os
@@ -28,7 +29,11 @@ def rank_main(rank, world, port, a, out):
     cfg, tr = model_config(full), full["train"]
     model = LlamaRef(cfg)
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if a.zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     B, T, V = tr["micro_batch"], tr["seq_len"], cfg["vocab_size"]
     times = []
     for _ in range(a.steps):
@@ -37,7 +42,8 @@ def rank_main(rank, world, port, a, out):
         t0 = time.perf_counter()
         opt.zero_grad()
         ddp(x, y).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if a.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
         times.append(time.perf_counter() - t0)
     if rank == 0:
@@ -51,6 +57,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--bucket-cap-mb", type=float, default=25)
+    ap.add_argument("--zero", action="store_true", help="ZeroRedundancyOptimizer over AdamW")
+    ap.add_argument("--clip", type=float, default=1.0, help="global grad-norm clip, 0 = none")
     a = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

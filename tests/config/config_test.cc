@@ -88,9 +88,12 @@ const BadConfig kBadConfigs[] = {
     {"checkpoint:\n  keep: 0\n", "checkpoint.keep: must be >= 1, got 0"},
     {"checkpoint:\n  every: -1\n", "checkpoint.every: must be >= 0, got -1"},
     // parallel
-    {"parallel:\n  strategy: fsdp\n", "parallel.strategy: 'fsdp' is not one of dp, zero1, zero2, isp"},
-    {"parallel:\n  zero_overlap: eager\n",
-     "parallel.zero_overlap: 'eager' is not one of after_backward, interleaved"},
+    {"parallel:\n  strategy: fsdp\n", "parallel.strategy: 'fsdp' is not one of dp, zero, isp"},
+    {"parallel:\n  strategy: zero\n  zero:\n    overlap: eager\n",
+     "parallel.zero.overlap: 'eager' is not one of none, after_backward, interleaved"},
+    {"parallel:\n  strategy: zero\n  zero: {stage: 3}\n",
+     "parallel.zero.stage: must be 1 or 2, got 3"},
+    {"parallel:\n  zero: {stages: 2}\n", "parallel.zero.stages: unknown key (did you mean stage?)"},
     {"parallel:\n  sp: 0\n", "parallel.sp: must be >= 1, got 0"},
     {"parallel:\n  wp: -1\n", "parallel.wp: must be >= 1, got -1"},
     {"parallel:\n  bucket_cap_mb: 0\n", "parallel.bucket_cap_mb: must be > 0, got 0"},
@@ -223,14 +226,17 @@ checkpoint:
   keep: 1
   resume: false
 parallel:
-  strategy: zero2
+  strategy: zero
   sp: 2
   wp: 2
   bucket_cap_mb: 0.5
   first_bucket_mb: 1
   overlap: false
   bf16_wire: true
-  zero_overlap: after_backward
+  zero:
+    stage: 2
+    overlap: after_backward
+    overlap_param_gather: true
 comm:
   backend: nccl
   timeout_s: 30.5
@@ -246,7 +252,7 @@ metrics:
   e.optim = {1.5e-3, 0, 50, 0.8, 0.99, 1e-10, 0, true, 0};
   e.data = {"shards", "/data/fineweb_train_*.bin", 7, 2};
   e.checkpoint = {"/ckpt", 100, 1, false};
-  e.parallel = {"zero2", 2, 2, 0.5, 1, false, true, "after_backward"};
+  e.parallel = {"zero", 2, 2, 0.5, 1, false, true, {2, "after_backward", true}};
   e.comm = {"nccl", 30.5, 60};
   e.metrics = {0};
   EXPECT_EQ(c, e);

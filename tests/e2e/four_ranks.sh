@@ -3,8 +3,8 @@
 # ranks; the tuner it enables is not built yet, so the bucket size stays put),
 # applied with the real kubectl with its step count cut from 400 to 30 for
 # CI: the four ranks rendezvous, train, all exit 0 and the job succeeds.
-# (manifests/examples/zero.yaml is the other 4-rank example; today's worker
-# refuses ZeRO-2 with exit 1, see docs/operator.md.)
+# (manifests/examples/zero.yaml is the other 4-rank example: ZeRO-2 over the
+# same 4 ranks.)
 . "$(dirname "$0")/lib.sh" "$1" "$2" four-ranks
 sed 's/train: {steps: 400}/train: {steps: 30, log_every: 10}/' "$SRC/manifests/examples/tuning.yaml" \
   | kubectl apply -n "$NS" -f - >/dev/null || fail "kubectl apply"

@@ -94,13 +94,13 @@ TEST(Builders, UserOverridesMergeButCannotBreakTheContract) {
 }
 
 TEST(Builders, ConfigMapHoldsWorkerYamlAndSeparateBucketKey) {
-  Json job = MakeJob("j", "ns").Parallel("zero2", 1, 1).BucketMB(2.5).Obj();
+  Json job = MakeJob("j", "ns").Parallel("zero", 1, 1).BucketMB(2.5).Obj();
   job["spec"]["worker"]["train"] = {{"steps", 200}, {"out_dir", "/tmp/run: x"}};
   Json cm = build_configmap(job, parse_spec(job["spec"]));
   EXPECT_EQ(cm["data"][contract::kBucketCapKey], "2.5");
   YAML::Node y = YAML::Load(cm["data"][contract::kConfigKey].get<std::string>());
   EXPECT_EQ(y["preset"].as<std::string>(), "tiny");
-  EXPECT_EQ(y["parallel"]["strategy"].as<std::string>(), "zero2");
+  EXPECT_EQ(y["parallel"]["strategy"].as<std::string>(), "zero");
   EXPECT_EQ(y["parallel"]["bucket_cap_mb"].as<double>(), 2.5);
   EXPECT_EQ(y["train"]["steps"].as<int>(), 200);
   EXPECT_EQ(y["train"]["out_dir"].as<std::string>(), "/tmp/run: x");

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <filesystem>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -67,7 +68,11 @@ const std::vector<Section>& sections() {
        {WEFT_FIELD(parallel, strategy), WEFT_FIELD(parallel, sp), WEFT_FIELD(parallel, wp),
         WEFT_FIELD(parallel, bucket_cap_mb), WEFT_FIELD(parallel, first_bucket_mb),
         WEFT_FIELD(parallel, overlap), WEFT_FIELD(parallel, bf16_wire),
-        WEFT_FIELD(parallel, zero_overlap), WEFT_FIELD(parallel, bucket_cap_file)}},
+        WEFT_FIELD(parallel, bucket_cap_file)}},
+      // A dotted name is a subsection, written as a mapping inside its parent.
+      {"parallel.zero",
+       {WEFT_FIELD(parallel.zero, stage), WEFT_FIELD(parallel.zero, overlap),
+        WEFT_FIELD(parallel.zero, overlap_param_gather)}},
       {"comm",
        {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
         WEFT_FIELD(comm, rendezvous_timeout_s)}},
@@ -85,8 +90,21 @@ const Field kInitFromField{"init_from", [](WorkerConfig& c) -> FieldRef { return
 
 std::vector<std::string> top_level_keys() {
   std::vector<std::string> keys{"preset", "device", "init_from"};
-  for (const Section& s : sections()) keys.push_back(s.name);
+  for (const Section& s : sections())
+    if (!std::strchr(s.name, '.')) keys.push_back(s.name);
   return keys;
+}
+
+// The sections nested directly inside `parent` ("parallel.zero" in "parallel").
+std::vector<const Section*> subsections(const Section& parent) {
+  std::vector<const Section*> out;
+  const std::string prefix = std::string(parent.name) + ".";
+  for (const Section& s : sections()) {
+    const std::string name = s.name;
+    if (name.rfind(prefix, 0) == 0 && name.find('.', prefix.size()) == std::string::npos)
+      out.push_back(&s);
+  }
+  return out;
 }
 
 // Finds the field at "section.name" (or "device"); nullptr when unknown.
@@ -282,10 +300,15 @@ class Parser {
     }
     std::vector<std::string> known;
     for (const Field& f : s.fields) known.push_back(f.name);
+    const std::vector<const Section*> subs = subsections(s);
+    for (const Section* sub : subs) known.push_back(sub->name + std::strlen(s.name) + 1);
     for_each_key(node, std::string(s.name) + ".", known,
                  [&](const std::string& key, const YAML::Node& value) {
                    for (const Field& f : s.fields) {
                      if (key == f.name) set_field(cfg, f, std::string(s.name) + "." + key, value);
+                   }
+                   for (const Section* sub : subs) {
+                     if (std::string(s.name) + "." + key == sub->name) parse_section(cfg, *sub, value);
                    }
                  });
   }
@@ -424,11 +447,15 @@ std::string to_yaml(const WorkerConfig& cfg) {
   out << YAML::BeginMap;
   emit_field(out, "device", kDeviceField.ref(c));
   emit_field(out, "init_from", kInitFromField.ref(c));
-  for (const Section& s : sections()) {
-    out << YAML::Key << s.name << YAML::Value << YAML::BeginMap;
+  std::function<void(const Section&, const char*)> emit_section = [&](const Section& s,
+                                                                       const char* key) {
+    out << YAML::Key << key << YAML::Value << YAML::BeginMap;
     for (const Field& f : s.fields) emit_field(out, f.name, f.ref(c));
+    for (const Section* sub : subsections(s)) emit_section(*sub, sub->name + std::strlen(s.name) + 1);
     out << YAML::EndMap;
-  }
+  };
+  for (const Section& s : sections())
+    if (!std::strchr(s.name, '.')) emit_section(s, s.name);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

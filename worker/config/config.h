@@ -86,15 +86,30 @@ struct CheckpointConfig {
   bool operator==(const CheckpointConfig&) const = default;
 };
 
+// ZeRO (parallel.strategy: zero): each data-parallel rank owns shard r of
+// every gradient bucket and the optimizer state of its shards only.
+struct ZeroConfig {
+  int stage = 1;  // 1: optimizer state sharded; 2: also the gradients kept between micro-batches
+  // When the optimizer step runs against the reduce-scatters: "none" (after all
+  // finished), "after_backward" (as each completes, once backward is done),
+  // "interleaved" (as each completes, while backward continues).
+  std::string overlap = "interleaved";
+  // The all-gather of updated parameters overlaps the next forward (a layer
+  // waits only for its bucket's gather); false: the step ends gathered.
+  bool overlap_param_gather = false;
+
+  bool operator==(const ZeroConfig&) const = default;
+};
+
 struct ParallelConfig {
-  std::string strategy = "dp";      // "dp" | "zero1" | "zero2" | "isp"
+  std::string strategy = "dp";      // "dp" | "zero" | "isp"
   int sp = 1;                       // sequence-parallel ranks (ISP)
   int wp = 1;                       // weight-parallel ranks (ISP)
   double bucket_cap_mb = 25;        // gradient bucket cap
   double first_bucket_mb = 0;       // smaller first bucket; 0 = same as cap
   bool overlap = true;              // launch bucket reductions during backward
   bool bf16_wire = false;           // all-reduce gradients in bf16
-  std::string zero_overlap = "interleaved";  // "after_backward" | "interleaved"
+  ZeroConfig zero;                  // strategy zero only
   // File holding a bucket cap in MiB (the operator's tuner writes it through a
   // ConfigMap). Rank 0 re-reads it when it changes; all ranks switch at the
   // same step boundary. Empty = no tuning.

@@ -142,12 +142,14 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
 }
 
 void check_parallel(Checker& c, const ParallelConfig& p) {
-  c.choice(p.strategy, {"dp", "zero1", "zero2", "isp"}, "parallel.strategy");
+  c.choice(p.strategy, {"dp", "zero", "isp"}, "parallel.strategy");
   c.require(p.sp >= 1, "parallel.sp", "must be >= 1, got " + num(p.sp));
   c.require(p.wp >= 1, "parallel.wp", "must be >= 1, got " + num(p.wp));
   c.positive(p.bucket_cap_mb, "parallel.bucket_cap_mb");
   c.non_negative(p.first_bucket_mb, "parallel.first_bucket_mb");
-  c.choice(p.zero_overlap, {"after_backward", "interleaved"}, "parallel.zero_overlap");
+  c.require(p.zero.stage == 1 || p.zero.stage == 2, "parallel.zero.stage",
+            "must be 1 or 2, got " + num(p.zero.stage) + " (stage 3, sharded parameters, is not implemented)");
+  c.choice(p.zero.overlap, {"none", "after_backward", "interleaved"}, "parallel.zero.overlap");
 }
 
 void check_comm(Checker& c, const CommConfig& k, const std::string& device) {

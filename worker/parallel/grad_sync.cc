@@ -1,6 +1,7 @@
 #include "parallel/grad_sync.h"
 
 #include "parallel/data_parallel.h"
+#include "parallel/zero.h"
 
 namespace weft {
 
@@ -33,11 +34,26 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
                                          std::shared_ptr<ParamAndGradBuffer> buffer,
                                          comm::CommunicatorPtr dp) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.strategy != "dp" || p.sp != 1 || p.wp != 1)
+  if ((p.strategy != "dp" && p.strategy != "zero") || p.sp != 1 || p.wp != 1)
     throw ConfigError("parallel.strategy: '" + p.strategy + "' with sp " + std::to_string(p.sp) +
                       ", wp " + std::to_string(p.wp) +
-                      " is not implemented in this version; use strategy dp with sp 1, wp 1");
-  if (!dp || dp->size() == 1) return std::make_unique<LocalGradSync>(std::move(buffer), cfg.optim);
+                      " is not implemented in this version; use strategy dp or zero with sp 1, wp 1");
+  const int world = dp ? dp->size() : 1;
+  if (p.strategy == "zero") {
+    if (world < 2)
+      throw ConfigError("parallel.strategy: 'zero' shards the optimizer state over the data-parallel "
+                        "ranks and needs at least 2 (world size is " + std::to_string(world) +
+                        "); use strategy dp to train on one rank");
+    ZeroOptions z;
+    z.stage = p.zero.stage;
+    z.overlap = parse_zero_overlap(p.zero.overlap);
+    z.overlap_param_gather = p.zero.overlap_param_gather;
+    z.bucket_cap_mb = p.bucket_cap_mb;
+    z.first_bucket_mb = p.first_bucket_mb;
+    z.bf16_wire = p.bf16_wire;
+    return std::make_unique<ZeroGradSync>(std::move(buffer), std::move(dp), z, cfg.optim);
+  }
+  if (world == 1) return std::make_unique<LocalGradSync>(std::move(buffer), cfg.optim);
   DataParallelOptions o;
   o.bucket_cap_mb = p.bucket_cap_mb;
   o.first_bucket_mb = p.first_bucket_mb;

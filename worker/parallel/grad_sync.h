@@ -4,6 +4,7 @@
 // its optimizer state, so the step belongs here too).
 //
 // Protocol of one optimizer step (the trainer's loop, see docs/architecture.md):
+//   prepare_step(lr, max_norm)               the step's settings, before forward
 //   for each micro-batch m of M:
 //     begin_micro_batch(last = m == M-1)
 //     model.backward(.., on_grad_ready)      gradients accumulate in the buffer;
@@ -12,7 +13,8 @@
 //                                            averaged over the data-parallel ranks
 //   norm = clip_and_step(lr, max_norm)       global norm before clipping
 //
-// Implementations: LocalGradSync (one rank), DataParallel (bucketed all-reduce).
+// Implementations: LocalGradSync (one rank), DataParallel (bucketed all-reduce),
+// ZeroGradSync (sharded optimizer state, parallel/zero.h).
 // Invariants: every rank of a group calls the same methods in the same order
 // (collectives are issued in that order); on_grad_ready(i) is called once per
 // parameter per micro-batch, in the model's backward order.
@@ -55,6 +57,13 @@ class GradSync {
   // master copy from them.
   virtual void start() = 0;
 
+  // Before the first micro-batch of a step: the learning rate and clip norm
+  // clip_and_step will be called with (a strategy that steps during backward,
+  // ZeRO's interleaved mode, needs them early).
+  virtual void prepare_step(double lr, double max_norm) {
+    (void)lr;
+    (void)max_norm;
+  }
   virtual void begin_micro_batch(bool last) = 0;
   virtual void on_grad_ready(int param) = 0;
   // `loss` is this rank's loss accumulated over the micro-batches so far;
@@ -73,10 +82,21 @@ class GradSync {
     (void)step;
   }
 
+  // Makes the full parameters present on this rank and waits for every
+  // collective still in flight (ZeRO's overlapped parameter gathers); before
+  // checkpoints, re-bucketing and the end of a run.
+  virtual void flush() {}
+
   // Checkpoints: this rank's optimizer state, and whether this rank writes it
   // (replicated state is written by rank 0 alone).
   virtual AdamW& optimizer() = 0;
   virtual bool writes_optimizer_state() const = 0;
+  // Ranks the optimizer state is sharded over (1: replicated); a checkpoint
+  // written with N shards resumes only with N (optim-rank-R per shard).
+  virtual int optimizer_shards() const { return 1; }
+  // What identifies this rank's shard layout (the owned ranges); a resumed
+  // shard must have been written with the same. Empty: replicated.
+  virtual std::string optimizer_layout() const { return {}; }
 
   // Accounting of the last step, and what the metrics and logs name.
   virtual const StepCommStats& last_step() const = 0;

@@ -113,12 +113,62 @@ void load_model_weights(const std::string& path, Llama& model) {
   read_model(SafetensorsFile::load(path), model);
 }
 
+namespace {
+
+std::string optim_file_name(int rank) { return "optim-rank-" + std::to_string(rank) + ".safetensors"; }
+
+uint32_t write_optimizer(const fs::path& path, const AdamW& opt, const OptimizerShard& shard) {
+  SafetensorsWriter o;
+  o.set_metadata("step_count", std::to_string(opt.step_count()));
+  if (shard.shards > 1) {
+    o.set_metadata("shard", std::to_string(shard.rank) + "/" + std::to_string(shard.shards));
+    o.set_metadata("layout", shard.layout);
+  }
+  o.add("exp_avg", opt.exp_avg());
+  o.add("exp_avg_sq", opt.exp_avg_sq());
+  return o.write(path.string());
+}
+
+// meta.json into tmp, then tmp becomes dir/step-N and `latest` names it;
+// prunes beyond `keep`.
+std::string publish(const std::string& dir, const fs::path& tmp, const Llama& model,
+                    const CheckpointMeta& meta, int shards, const nlohmann::json& files, int keep) {
+  const std::string name = "step-" + std::to_string(meta.step);
+  const fs::path final_dir = fs::path(dir) / name;
+  nlohmann::json m = {{"format", kFormat},
+                      {"step", meta.step},
+                      {"data", {{"next_step", meta.step}}},
+                      {"last_loss", meta.last_loss},
+                      {"world", {{"size", meta.world_size}, {"optimizer_shards", shards}}},
+                      {"model", {{"num_params", model.num_params()}}},
+                      {"config", meta.config_yaml},
+                      {"files", files}};
+  {
+    std::ofstream out(tmp / "meta.json");
+    out << m.dump(2) << "\n";
+    if (!out.flush()) throw CheckpointError((tmp / "meta.json").string() + ": write failed");
+  }
+  fsync_path((tmp / "meta.json").string());
+  fsync_path(tmp.string());
+  fs::remove_all(final_dir);  // a stale copy of the same step, e.g. after a restart
+  fs::rename(tmp, final_dir);
+  fsync_path(dir);
+  write_text_atomically(fs::path(dir) / "latest", name + "\n");
+  fsync_path(dir);
+
+  std::vector<std::string> all = list_checkpoints(dir);
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
+    fs::remove_all(all[i]);
+  return final_dir.string();
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
                             const CheckpointMeta& meta, int keep, int rank) {
   try {
     fs::create_directories(dir);
     const std::string name = "step-" + std::to_string(meta.step);
-    const fs::path final_dir = fs::path(dir) / name;
     const fs::path tmp = fs::path(dir) / (".tmp-" + name + "-" + std::to_string(::getpid()));
     fs::remove_all(tmp);
     fs::create_directories(tmp);
@@ -127,45 +177,63 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
     auto record = [&](const std::string& file, uint32_t crc) {
       files[file] = {{"bytes", fs::file_size(tmp / file)}, {"crc32", crc}};
     };
-    if (rank == 0) {
-      for (const WrittenFile& f : write_hf_model(tmp.string(), model, meta.max_shard_bytes))
-        record(f.name, f.crc32);
-    }
-    const std::string optim_file = "optim-rank-" + std::to_string(rank) + ".safetensors";
-    SafetensorsWriter o;
-    o.set_metadata("step_count", std::to_string(opt.step_count()));
-    o.add("exp_avg", opt.exp_avg());
-    o.add("exp_avg_sq", opt.exp_avg_sq());
-    record(optim_file, o.write((tmp / optim_file).string()));
-
-    nlohmann::json m = {{"format", kFormat},
-                        {"step", meta.step},
-                        {"data", {{"next_step", meta.step}}},
-                        {"last_loss", meta.last_loss},
-                        {"world", {{"size", meta.world_size}}},
-                        {"model", {{"num_params", model.num_params()}}},
-                        {"config", meta.config_yaml},
-                        {"files", files}};
-    {
-      std::ofstream out(tmp / "meta.json");
-      out << m.dump(2) << "\n";
-      if (!out.flush()) throw CheckpointError((tmp / "meta.json").string() + ": write failed");
-    }
-    fsync_path((tmp / "meta.json").string());
-    fsync_path(tmp.string());
-    fs::remove_all(final_dir);  // a stale copy of the same step, e.g. after a restart
-    fs::rename(tmp, final_dir);
-    fsync_path(dir);
-    write_text_atomically(fs::path(dir) / "latest", name + "\n");
-    fsync_path(dir);
-
-    std::vector<std::string> all = list_checkpoints(dir);
-    for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
-      fs::remove_all(all[i]);
-    return final_dir.string();
+    if (rank == 0)
+      for (const WrittenFile& f : write_hf_model(tmp.string(), model, meta.max_shard_bytes)) record(f.name, f.crc32);
+    const std::string optim_file = optim_file_name(rank);
+    record(optim_file, write_optimizer(tmp / optim_file, opt, {}));
+    return publish(dir, tmp, model, meta, 1, files, keep);
   } catch (const fs::filesystem_error& e) {
     throw CheckpointError(std::string("checkpoint write failed: ") + e.what());
   }
+}
+
+std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
+                                    const CheckpointMeta& meta, int keep,
+                                    const OptimizerShard& shard, comm::Communicator& group) {
+  const std::string name = "step-" + std::to_string(meta.step);
+  // One name every rank computes (a pid would differ per rank).
+  const fs::path tmp = fs::path(dir) / (".tmp-" + name + "-shards");
+  std::string result = (fs::path(dir) / name).string();
+  // A rank whose write fails still joins the barriers (or its peers would
+  // wait for the deadline) and throws after the last one.
+  std::string error;
+  auto attempt = [&](auto&& fn) {
+    if (!error.empty()) return;
+    try {
+      fn();
+    } catch (const fs::filesystem_error& e) {
+      error = std::string("checkpoint write failed: ") + e.what();
+    } catch (const CheckpointError& e) {
+      error = e.what();
+    }
+  };
+  attempt([&] {
+    if (group.rank() != 0) return;
+    fs::create_directories(dir);
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+  });
+  group.barrier("checkpoint " + name + " directory")->wait();
+  std::vector<WrittenFile> model_files;
+  attempt([&] {
+    if (group.rank() == 0) model_files = write_hf_model(tmp.string(), model, meta.max_shard_bytes);
+    write_optimizer(tmp / optim_file_name(shard.rank), opt, shard);
+  });
+  group.barrier("checkpoint " + name + " shards")->wait();
+  attempt([&] {
+    if (group.rank() != 0) return;
+    nlohmann::json files = nlohmann::json::object();
+    auto record = [&](const std::string& file) {
+      const fs::path p = tmp / file;
+      files[file] = {{"bytes", fs::file_size(p)}, {"crc32", crc32_of_file(p.string())}};
+    };
+    for (const WrittenFile& f : model_files) files[f.name] = {{"bytes", fs::file_size(tmp / f.name)}, {"crc32", f.crc32}};
+    for (int r = 0; r < shard.shards; ++r) record(optim_file_name(r));
+    result = publish(dir, tmp, model, meta, shard.shards, files, keep);
+  });
+  group.barrier("checkpoint " + name + " published")->wait();
+  if (!error.empty()) throw CheckpointError(error);
+  return result;
 }
 
 std::vector<std::string> model_shape_differences(const ModelConfig& saved, const ModelConfig& now) {
@@ -185,6 +253,12 @@ std::vector<std::string> model_shape_differences(const ModelConfig& saved, const
 
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, int rank) {
+  return load_latest_checkpoint(dir, model, opt, OptimizerShard{rank, 1, 1, {}});
+}
+
+std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
+                                                     AdamW& opt, const OptimizerShard& shard) {
+  const int rank = shard.rank;
   std::vector<std::string> candidates = list_checkpoints(dir);
   // `latest` first: it names what the writer finished last.
   std::ifstream lf(fs::path(dir) / "latest");
@@ -217,7 +291,22 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
                             " (resume with the checkpoint's model settings, or use a new checkpoint.dir)");
         }
       }
-      const std::string optim_file = "optim-rank-" + std::to_string(rank) + ".safetensors";
+      // Sharded state resumes only as the same shards (re-sharding is not
+      // implemented): name both world sizes rather than load a wrong slice.
+      const int saved_shards = meta["world"].value("optimizer_shards", 1);
+      const int saved_world = meta["world"].value("size", 1);
+      if (saved_shards != shard.shards) {
+        auto how = [](int shards, int world) {
+          return shards > 1 ? fmt::format("world size {} with the optimizer state sharded over {} ranks "
+                                          "(parallel.strategy zero)", world, shards)
+                            : fmt::format("world size {} with replicated optimizer state", world);
+        };
+        throw ConfigError("checkpoint " + c + " was written at " + how(saved_shards, saved_world) +
+                          "; this run needs " + how(shard.shards, shard.world) +
+                          ". ZeRO checkpoints are not re-sharded: resume with world size " +
+                          std::to_string(saved_world) + " and the checkpoint's strategy, or use a new checkpoint.dir");
+      }
+      const std::string optim_file = optim_file_name(rank);
       // Weights as one file or HF shards; checked in full before anything is
       // read into the model, like the optimizer state below.
       const HfWeights weights = HfWeights::open(c);
@@ -228,6 +317,13 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
       const auto& v = of.get("exp_avg_sq", DType::F32, n);
       auto sc = of.metadata().find("step_count");
       if (sc == of.metadata().end()) throw CheckpointError(of.path() + ": no step_count");
+      if (shard.shards > 1) {
+        auto lay = of.metadata().find("layout");
+        if (lay == of.metadata().end() || lay->second != shard.layout)
+          throw ConfigError(of.path() + ": the optimizer shard was written for another bucket layout "
+                            "(parallel.bucket_cap_mb or first_bucket_mb changed since, or the tuner "
+                            "changed the cap); resume with the checkpoint's bucket settings");
+      }
       load_hf_weights(weights, model);
       std::memcpy(opt.exp_avg().data, m.data, m.bytes);
       std::memcpy(opt.exp_avg_sq().data, v.data, v.bytes);

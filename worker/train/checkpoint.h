@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "model/llama.h"
 #include "optim/adamw.h"
 #include "config/config.h"
@@ -31,19 +32,43 @@ struct CheckpointMeta {
   uint64_t max_shard_bytes = kDefaultMaxShardBytes;  // save: split larger model files
 };
 
+// Whose optimizer state a rank saves or loads: replicated (shards 1, rank 0's
+// file), or shard `rank` of `shards` (ZeRO: optim-rank-R per rank) with the
+// layout (owned ranges) it was written with.
+struct OptimizerShard {
+  int rank = 0;
+  int shards = 1;
+  int world = 1;  // this run's world size, for messages
+  std::string layout;
+};
+
 // Writes a checkpoint of `model` and `opt` (this rank's optimizer state) after
 // `meta.step` steps. Deletes the oldest step-* directories beyond `keep`.
 // Returns the checkpoint directory. Throws CheckpointError on I/O failure.
 std::string save_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
                             const CheckpointMeta& meta, int keep, int rank = 0);
 
+// The same for sharded optimizer state: every rank of `group` calls it at the
+// same step; each writes its optim-rank-R.safetensors into one shared
+// temporary directory, group rank 0 also the model, and once all are written
+// rank 0 records every file in meta.json and publishes the step (collective;
+// returns on every rank after `latest` names it).
+std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
+                                    const CheckpointMeta& meta, int keep,
+                                    const OptimizerShard& shard, comm::Communicator& group);
+
 // Loads the newest valid checkpoint in dir into model and opt. Returns nullopt
 // when dir holds no checkpoint. A corrupt checkpoint is skipped with a warning
 // naming the problem; throws CheckpointError if checkpoints exist but none is
 // valid (so nothing is silently restarted from scratch), and ConfigError if
 // the newest valid one holds a model of another shape than `model`.
+// A checkpoint whose optimizer is sharded another way than `shard` (another
+// world size, a replicated vs. a sharded strategy, another bucket layout) is a
+// ConfigError naming both.
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, int rank = 0);
+std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
+                                                     AdamW& opt, const OptimizerShard& shard);
 
 // The model fields that change a checkpoint's tensor shapes, as
 // "model.FIELD: checkpoint X, config Y"; empty when they agree.

@@ -124,8 +124,13 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
 
   const std::string ckpt_dir = checkpoint_dir();
   bool resumed = false;
+  // Replicated state: every rank loads rank 0's file; sharded: its own.
+  const OptimizerShard shard = sync_->optimizer_shards() > 1
+                                   ? OptimizerShard{rank_.dp->rank(), sync_->optimizer_shards(),
+                                                    rank_.world, sync_->optimizer_layout()}
+                                   : OptimizerShard{0, 1, rank_.world, {}};
   if (cfg_.checkpoint.resume) {
-    if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), 0)) {
+    if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), shard)) {
       s.start_step = meta->step;
       resumed = true;
       spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
@@ -141,6 +146,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
   const auto t0 = Clock::now();
   auto save = [&](int64_t steps_completed, double last_loss) {
+    sync_->flush();  // overlapped parameter gathers land before the weights are written
     if (!sync_->writes_optimizer_state()) return;  // replicated state: one rank writes it
     CheckpointMeta meta;
     meta.step = steps_completed;
@@ -149,7 +155,13 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     meta.config_yaml = to_yaml(cfg_);
     meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
     const auto tc = Clock::now();
-    s.last_checkpoint = save_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep, 0);
+    s.last_checkpoint =
+        shard.shards > 1
+            ? save_sharded_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep,
+                                      OptimizerShard{shard.rank, shard.shards, shard.world,
+                                                     sync_->optimizer_layout()},
+                                      *rank_.dp)
+            : save_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep, 0);
     s.checkpoint_seconds += seconds_since(tc);
     spdlog::info("checkpoint written: {}", s.last_checkpoint);
     if (observer_) observer_->on_checkpoint(steps_completed);
@@ -169,6 +181,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     if (agreed.new_cap_mb > 0) sync_->rebucket(agreed.new_cap_mb, step);
     const double phase_before[4] = {s.data_seconds, s.forward_seconds, s.backward_seconds,
                                     s.optimizer_seconds};
+    const double lr = lr_at(cfg_.optim, step, t.steps);
+    sync_->prepare_step(lr, cfg_.optim.grad_clip);
     model_.zero_grads();
     loss = 0;
     for (int micro = 0; micro < t.grad_accum; ++micro) {
@@ -194,7 +208,6 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       s.bucket_cap_mb = sync_->bucket_cap_mb();
     }
     const auto to = Clock::now();
-    const double lr = lr_at(cfg_.optim, step, t.steps);
     const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
     s.optimizer_seconds += seconds_since(to);
     s.step_seconds.push_back(seconds_since(ts));
@@ -239,6 +252,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
       save(step + 1, loss);
   }
+  sync_->flush();
+  s.memory = sync_->state_bytes();
   s.steps_done = step;
   s.wall_seconds = seconds_since(t0);
   s.tokens = (step - s.start_step) * int64_t(B) * T * t.grad_accum * rank_.world;
@@ -296,6 +311,8 @@ void Trainer::write_summary(const TrainSummary& s) const {
                         {"comm_seconds", s.comm_seconds},
                         {"exposed_seconds", s.exposed_seconds},
                         {"bucket_seconds", s.bucket_seconds}}},
+                      {"memory_bytes",
+                       {{"param", s.memory.params}, {"grad", s.memory.grads}, {"optimizer", s.memory.optimizer}}},
                       {"losses", s.losses},
                       {"step_seconds", s.step_seconds}};
   const fs::path path = fs::path(cfg_.train.out_dir) / "summary.json";

@@ -52,6 +52,7 @@ struct TrainSummary {
   double overlap_ratio() const;        // 1 - sum(exposed) / sum(comm), 0 without comm
   // Seconds spent per phase over the run: data, forward, backward, optimizer
   // (clip + AdamW), checkpoint.
+  StateBytes memory;                 // this rank's parameter, gradient and optimizer bytes at the end
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,
          checkpoint_seconds = 0;
 };

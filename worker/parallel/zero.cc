@@ -1,0 +1,380 @@
+#include "parallel/zero.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace weft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Backward visits the head first, then blocks n-1 .. 0, then the embedding.
+int backward_pos(int layer, int n_layers) {
+  if (layer == kHeadLayer) return 0;
+  if (layer == kEmbeddingLayer) return n_layers + 1;
+  return n_layers - layer;
+}
+
+}  // namespace
+
+ZeroOverlap parse_zero_overlap(const std::string& name) {
+  if (name == "none") return ZeroOverlap::None;
+  if (name == "after_backward") return ZeroOverlap::AfterBackward;
+  if (name == "interleaved") return ZeroOverlap::Interleaved;
+  throw ConfigError("parallel.zero.overlap: '" + name +
+                    "' is not one of none, after_backward, interleaved");
+}
+
+const char* zero_overlap_name(ZeroOverlap o) {
+  switch (o) {
+    case ZeroOverlap::None: return "none";
+    case ZeroOverlap::AfterBackward: return "after_backward";
+    case ZeroOverlap::Interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
+                           ZeroOptions opt, const OptimConfig& optim)
+    : buf_(std::move(buffer)),
+      dp_(std::move(dp)),
+      o_(opt),
+      optim_cfg_(optim),
+      all_ranges_(default_param_ranges(buf_->params(), optim)),
+      opt_(optim, {}, buf_->device()) {
+  WEFT_CHECK(o_.stage == 1 || o_.stage == 2, "ZeRO stage must be 1 or 2");
+  if (o_.bf16_wire)
+    wire_ = Buffer(static_cast<size_t>(buf_->numel()) * dtype_size(DType::BF16), buf_->device());
+  plan(o_.bucket_cap_mb);
+  buf_->set_weight_hook(this);
+}
+
+ZeroGradSync::~ZeroGradSync() {
+  // Nothing may still write into the buffers once we are gone.
+  try {
+    for (auto& w : ag_)
+      if (w) w->wait();
+  } catch (const std::exception&) {
+    // The group failed; the error was reported where it happened.
+  }
+  buf_->set_weight_hook(nullptr);
+}
+
+std::string ZeroGradSync::describe() const {
+  return fmt::format(
+      "ZeRO stage {} over {} ranks (group {}), {}, overlap {}, param gather {}, wire {}, "
+      "optimizer state {:.2f} MiB on this rank",
+      o_.stage, dp_->size(), dp_->name(), describe_buckets(buckets_), zero_overlap_name(o_.overlap),
+      o_.overlap_param_gather ? "overlapped with forward" : "in the step",
+      o_.bf16_wire ? "bf16" : "fp32", opt_.state_bytes() / 1048576.0);
+}
+
+std::string ZeroGradSync::optimizer_layout() const {
+  std::string s = fmt::format("{} of {}:", dp_->rank(), dp_->size());
+  for (const ParamRange& r : opt_.ranges()) s += fmt::format(" {}+{}", r.offset, r.numel);
+  return s;
+}
+
+StateBytes ZeroGradSync::state_bytes() const {
+  // Stage 2 keeps only the owned shard between micro-batches; the full-size
+  // buffer is backward's scratch, reused bucket by bucket.
+  const int64_t grads = o_.stage == 2 ? static_cast<int64_t>(shard_grads_.bytes())
+                                      : static_cast<int64_t>(buf_->grad_bytes());
+  return {static_cast<int64_t>(buf_->param_bytes()), grads, opt_.state_bytes()};
+}
+
+void ZeroGradSync::plan(double cap_mb) {
+  WEFT_CHECK(cap_mb > 0, "bucket cap must be positive");
+  o_.bucket_cap_mb = cap_mb;
+  const int n = dp_->size(), me = dp_->rank();
+  const auto& params = buf_->params();
+  buckets_ = plan_buckets(params, cap_mb, o_.first_bucket_mb, n);
+  bucket_of_param_.assign(params.size(), 0);
+  int n_layers = 0;
+  for (const ParamInfo& p : params) n_layers = std::max(n_layers, p.layer + 1);
+  last_pos_.assign(buckets_.size(), 0);
+  forward_buckets_.assign(n_layers + 2, {});
+  std::vector<ParamRange> owned;
+  first_range_.clear();
+  for (const Bucket& b : buckets_) {
+    first_range_.push_back(owned.size());
+    for (const ParamRange& r : ranges_within(all_ranges_, b.shard_begin(me, n), b.shard_end(me, n)))
+      owned.push_back(r);
+    for (int p = b.first_param; p <= b.last_param; ++p) {
+      bucket_of_param_[p] = b.index;
+      const int pos = backward_pos(params[p].layer, n_layers);
+      last_pos_[b.index] = std::max(last_pos_[b.index], pos);
+      auto& fb = forward_buckets_[pos];
+      if (fb.empty() || fb.back() != b.index) fb.push_back(b.index);
+    }
+  }
+  first_range_.push_back(owned.size());
+  // A tied LM head reads the embedding: the head waits for its bucket too.
+  for (int b : forward_buckets_[backward_pos(kEmbeddingLayer, n_layers)])
+    forward_buckets_[0].push_back(b);
+  opt_ = AdamW(optim_cfg_, std::move(owned), buf_->device(),
+               /*master_weights=*/buf_->param_dtype() != DType::F32);
+  if (o_.stage == 2)
+    shard_grads_ = Buffer(static_cast<size_t>(opt_.state_numel()) * sizeof(float), buf_->device());
+  pending_.assign(buckets_.size(), 0);
+  rs_.assign(buckets_.size(), nullptr);
+  ag_.assign(buckets_.size(), nullptr);
+  stepped_.assign(buckets_.size(), 0);
+}
+
+void ZeroGradSync::rebucket(double cap_mb, int64_t step) {
+  flush();
+  // The shards move with the buckets: every rank puts its state at its place
+  // in full-size buffers of zeros, a Sum all-reduce assembles the whole state
+  // (exactly: x + 0 = x), and each rank keeps what it owns under the new
+  // layout. Full-size memory only for this moment.
+  const bool master = opt_.has_master();
+  const int parts = master ? 3 : 2;
+  const int64_t numel = buf_->numel();
+  Buffer full(static_cast<size_t>(numel) * parts * sizeof(float), buf_->device());
+  full.zero();
+  Tensor all = full.as(DType::F32, {numel * parts});
+  auto scatter_state = [&](const AdamW& a, bool to_full) {
+    const Tensor state[3] = {a.exp_avg(), a.exp_avg_sq(), master ? a.master() : Tensor()};
+    for (int k = 0; k < parts; ++k)
+      for (size_t i = 0; i < a.ranges().size(); ++i) {
+        const ParamRange& r = a.ranges()[i];
+        Tensor f = all.slice0(k * numel + r.offset, k * numel + r.offset + r.numel);
+        Tensor s = state[k].slice0(a.state_offset(i), a.state_offset(i) + r.numel);
+        to_full ? ops::copy(f, s) : ops::copy(s, f);
+      }
+  };
+  scatter_state(opt_, true);
+  dp_->all_reduce(all, comm::ReduceOp::Sum, "optimizer state re-shard")->wait();
+  const int64_t steps = opt_.step_count();
+  plan(cap_mb);
+  opt_.set_step_count(steps);
+  scatter_state(opt_, false);
+  spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(buckets_));
+}
+
+void ZeroGradSync::start() {
+  dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait();
+  opt_.load_master(buf_->flat_params());
+}
+
+std::vector<int64_t> ZeroGradSync::shard_counts(const Bucket& b) const {
+  std::vector<int64_t> c(dp_->size());
+  for (int r = 0; r < dp_->size(); ++r) c[r] = b.shard_end(r, dp_->size()) - b.shard_begin(r, dp_->size());
+  return c;
+}
+
+Tensor ZeroGradSync::owned_grad(size_t i) const {
+  const ParamRange& r = opt_.ranges()[i];
+  if (o_.stage == 2) {
+    const int64_t s = opt_.state_offset(i);
+    return shard_grads_.as(DType::F32, {opt_.state_numel()}).slice0(s, s + r.numel);
+  }
+  return buf_->flat_grads().slice0(r.offset, r.offset + r.numel);
+}
+
+double ZeroGradSync::timed_wait(const comm::WorkPtr& w) {
+  const auto t0 = Clock::now();
+  w->wait();
+  return since(t0);
+}
+
+void ZeroGradSync::prepare_step(double lr, double max_norm) {
+  lr_ = lr;
+  max_norm_ = max_norm;
+  prepared_ = true;
+  // Stepping before the last reduction needs the clip factor, known only then.
+  step_early_ = o_.overlap != ZeroOverlap::None && !(max_norm > 0);
+  stats_ = StepCommStats{};
+  stats_.bucket_seconds.assign(buckets_.size(), 0);
+}
+
+void ZeroGradSync::begin_micro_batch(bool last) {
+  if (!prepared_ && micro_ == 0) {
+    stats_ = StepCommStats{};
+    stats_.bucket_seconds.assign(buckets_.size(), 0);
+  }
+  last_ = last;
+  next_launch_ = next_complete_ = 0;
+  for (const Bucket& b : buckets_) {
+    pending_[b.index] = b.num_params();
+    rs_[b.index] = nullptr;
+  }
+  if (last) {
+    opt_.begin_step();
+    shard_sumsq_ = 0;
+    std::fill(stepped_.begin(), stepped_.end(), 0);
+  }
+}
+
+void ZeroGradSync::on_grad_ready(int param) {
+  if (!communicates()) return;  // stage 1: accumulate locally until the last micro-batch
+  const int b = bucket_of_param_.at(param);
+  WEFT_CHECK(pending_[b] > 0, "parameter " + buf_->params()[param].name + " reported ready twice");
+  --pending_[b];
+  launch_ready_in_order();
+}
+
+void ZeroGradSync::launch_ready_in_order() {
+  while (next_launch_ < static_cast<int>(buckets_.size()) && pending_[next_launch_] == 0)
+    launch(next_launch_++);
+}
+
+void ZeroGradSync::launch(int index) {
+  const Bucket& b = buckets_[index];
+  const int n = dp_->size(), me = dp_->rank();
+  const std::string label = "bucket " + std::to_string(index);
+  // The result lands on this rank's share inside the bucket itself.
+  if (o_.bf16_wire) {
+    Tensor wire = wire_.as(DType::BF16, {buf_->numel()});
+    ops::cast(wire.slice0(b.begin, b.end), buf_->flat_grads().slice0(b.begin, b.end));
+    rs_[index] = dp_->reduce_scatter(wire.slice0(b.begin, b.end),
+                                     wire.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
+                                     comm::ReduceOp::Avg, shard_counts(b), label);
+  } else {
+    Tensor g = buf_->flat_grads();
+    rs_[index] = dp_->reduce_scatter(g.slice0(b.begin, b.end),
+                                     g.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
+                                     comm::ReduceOp::Avg, shard_counts(b), label);
+  }
+}
+
+void ZeroGradSync::complete(int index) {
+  const Bucket& b = buckets_[index];
+  const int n = dp_->size(), me = dp_->rank();
+  stats_.exposed_seconds += timed_wait(rs_[index]);
+  stats_.bucket_seconds[index] += rs_[index]->comm_seconds();
+  stats_.comm_seconds += rs_[index]->comm_seconds();
+  rs_[index] = nullptr;
+  const int64_t sb = b.shard_begin(me, n), se = b.shard_end(me, n);
+  if (o_.bf16_wire)
+    ops::cast(buf_->flat_grads().slice0(sb, se), wire_.as(DType::BF16, {buf_->numel()}).slice0(sb, se));
+  if (o_.stage == 2) {
+    // Keep the owned shard; the bucket's full gradients are free for the next
+    // micro-batch's backward.
+    for (size_t i = first_range_[index]; i < first_range_[index + 1]; ++i) {
+      const ParamRange& r = opt_.ranges()[i];
+      Tensor reduced = buf_->flat_grads().slice0(r.offset, r.offset + r.numel);
+      micro_ == 0 ? ops::copy(owned_grad(i), reduced) : ops::add_acc(owned_grad(i), reduced);
+    }
+    ops::fill(buf_->flat_grads().slice0(b.begin, b.end), 0.0f);
+  }
+  if (!last_) return;
+  for (size_t i = first_range_[index]; i < first_range_[index + 1]; ++i)
+    shard_sumsq_ += ops::sum_squares(owned_grad(i));
+  if (step_early_) step_bucket(index, lr_);
+}
+
+void ZeroGradSync::complete_ready(int done_pos, bool block) {
+  while (next_complete_ < next_launch_ && last_pos_[next_complete_] < done_pos &&
+         (block || rs_[next_complete_]->completed()))
+    complete(next_complete_++);
+}
+
+void ZeroGradSync::before_use(int layer, WeightUse use) {
+  const int n_layers = static_cast<int>(forward_buckets_.size()) - 2;
+  const int pos = backward_pos(layer, n_layers);
+  if (use == WeightUse::Forward) {
+    for (int b : forward_buckets_[pos]) wait_gather(b);
+    return;
+  }
+  // Every layer before `pos` in backward order is done with its weights and
+  // gradients: their buckets may be stepped and gathered now.
+  if (communicates() && o_.overlap == ZeroOverlap::Interleaved && step_early_ && last_)
+    complete_ready(pos, /*block=*/false);
+}
+
+double ZeroGradSync::finish_micro_batch(double loss) {
+  if (!communicates()) {
+    ++micro_;
+    return loss;
+  }
+  for (int p : pending_)
+    WEFT_CHECK(p == 0, "backward finished with parameters whose gradients were never reported");
+  launch_ready_in_order();
+  comm::WorkPtr loss_work;
+  if (last_) {
+    loss_wire_ = static_cast<float>(loss);
+    loss_work = dp_->all_reduce(Tensor::f32(&loss_wire_, {1}), comm::ReduceOp::Avg, "loss");
+  }
+  // Gathers are issued only now, after every reduce-scatter, in bucket order:
+  // each rank polls completions at its own pace, and collectives must be
+  // issued in the same order everywhere.
+  for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
+    if (b == next_complete_) complete(next_complete_++);
+    if (last_ && stepped_[b] && !o_.overlap_param_gather) launch_gather(b);
+  }
+  ++micro_;
+  if (!last_) return loss;
+  loss_work->wait();
+  return loss_wire_;
+}
+
+void ZeroGradSync::step_bucket(int index, double lr) {
+  Tensor params = buf_->flat_params();
+  for (size_t i = first_range_[index]; i < first_range_[index + 1]; ++i) {
+    const ParamRange& r = opt_.ranges()[i];
+    opt_.step_range(i, params.slice0(r.offset, r.offset + r.numel), owned_grad(i), lr);
+  }
+  stepped_[index] = 1;
+}
+
+void ZeroGradSync::launch_gather(int index) {
+  const Bucket& b = buckets_[index];
+  const int n = dp_->size(), me = dp_->rank();
+  Tensor p = buf_->flat_params();
+  ag_[index] = dp_->all_gather(p.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
+                               p.slice0(b.begin, b.end), shard_counts(b),
+                               "gather bucket " + std::to_string(index));
+}
+
+void ZeroGradSync::wait_gather(int index) {
+  if (!ag_[index]) return;
+  stats_.exposed_seconds += timed_wait(ag_[index]);
+  stats_.comm_seconds += ag_[index]->comm_seconds();
+  ag_[index] = nullptr;
+}
+
+double ZeroGradSync::clip_and_step(double lr, double max_norm) {
+  WEFT_CHECK(next_complete_ == static_cast<int>(buckets_.size()),
+             "clip_and_step before the last micro-batch finished");
+  // The owned shards partition the parameters: the global norm is the root of
+  // the summed shard norms, the same as the unsharded gradient's.
+  norm_wire_ = static_cast<float>(shard_sumsq_);
+  stats_.exposed_seconds +=
+      timed_wait(dp_->all_reduce(Tensor::f32(&norm_wire_, {1}), comm::ReduceOp::Sum, "grad norm"));
+  const double norm = std::sqrt(static_cast<double>(norm_wire_));
+  const double c = clip_coefficient(norm, max_norm);
+  if (c != 1.0) {
+    WEFT_CHECK(!step_early_ || std::find(stepped_.begin(), stepped_.end(), 1) == stepped_.end(),
+               "clipping after shards were stepped");
+    for (size_t i = 0; i < opt_.ranges().size(); ++i) ops::scale(owned_grad(i), static_cast<float>(c));
+  }
+  for (const Bucket& b : buckets_)
+    if (!stepped_[b.index]) step_bucket(b.index, lr);
+  if (o_.overlap_param_gather) {
+    // In forward order (the embedding's bucket is the last one), so the first
+    // layers' weights arrive first; the next forward waits per layer.
+    for (int b = static_cast<int>(buckets_.size()) - 1; b >= 0; --b)
+      if (!ag_[b]) launch_gather(b);
+  } else {
+    for (const Bucket& b : buckets_)
+      if (!ag_[b.index]) launch_gather(b.index);
+    for (const Bucket& b : buckets_) wait_gather(b.index);
+  }
+  prepared_ = step_early_ = false;
+  micro_ = 0;
+  return norm;
+}
+
+void ZeroGradSync::flush() {
+  for (const Bucket& b : buckets_) wait_gather(b.index);
+}
+
+}  // namespace weft

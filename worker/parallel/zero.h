@@ -1,0 +1,138 @@
+// ZeRO stage 1/2 as a GradSync (semantics of PyTorch's ddp_zero_hook seed,
+// docs/architecture.md "ZeRO"): each of the N data-parallel ranks owns shard r
+// of every gradient bucket (Bucket::shard_begin/shard_end), keeps the AdamW
+// moments (and a master copy, for bf16 weights) for its shards only, and
+// all-gathers its updated shard of every bucket back into the full parameters.
+//
+// Owns the bucket layout, the sharded optimizer, the in-flight reduce-scatter
+// and all-gather Work, and (stage 2) the owned gradient shard. Installs itself
+// as the buffer's WeightHook: forward waits for a bucket's gather before using
+// its weights (overlap_param_gather), backward tells it which layers are done
+// (the interleaved step touches a bucket only after every layer using it).
+//
+// Per optimizer step: prepare_step(lr, clip); per micro-batch: full buckets
+// are reduce-scattered (Avg) in index order (stage 1: last micro-batch only,
+// earlier ones accumulate locally; stage 2: every micro-batch, each result
+// added into the owned shard and the bucket's full gradients zeroed for
+// reuse); the owned shards are stepped
+//   none            after every reduction finished (in clip_and_step),
+//   after_backward  as each reduction completes, once backward is done,
+//   interleaved     as each completes, while backward continues;
+// then each bucket's shards are all-gathered (waited for in clip_and_step, or
+// by the next forward with overlap_param_gather). The interleaved step issues
+// no collective of its own: ranks see completions at different moments, so
+// gathers are issued only after every reduce-scatter, in a fixed order.
+//
+// Invariants: the owned shards partition the parameters, so the global
+// gradient norm is sqrt(sum over ranks of the shard norms); clipping needs it
+// before any shard is stepped, so with clipping on (max_norm > 0) the
+// overlapped modes overlap reductions, norms and gathers, and the step itself
+// waits for the last reduction. Every rank issues the same collectives in the
+// same order: buckets in index order, gathers in a fixed order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/grad_buckets.h"
+#include "parallel/grad_sync.h"
+#include "tensor/tensor.h"
+
+namespace weft {
+
+enum class ZeroOverlap : uint8_t { None, AfterBackward, Interleaved };
+// "none" | "after_backward" | "interleaved"; throws ConfigError otherwise.
+ZeroOverlap parse_zero_overlap(const std::string& name);
+const char* zero_overlap_name(ZeroOverlap o);
+
+struct ZeroOptions {
+  int stage = 1;                   // 1 or 2
+  ZeroOverlap overlap = ZeroOverlap::Interleaved;
+  bool overlap_param_gather = false;
+  double bucket_cap_mb = 25;       // MiB of fp32 gradients per bucket
+  double first_bucket_mb = 0;      // 0 = bucket_cap_mb
+  bool bf16_wire = false;          // reduce-scatter a bf16 copy of the gradients
+};
+
+class ZeroGradSync : public GradSync, private WeightHook {
+ public:
+  ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
+               ZeroOptions opt, const OptimConfig& optim);
+  ~ZeroGradSync() override;
+
+  void start() override;
+  void prepare_step(double lr, double max_norm) override;
+  void begin_micro_batch(bool last) override;
+  void on_grad_ready(int param) override;
+  double finish_micro_batch(double loss) override;
+  double clip_and_step(double lr, double max_norm) override;
+  void rebucket(double cap_mb, int64_t step) override;
+  void flush() override;
+
+  AdamW& optimizer() override { return opt_; }
+  bool writes_optimizer_state() const override { return true; }
+  int optimizer_shards() const override { return dp_->size(); }
+  std::string optimizer_layout() const override;
+  const StepCommStats& last_step() const override { return stats_; }
+  const comm::Communicator* group() const override { return dp_.get(); }
+  int bucket_count() const override { return static_cast<int>(buckets_.size()); }
+  double bucket_cap_mb() const override { return o_.bucket_cap_mb; }
+  StateBytes state_bytes() const override;
+  std::string describe() const override;
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+ private:
+  void before_use(int layer, WeightUse use) override;
+
+  // Buckets and the owned ranges for `cap_mb`; builds a fresh optimizer.
+  void plan(double cap_mb);
+  bool communicates() const { return o_.stage == 2 || last_; }
+  std::vector<int64_t> shard_counts(const Bucket& b) const;
+  Tensor owned_grad(size_t range) const;  // the reduced gradient of optimizer range i
+
+  void launch_ready_in_order();
+  void launch(int bucket);
+  // Waits for bucket b's reduce-scatter and takes its result: bf16 back to
+  // f32, stage 2 accumulation; on the last micro-batch its share of the norm,
+  // and its step when stepping early.
+  void complete(int bucket);
+  // Completes, in order, every launched bucket whose layers are all done with
+  // backward (`done_pos`: backward position reached) and, when `block`, waits.
+  void complete_ready(int done_pos, bool block);
+  void step_bucket(int bucket, double lr);
+  void launch_gather(int bucket);
+  void wait_gather(int bucket);
+  double timed_wait(const comm::WorkPtr& w);  // seconds blocked
+
+  std::shared_ptr<ParamAndGradBuffer> buf_;
+  comm::CommunicatorPtr dp_;
+  ZeroOptions o_;
+  OptimConfig optim_cfg_;
+  std::vector<ParamRange> all_ranges_;  // one per parameter, with its decay group
+
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_param_;
+  std::vector<size_t> first_range_;     // per bucket + 1: its optimizer ranges
+  std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
+  std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
+  AdamW opt_;
+  Buffer shard_grads_;                  // stage 2: the owned gradient shard, compact
+  Buffer wire_;                         // bf16 staging, same layout as the gradients
+
+  std::vector<int> pending_;            // params not yet ready, per bucket
+  std::vector<comm::WorkPtr> rs_, ag_;  // per bucket
+  std::vector<char> stepped_;
+  int next_launch_ = 0, next_complete_ = 0;
+  int micro_ = 0;
+  bool last_ = true;
+  bool prepared_ = false, step_early_ = false;
+  double lr_ = 0, max_norm_ = 0;
+  double shard_sumsq_ = 0;
+  float norm_wire_ = 0, loss_wire_ = 0;
+  StepCommStats stats_;
+};
+
+}  // namespace weft
