@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace weft {
@@ -251,6 +252,83 @@ std::vector<std::string> model_shape_differences(const ModelConfig& saved, const
   return out;
 }
 
+namespace {
+
+// The flat-buffer ranges a saved optimizer file holds, in the order of its
+// compact state: from its "layout" metadata ("R of N: offset+numel ..."), or,
+// for replicated state written without one, every parameter in table order.
+std::vector<ParamRange> saved_ranges(const SafetensorsFile& f, const Llama& model) {
+  std::vector<ParamRange> out;
+  auto lay = f.metadata().find("layout");
+  if (lay == f.metadata().end()) {
+    for (const ParamInfo& p : model.params()) out.push_back({p.offset, p.numel, true});
+    return out;
+  }
+  const std::string& text = lay->second;
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) throw CheckpointError(f.path() + ": malformed layout '" + text + "'");
+  std::istringstream in(text.substr(colon + 1));
+  std::string tok;
+  while (in >> tok) {
+    const size_t plus = tok.find('+');
+    if (plus == std::string::npos) throw CheckpointError(f.path() + ": malformed layout entry '" + tok + "'");
+    out.push_back({std::stoll(tok.substr(0, plus)), std::stoll(tok.substr(plus + 1)), true});
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const Llama& model, AdamW& opt) {
+  // This rank's ranges and where each starts in its compact state.
+  const std::vector<ParamRange>& mine = opt.ranges();
+  std::vector<int64_t> mine_pos;
+  int64_t total = 0;
+  for (const ParamRange& r : mine) mine_pos.push_back(total), total += r.numel;
+  float* m_out = static_cast<float*>(opt.exp_avg().data);
+  float* v_out = static_cast<float*>(opt.exp_avg_sq().data);
+  int64_t copied = 0, step_count = -1;
+  for (int r = 0; r < saved_shards; ++r) {
+    const std::string path = (fs::path(ckpt) / optim_file_name(r)).string();
+    if (!fs::exists(path))
+      throw CheckpointError(path + ": missing (re-sharding reads every rank's optimizer file; "
+                                   "the checkpoint directory must be shared by all ranks)");
+    SafetensorsFile f = SafetensorsFile::load(path);
+    auto sc = f.metadata().find("step_count");
+    if (sc == f.metadata().end()) throw CheckpointError(path + ": no step_count");
+    const int64_t this_count = std::stoll(sc->second);
+    if (step_count >= 0 && this_count != step_count)
+      throw CheckpointError(path + ": step_count " + std::to_string(this_count) + ", other shards " +
+                            std::to_string(step_count));
+    step_count = this_count;
+    const std::vector<ParamRange> theirs = saved_ranges(f, model);
+    int64_t n = 0;
+    for (const ParamRange& t : theirs) n += t.numel;
+    const auto& m = f.get("exp_avg", DType::F32, n);
+    const auto& v = f.get("exp_avg_sq", DType::F32, n);
+    const float* m_in = static_cast<const float*>(static_cast<const void*>(m.data));
+    const float* v_in = static_cast<const float*>(static_cast<const void*>(v.data));
+    int64_t pos = 0;
+    for (const ParamRange& t : theirs) {
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const int64_t b = std::max(t.offset, mine[i].offset);
+        const int64_t e = std::min(t.offset + t.numel, mine[i].offset + mine[i].numel);
+        if (b >= e) continue;
+        const int64_t src = pos + (b - t.offset), dst = mine_pos[i] + (b - mine[i].offset);
+        std::memcpy(m_out + dst, m_in + src, static_cast<size_t>(e - b) * sizeof(float));
+        std::memcpy(v_out + dst, v_in + src, static_cast<size_t>(e - b) * sizeof(float));
+        copied += e - b;
+      }
+      pos += t.numel;
+    }
+  }
+  // Saved shards partition the parameters, so every element is found once.
+  if (copied != total)
+    throw CheckpointError(ckpt + ": the saved optimizer shards cover " + std::to_string(copied) + " of this rank's " +
+                          std::to_string(total) + " optimizer elements");
+  return step_count;
+}
+
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, int rank) {
   return load_latest_checkpoint(dir, model, opt, OptimizerShard{rank, 1, 1, {}});
@@ -291,43 +369,43 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
                             " (resume with the checkpoint's model settings, or use a new checkpoint.dir)");
         }
       }
-      // Sharded state resumes only as the same shards (re-sharding is not
-      // implemented): name both world sizes rather than load a wrong slice.
       const int saved_shards = meta["world"].value("optimizer_shards", 1);
       const int saved_world = meta["world"].value("size", 1);
-      if (saved_shards != shard.shards) {
-        auto how = [](int shards, int world) {
-          return shards > 1 ? fmt::format("world size {} with the optimizer state sharded over {} ranks "
-                                          "(parallel.strategy zero)", world, shards)
-                            : fmt::format("world size {} with replicated optimizer state", world);
-        };
-        throw ConfigError("checkpoint " + c + " was written at " + how(saved_shards, saved_world) +
-                          "; this run needs " + how(shard.shards, shard.world) +
-                          ". ZeRO checkpoints are not re-sharded: resume with world size " +
-                          std::to_string(saved_world) + " and the checkpoint's strategy, or use a new checkpoint.dir");
-      }
       const std::string optim_file = optim_file_name(rank);
       // Weights as one file or HF shards; checked in full before anything is
       // read into the model, like the optimizer state below.
       const HfWeights weights = HfWeights::open(c);
       check_hf_weights(weights, model.params(), model.config().tie_embeddings);
-      SafetensorsFile of = SafetensorsFile::load((fs::path(c) / optim_file).string());
-      const int64_t n = opt.exp_avg().numel();
-      const auto& m = of.get("exp_avg", DType::F32, n);
-      const auto& v = of.get("exp_avg_sq", DType::F32, n);
-      auto sc = of.metadata().find("step_count");
-      if (sc == of.metadata().end()) throw CheckpointError(of.path() + ": no step_count");
-      if (shard.shards > 1) {
+      // The same shards as saved: this rank's own file. Otherwise (another
+      // world size, DP <-> ZeRO, or the bucket layout changed, e.g. by the
+      // tuner) re-shard: gather this rank's ranges from every saved file.
+      const std::string own = (fs::path(c) / optim_file).string();
+      std::optional<SafetensorsFile> same;
+      if (saved_shards == shard.shards && fs::exists(own)) {
+        SafetensorsFile of = SafetensorsFile::load(own);
         auto lay = of.metadata().find("layout");
-        if (lay == of.metadata().end() || lay->second != shard.layout)
-          throw ConfigError(of.path() + ": the optimizer shard was written for another bucket layout "
-                            "(parallel.bucket_cap_mb or first_bucket_mb changed since, or the tuner "
-                            "changed the cap); resume with the checkpoint's bucket settings");
+        const std::string saved_layout = lay == of.metadata().end() ? "" : lay->second;
+        if (shard.shards == 1 || saved_layout == shard.layout) same.emplace(std::move(of));
       }
-      load_hf_weights(weights, model);
-      std::memcpy(opt.exp_avg().data, m.data, m.bytes);
-      std::memcpy(opt.exp_avg_sq().data, v.data, v.bytes);
-      opt.set_step_count(std::stoll(sc->second));
+      int64_t step_count = 0;
+      if (same) {
+        const int64_t n = opt.exp_avg().numel();
+        const auto& m = same->get("exp_avg", DType::F32, n);
+        const auto& v = same->get("exp_avg_sq", DType::F32, n);
+        auto sc = same->metadata().find("step_count");
+        if (sc == same->metadata().end()) throw CheckpointError(same->path() + ": no step_count");
+        step_count = std::stoll(sc->second);
+        load_hf_weights(weights, model);
+        std::memcpy(opt.exp_avg().data, m.data, m.bytes);
+        std::memcpy(opt.exp_avg_sq().data, v.data, v.bytes);
+      } else {
+        step_count = reshard_optimizer(c, saved_shards, model, opt);
+        load_hf_weights(weights, model);
+        spdlog::info("optimizer state re-sharded from {} (world size {}, {} shard{}) to world size {}, {} shard{}", c,
+                     saved_world, saved_shards, saved_shards == 1 ? "" : "s", shard.world, shard.shards,
+                     shard.shards == 1 ? "" : "s");
+      }
+      opt.set_step_count(step_count);
 
       CheckpointMeta out;
       out.step = meta["step"].get<int64_t>();

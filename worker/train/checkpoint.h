@@ -42,6 +42,13 @@ struct OptimizerShard {
   std::string layout;
 };
 
+// Fills `opt`'s state (its own ranges) from all `saved_shards` optimizer files
+// of checkpoint directory `ckpt`, whatever world size, strategy or bucket
+// layout wrote them (each file's "layout" metadata names its ranges; a file
+// without one holds every parameter). Returns the saved step count; throws
+// CheckpointError when a file is missing or the shards do not cover `opt`.
+int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const Llama& model, AdamW& opt);
+
 // Writes a checkpoint of `model` and `opt` (this rank's optimizer state) after
 // `meta.step` steps. Deletes the oldest step-* directories beyond `keep`.
 // Returns the checkpoint directory. Throws CheckpointError on I/O failure.
