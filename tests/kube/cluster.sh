@@ -39,6 +39,11 @@ start_operator() {  # the flags of `up` are kept in DIR/operator.args
   echo $! > "$DIR/weft-operator.pid"
 }
 
+# Pod IPs 127.<octet>.x.y: the octet comes from DIR, so that two clusters on
+# one machine (two checkouts testing at once) do not hand out the same pod
+# IPs, whose ranks would then meet the other cluster's rendezvous.
+OCTET=${WEFT_POD_IP_OCTET:-$(( $(printf '%s' "$DIR" | cksum | cut -d' ' -f1) % 200 + 20 ))}
+
 case "$CMD" in
 up)
   T0=$(date +%s%N)
@@ -72,6 +77,7 @@ KC
   mkdir -p "$DIR/logs"
   setsid "$BIN/weft-node" --kubeconfig "$DIR/kubeconfig" --state-dir "$DIR/node" \
     --nodes "${WEFT_CLUSTER_NODES:-1}" --cpu "${WEFT_NODE_CPU:-32}" --bin-dir "$BIN" ${WEFT_NODE_ARGS:-} \
+    --pod-ip-octet "$OCTET" \
     </dev/null >>"$DIR/logs/weft-node.log" 2>&1 &
   echo $! > "$DIR/weft-node.pid"
   kubectl wait --for condition=established --timeout=60s crd/trainingjobs.weft.dev >/dev/null

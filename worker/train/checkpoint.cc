@@ -216,11 +216,31 @@ std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, 
   });
   group.barrier("checkpoint " + name + " directory")->wait();
   std::vector<WrittenFile> model_files;
+  // Every rank writes into the directory rank 0 made: checkpoint.dir must be
+  // one filesystem for all ranks (a shared volume). A rank that cannot see it
+  // is a deployment mistake, not a transient I/O error: exit 1, no restarts.
+  bool not_shared = false;
   attempt([&] {
+    if (group.rank() != 0 && error.empty() && !fs::is_directory(tmp)) {
+      not_shared = true;
+      error = "checkpoint.dir " + dir + " is not shared by all ranks: rank " + std::to_string(group.rank()) +
+              " cannot see " + tmp.string() + ", which rank 0 created. ZeRO checkpoints need one directory "
+              "every rank writes its optimizer shard into (a ReadWriteMany volume, or hostPath on one node)";
+      return;
+    }
     if (group.rank() == 0) model_files = write_hf_model(tmp.string(), model, meta.max_shard_bytes);
     write_optimizer(tmp / optim_file_name(shard.rank), opt, shard);
   });
   group.barrier("checkpoint " + name + " shards")->wait();
+  // Rank 0 learns of it here too, rather than from a missing file.
+  {
+    float flag = not_shared ? 1.0f : 0.0f;
+    group.all_reduce(Tensor::f32(&flag, {1}), comm::ReduceOp::Sum, "checkpoint directory shared")->wait();
+    if (flag > 0 && error.empty())
+      error = "checkpoint.dir " + dir + " is not shared by all ranks (another rank cannot see " + tmp.string() +
+              "); ZeRO checkpoints need one directory every rank writes into";
+    not_shared = not_shared || flag > 0;
+  }
   attempt([&] {
     if (group.rank() != 0) return;
     nlohmann::json files = nlohmann::json::object();
@@ -233,6 +253,7 @@ std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, 
     result = publish(dir, tmp, model, meta, shard.shards, files, keep);
   });
   group.barrier("checkpoint " + name + " published")->wait();
+  if (not_shared) throw ConfigError(error);
   if (!error.empty()) throw CheckpointError(error);
   return result;
 }
