@@ -1,0 +1,195 @@
+// scrape() over real sockets: a scripted loopback server for the HTTP corner
+// cases, weft-worker's own metrics server fed by TrainMetrics, and a real
+// prometheus process's /metrics (chunked, from Go's net/http).
+#include "scrape/http_scraper.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "metrics/metrics_server.h"
+#include "metrics/train_metrics.h"
+#include "support/net.h"
+#include "support/run_process.h"
+
+namespace weft::scrape {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Answers one connection with `response` after reading the request head.
+class OneShotServer {
+ public:
+  explicit OneShotServer(std::string response, bool answer = true)
+      : thread_([this, r = std::move(response), answer] {
+          int fd = listener_.accept();
+          if (fd < 0) return;
+          std::string head;
+          char buf[4096];
+          while (head.find("\r\n\r\n") == std::string::npos) {
+            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            head.append(buf, static_cast<size_t>(n));
+          }
+          request_ = head;
+          if (answer) {
+            weft::testing::send_all(fd, r);
+          } else {
+            ::recv(fd, buf, sizeof buf, 0);  // holds the connection until the client gives up
+          }
+          ::close(fd);
+        }) {}
+  ~OneShotServer() { finish(); }
+  int port() const { return listener_.port(); }
+  // Stops serving and returns the request head the server read.
+  std::string finish() {
+    listener_.shutdown();
+    if (thread_.joinable()) thread_.join();
+    return request_;
+  }
+
+ private:
+  weft::testing::Listener listener_;
+  std::string request_;
+  std::thread thread_;
+};
+
+Endpoint local(int port, std::string path = "/metrics") { return {"127.0.0.1", port, std::move(path)}; }
+
+TEST(HttpScraper, ContentLengthBodyAndTheRequestItSends) {
+  const std::string body = "# TYPE up gauge\nup 1\n";
+  OneShotServer server("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n" + body);
+  ScrapeResult r = scrape(local(server.port()));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.metrics.value("up"), 1);
+  const std::string request = server.finish();
+  EXPECT_EQ(request.rfind("GET /metrics HTTP/1.1\r\n", 0), 0u) << request;
+  EXPECT_NE(request.find("Accept: text/plain;version=0.0.4"), std::string::npos) << request;
+}
+
+TEST(HttpScraper, ChunkedBody) {
+  OneShotServer server(
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nup 1\n\r\n"
+      "c;ext=1\r\nweft_step 7\n\r\n"
+      "0\r\n\r\n");
+  ScrapeResult r = scrape(local(server.port()));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.metrics.value("up"), 1);
+  EXPECT_EQ(r.metrics.value("weft_step"), 7);
+}
+
+TEST(HttpScraper, FailuresNameTheUrl) {
+  {
+    OneShotServer server("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    ScrapeResult r = scrape(local(server.port(), "/nope"));
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.error.find("/nope: HTTP 404"), std::string::npos) << r.error;
+  }
+  {
+    OneShotServer server("HTTP/1.1 200 OK\r\n\r\nup 1\nbroken{ 2\n");  // read-to-close body
+    ScrapeResult r = scrape(local(server.port()));
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.error.find("line 2"), std::string::npos) << r.error;
+    EXPECT_EQ(r.metrics.value("up"), 1) << "samples before the bad line are kept";
+  }
+  {
+    OneShotServer server("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nup 1\n");
+    ScrapeResult r = scrape(local(server.port()));
+    EXPECT_NE(r.error.find("shorter than its Content-Length"), std::string::npos) << r.error;
+  }
+  {
+    OneShotServer server("", /*answer=*/false);
+    ScrapeResult r = scrape(local(server.port()), 300ms);
+    EXPECT_NE(r.error.find("timed out"), std::string::npos) << r.error;
+  }
+  {
+    int port = weft::testing::free_port();  // nobody listens
+    ScrapeResult r = scrape(local(port), 2s);
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.error.find("http://127.0.0.1:" + std::to_string(port) + "/metrics"), std::string::npos) << r.error;
+  }
+  EXPECT_FALSE(scrape({"no-such-host.invalid", 80, "/metrics"}, 2s).ok());
+  EXPECT_EQ((Endpoint{"fd00::1", 9400, "/metrics"}).url(), "http://[fd00::1]:9400/metrics");
+}
+
+// The worker's metrics as weft-worker serves them: TrainMetrics fed one step
+// report, behind the worker's MetricsServer.
+TEST(HttpScraper, WeftWorkerMetricsServer) {
+  WorkerConfig cfg;
+  TrainMetrics metrics(cfg, /*rank=*/1, /*world=*/2);
+  StepReport step;
+  step.step = 42;
+  step.total_steps = 100;
+  step.step_seconds = 0.25;
+  step.exposed_comm_seconds = 0.05;
+  step.sync_group = "dp";
+  step.comm_seconds = 0.2;
+  step.bucket_cap_bytes = 4 << 20;
+  step.bucket_count = 3;
+  step.bucket_seconds = {0.1, 0.05, 0.05};
+  metrics.on_step(step);
+  MetricsServer server(metrics.registry(), "127.0.0.1", 0);
+
+  ScrapeResult r = scrape(local(server.port()));
+  ASSERT_TRUE(r.ok()) << r.error;
+  const Labels rank1 = {{"rank", "1"}};
+  EXPECT_EQ(r.metrics.value("weft_step", rank1), 42);
+  EXPECT_EQ(r.metrics.value("weft_bucket_cap_bytes", rank1), 4 << 20);
+  EXPECT_EQ(r.metrics.value("weft_step_seconds_count", rank1), 1);
+  EXPECT_DOUBLE_EQ(*r.metrics.value("weft_step_seconds_sum", rank1), 0.25);
+  EXPECT_DOUBLE_EQ(*r.metrics.value("weft_exposed_comm_seconds_total", {{"rank", "1"}, {"group", "dp"}}), 0.05);
+  EXPECT_EQ(r.metrics.families.at("weft_step_seconds").type, MetricType::Histogram);
+  EXPECT_EQ(r.metrics.find("weft_bucket_reduce_last_seconds", rank1).size(), 3u);
+}
+
+// A real prometheus answers its own /metrics with client_golang's text
+// format, chunked. Skipped without the binary (scripts/install-deps.sh test).
+TEST(HttpScraper, RealPrometheusProcess) {
+  const char* candidates[] = {"/usr/bin/prometheus", "/usr/local/bin/prometheus"};
+  std::string prometheus;
+  for (const char* c : candidates)
+    if (::access(c, X_OK) == 0) prometheus = c;
+  if (prometheus.empty()) GTEST_SKIP() << "prometheus not installed (Debian package prometheus)";
+  const auto dir = weft::testing::fresh_dir("scrape-prometheus");
+  weft::testing::write_file(dir / "prometheus.yml", "global:\n  scrape_interval: 1h\n");
+  const int port = weft::testing::free_port();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    FILE* log = std::freopen((dir / "prometheus.log").c_str(), "w", stdout);
+    (void)log;
+    ::dup2(STDOUT_FILENO, STDERR_FILENO);
+    const std::string config = "--config.file=" + (dir / "prometheus.yml").string();
+    const std::string storage = "--storage.tsdb.path=" + (dir / "data").string();
+    const std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(port);
+    ::execl(prometheus.c_str(), prometheus.c_str(), config.c_str(), storage.c_str(), listen.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  ScrapeResult r;
+  // Startup takes a moment (longer under load): poll, generously.
+  for (int i = 0; i < 600; ++i) {
+    r = scrape(local(port), 5s);
+    if (r.ok() && r.metrics.value("prometheus_build_info").has_value()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ::kill(-pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.metrics.families.at("go_gc_duration_seconds").type, MetricType::Summary);
+  EXPECT_FALSE(r.metrics.find("go_gc_duration_seconds", {{"quantile", "0.5"}}).empty());
+  EXPECT_EQ(r.metrics.families.at("prometheus_tsdb_compaction_duration_seconds").type, MetricType::Histogram);
+  EXPECT_GT(r.metrics.samples.size(), 200u);
+}
+
+}  // namespace
+}  // namespace weft::scrape
