@@ -77,7 +77,13 @@ struct Reconciler::Terminal {
 
 Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& events, OperatorMetrics* metrics,
                        std::function<TimePoint()> now)
-    : api_(api), caches_(caches), events_(events), metrics_(metrics), now_(std::move(now)) {}
+    : api_(api),
+      caches_(caches),
+      events_(events),
+      metrics_(metrics),
+      now_(std::move(now)),
+      tuner_metrics_(metrics ? std::make_unique<tuner::TunerMetrics>(metrics->registry()) : nullptr),
+      tuner_(tuner_metrics_.get()) {}
 
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   Context cx;
@@ -306,7 +312,7 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
                      std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) + " ranks running",
                      cx.generation, cx.now_s);
   }
-  return finish(cx, ReconcileResult::done());
+  return finish(cx, view.all_running ? tune_bucket_size(cx) : ReconcileResult::done());
 }
 
 void Reconciler::mark_terminal(Context& cx, const Terminal& how) {
