@@ -69,7 +69,10 @@ const std::vector<Section>& sections() {
         WEFT_FIELD(parallel, zero_overlap), WEFT_FIELD(parallel, bucket_cap_file)}},
       {"comm",
        {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
-        WEFT_FIELD(comm, rendezvous_timeout_s)}},
+        WEFT_FIELD(comm, rendezvous_timeout_s),
+        Field{"simulate.latency_us", [](WorkerConfig& c) -> FieldRef { return &c.comm.simulate.latency_us; }},
+        Field{"simulate.bandwidth_gbps",
+              [](WorkerConfig& c) -> FieldRef { return &c.comm.simulate.bandwidth_gbps; }}}},
       {"metrics", {WEFT_FIELD(metrics, port), WEFT_FIELD(metrics, peak_tflops)}},
   };
   return kSections;
@@ -258,15 +261,29 @@ class Parser {
     if (!node.IsMap()) {
       fail(node, s.name, std::string("expected a mapping of fields, got ") + kind_name(node));
     }
+    // A field named "group.name" lives in a nested mapping `group:` (one level).
     std::vector<std::string> known;
-    for (const Field& f : s.fields) known.push_back(f.name);
-    for_each_key(node, std::string(s.name) + ".", known,
-                 [&](const std::string& key, const YAML::Node& value) {
-                   for (const Field& f : s.fields) {
-                     if (key == f.name) set_field(cfg, f, std::string(s.name) + "." + key, value);
-                   }
-                 });
+    for (const Field& f : s.fields) {
+      const std::string head = group_of(f.name);
+      if (std::find(known.begin(), known.end(), head) == known.end()) known.push_back(head);
+    }
+    const std::string prefix = std::string(s.name) + ".";
+    for_each_key(node, prefix, known, [&](const std::string& key, const YAML::Node& value) {
+      std::vector<std::string> sub;
+      for (const Field& f : s.fields) {
+        if (key == f.name) return set_field(cfg, f, prefix + key, value);
+        if (group_of(f.name) == key) sub.push_back(std::string(f.name).substr(key.size() + 1));
+      }
+      if (value.IsNull()) return;
+      if (!value.IsMap()) fail(value, prefix + key, std::string("expected a mapping of fields, got ") + kind_name(value));
+      for_each_key(value, prefix + key + ".", sub, [&](const std::string& name, const YAML::Node& v) {
+        for (const Field& f : s.fields)
+          if (key + "." + name == f.name) set_field(cfg, f, prefix + f.name, v);
+      });
+    });
   }
+
+  static std::string group_of(const std::string& field) { return field.substr(0, field.find('.')); }
 
   void set_field(WorkerConfig& cfg, const Field& f, const std::string& path,
                  const YAML::Node& value) {
@@ -401,7 +418,19 @@ std::string to_yaml(const WorkerConfig& cfg) {
   emit_field(out, "device", kDeviceField.ref(c));
   for (const Section& s : sections()) {
     out << YAML::Key << s.name << YAML::Value << YAML::BeginMap;
-    for (const Field& f : s.fields) emit_field(out, f.name, f.ref(c));
+    std::string group;  // the nested mapping open now ("" = none); its fields are adjacent
+    for (const Field& f : s.fields) {
+      const std::string name = f.name;
+      const size_t dot = name.find('.');
+      const std::string g = dot == std::string::npos ? "" : name.substr(0, dot);
+      if (g != group) {
+        if (!group.empty()) out << YAML::EndMap;
+        if (!g.empty()) out << YAML::Key << g << YAML::Value << YAML::BeginMap;
+        group = g;
+      }
+      emit_field(out, g.empty() ? name.c_str() : name.c_str() + dot + 1, f.ref(c));
+    }
+    if (!group.empty()) out << YAML::EndMap;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;
