@@ -60,6 +60,11 @@ class Replay {
     const auto& all = completed_;
     if (all.empty()) return SearchStep{true, space_.start_mb, why};
     const ScoredTrial& best = best_of(all);
+    // A gain within the noise is no reason to move the job off its own size.
+    const ScoredTrial& start = all.front();
+    if (best.score > start.score * (1 - space_.min_improvement))
+      return SearchStep{true, start.bucket_mb,
+                        why + fmt("; kept the start size: the best (%.4g MiB) gains under the threshold", best.bucket_mb)};
     return SearchStep{true, best.bucket_mb, why + fmt("; best %.4g MiB", best.bucket_mb)};
   }
 

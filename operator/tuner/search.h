@@ -15,8 +15,9 @@
 //     Proposed sizes are rounded to 4 significant digits (bounds exact).
 //  4. done when a refinement round improves the best score by less than
 //     min_improvement (relative), when the log step falls under 4 %, or when
-//     max_trials trials have completed. The choice is the best trial; a tie
-//     keeps the earlier one, so the start wins ties.
+//     max_trials trials have completed. The choice is the best trial, unless it
+//     beats the start size by less than min_improvement: then the start
+//     stays (a gain within the noise is no reason to move the job).
 #pragma once
 
 #include <string>

@@ -58,7 +58,10 @@ assert trials[0]["bucketMB"] == 0.05, "the start size is measured first"
 for tr in trials:
     assert tr["steps"] >= 8 and tr["medianStepSeconds"] > 0 and "exposedCommSeconds" in tr and "score" in tr, tr
 best = min(trials, key=lambda tr: tr["score"])
-assert t["chosenBucketMB"] == best["bucketMB"] == t["currentBucketMB"], t
+start = trials[0]
+# The best trial, or the start when the best beats it by under 2 %.
+want = best if best["score"] <= start["score"] * 0.98 else start
+assert t["chosenBucketMB"] == want["bucketMB"] == t["currentBucketMB"], t
 PY
 kubectl get events -n "$NS" -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | grep -q TuningConverged \
   || fail "no TuningConverged event"

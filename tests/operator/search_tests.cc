@@ -160,6 +160,14 @@ TEST(BucketSearch, StopsWhenRefinementGainsLittleAndKeepsTheStartOnTies) {
   EXPECT_EQ(h.size(), 8u) << "start, 5 sweep points, one refinement round";
 }
 
+TEST(BucketSearch, KeepsTheStartUnlessTheBestBeatsItByTheThreshold) {
+  const SearchSpace s = space(1, 256, 25, 3);
+  // 1 MiB is 1 % faster: noise, the start stays; 3 % faster: it wins.
+  EXPECT_EQ(next_search_step(s, {{25, 1.0}, {1, 0.99}, {256, 1.2}}).bucket_mb, 25);
+  EXPECT_TRUE(next_search_step(s, {{25, 1.0}, {1, 0.99}, {256, 1.2}}).done);
+  EXPECT_EQ(next_search_step(s, {{25, 1.0}, {1, 0.97}, {256, 1.2}}).bucket_mb, 1);
+}
+
 TEST(BucketSearch, OneTrialBudgetKeepsTheStart) {
   const SearchSpace s = space(1, 256, 25, 1);
   EXPECT_FALSE(next_search_step(s, {}).done);
