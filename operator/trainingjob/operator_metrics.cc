@@ -5,7 +5,8 @@
 namespace weft::tj {
 
 OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
-    : reconciles_(prometheus::BuildCounter()
+    : registry_(r),
+      reconciles_(prometheus::BuildCounter()
                       .Name("weft_operator_reconciles_total")
                       .Help("Reconciles of TrainingJobs by result")
                       .Register(r)),

@@ -25,8 +25,11 @@ class OperatorMetrics {
   void set_jobs_by_phase(const std::map<std::string, int>& counts);
   void set_leader(bool leader) { leader_.Set(leader ? 1 : 0); }
   void set_api_requests(const std::map<std::string, long>& by_verb);
+  // For policies that add their own families (the bucket-size tuner).
+  prometheus::Registry& registry() const { return registry_; }
 
  private:
+  prometheus::Registry& registry_;
   prometheus::Family<prometheus::Counter>& reconciles_;
   prometheus::Histogram& reconcile_seconds_;
   prometheus::Counter& restarts_;

@@ -78,7 +78,13 @@ struct Reconciler::Terminal {
 
 Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& events, OperatorMetrics* metrics,
                        std::function<TimePoint()> now)
-    : api_(api), caches_(caches), events_(events), metrics_(metrics), now_(std::move(now)) {}
+    : api_(api),
+      caches_(caches),
+      events_(events),
+      metrics_(metrics),
+      now_(std::move(now)),
+      tuner_metrics_(metrics ? std::make_unique<tuner::TunerMetrics>(metrics->registry()) : nullptr),
+      tuner_(tuner_metrics_.get()) {}
 
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   Context cx;
@@ -307,9 +313,14 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
                      std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) + " ranks running",
                      cx.generation, cx.now_s);
   }
-  if (view.all_running)
-    if (auto next = scrape_progress(cx)) return finish(cx, ReconcileResult::requeue_after(*next));
-  return finish(cx, ReconcileResult::done());
+  if (!view.all_running) return finish(cx, ReconcileResult::done());
+  // Both may ask for a requeue: the earlier one wins.
+  const auto next_scrape = scrape_progress(cx);
+  ReconcileResult result = tune_bucket_size(cx);
+  if (next_scrape && (result.kind == ReconcileResult::Kind::Done ||
+                      (result.kind == ReconcileResult::Kind::RequeueAfter && *next_scrape < result.after)))
+    result = ReconcileResult::requeue_after(*next_scrape);
+  return finish(cx, result);
 }
 
 void Reconciler::set_progress(std::chrono::seconds every, ProgressSource source) {

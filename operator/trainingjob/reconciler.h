@@ -8,8 +8,9 @@
 // resume; observe the current attempt's gang (relaunching it on a spec
 // change); then the restart policy fails or restarts the gang, or the success
 // policy completes it; otherwise wait for the old gang and the backoff,
-// launch the missing ranks and report progress. The bucket-size tuner will be
-// one more policy step there, writing status.tuning.
+// launch the missing ranks and report progress. While every rank runs, the
+// bucket-size tuner (tuner/bucket_tuner.h) is one more policy step there,
+// writing status.tuning and the ConfigMap's bucket_cap_mb.
 //
 // Invariants:
 //  - Cached objects are never modified; status is built on a copy.
@@ -34,6 +35,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -47,6 +49,7 @@
 #include "trainingjob/operator_metrics.h"
 #include "trainingjob/progress.h"
 #include "trainingjob/restart_policy.h"
+#include "tuner/bucket_tuner.h"
 
 namespace weft::tj {
 
@@ -109,6 +112,7 @@ class Reconciler {
   ReconcileResult refuse_pods(Context& cx);
   ReconcileResult report_progress(Context& cx);
   std::optional<std::chrono::milliseconds> scrape_progress(Context& cx);  // next scrape due in
+  ReconcileResult tune_bucket_size(Context& cx);  // reconciler_tuning.cc
 
   // The one way into Succeeded or Failed.
   void mark_terminal(Context& cx, const Terminal& how);
@@ -127,6 +131,8 @@ class Reconciler {
   ProgressSource progress_source_;
   std::mutex progress_mu_;
   std::map<std::string, TimePoint> progress_tried_;  // ns/name -> last scrape try
+  std::unique_ptr<tuner::TunerMetrics> tuner_metrics_;
+  tuner::BucketTuner tuner_;
   std::mutex written_mu_;
   std::map<std::string, std::string> written_rv_;  // key -> resourceVersion of our last status write
 };

@@ -34,6 +34,10 @@ const BadConfig kBadConfigs[] = {
     {"model:\n  n_head: 4\n", "test.yaml:2: model.n_head: unknown key (did you mean n_heads?)"},
     {"modle:\n  d_model: 64\n", "test.yaml:1: modle: unknown key (did you mean model?)"},
     {"optim:\n  learning_rate: 3\n", "optim.learning_rate: unknown key (known keys: lr min_lr_ratio"},
+    {"comm:\n  simulate:\n    latency: 5\n", "test.yaml:3: comm.simulate.latency: unknown key (known keys: latency_us bandwidth_gbps)"},
+    {"comm:\n  simulate: 5\n", "test.yaml:2: comm.simulate: expected a mapping of fields, got a scalar"},
+    {"comm:\n  simulate:\n    latency_us: -1\n", "test.yaml:3: comm.simulate.latency_us: must be >= 0"},
+    {"comm:\n  backend: nccl\n  simulate: {bandwidth_gbps: 10}\ndevice: cuda\n", "comm.simulate: the network emulator runs on the Gloo"},
     {"train:\n  steps: ten\n", "test.yaml:2: train.steps: expected an integer, got 'ten'"},
     {"train:\n  steps: 1.5\n", "train.steps: expected an integer, got '1.5'"},
     {"train:\n  steps: 99999999999\n", "train.steps: integer out of range"},
@@ -266,6 +270,16 @@ TEST(Config, PresetIsTheBaseAndFileOverlays) {
   EXPECT_EQ(c, e);
 }
 
+TEST(Config, CommSimulateIsANestedMapping) {
+  WorkerConfig c = parse_config("comm:\n  simulate: {latency_us: 200, bandwidth_gbps: 10}\n");
+  EXPECT_EQ(c.comm.simulate.latency_us, 200);
+  EXPECT_EQ(c.comm.simulate.bandwidth_gbps, 10);
+  EXPECT_TRUE(c.comm.simulate.enabled());
+  EXPECT_FALSE(parse_config("comm:\n  simulate:\n").comm.simulate.enabled());
+  EXPECT_NE(to_yaml(c).find("simulate:\n    latency_us: 200\n    bandwidth_gbps: 10"), std::string::npos)
+      << to_yaml(c);
+}
+
 TEST(Config, EmptySectionAndEmptyStringKeepOrClear) {
   WorkerConfig c = parse_config("model:\ncheckpoint:\n  dir:\n");
   EXPECT_EQ(c.model, ModelConfig{});
@@ -284,7 +298,9 @@ TEST(Config, RoundTripsThroughYaml) {
   odd.train.seed = 18446744073709551615ull;
   odd.model.tie_embeddings = true;
   odd.comm.backend = "nccl";
-  for (const WorkerConfig& c : {preset("tiny"), preset("gpt2-124m"), odd}) {
+  WorkerConfig sim = preset("tiny");
+  sim.comm.simulate = {200, 0.5};
+  for (const WorkerConfig& c : {preset("tiny"), preset("gpt2-124m"), odd, sim}) {
     std::string text = to_yaml(c);
     WorkerConfig back = parse_config(text, "roundtrip");
     EXPECT_EQ(back, c) << text;

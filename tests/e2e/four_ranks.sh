@@ -1,6 +1,7 @@
 #!/bin/bash
 # A 4-rank example (manifests/examples/tuning.yaml: data parallel over 4 CPU
-# ranks; the tuner it enables is not built yet, so the bucket size stays put),
+# ranks, tuning enabled: in 30 steps the tuner may start a trial or two;
+# tuning.sh is the test of the tuner),
 # applied with the real kubectl with its step count cut from 400 to 30 for
 # CI: the four ranks rendezvous, train, all exit 0 and the job succeeds.
 # (manifests/examples/zero.yaml is the other 4-rank example: ZeRO-2 over the

@@ -120,6 +120,7 @@ TEST(Dashboard, ShowsWhatTheIssueAsksFor) {
   }
   EXPECT_TRUE(heatmap) << "per-bucket reduce latency needs a heatmap";
   for (const char* want : {"Overlap ratio per rank", "Exposed vs hidden", "Bucket size over time",
+                           "with tuner decisions", "across tuner decisions",
                            "Step-time breakdown", "Tokens per second", "MFU", "Loss",
                            "ISP prefetch wait", "ZeRO step time"})
     EXPECT_THAT(titles, ::testing::HasSubstr(want));

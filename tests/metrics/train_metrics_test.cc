@@ -235,3 +235,33 @@ TEST(MetricsEndpoint, LocalRankComesFromTheEnvironment) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+TEST(TrainMetrics, BucketCapChangesAndRejectionsAndTheNetworkEmulator) {
+  WorkerConfig cfg;
+  {
+    TrainMetrics off(cfg, 3, 4);
+    auto s = scrape(off);
+    EXPECT_EQ(s[sample_key("weft_comm_simulated", with_rank({{"latency_us", "0"}, {"bandwidth_gbps", "0"}}))], 0);
+  }
+  cfg.comm.simulate = {200, 10};
+  TrainMetrics m(cfg, 3, 4);
+  StepReport r = report(7);
+  r.bucket_cap_step = 5;
+  r.bucket_cap_rejected = 2;
+  m.on_step(r);
+  auto s = scrape(m);
+  EXPECT_EQ(s[sample_key("weft_comm_simulated", with_rank({{"latency_us", "200"}, {"bandwidth_gbps", "10"}}))], 1);
+  EXPECT_EQ(s[sample_key("weft_bucket_cap_step", kRank3)], 5);
+  EXPECT_EQ(s[sample_key("weft_bucket_cap_rejected_total", kRank3)], 2);
+  r.step = 8;
+  r.bucket_cap_rejected = 3;
+  m.on_step(r);
+  s = scrape(m);
+  EXPECT_EQ(s[sample_key("weft_bucket_cap_rejected_total", kRank3)], 3) << "cumulative, not added up";
+}
+
+}  // namespace
+}  // namespace weft

@@ -92,5 +92,26 @@ TEST(BucketCapFile, ReportsChangesOnlyAndIgnoresGarbage) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(BucketCapFile, RejectsMalformedAndOutOfRangeValuesAndCountsThem) {
+  auto dir = testing::fresh_dir("capfile-reject");
+  std::string path = (dir / "bucket_cap_mb").string();
+  BucketCapFile f(path);
+  const char* bad[] = {"", "abc", "12MB", "nan", "inf", "1e999", "-4", "0", "-0", "1e-400", "104857600", "8 9"};
+  int64_t n = 0;
+  for (const char* text : bad) {
+    testing::write_file(path, text);
+    EXPECT_FALSE(f.poll().has_value()) << "'" << text << "'";
+    EXPECT_EQ(f.rejected(), ++n) << "'" << text << "'";
+    EXPECT_FALSE(f.poll().has_value());
+    EXPECT_EQ(f.rejected(), n) << "the same content is counted once";
+  }
+  testing::write_file(path, "65536");
+  EXPECT_EQ(f.poll(), 65536.0) << "the upper bound itself is valid";
+  testing::write_file(path, "1e-9");
+  EXPECT_EQ(f.poll(), 1e-9) << "tiny caps are valid: a bucket per parameter";
+  EXPECT_EQ(f.rejected(), n);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace weft

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "comm/communicator.h"
+#include "comm/network_model.h"
 
 namespace weft::comm {
 
@@ -48,6 +49,10 @@ class CommContext {
 
   std::chrono::milliseconds timeout() const { return timeout_; }
   FailurePolicy policy() const { return policy_; }
+  // The emulated network (comm.simulate) the Gloo groups of this process
+  // apply; off unless set before the groups are created.
+  const NetworkModel& network() const { return network_; }
+  void set_network(const NetworkModel& n) { network_ = n; }
   int global_rank() const { return global_rank_; }
   void set_global_rank(int r) { global_rank_ = r; }
 
@@ -82,6 +87,7 @@ class CommContext {
 
   const std::chrono::milliseconds timeout_;
   const FailurePolicy policy_;
+  NetworkModel network_;
   const std::chrono::milliseconds grace_;
   int global_rank_ = 0;
   std::atomic<int64_t> step_{-1};

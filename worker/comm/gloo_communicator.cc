@@ -246,6 +246,8 @@ void GlooCommunicator::comm_loop() {
     failed_peer_ = -1;
     try {
       op.run(tag);
+      // comm.simulate: the collective takes as long as on the modelled network.
+      if (const auto d = ctx_.network().delay(op.kind, op.bytes, size()); d.count() > 0) std::this_thread::sleep_for(d);
     } catch (const std::exception& e) {
       CommFailure f;
       std::string what = e.what();

@@ -101,6 +101,7 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   std::unique_ptr<ProcessGroups> pg(new ProcessGroups(env, grid));
   pg->ctx_ = std::make_unique<CommContext>(opt.timeout, opt.policy);
   pg->ctx_->set_global_rank(env.rank);
+  if (backend == "gloo") pg->ctx_->set_network(opt.network);
   if (env.world > 1) {
     if (env.rank == 0) {
       // WEFT_BIND_ADDR (the pod's own address) when given; else on loopback

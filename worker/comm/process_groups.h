@@ -15,6 +15,7 @@
 
 #include "comm/comm_context.h"
 #include "comm/communicator.h"
+#include "comm/network_model.h"
 #include "comm/rank_grid.h"
 #include "comm/tcp_store.h"
 #include "tensor/tensor.h"
@@ -47,6 +48,7 @@ struct GroupOptions {
   std::chrono::milliseconds timeout{300000};              // per collective
   std::chrono::milliseconds rendezvous_timeout{600000};
   FailurePolicy policy = FailurePolicy::Exit;
+  NetworkModel network;  // comm.simulate: Gloo groups emulate this network (off by default)
 };
 
 class ProcessGroups {

@@ -76,6 +76,7 @@ const std::vector<Section>& sections() {
       {"comm",
        {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
         WEFT_FIELD(comm, rendezvous_timeout_s)}},
+      {"comm.simulate", {WEFT_FIELD(comm.simulate, latency_us), WEFT_FIELD(comm.simulate, bandwidth_gbps)}},
       {"metrics", {WEFT_FIELD(metrics, port), WEFT_FIELD(metrics, peak_tflops)}},
   };
   return kSections;

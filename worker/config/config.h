@@ -118,10 +118,24 @@ struct ParallelConfig {
   bool operator==(const ParallelConfig&) const = default;
 };
 
+// comm.simulate: a network emulator for experiments on one machine. The Gloo
+// communicator sleeps per message (latency + bytes / bandwidth) on its comm
+// thread, so collectives take as long as on the modelled network while
+// compute still overlaps them. Not a network simulator: no contention, no
+// topology. Off while both are 0.
+struct CommSimulateConfig {
+  double latency_us = 0;      // per message, >= 0
+  double bandwidth_gbps = 0;  // Gb/s per link; 0 = unlimited
+
+  bool enabled() const { return latency_us > 0 || bandwidth_gbps > 0; }
+  bool operator==(const CommSimulateConfig&) const = default;
+};
+
 struct CommConfig {
   std::string backend = "auto";       // "auto" | "gloo" | "nccl"
   double timeout_s = 300;             // per-collective deadline
   double rendezvous_timeout_s = 600;  // how long ranks wait for each other
+  CommSimulateConfig simulate;        // comm.simulate.{latency_us, bandwidth_gbps}
 
   bool operator==(const CommConfig&) const = default;
 };

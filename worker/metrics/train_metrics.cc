@@ -1,5 +1,6 @@
 #include "metrics/train_metrics.h"
 
+#include <cstdio>
 #include <algorithm>
 
 namespace weft {
@@ -28,6 +29,12 @@ Family<Counter>& counters(Registry& reg, int rank, const char* name, const char*
 }
 Family<Histogram>& histograms(Registry& reg, int rank, const char* name, const char* help) {
   return prometheus::BuildHistogram().Name(name).Help(help).Labels(rank_label(rank)).Register(reg);
+}
+
+std::string double_label(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 // Counters only go up: a source that went backwards (it cannot today) is
@@ -96,6 +103,14 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
       bucket_cap_bytes_(
           gauges(*registry_, rank, "weft_bucket_cap_bytes", "Current gradient bucket cap in bytes")
               .Add({})),
+      bucket_cap_step_(gauges(*registry_, rank, "weft_bucket_cap_step",
+                              "Step whose start applied the current bucket cap (0: the cap since the start); "
+                              "equal on every rank for the same cap")
+                           .Add({})),
+      bucket_cap_rejected_(counters(*registry_, rank, "weft_bucket_cap_rejected_total",
+                                    "Bucket caps read from the cap file and rejected (not a number, or "
+                                    "outside (0, 64 GiB]); only rank 0 reads the file")
+                               .Add({})),
       bucket_reduce_family_(
           histograms(*registry_, rank, "weft_bucket_reduce_seconds",
                      "Run time of one bucket's gradient reduction, per bucket index")),
@@ -132,6 +147,13 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
       .Set(1);
   train_steps_.Set(static_cast<double>(cfg.train.steps));
   bucket_cap_bytes_.Set(cfg.parallel.bucket_cap_mb * 1024 * 1024);
+  // comm.simulate: dashboards and benchmarks must be able to tell emulated
+  // comm times from real ones.
+  const auto& sim = cfg.comm.simulate;
+  gauges(*registry_, rank, "weft_comm_simulated",
+         "1 when comm.simulate emulates the network (labels: its latency_us and bandwidth_gbps), else 0")
+      .Add({{"latency_us", double_label(sim.latency_us)}, {"bandwidth_gbps", double_label(sim.bandwidth_gbps)}})
+      .Set(sim.enabled() ? 1 : 0);
 }
 
 void TrainMetrics::on_step(const StepReport& r) {
@@ -170,6 +192,8 @@ void TrainMetrics::on_step(const StepReport& r) {
 void TrainMetrics::update_buckets(const StepReport& r) {
   buckets_.Set(r.bucket_count);
   bucket_cap_bytes_.Set(static_cast<double>(r.bucket_cap_bytes));
+  bucket_cap_step_.Set(static_cast<double>(r.bucket_cap_step));
+  advance(bucket_cap_rejected_, static_cast<double>(r.bucket_cap_rejected) - bucket_cap_rejected_.Value());
   const size_t n = r.bucket_seconds.size();
   // After re-bucketing to fewer buckets, the vanished indices' "last step"
   // gauges would show stale values forever: remove them. Their histograms

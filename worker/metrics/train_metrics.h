@@ -90,6 +90,8 @@ class TrainMetrics : public StepObserver {
   prometheus::Gauge& overlap_ratio_;
   prometheus::Gauge& buckets_;
   prometheus::Gauge& bucket_cap_bytes_;
+  prometheus::Gauge& bucket_cap_step_;
+  prometheus::Counter& bucket_cap_rejected_;
   prometheus::Family<prometheus::Histogram>& bucket_reduce_family_;
   prometheus::Family<prometheus::Gauge>& bucket_last_family_;
   std::vector<prometheus::Histogram*> bucket_reduce_;  // by bucket index

@@ -24,8 +24,15 @@ std::optional<double> BucketCapFile::poll() {
   errno = 0;
   double v = std::strtod(begin, &end);
   while (end && *end && std::isspace(static_cast<unsigned char>(*end))) ++end;
-  if (end == begin || (end && *end) || errno != 0 || !std::isfinite(v) || v <= 0) {
-    spdlog::warn("{}: ignoring bucket cap '{}' (expected a positive number of MiB)", path_, text);
+  if (end == begin || (end && *end) || errno != 0 || !std::isfinite(v)) {
+    ++rejected_;
+    spdlog::warn("{}: rejected bucket cap '{}': not a number of MiB; keeping the current cap", path_, text);
+    return std::nullopt;
+  }
+  if (!(v > 0) || v > kMaxFileCapMb) {
+    ++rejected_;
+    spdlog::warn("{}: rejected bucket cap {} MiB: outside (0, {}] MiB; keeping the current cap", path_, v,
+                 kMaxFileCapMb);
     return std::nullopt;
   }
   return v;

@@ -3,10 +3,16 @@
 // reaches the other ranks through DataParallel's step agreement.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
 namespace weft {
+
+// The caps a file may ask for: above 0 and at most 64 GiB. Beyond, a value is
+// a typo or a unit mistake (bytes for MiB), not a bucket size. Tiny caps are
+// valid: they put every parameter in a bucket of its own.
+inline constexpr double kMaxFileCapMb = 64 * 1024;
 
 class BucketCapFile {
  public:
@@ -14,14 +20,18 @@ class BucketCapFile {
 
   // The cap in MiB if the file's value changed since the last call (the first
   // call reports the current value). A missing file is not an error (the
-  // ConfigMap may not have the key yet); unparsable or non-positive content is
-  // logged once per distinct content and ignored.
+  // ConfigMap may not have the key yet); content that is not one number in
+  // (0, kMaxFileCapMb] is rejected: logged and counted once per
+  // distinct content, and the cap in force stays.
   std::optional<double> poll();
+  // Distinct contents rejected so far.
+  int64_t rejected() const { return rejected_; }
 
  private:
   std::string path_;
   std::string last_text_;
   bool have_last_ = false;
+  int64_t rejected_ = 0;
 };
 
 }  // namespace weft

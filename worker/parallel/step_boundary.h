@@ -32,6 +32,8 @@ class StepBoundary {
   // Collective over the group: every rank calls it once before each step.
   // current_cap_mb is the cap in force; an equal request is no change.
   StepAgreement agree(bool stop_requested, double current_cap_mb);
+  // Cap-file contents rank 0 rejected so far (0 on other ranks).
+  int64_t rejected_caps() const { return cap_file_ ? cap_file_->rejected() : 0; }
 
  private:
   comm::CommunicatorPtr group_;

@@ -11,6 +11,9 @@ comm::GroupOptions group_options(const WorkerConfig& cfg) {
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.timeout_s * 1000));
   o.rendezvous_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.rendezvous_timeout_s * 1000));
+  // Gb/s of the config to bytes/s of the model.
+  o.network.latency_s = cfg.comm.simulate.latency_us * 1e-6;
+  o.network.bytes_per_second = cfg.comm.simulate.bandwidth_gbps * 1e9 / 8;
   return o;
 }
 

@@ -30,6 +30,8 @@ struct StepReport {
   std::vector<double> bucket_seconds;  // per bucket reduce time
   int bucket_count = 0;
   int64_t bucket_cap_bytes = 0;
+  int64_t bucket_cap_step = 0;       // the step whose start applied the current cap (0: since the start)
+  int64_t bucket_cap_rejected = 0;   // cap-file values rejected so far (rank 0 polls the file)
   int64_t memory_param_bytes = 0, memory_grad_bytes = 0, memory_optimizer_bytes = 0,
           memory_activation_bytes = 0;
 };

@@ -178,7 +178,13 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       s.stopped_early = true;
       break;
     }
-    if (agreed.new_cap_mb > 0) sync_->rebucket(agreed.new_cap_mb, step);
+    if (agreed.new_cap_mb > 0) {
+      const double before = sync_->bucket_cap_mb();
+      sync_->rebucket(agreed.new_cap_mb, step);
+      cap_step_ = step + 1;
+      spdlog::info("rank {}: bucket cap {:.6g} -> {:.6g} MiB from step {} (agreed by all ranks)", rank_.rank, before,
+                   agreed.new_cap_mb, step + 1);
+    }
     const double phase_before[4] = {s.data_seconds, s.forward_seconds, s.backward_seconds,
                                     s.optimizer_seconds};
     const double lr = lr_at(cfg_.optim, step, t.steps);
@@ -244,6 +250,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       r.bucket_seconds = c.bucket_seconds;
       r.bucket_count = sync_->bucket_count();
       r.bucket_cap_bytes = static_cast<int64_t>(sync_->bucket_cap_mb() * 1024 * 1024);
+      r.bucket_cap_step = cap_step_;
+      r.bucket_cap_rejected = boundary_.rejected_caps();
     }
     if (observer_) observer_->on_step(r);
     const int64_t done = step - s.start_step + 1;

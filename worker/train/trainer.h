@@ -95,6 +95,7 @@ class Trainer {
   Llama model_;
   std::unique_ptr<GradSync> sync_;
   StepBoundary boundary_;
+  int64_t cap_step_ = 0;  // step that applied the current bucket cap (StepReport::bucket_cap_step)
   StepObserver* observer_ = nullptr;
 };
 

@@ -1,0 +1,33 @@
+// weft_operator_tuner_* metrics. Built once on the operator's registry (the
+// caller owns it); per-job series carry namespace and job labels and are
+// removed when the tuner forgets the job.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <string>
+
+namespace weft::tuner {
+
+class TunerMetrics {
+ public:
+  explicit TunerMetrics(prometheus::Registry& registry);
+
+  // A trial finished: its size and median step time.
+  void trial_completed(const std::string& ns, const std::string& job, double bucket_mb, double step_seconds);
+  // What the ConfigMap holds now, and whether the search has converged.
+  void set_bucket(const std::string& ns, const std::string& job, double bucket_mb, bool converged);
+  void scrape_failed() { scrape_errors_.Increment(); }
+
+ private:
+  prometheus::Family<prometheus::Counter>& trials_;
+  prometheus::Family<prometheus::Gauge>& trial_step_seconds_;
+  prometheus::Family<prometheus::Gauge>& bucket_mb_;
+  prometheus::Family<prometheus::Gauge>& converged_;
+  prometheus::Counter& scrape_errors_;
+};
+
+}  // namespace weft::tuner

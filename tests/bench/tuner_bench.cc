@@ -1,0 +1,165 @@
+// Bucket-size tuning benchmark on one machine: runs weft-run -n 2 with a cap
+// file and measures steady-state step time, either at one fixed cap
+// (--fixed-mb, the offline sweep) or under the operator's own BucketTuner
+// (--tune), which scrapes the two ranks' /metrics and writes each next size
+// into the cap file exactly as the operator writes the ConfigMap key.
+// Steady state: after the cap is final on both ranks, skip --warmup steps,
+// then mean step time over --measure steps from rank 0's weft_step_seconds.
+// Prints one JSON line. Run through tests/bench/tuning_bench.sh.
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "scrape/http_scraper.h"
+#include "support/net.h"
+#include "tuner/bucket_tuner.h"
+#include "tuner/trial_window.h"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+pid_t launch(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
+             const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    FILE* f = std::freopen(log.c_str(), "w", stdout);
+    (void)f;
+    ::dup2(STDOUT_FILENO, STDERR_FILENO);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::optional<weft::tuner::RankSample> sample(int port) {
+  auto r = weft::scrape::scrape({"127.0.0.1", port, "/metrics"}, 3s);
+  if (!r.ok()) return std::nullopt;
+  return weft::tuner::read_rank_sample(r.metrics);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bucket-size tuning benchmark (2 local ranks)"};
+  std::string config, bin_dir = WEFT_BIN_DIR, work = "/tmp/weft-tuner-bench";
+  double fixed_mb = 0, min_mb = 0.5, max_mb = 64, start_mb = 25;
+  bool tune = false;
+  int steps_per_trial = 10, max_trials = 8, warmup = 10, measure = 30;
+  double deadline_s = 900;
+  app.add_option("--config", config, "worker config (YAML)")->required();
+  app.add_option("--fixed-mb", fixed_mb, "run at this cap");
+  app.add_flag("--tune", tune, "run under the BucketTuner");
+  app.add_option("--start-mb", start_mb, "the job's own cap (the tuner's start)");
+  app.add_option("--min-mb", min_mb);
+  app.add_option("--max-mb", max_mb);
+  app.add_option("--steps-per-trial", steps_per_trial);
+  app.add_option("--max-trials", max_trials);
+  app.add_option("--warmup", warmup, "steps skipped once the cap is final");
+  app.add_option("--measure", measure, "steps measured");
+  app.add_option("--work", work, "scratch directory");
+  app.add_option("--deadline", deadline_s, "seconds before giving up");
+  CLI11_PARSE(app, argc, argv);
+  if (tune == (fixed_mb > 0)) {
+    std::cerr << "give exactly one of --tune, --fixed-mb\n";
+    return 2;
+  }
+  std::filesystem::create_directories(work);
+  const std::string cap_file = work + "/bucket_cap_mb";
+  const double first = tune ? start_mb : fixed_mb;
+  std::ofstream(cap_file) << weft::tuner::format_mb(first);
+  const int base = weft::testing::free_port_range(2);
+  pid_t run = launch({bin_dir + "/weft-run", "-n", "2", "--", config, "--out", work + "/out", "--no-resume"},
+                     {{"WEFT_METRICS_PORT", std::to_string(base)},
+                      {"WEFT_BUCKET_CAP_FILE", cap_file},
+                      {"WEFT_BUCKET_CAP_MB", weft::tuner::format_mb(first)},
+                      {"WEFT_STEPS", "1000000"}},
+                     work + "/run.log");
+  auto stop = [&] {
+    ::kill(-run, SIGINT);
+    int st = 0;
+    ::waitpid(run, &st, 0);
+  };
+  const auto give_up = Clock::now() + std::chrono::milliseconds(static_cast<long>(deadline_s * 1000));
+
+  weft::tuner::BucketTuner tuner(nullptr, [&](const weft::scrape::Endpoint& ep) {
+    return weft::scrape::scrape({"127.0.0.1", base + (ep.host == "r1"), "/metrics"}, 3s);
+  });
+  weft::tuner::TuneRequest req;
+  req.ns = "bench";
+  req.name = "tuned";
+  req.uid = "bench";
+  req.tuning = {.enabled = true, .min_mb = min_mb, .max_mb = max_mb, .steps_per_trial = steps_per_trial,
+                .max_trials = max_trials};
+  req.start_mb = start_mb;
+  req.replicas = 2;
+  req.ranks = {{0, "r0"}, {1, "r1"}};
+  double final_mb = first;
+  nlohmann::json trials = nlohmann::json::array();
+  bool final = !tune;
+  while (!final) {
+    if (Clock::now() > give_up) {
+      std::cerr << "tuning did not converge in time\n";
+      stop();
+      return 1;
+    }
+    weft::tuner::TuneResult r = tuner.tune(req);
+    req.status = r.status;
+    for (const auto& e : r.events) std::cerr << e.reason << ": " << e.message << "\n";
+    if (r.write_mb && *r.write_mb != final_mb) {
+      std::ofstream(cap_file + ".tmp") << weft::tuner::format_mb(*r.write_mb);
+      std::filesystem::rename(cap_file + ".tmp", cap_file);
+      final_mb = *r.write_mb;
+    }
+    if (req.status && req.status->state == weft::tj::TuningState::Converged) {
+      final = true;
+      for (const auto& t : req.status->trials)
+        trials.push_back({{"mb", t.bucket_mb}, {"median_step_s", t.median_step_seconds.value_or(0)}});
+      break;
+    }
+    std::this_thread::sleep_for(r.requeue_after.value_or(2s));
+  }
+  // Steady state at final_mb.
+  std::optional<weft::tuner::RankSample> a, b;
+  for (;;) {
+    if (Clock::now() > give_up) {
+      std::cerr << "no steady state in time\n";
+      stop();
+      return 1;
+    }
+    auto s0 = sample(base), s1 = sample(base + 1);
+    if (s0 && s1 && weft::tuner::reports_cap(s0->cap_bytes, final_mb) &&
+        weft::tuner::reports_cap(s1->cap_bytes, final_mb)) {
+      if (!a) {
+        a = s0;
+      } else if (s0->step >= a->step + warmup && !b) {
+        b = s0;
+      } else if (b && s0->step >= b->step + measure) {
+        const double mean = (s0->step_seconds_sum - b->step_seconds_sum) / (s0->step_seconds_count - b->step_seconds_count);
+        const double exposed = (s0->exposed_seconds - b->exposed_seconds) / (s0->step_seconds_count - b->step_seconds_count);
+        stop();
+        nlohmann::json out = {{"mode", tune ? "tuned" : "fixed"}, {"bucket_mb", final_mb},
+                              {"step_s", mean}, {"exposed_comm_s", exposed},
+                              {"steps_measured", s0->step - b->step}, {"trials", trials}};
+        std::cout << out.dump() << std::endl;
+        return 0;
+      }
+    }
+    std::this_thread::sleep_for(300ms);
+  }
+}

@@ -1,0 +1,213 @@
+// BucketTuner against simulated ranks: canned expositions that follow the
+// ConfigMap value the tuner writes (one poll late, as the workers' step
+// agreement is), with a step time that depends on the cap.
+#include "tuner/bucket_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "tuner/trial_window.h"
+
+namespace weft::tuner {
+namespace {
+
+struct SimRank {
+  double step = 0, sum = 0, count = 0, exposed = 0, cap_bytes = 0;
+};
+
+// Two ranks that run `steps_per_poll` steps between scrapes at a step time
+// given by `curve(cap_mb)`, and switch to the tuner's value one poll later.
+class SimJob {
+ public:
+  SimJob(std::function<double(double)> curve, double start_mb) : curve_(std::move(curve)), cap_mb_(start_mb) {
+    for (auto& r : ranks_) r.cap_bytes = bytes(start_mb);
+  }
+  static double bytes(double mb) { return std::floor(static_cast<double>(static_cast<float>(mb)) * 1048576); }
+
+  // The tuner's view of rank ip "10.0.0.<rank>".
+  scrape::ScrapeResult scrape(const scrape::Endpoint& ep) {
+    scrape::ScrapeResult r;
+    if (fail_) {
+      r.error = "connection refused";
+      return r;
+    }
+    const int rank = ep.host.back() - '0';
+    const SimRank& s = ranks_[rank];
+    std::string text = "# TYPE weft_step gauge\nweft_step{rank=\"" + std::to_string(rank) + "\"} " +
+                       std::to_string(s.step) + "\nweft_bucket_cap_bytes " + std::to_string(s.cap_bytes) +
+                       "\nweft_step_seconds_sum " + std::to_string(s.sum) + "\nweft_step_seconds_count " +
+                       std::to_string(s.count) + "\nweft_exposed_comm_seconds_total{group=\"dp\"} " +
+                       std::to_string(s.exposed) + "\n";
+    auto parsed = scrape::parse_text(text);
+    r.metrics = parsed.exposition;
+    return r;
+  }
+  // Time passes between two reconciles: the ranks train, and apply the
+  // value the ConfigMap held at the previous poll.
+  void advance(std::optional<double> written) {
+    for (auto& r : ranks_) {
+      r.cap_bytes = bytes(cap_mb_);
+      const double t = curve_(cap_mb_);
+      r.step += steps_per_poll;
+      r.count += steps_per_poll;
+      r.sum += steps_per_poll * t;
+      r.exposed += steps_per_poll * t * 0.1;
+    }
+    if (written) cap_mb_ = *written;
+  }
+
+  int steps_per_poll = 5;
+  bool fail_ = false;
+  std::array<SimRank, 2> ranks_;
+
+ private:
+  std::function<double(double)> curve_;
+  double cap_mb_;
+};
+
+TuneRequest request(std::optional<tj::TuningStatus> status) {
+  TuneRequest q;
+  q.ns = "ns";
+  q.name = "job";
+  q.uid = "uid-1";
+  q.attempt = 0;
+  q.tuning = {.enabled = true, .min_mb = 1, .max_mb = 256, .steps_per_trial = 10, .max_trials = 8};
+  q.start_mb = 25;
+  q.replicas = 2;
+  q.ranks = {{0, "10.0.0.0"}, {1, "10.0.0.1"}};
+  q.status = std::move(status);
+  return q;
+}
+
+// Best near 50 MiB; the 25 MiB start is ~10 % slower.
+double curve(double mb) { return 0.2 + std::ceil(100 / mb) * 0.02 + std::min(mb, 100.0) / 2000; }
+
+// Runs reconciles until the tuner converges (or `limit` polls pass); a new
+// tuner object may be swapped in at poll `restart_at` (an operator restart).
+tj::TuningStatus drive(SimJob& job, int limit, int restart_at = -1, std::vector<TuneEvent>* events = nullptr) {
+  auto make = [&] { return std::make_unique<BucketTuner>(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); }); };
+  auto tuner = make();
+  std::optional<tj::TuningStatus> st;
+  for (int i = 0; i < limit; ++i) {
+    if (i == restart_at) tuner = make();
+    TuneResult r = tuner->tune(request(st));
+    EXPECT_TRUE(r.status.has_value());
+    st = r.status;
+    if (events) events->insert(events->end(), r.events.begin(), r.events.end());
+    if (st->state != tj::TuningState::Searching) {
+      EXPECT_FALSE(r.requeue_after.has_value());
+      break;
+    }
+    EXPECT_TRUE(r.requeue_after.has_value());
+    EXPECT_EQ(r.write_mb, st->current_bucket_mb);
+    job.advance(r.write_mb);
+  }
+  return *st;
+}
+
+TEST(BucketTuner, StartsFromTheJobsSizeAndConvergesNearTheBest) {
+  SimJob job(curve, 25);
+  std::vector<TuneEvent> events;
+  tj::TuningStatus st = drive(job, 500, -1, &events);
+  ASSERT_EQ(st.state, tj::TuningState::Converged);
+  ASSERT_TRUE(st.chosen_bucket_mb);
+  EXPECT_EQ(st.current_bucket_mb, *st.chosen_bucket_mb);
+  EXPECT_EQ(st.trials.front().bucket_mb, 25);
+  EXPECT_LE(st.trials.size(), 8u);
+  double best = INFINITY;
+  for (int i = 0; i <= 1000; ++i) best = std::min(best, curve(std::pow(256.0, i / 1000.0)));
+  EXPECT_LE(curve(*st.chosen_bucket_mb), 1.05 * best) << *st.chosen_bucket_mb;
+  for (const auto& t : st.trials) {
+    ASSERT_TRUE(t.score && t.median_step_seconds && t.exposed_comm_seconds) << t.bucket_mb;
+    EXPECT_GE(t.steps, 10);
+    // The window only counts steps at the trial's own size.
+    EXPECT_NEAR(*t.median_step_seconds, curve(t.bucket_mb), 1e-6) << t.bucket_mb;
+    EXPECT_NEAR(*t.exposed_comm_seconds, 0.1 * curve(t.bucket_mb), 1e-6);
+  }
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front().reason, kReasonTuningStarted);
+  EXPECT_EQ(events.back().reason, kReasonConverged);
+  int started = 0, completed = 0;
+  for (const auto& e : events) started += e.reason == kReasonTrialStarted, completed += e.reason == kReasonTrialCompleted;
+  EXPECT_EQ(completed, static_cast<int>(st.trials.size()));
+  EXPECT_EQ(started + 1, completed);  // the start trial has no TrialStarted event
+}
+
+TEST(BucketTuner, AnOperatorRestartContinuesTheSameSearch) {
+  SimJob a(curve, 25), b(curve, 25);
+  tj::TuningStatus straight = drive(a, 500);
+  tj::TuningStatus restarted = drive(b, 500, /*restart_at=*/17);
+  ASSERT_EQ(restarted.state, tj::TuningState::Converged);
+  ASSERT_EQ(straight.trials.size(), restarted.trials.size());
+  for (size_t i = 0; i < straight.trials.size(); ++i)
+    EXPECT_EQ(straight.trials[i].bucket_mb, restarted.trials[i].bucket_mb) << i;
+  EXPECT_EQ(straight.chosen_bucket_mb, restarted.chosen_bucket_mb);
+}
+
+TEST(BucketTuner, NothingCountsUntilEveryRankReportsTheTrialsCap) {
+  SimJob job(curve, 25);
+  BucketTuner tuner(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); });
+  tj::TuningStatus st;
+  st.current_bucket_mb = 25;
+  st.trials = {{.bucket_mb = 25, .steps = 0, .median_step_seconds = 0.3, .exposed_comm_seconds = 0.01, .score = 0.3},
+               {.bucket_mb = 1, .steps = 0, .median_step_seconds = {}, .exposed_comm_seconds = {}, .score = {}}};
+  // The ranks still run 25 MiB: the 1 MiB trial's window stays closed.
+  for (int i = 0; i < 6; ++i) {
+    TuneResult r = tuner.tune(request(st));
+    EXPECT_EQ(r.write_mb, 1);
+    EXPECT_EQ(r.status->trials[1].steps, 0);
+    job.advance(std::nullopt);
+  }
+  // Only rank 0 switched: still closed.
+  job.ranks_[0].cap_bytes = SimJob::bytes(1);
+  EXPECT_EQ(tuner.tune(request(st)).status->trials[1].steps, 0);
+}
+
+TEST(BucketTuner, ScrapeFailuresWaitAndConvergedJobsOnlyKeepTheirValue) {
+  SimJob job(curve, 25);
+  job.fail_ = true;
+  BucketTuner tuner(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); });
+  TuneResult first = tuner.tune(request(std::nullopt));
+  ASSERT_TRUE(first.status);
+  EXPECT_EQ(first.status->state, tj::TuningState::Searching);
+  EXPECT_EQ(first.status->trials.size(), 1u);
+  EXPECT_TRUE(first.requeue_after);
+  EXPECT_EQ(first.write_mb, 25);
+
+  tj::TuningStatus done;
+  done.state = tj::TuningState::Converged;
+  done.current_bucket_mb = 8;
+  done.chosen_bucket_mb = 8;
+  TuneResult again = tuner.tune(request(done));
+  EXPECT_EQ(again.write_mb, 8);
+  EXPECT_FALSE(again.requeue_after);
+  EXPECT_EQ(*again.status, done);
+  EXPECT_TRUE(again.events.empty());
+}
+
+TEST(TrialWindow, MediansOverIntervalsAndResetOnARestartedRank) {
+  TrialWindow w(2, 2);
+  auto at = [](double step, double sum, double exposed = 0) {
+    return RankSample{step, SimJob::bytes(2), sum, step, exposed};
+  };
+  w.add({at(10, 5), at(10, 5)});
+  EXPECT_TRUE(w.open());
+  EXPECT_EQ(w.steps(), 0);
+  w.add({at(12, 6, 0.2), at(12, 6, 0.2)});      // 0.5 s/step
+  w.add({at(14, 9, 0.4), at(13, 7, 0.4)});      // rank 0 1.5, rank 1 1.0 -> 1.25
+  w.add({at(16, 10, 0.6), at(16, 8.5, 0.6)});   // 0.5, 0.5
+  EXPECT_EQ(w.steps(), 6);
+  EXPECT_EQ(w.intervals(), 3);
+  EXPECT_DOUBLE_EQ(*w.median_step_seconds(), 0.5);
+  w.add({at(1, 0.5), at(17, 9)});  // rank 0 began again
+  EXPECT_FALSE(w.open());
+  EXPECT_EQ(w.steps(), 0);
+  EXPECT_FALSE(w.median_step_seconds());
+  EXPECT_TRUE(reports_cap(SimJob::bytes(0.1), 0.1));
+  EXPECT_FALSE(reports_cap(SimJob::bytes(0.1) + 10, 0.1));
+}
+
+}  // namespace
+}  // namespace weft::tuner
