@@ -1,0 +1,102 @@
+#!/bin/bash
+# The container images, built and run for real without a Docker daemon:
+# Debian's buildah builds the Dockerfile (--isolation chroot) on a Debian
+# bookworm base made here by mmdebstrap (base-image.sh, cached), since no
+# registry can be pulled from. Then, inside the images (buildah run; podman
+# run needs cgroups these machines lack):
+#   worker:   weft-worker --help; a 20-step, 2-rank tiny training run with
+#             weft-run whose summary.json shows 20 steps and a falling loss
+#   operator: weft-operator --help
+#   both:     ENTRYPOINT is what the operator's pods / the chart's Deployment
+#             run, user 65532, OCI labels, no compiler or header inside
+# and reports each image's size and layer count. CUDA is off (no nvcc here).
+# Usage: image_test.sh SOURCE_DIR WORK_DIR
+# WORK_DIR keeps buildah's storage, so a second run reuses the package layer.
+set -uo pipefail
+SRC=$(cd "$1" && pwd) WORK=$2
+T0=$(date +%s)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*" >&2; exit 77; }
+[ "$(id -u)" = 0 ] || skip "buildah --isolation chroot needs root here"
+for t in buildah podman mmdebstrap; do
+  command -v $t >/dev/null || skip "$t not found: scripts/install-deps.sh images"
+done
+mkdir -p "$WORK"
+export BUILDAH_ISOLATION=chroot
+STORE=(--root "$WORK/storage" --runroot "$WORK/run" --storage-driver overlay)
+B() { buildah "${STORE[@]}" "$@"; }
+CTRS=()
+cleanup() { for c in "${CTRS[@]}"; do B rm "$c" >/dev/null 2>&1; done; }
+trap cleanup EXIT
+
+TAR=$("$SRC/tests/images/base-image.sh") || fail "could not make the Debian base tarball"
+BASE=localhost/debian:bookworm
+if ! B inspect --type image "$BASE" >/dev/null 2>&1; then
+  podman "${STORE[@]}" import "$TAR" "$BASE" >/dev/null || fail "podman import $TAR"
+fi
+echo "base image $BASE from $TAR ($(( $(date +%s) - T0 )) s)"
+
+build() {  # build TARGET TAG [build-arg...]
+  local target=$1 tag=$2 t=$(date +%s); shift 2
+  B build --layers --target "$target" -t "$tag" \
+    --build-arg BUILD_BASE=$BASE --build-arg JOBS="$(nproc)" --build-arg REVISION=test "$@" \
+    -f "$SRC/Dockerfile" "$SRC" >"$WORK/build-$target.log" 2>&1 \
+    || { tail -40 "$WORK/build-$target.log" >&2; fail "buildah build --target $target (log: $WORK/build-$target.log)"; }
+  echo "built $tag in $(( $(date +%s) - t )) s"
+}
+build operator localhost/weft-operator:test --build-arg OPERATOR_BASE=$BASE
+build worker localhost/weft-worker:test-cpu --build-arg WORKER_BASE=$BASE
+grep -q "stage-runtime: every library of /usr/local/bin/weft-worker /usr/local/bin/weft-run resolves" \
+  "$WORK/build-worker.log" || fail "the worker stage's ldd check did not run"
+
+# What the operator and the chart run must be each image's ENTRYPOINT.
+WORKER_CMD=$(sed -n 's/.*kWorkerBinary = "\([^"]*\)".*/\1/p' "$SRC/operator/trainingjob/constants.h")
+OPERATOR_CMD=$(sed -n 's/^ *command: \[\([^]]*\)\].*/\1/p' "$SRC/charts/weft/templates/deployment.yaml")
+[ -n "$WORKER_CMD" ] && [ -n "$OPERATOR_CMD" ] || fail "cannot read the pod commands from the sources"
+
+check_image() {  # check_image TAG ENTRYPOINT PROGRAM...
+  local tag=$1 entry=$2 c cfg size layers; shift 2
+  cfg=$(B inspect --type image --format '{{json .OCIv1.Config}}' "$tag") || fail "inspect $tag"
+  python3 - "$entry" "$cfg" <<'PY' || fail "$tag: image config"
+import json, sys
+want, cfg = sys.argv[1], json.loads(sys.argv[2])
+assert cfg.get("Entrypoint") == [want], f"Entrypoint {cfg.get('Entrypoint')} != [{want!r}]"
+assert cfg.get("User") == "65532:65532", f"User {cfg.get('User')!r}"
+labels = cfg.get("Labels") or {}
+for k in ("title", "source", "version", "revision"):
+    assert labels.get("org.opencontainers.image." + k), f"label org.opencontainers.image.{k} missing"
+PY
+  c=$(B from --pull=never "$tag") || fail "buildah from $tag"
+  CTRS+=("$c")
+  [ "$(B run "$c" -- id -u)" = 65532 ] || fail "$tag does not run as uid 65532"
+  # No toolchain and no headers in a runtime image.
+  out=$(B run "$c" -- sh -c 'for t in cc gcc g++ c++ clang ld as make cmake nvcc; do command -v $t; done;
+        find / -xdev \( -name "*.h" -o -name "*.hpp" \) -print 2>/dev/null | head -3') 
+  [ -z "$out" ] || fail "$tag contains build tools or headers: $out"
+  for p in "$@"; do
+    out=$(B run "$c" -- "$p" --help 2>&1) || fail "$tag: $p --help: $out"
+    grep -q "Usage:" <<<"$out" || fail "$tag: $p --help prints no usage: $out"
+  done
+  size=$(B images --format '{{.Size}}' "$tag" | head -1)
+  layers=$(B inspect --type image --format '{{len .OCIv1.RootFS.DiffIDs}}' "$tag")
+  echo "image $tag: $size, $layers layers, ENTRYPOINT [$entry], user 65532"
+  LAST_CTR=$c
+}
+check_image localhost/weft-operator:test "$OPERATOR_CMD" weft-operator
+check_image localhost/weft-worker:test-cpu "$WORKER_CMD" weft-worker weft-run
+worker=$LAST_CTR
+
+# A tiny training run inside the worker image: two ranks over loopback.
+out=$(B run "$worker" -- weft-run -n 2 -- --steps 20 --out /tmp/run --no-resume 2>&1) \
+  || fail "training in the worker image: $out"
+summary=$(B run "$worker" -- cat /tmp/run/summary.json) || fail "no summary.json: $out"
+python3 - "$summary" <<'PY' || fail "training summary"
+import json, math, sys
+s = json.loads(sys.argv[1])
+assert s["steps_done"] == 20 and s["world_size"] == 2, (s["steps_done"], s["world_size"])
+losses = s["losses"]
+assert len(losses) == 20 and all(math.isfinite(l) for l in losses), losses
+assert losses[-1] < losses[0], f"loss did not fall: {losses[0]} -> {losses[-1]}"
+print(f"trained 20 steps on 2 ranks in the worker image: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+PY
+echo "PASS: images built and run in $(( $(date +%s) - T0 )) s"
