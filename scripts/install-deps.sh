@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages weft builds and tests with. Idempotent: only
 # missing packages are installed, and the script says which ones.
-# Usage: scripts/install-deps.sh [group...]   groups: build (default), test, kube, images
+# Usage: scripts/install-deps.sh [group...]   groups: build (default), test, kube, images, docs
 set -euo pipefail
 
 build_pkgs=(
@@ -15,6 +15,8 @@ kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
 # Daemonless image builds (tests/images): buildah builds the Dockerfile with
 # --isolation chroot, mmdebstrap makes the Debian base, podman imports it.
 images_pkgs=(buildah podman mmdebstrap fuse-overlayfs uidmap)
+# docs/tools/render_dashboard.py (the user guide's dashboard rendering).
+docs_pkgs=(python3-matplotlib prometheus)
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build)
@@ -32,7 +34,8 @@ for g in "${groups[@]}"; do
       command -v npm >/dev/null 2>&1 || want+=(npm)
       ;;
     images) want+=("${images_pkgs[@]}") ;;
-    *) echo "install-deps: unknown group '$g' (build, test, kube, images)" >&2; exit 2 ;;
+    docs) want+=("${docs_pkgs[@]}") ;;
+    *) echo "install-deps: unknown group '$g' (build, test, kube, images, docs)" >&2; exit 2 ;;
   esac
 done
 
