@@ -23,15 +23,19 @@ ARG BUILD_BASE=debian:bookworm
 ARG WORKER_BASE=nvidia/cuda:12.6.3-runtime-ubuntu24.04
 ARG OPERATOR_BASE=debian:bookworm-slim
 
-FROM ${BUILD_BASE} AS build
+# The build dependencies alone: this stage depends only on the dependency
+# list, so source edits reuse it (the image test keeps it between runs).
+FROM ${BUILD_BASE} AS deps
 ARG WEFT_CUDA=OFF
 ARG JOBS=
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
-# The package layer depends only on the dependency list, so source edits
-# reuse it.
 COPY scripts/install-deps.sh scripts/
 RUN scripts/install-deps.sh build && apt-get clean && rm -rf /var/lib/apt/lists/*
+
+FROM deps AS build
+ARG WEFT_CUDA=OFF
+ARG JOBS=
 COPY . .
 RUN make programs BUILD=/build JOBS="${JOBS:-$(nproc)}" CMAKE_ARGS="-DWEFT_CUDA=${WEFT_CUDA}" \
  && scripts/stage-runtime.sh /stage/worker /build/bin/weft-worker /build/bin/weft-run \

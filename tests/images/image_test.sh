@@ -10,8 +10,14 @@
 #   both:     ENTRYPOINT is what the operator's pods / the chart's Deployment
 #             run, user 65532, OCI labels, no compiler or header inside
 # and reports each image's size and layer count. CUDA is off (no nvcc here).
-# Usage: image_test.sh SOURCE_DIR WORK_DIR
-# WORK_DIR keeps buildah's storage, so a second run reuses the package layer.
+# Usage: image_test.sh SOURCE_DIR WORK_DIR   (WORK_DIR: build logs)
+# buildah's storage lives in ~/.cache/weft/images-store (WEFT_IMAGES_STORE)
+# and keeps two images between runs: the Debian base and the build stage's
+# dependencies (Dockerfile target `deps`, tagged by the hash of
+# scripts/install-deps.sh), which the build then uses as its base, so
+# install-deps.sh finds every package present. The worker build reuses the
+# operator build's build stage (--layers); everything else built here is
+# removed at the end.
 set -uo pipefail
 SRC=$(cd "$1" && pwd) WORK=$2
 T0=$(date +%s)
@@ -23,10 +29,16 @@ for t in buildah podman mmdebstrap; do
 done
 mkdir -p "$WORK"
 export BUILDAH_ISOLATION=chroot
-STORE=(--root "$WORK/storage" --runroot "$WORK/run" --storage-driver overlay)
+STORE_DIR=${WEFT_IMAGES_STORE:-$HOME/.cache/weft/images-store}
+STORE=(--root "$STORE_DIR/storage" --runroot "$STORE_DIR/run" --storage-driver overlay)
 B() { buildah "${STORE[@]}" "$@"; }
+OPERATOR=localhost/weft-operator:test-$$ WORKER=localhost/weft-worker:test-cpu-$$
 CTRS=()
-cleanup() { for c in "${CTRS[@]}"; do B rm "$c" >/dev/null 2>&1; done; }
+cleanup() {
+  for c in "${CTRS[@]}"; do B rm "$c" >/dev/null 2>&1; done
+  B rmi "$OPERATOR" "$WORKER" >/dev/null 2>&1
+  B rmi --prune >/dev/null 2>&1  # the unnamed build stages
+}
 trap cleanup EXIT
 
 TAR=$("$SRC/tests/images/base-image.sh") || fail "could not make the Debian base tarball"
@@ -38,14 +50,20 @@ echo "base image $BASE from $TAR ($(( $(date +%s) - T0 )) s)"
 
 build() {  # build TARGET TAG [build-arg...]
   local target=$1 tag=$2 t=$(date +%s); shift 2
-  B build --layers --target "$target" -t "$tag" \
-    --build-arg BUILD_BASE=$BASE --build-arg JOBS="$(nproc)" --build-arg REVISION=test "$@" \
+  B build --layers --target "$target" -t "$tag" --build-arg JOBS="$(nproc)" --build-arg REVISION=test "$@" \
     -f "$SRC/Dockerfile" "$SRC" >"$WORK/build-$target.log" 2>&1 \
     || { tail -40 "$WORK/build-$target.log" >&2; fail "buildah build --target $target (log: $WORK/build-$target.log)"; }
   echo "built $tag in $(( $(date +%s) - t )) s"
 }
-build operator localhost/weft-operator:test --build-arg OPERATOR_BASE=$BASE
-build worker localhost/weft-worker:test-cpu --build-arg WORKER_BASE=$BASE
+DEPS=localhost/weft-build-deps:$(sha256sum "$SRC/scripts/install-deps.sh" | cut -c1-12)
+if ! B inspect --type image "$DEPS" >/dev/null 2>&1; then
+  for old in $(B images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/weft-build-deps:'); do B rmi "$old" >/dev/null 2>&1; done
+  build deps "$DEPS" --build-arg BUILD_BASE=$BASE
+fi
+build operator "$OPERATOR" --build-arg BUILD_BASE="$DEPS" --build-arg OPERATOR_BASE=$BASE
+build worker "$WORKER" --build-arg BUILD_BASE="$DEPS" --build-arg WORKER_BASE=$BASE
+grep -q "install-deps: all .* packages present" "$WORK/build-operator.log" \
+  || fail "the build stage did not run scripts/install-deps.sh on the cached dependencies"
 grep -q "stage-runtime: every library of /usr/local/bin/weft-worker /usr/local/bin/weft-run resolves" \
   "$WORK/build-worker.log" || fail "the worker stage's ldd check did not run"
 
@@ -82,8 +100,8 @@ PY
   echo "image $tag: $size, $layers layers, ENTRYPOINT [$entry], user 65532"
   LAST_CTR=$c
 }
-check_image localhost/weft-operator:test "$OPERATOR_CMD" weft-operator
-check_image localhost/weft-worker:test-cpu "$WORKER_CMD" weft-worker weft-run
+check_image "$OPERATOR" "$OPERATOR_CMD" weft-operator
+check_image "$WORKER" "$WORKER_CMD" weft-worker weft-run
 worker=$LAST_CTR
 
 # A tiny training run inside the worker image: two ranks over loopback.
