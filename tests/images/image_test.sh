@@ -32,6 +32,10 @@ export BUILDAH_ISOLATION=chroot
 STORE_DIR=${WEFT_IMAGES_STORE:-$HOME/.cache/weft/images-store}
 STORE=(--root "$STORE_DIR/storage" --runroot "$STORE_DIR/run" --storage-driver overlay)
 B() { buildah "${STORE[@]}" "$@"; }
+# One image test at a time per store: the cleanup prunes unnamed images.
+mkdir -p "$STORE_DIR"
+exec 8>"$STORE_DIR/.lock"
+flock 8
 OPERATOR=localhost/weft-operator:test-$$ WORKER=localhost/weft-worker:test-cpu-$$
 CTRS=()
 cleanup() {
