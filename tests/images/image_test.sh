@@ -91,9 +91,10 @@ PY
   c=$(B from --pull=never "$tag") || fail "buildah from $tag"
   CTRS+=("$c")
   [ "$(B run "$c" -- id -u)" = 65532 ] || fail "$tag does not run as uid 65532"
-  # No toolchain and no headers in a runtime image.
+  # No toolchain and no development headers (where -dev packages put them)
+  # in a runtime image.
   out=$(B run "$c" -- sh -c 'for t in cc gcc g++ c++ clang ld as make cmake nvcc; do command -v $t; done;
-        find / -xdev \( -name "*.h" -o -name "*.hpp" \) -print 2>/dev/null | head -3') 
+        find /usr/include /usr/local \( -name "*.h" -o -name "*.hpp" \) -print 2>/dev/null | head -3')
   [ -z "$out" ] || fail "$tag contains build tools or headers: $out"
   for p in "$@"; do
     out=$(B run "$c" -- "$p" --help 2>&1) || fail "$tag: $p --help: $out"
