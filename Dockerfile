@@ -26,8 +26,6 @@ ARG OPERATOR_BASE=debian:bookworm-slim
 # The build dependencies alone: this stage depends only on the dependency
 # list, so source edits reuse it (the image test keeps it between runs).
 FROM ${BUILD_BASE} AS deps
-ARG WEFT_CUDA=OFF
-ARG JOBS=
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/
@@ -40,7 +38,8 @@ COPY . .
 RUN make programs BUILD=/build JOBS="${JOBS:-$(nproc)}" CMAKE_ARGS="-DWEFT_CUDA=${WEFT_CUDA}" \
  && scripts/stage-runtime.sh /stage/worker /build/bin/weft-worker /build/bin/weft-run \
  && scripts/stage-runtime.sh /stage/operator /build/bin/weft-operator \
- && for d in worker operator; do cp scripts/stage-runtime.sh /stage/$d/usr/local/lib/; done
+ && for d in worker operator; do cp scripts/stage-runtime.sh /stage/$d/usr/local/lib/; done \
+ && rm -rf /build
 
 FROM ${OPERATOR_BASE} AS operator
 ARG VERSION=0.1.0

@@ -17,7 +17,7 @@
 # scripts/install-deps.sh), which the build then uses as its base, so
 # install-deps.sh finds every package present. The worker build reuses the
 # operator build's build stage (--layers); everything else built here is
-# removed at the end.
+# removed at the end (WEFT_IMAGES_KEEP=1 keeps the two images).
 set -uo pipefail
 SRC=$(cd "$1" && pwd) WORK=$2
 T0=$(date +%s)
@@ -40,8 +40,11 @@ OPERATOR=localhost/weft-operator:test-$$ WORKER=localhost/weft-worker:test-cpu-$
 CTRS=()
 cleanup() {
   for c in "${CTRS[@]}"; do B rm "$c" >/dev/null 2>&1; done
+  [ -n "${WEFT_IMAGES_KEEP:-}" ] && { echo "kept $OPERATOR $WORKER (WEFT_IMAGES_KEEP)"; return; }
   B rmi "$OPERATOR" "$WORKER" >/dev/null 2>&1
-  B rmi --prune >/dev/null 2>&1  # the unnamed build stages
+  # Build containers left by an interrupted build, then the unnamed stages.
+  B rm --all >/dev/null 2>&1
+  for _ in 1 2 3; do B rmi --prune >/dev/null 2>&1 || break; done
 }
 trap cleanup EXIT
 
@@ -78,10 +81,10 @@ OPERATOR_CMD=$(sed -n 's/^ *command: \[\([^]]*\)\].*/\1/p' "$SRC/charts/weft/tem
 
 check_image() {  # check_image TAG ENTRYPOINT PROGRAM...
   local tag=$1 entry=$2 c cfg size layers; shift 2
-  cfg=$(B inspect --type image --format '{{json .OCIv1.Config}}' "$tag") || fail "inspect $tag"
+  cfg=$(B inspect --type image "$tag") || fail "inspect $tag"
   python3 - "$entry" "$cfg" <<'PY' || fail "$tag: image config"
 import json, sys
-want, cfg = sys.argv[1], json.loads(sys.argv[2])
+want, cfg = sys.argv[1], json.loads(sys.argv[2])["OCIv1"]["config"]
 assert cfg.get("Entrypoint") == [want], f"Entrypoint {cfg.get('Entrypoint')} != [{want!r}]"
 assert cfg.get("User") == "65532:65532", f"User {cfg.get('User')!r}"
 labels = cfg.get("Labels") or {}
@@ -101,7 +104,7 @@ PY
     grep -q "Usage:" <<<"$out" || fail "$tag: $p --help prints no usage: $out"
   done
   size=$(B images --format '{{.Size}}' "$tag" | head -1)
-  layers=$(B inspect --type image --format '{{len .OCIv1.RootFS.DiffIDs}}' "$tag")
+  layers=$(python3 -c 'import json, sys; print(len(json.loads(sys.argv[1])["OCIv1"]["rootfs"]["diff_ids"]))' "$cfg")
   echo "image $tag: $size, $layers layers, ENTRYPOINT [$entry], user 65532"
   LAST_CTR=$c
 }
