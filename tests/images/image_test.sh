@@ -112,8 +112,9 @@ check_image "$OPERATOR" "$OPERATOR_CMD" weft-operator
 check_image "$WORKER" "$WORKER_CMD" weft-worker weft-run
 worker=$LAST_CTR
 
-# A tiny training run inside the worker image: two ranks over loopback.
-out=$(B run "$worker" -- weft-run -n 2 -- --steps 20 --out /tmp/run --no-resume 2>&1) \
+# A tiny training run inside the worker image: two ranks over loopback. The
+# chroot shares the host's network, so the metrics ports (9400+) stay off.
+out=$(B run "$worker" -- env WEFT_METRICS_PORT=0 weft-run -n 2 -- --steps 20 --out /tmp/run --no-resume 2>&1) \
   || fail "training in the worker image: $out"
 summary=$(B run "$worker" -- cat /tmp/run/summary.json) || fail "no summary.json: $out"
 python3 - "$summary" <<'PY' || fail "training summary"
