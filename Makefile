@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps test-deps configure build demo test test-asan e2e cluster-up cluster-down bench format clean
+.PHONY: all deps test-deps configure build programs images image-operator image-worker-cpu image-worker-cuda demo test test-images test-asan e2e cluster-up cluster-down bench format clean
 
 all: build
 
@@ -13,7 +13,7 @@ deps:
 	@scripts/install-deps.sh build
 
 test-deps:
-	@scripts/install-deps.sh test kube
+	@scripts/install-deps.sh test kube images
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
@@ -23,12 +23,48 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The shipped programs only (what the Dockerfile's build stage runs).
+PROGRAMS ?= weft-worker weft-run weft-operator
+programs: configure
+	cmake --build $(BUILD) -j $(JOBS) --target $(PROGRAMS)
+
+# Container images from the Dockerfile (docker, podman or buildah; set
+# IMAGE_BUILD to choose). REGISTRY/weft-operator:VERSION,
+# REGISTRY/weft-worker:VERSION-cpu (Debian) and REGISTRY/weft-worker:VERSION
+# (CUDA runtime); IMAGES picks a subset. Push with `docker push` (see README).
+VERSION     ?= 0.1.0
+REGISTRY    ?= ghcr.io/weft-dev
+IMAGES      ?= operator worker-cpu worker-cuda
+IMAGE_BUILD ?= $(shell if command -v docker >/dev/null; then echo docker build; \
+                 elif command -v podman >/dev/null; then echo podman build; else echo buildah build; fi)
+IMAGE_ARGS  ?=
+CUDA_IMAGE  ?= 12.6.3
+REVISION    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+IMAGE_COMMON = $(IMAGE_BUILD) $(IMAGE_ARGS) --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION)
+
+images: $(addprefix image-,$(IMAGES))
+image-operator:
+	$(IMAGE_COMMON) --target operator -t $(REGISTRY)/weft-operator:$(VERSION) .
+image-worker-cpu:
+	$(IMAGE_COMMON) --target worker --build-arg WORKER_BASE=debian:bookworm-slim \
+	  -t $(REGISTRY)/weft-worker:$(VERSION)-cpu .
+image-worker-cuda:
+	$(IMAGE_COMMON) --target worker --build-arg WEFT_CUDA=ON \
+	  --build-arg BUILD_BASE=nvidia/cuda:$(CUDA_IMAGE)-devel-ubuntu24.04 \
+	  --build-arg WORKER_BASE=nvidia/cuda:$(CUDA_IMAGE)-runtime-ubuntu24.04 \
+	  -t $(REGISTRY)/weft-worker:$(VERSION) .
+
 demo: build
 	$(BUILD)/bin/weft-run -n 2 configs/demo.yaml --out runs/demo --no-resume
 
 test: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# The container image test alone (tests/images: buildah builds the Dockerfile
+# and runs the images).
+test-images: test-deps configure
+	cd $(BUILD) && ctest --output-on-failure -L '^images$$'
 
 # The local cluster (tests/kube/cluster.sh): control plane, weft-node,
 # weft-operator; `make e2e` runs the end-to-end tests on a fresh one.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages weft builds and tests with. Idempotent: only
 # missing packages are installed, and the script says which ones.
-# Usage: scripts/install-deps.sh [group...]   groups: build (default), test, kube
+# Usage: scripts/install-deps.sh [group...]   groups: build (default), test, kube, images, docs
 set -euo pipefail
 
 build_pkgs=(
@@ -12,6 +12,11 @@ build_pkgs=(
 )
 test_pkgs=(python3 python3-torch python3-numpy python3-yaml prometheus)
 kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
+# Daemonless image builds (tests/images): buildah builds the Dockerfile with
+# --isolation chroot, mmdebstrap makes the Debian base, podman imports it.
+images_pkgs=(buildah podman mmdebstrap fuse-overlayfs uidmap)
+# docs/tools/render_dashboard.py (the user guide's dashboard rendering).
+docs_pkgs=(python3-matplotlib prometheus)
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build)
@@ -28,7 +33,9 @@ for g in "${groups[@]}"; do
       # (a non-Debian Node.js conflicts with Debian's npm package).
       command -v npm >/dev/null 2>&1 || want+=(npm)
       ;;
-    *) echo "install-deps: unknown group '$g' (build, test, kube)" >&2; exit 2 ;;
+    images) want+=("${images_pkgs[@]}") ;;
+    docs) want+=("${docs_pkgs[@]}") ;;
+    *) echo "install-deps: unknown group '$g' (build, test, kube, images, docs)" >&2; exit 2 ;;
   esac
 done
 

@@ -30,3 +30,34 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The rules for TrainingJobs and their children: one line per resource,
+so a verb added in the operator's code is added here in one place. */ -}}
+{{- define "weft.jobRules" }}
+- apiGroups: [weft.dev]
+  resources: [trainingjobs]
+  verbs: [get, list, watch, delete]
+- apiGroups: [weft.dev]
+  resources: [trainingjobs/status]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch, create, delete]
+- apiGroups: [""]
+  resources: [services, secrets]
+  verbs: [list, watch, create]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [list, watch, create, patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end }}
+
+{{- define "weft.leaseRules" }}
+{{- if .Values.operator.leaderElect }}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+{{- end }}
+{{- end }}

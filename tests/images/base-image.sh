@@ -1,0 +1,25 @@
+#!/bin/bash
+# Makes the Debian bookworm base image the image test builds on, since no
+# registry can be pulled from: `mmdebstrap --variant=minbase` from the
+# machine's configured Debian mirror into a tarball cached outside the source
+# tree (like the kube binaries), for `podman import`.
+#
+# Usage: tests/images/base-image.sh [cache-dir]   (default ~/.cache/weft/debian-bookworm-minbase)
+# Prints the tarball's path. Idempotent and safe to run concurrently (flock).
+set -euo pipefail
+CACHE=${1:-${WEFT_BASE_CACHE:-$HOME/.cache/weft/debian-bookworm-minbase}}
+TAR=$CACHE/base.tar
+[ -s "$TAR" ] && { echo "$TAR"; exit 0; }
+command -v mmdebstrap >/dev/null || { echo "base-image: mmdebstrap not found; run scripts/install-deps.sh images" >&2; exit 1; }
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9
+[ -s "$TAR" ] && { echo "$TAR"; exit 0; }
+MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
+[ -n "$MIRROR" ] || MIRROR=$(awk '$1=="deb"{for(i=2;i<=NF;i++) if($i ~ /^https?:/){print $i; exit}}' /etc/apt/sources.list 2>/dev/null)
+[ -n "$MIRROR" ] || { echo "base-image: no Debian mirror found in apt sources" >&2; exit 1; }
+echo "base-image: mmdebstrap --variant=minbase bookworm from $MIRROR (a few minutes)" >&2
+mmdebstrap --quiet --variant=minbase bookworm "$CACHE/base.tmp.tar" "deb $MIRROR bookworm main" >&2 \
+  || { rm -f "$CACHE/base.tmp.tar"; exit 1; }
+mv "$CACHE/base.tmp.tar" "$TAR"
+echo "$TAR"

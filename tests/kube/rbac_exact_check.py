@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""RBAC is exactly what weft-operator calls.
+
+Lists every (verb, resource) the operator's code sends to the API server by
+reading its sources: each KubeApi call (`api_.create(kube::kPods, ...)`), the
+list+watch of every Informer built on a resource, and calls whose resource is
+a variable resolved through the helper's call sites. Then renders the chart
+(ClusterRole, and the namespaced Roles) and proves the rules grant exactly
+that set: a verb the code uses but the chart lacks fails, and so does a grant
+the code never uses. operator/node/ (weft-node, the test kubelet) is not the
+operator and is skipped.
+
+Usage: rbac_exact_check.py SOURCE_DIR [HELM]   (default: tests/kube/get-helm.sh fetches it;
+       exit 77 = skipped when it cannot)
+Adding a call: add the verb to charts/weft/templates/_helpers.tpl as well.
+"""
+import pathlib
+import re
+import subprocess
+import sys
+
+import yaml
+
+METHOD_VERB = {"get": "get", "list": "list", "watch": "watch", "create": "create", "update": "update",
+               "update_status": "update", "merge_patch": "patch", "remove": "delete"}
+CALL = re.compile(r"\bapi_?(?:\(\))?\s*(?:\.|->)\s*(" + "|".join(METHOD_VERB) + r")\s*\(\s*([\w:]+)")
+CONST = re.compile(r"^(?:kube::)?(k[A-Z]\w*)$")
+# Informer construction: `x_(api, kube::kPods, ...)` / `Informer inf(api, kube::kPods, ...)`.
+INFORMER = re.compile(r"\(\s*api_?\s*,\s*(?:kube::)?(k[A-Z]\w*)\s*,")
+
+
+def resource_table(src):
+    """kX -> (group, plural) from operator/kube/resource.h."""
+    text = (src / "operator/kube/resource.h").read_text()
+    table = {}
+    for name, group, plural in re.findall(r'inline const Resource (k\w+)\{"([^"]*)", "[^"]*", "([^"]*)"', text):
+        table[name] = (group, plural)
+    if not table:
+        sys.exit("FAIL: no Resource constants found in operator/kube/resource.h")
+    return table
+
+
+def call_args(text, start):
+    """The argument text of the call whose '(' is at or after start."""
+    i = text.index("(", start)
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i + 1:j]
+    return text[i + 1:]
+
+
+def helper_constants(text, var, pos):
+    """Resource constants passed to the callable whose parameter `var` is used at pos."""
+    decl = None
+    for m in re.finditer(r"auto\s+(\w+)\s*=\s*\[[^\]]*\]\s*\(([^)]*)\)", text[:pos]):
+        if re.search(r"Resource\s*&?\s*" + re.escape(var) + r"\b", m.group(2)):
+            decl = m
+    if decl is None:
+        return None
+    name = decl.group(1)
+    consts = set()
+    for m in re.finditer(r"\b" + re.escape(name) + r"\s*\(", text[decl.end():]):
+        consts.update(re.findall(r"(?:kube::)?(k[A-Z]\w*)", call_args(text[decl.end():], m.start())))
+    return consts or None
+
+
+def used_by_code(src, table):
+    used, problems = {}, []
+    files = sorted(p for p in (src / "operator").rglob("*") if p.suffix in (".cc", ".h"))
+    files = [p for p in files if "node" not in p.relative_to(src / "operator").parts[:1]
+             and p.name not in ("kube_api.cc", "kube_api.h")]
+    informer_consts = set()
+    for f in files:
+        text = f.read_text()
+        for m in INFORMER.finditer(text):
+            if m.group(1) in table:
+                informer_consts.add(m.group(1))
+    for f in files:
+        text = f.read_text()
+        rel = f.relative_to(src)
+        for m in CALL.finditer(text):
+            method, arg = m.group(1), m.group(2)
+            line = text.count("\n", 0, m.start()) + 1
+            where = f"{rel}:{line}"
+            c = CONST.match(arg)
+            if c and c.group(1) in table:
+                consts = {c.group(1)}
+            elif f.name == "informer.cc" and arg == "resource_":
+                consts = informer_consts  # Informer::list/watch on the resource it was built with
+            else:
+                consts = helper_constants(text, arg, m.start())
+            if not consts:
+                problems.append(f"{where}: cannot tell which resource `{arg}` is in api_.{method}(...)")
+                continue
+            status = method == "update_status" or (
+                method == "merge_patch" and re.search(r",\s*true\s*$", call_args(text, m.start()).strip()))
+            for k in consts:
+                group, plural = table[k]
+                key = (METHOD_VERB[method], group, plural + ("/status" if status else ""))
+                used.setdefault(key, []).append(where)
+    return used, problems
+
+
+def granted_by_chart(helm, src, flags):
+    out = subprocess.run([helm, "template", "weft", str(src / "charts/weft"), "--namespace", "weft-system"] + flags,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"FAIL: helm template {' '.join(flags)}: {out.stderr}")
+    granted = set()
+    kinds = []
+    for doc in yaml.safe_load_all(out.stdout):
+        if not doc or doc.get("kind") not in ("ClusterRole", "Role"):
+            continue
+        kinds.append(doc["kind"])
+        for rule in doc.get("rules", []):
+            for g in rule.get("apiGroups", []):
+                for r in rule.get("resources", []):
+                    for v in rule.get("verbs", []):
+                        granted.add((v, g, r))
+    return granted, kinds
+
+
+def compare(used, granted):
+    fmt = lambda k: f"{k[0]} {k[2]}" + (f".{k[1]}" if k[1] else "")
+    errors = [f"the operator calls `{fmt(k)}` ({', '.join(used[k][:3])}) but the chart does not grant it"
+              for k in sorted(set(used) - granted)]
+    errors += [f"the chart grants `{fmt(k)}` but no operator code uses it" for k in sorted(granted - set(used))]
+    return errors
+
+
+def main():
+    src = pathlib.Path(sys.argv[1]).resolve()
+    if len(sys.argv) > 2:
+        helm = sys.argv[2]
+    else:
+        got = subprocess.run([str(src / "tests/kube/get-helm.sh")], capture_output=True, text=True)
+        if got.returncode != 0:
+            print(got.stderr, file=sys.stderr)
+            sys.exit(got.returncode)
+        helm = got.stdout.strip()
+    table = resource_table(src)
+    used, problems = used_by_code(src, table)
+    if problems:
+        sys.exit("FAIL: " + "\n  ".join(problems))
+    if len(used) < 5:
+        sys.exit(f"FAIL: found only {len(used)} (verb, resource) pairs; the scan is broken")
+    print("operator uses:", ", ".join(f"{v} {r}" + (f".{g}" if g else "") for v, g, r in sorted(used)))
+    # The comparison itself must catch both directions.
+    extra = compare(used, set(used) | {("get", "", "nodes")})
+    missing = compare(used, set(used) - {sorted(used)[0]})
+    if len(extra) != 1 or len(missing) != 1:
+        sys.exit("FAIL: compare() does not report an extra or a missing grant")
+    failed = False
+    for flags in ([], ["--set", "rbac.namespaced=true", "--set", "operator.watchNamespace=team-a"]):
+        granted, kinds = granted_by_chart(helm, src, flags)
+        errors = compare(used, granted)
+        mode = "namespaced Roles" if flags else "ClusterRole"
+        if errors:
+            failed = True
+            print(f"FAIL ({mode}):\n  " + "\n  ".join(errors), file=sys.stderr)
+        else:
+            print(f"ok: {mode} ({', '.join(kinds)}) grant exactly the {len(used)} (verb, resource) pairs")
+    if failed:
+        sys.exit(1)
+    print("PASS: chart RBAC is exactly what the operator calls")
+
+
+if __name__ == "__main__":
+    main()
