@@ -119,14 +119,17 @@ class GlooWork : public Work {
     start_ = Clock::now();
     started_ = true;
   }
-  double mark_done(std::string error) {
+  // `account(seconds)` runs before waiters wake, so that a caller who waited
+  // on this op sees it in stats() (it once ran after, and a test read 0).
+  template <typename F>
+  void mark_done(std::string error, F&& account) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!started_) start_ = Clock::now(), started_ = true;
     end_ = Clock::now();
     error_ = std::move(error);
+    account(std::chrono::duration<double>(end_ - start_).count());
     done_ = true;
     cv_.notify_all();
-    return std::chrono::duration<double>(end_ - start_).count();
   }
 
  private:
@@ -232,7 +235,7 @@ void GlooCommunicator::comm_loop() {
       poisoned = poisoned_;
     }
     if (!poisoned.empty()) {
-      op.work->mark_done(poisoned);
+      op.work->mark_done(poisoned, [](double) {});
       continue;
     }
     op.work->mark_started();
@@ -260,13 +263,13 @@ void GlooCommunicator::comm_loop() {
       error = ctx_.fail(f);  // does not return under FailurePolicy::Exit
     }
     ctx_.unwatch(watch_id);
-    double secs = op.work->mark_done(error);
-    if (error.empty()) {
-      stats_.add(op.kind, secs, op.bytes);
-    } else {
+    if (!error.empty()) {
       std::lock_guard<std::mutex> lk(mu_);
       poisoned_ = error;
     }
+    op.work->mark_done(error, [&](double secs) {
+      if (error.empty()) stats_.add(op.kind, secs, op.bytes);
+    });
   }
 }
 
