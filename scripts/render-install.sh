@@ -12,8 +12,8 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 HELM=${HELM:-$("$SRC/tests/kube/get-helm.sh")}
 CHECK=0
 [ "${1:-}" = --check ] && CHECK=1
-OUT=$SRC/manifests
-if [ $CHECK = 1 ]; then OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT; mkdir -p "$OUT/rbac"; fi
+DEST=$SRC/manifests
+if [ $CHECK = 1 ]; then DEST=$(mktemp -d); trap 'rm -rf "$DEST"' EXIT; mkdir -p "$DEST/rbac"; fi
 
 # Release "weft" in weft-system: the operator and its ServiceAccount are named
 # weft-operator. Dashboards are left to Helm installs (they need Grafana's sidecar).
@@ -26,16 +26,16 @@ header() {
   header "helm template --include-crds, release weft, namespace weft-system"
   cat "$SRC/manifests/namespace.yaml"
   "$HELM" "${ARGS[@]}" --include-crds
-} > "$OUT/install.yaml"
+} > "$DEST/install.yaml"
 {
   header "ServiceAccount and RBAC only"
   "$HELM" "${ARGS[@]}" --show-only templates/serviceaccount.yaml --show-only templates/rbac.yaml
-} > "$OUT/rbac/rbac.yaml"
+} > "$DEST/rbac/rbac.yaml"
 
 if [ $CHECK = 1 ]; then
   rc=0
   for f in install.yaml rbac/rbac.yaml; do
-    diff -u "$SRC/manifests/$f" "$OUT/$f" >&2 || { echo "manifests/$f differs from the chart's rendering: run scripts/render-install.sh" >&2; rc=1; }
+    diff -u "$SRC/manifests/$f" "$DEST/$f" >&2 || { echo "manifests/$f differs from the chart's rendering: run scripts/render-install.sh" >&2; rc=1; }
   done
   exit $rc
 fi

@@ -8,14 +8,14 @@
 # Usage: tests/bench/tuning_bench.sh BUILD_DIR [OUT_DIR]
 set -euo pipefail
 BUILD=$(cd "${1:?BUILD_DIR}" && pwd)
-OUT=${2:-/tmp/weft-tuning-bench}
-mkdir -p "$OUT"; : > "$OUT/results.jsonl"
+RESULTS=${2:-/tmp/weft-tuning-bench}
+mkdir -p "$RESULTS"; : > "$RESULTS/results.jsonl"
 BENCH=$BUILD/bin/weft_tuner_bench
 SWEEP=${WEFT_BENCH_SWEEP:-"0.125 0.25 0.5 1 2 4 25"}
 NETWORKS=${WEFT_BENCH_NETWORKS:-"10:100 200:10"}  # latency_us:bandwidth_gbps
 for net in $NETWORKS; do
   lat=${net%%:*} bw=${net##*:}
-  cfg=$OUT/net-$lat-$bw.yaml
+  cfg=$RESULTS/net-$lat-$bw.yaml
   cat > "$cfg" <<YAML
 preset: tiny
 device: cpu
@@ -27,14 +27,14 @@ comm:
   simulate: {latency_us: $lat, bandwidth_gbps: $bw}
 YAML
   for mb in $SWEEP; do
-    "$BENCH" --config "$cfg" --fixed-mb "$mb" --warmup 10 --measure 40 --work "$OUT/w" 2>/dev/null \
-      | python3 -c "import json,sys;r=json.loads(sys.stdin.read().strip().splitlines()[-1]);r['net']='$net';print(json.dumps(r))" >> "$OUT/results.jsonl"
+    "$BENCH" --config "$cfg" --fixed-mb "$mb" --warmup 10 --measure 40 --work "$RESULTS/w" 2>/dev/null \
+      | python3 -c "import json,sys;r=json.loads(sys.stdin.read().strip().splitlines()[-1]);r['net']='$net';print(json.dumps(r))" >> "$RESULTS/results.jsonl"
   done
   "$BENCH" --config "$cfg" --tune --start-mb 25 --min-mb 0.0625 --max-mb 32 --steps-per-trial 20 --max-trials 8 \
-    --warmup 10 --measure 40 --work "$OUT/w" 2> "$OUT/tune-$lat-$bw.log" \
-    | python3 -c "import json,sys;r=json.loads(sys.stdin.read().strip().splitlines()[-1]);r['net']='$net';print(json.dumps(r))" >> "$OUT/results.jsonl"
+    --warmup 10 --measure 40 --work "$RESULTS/w" 2> "$RESULTS/tune-$lat-$bw.log" \
+    | python3 -c "import json,sys;r=json.loads(sys.stdin.read().strip().splitlines()[-1]);r['net']='$net';print(json.dumps(r))" >> "$RESULTS/results.jsonl"
 done
-python3 - "$OUT/results.jsonl" <<'PY'
+python3 - "$RESULTS/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for net in dict.fromkeys(r["net"] for r in rows):
