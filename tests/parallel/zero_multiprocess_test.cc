@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/checkpoint_weights.h"
 #include "support/run_process.h"
 #include "train/safetensors.h"
 
@@ -18,6 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::bin;
+using testing::final_weights;
+using testing::max_rel_diff;
 using testing::fresh_dir;
 using testing::run_process;
 using testing::write_file;
@@ -50,28 +53,6 @@ class ZeroProcesses : public ::testing::Test {
                        sig, when, std::chrono::seconds(300));
   }
 
-  static SafetensorsFile final_weights(const fs::path& out) {
-    std::ifstream latest(out / "checkpoints" / "latest");
-    std::string name;
-    latest >> name;
-    return SafetensorsFile::load((out / "checkpoints" / name / "model.safetensors").string());
-  }
-
-  static double max_rel_diff(const SafetensorsFile& a, const SafetensorsFile& b) {
-    double worst = 0;
-    for (const auto& [name, va] : a.tensors()) {
-      const auto& vb = b.get(name, DType::F32, va.bytes / 4);
-      const float* x = static_cast<const float*>(va.data);
-      const float* y = static_cast<const float*>(vb.data);
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < va.bytes / 4; ++i) {
-        diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-        norm += double(x[i]) * x[i];
-      }
-      worst = std::max(worst, std::sqrt(diff / std::max(norm, 1e-30)));
-    }
-    return worst;
-  }
 
   static nlohmann::json summary(const fs::path& out) {
     std::ifstream in(out / "summary.json");

@@ -12,6 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::fresh_dir;
+using testing::keep_only_checkpoint;
 using testing::small_config;
 
 // Stopping at step k and resuming must reproduce the uninterrupted run's
@@ -30,9 +31,7 @@ TEST(Resume, ResumeFromMidRunCheckpointMatchesUninterruptedRunExactly) {
   EXPECT_EQ(a.losses, ref.losses) << "checkpointing must not change training";
   // Keep only step-8, as if the run had died after writing it.
   const std::string ckpt_dir = part.train.out_dir + "/checkpoints";
-  for (const std::string& c : list_checkpoints(ckpt_dir))
-    if (fs::path(c).filename() != "step-8") fs::remove_all(c);
-  std::ofstream(ckpt_dir + "/latest") << "step-8\n";
+  keep_only_checkpoint(ckpt_dir, "step-8");
   TrainSummary b = Trainer(part).run();
   ASSERT_EQ(b.start_step, 8);
   ASSERT_EQ(b.losses.size(), 12u);

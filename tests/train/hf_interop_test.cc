@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::fresh_dir;
+using testing::keep_only_checkpoint;
 using testing::small_config;
 
 const fs::path kFixtures = fs::path(WEFT_SOURCE_DIR) / "tests/testdata/hf-llama";
@@ -329,9 +330,7 @@ TEST(HfExport, TrainedCheckpointReloadsAndShardedResumeMatches) {
     EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes()), 0) << back.params()[i].name;
   }
   // Resume from the sharded step-8 reproduces the uninterrupted run.
-  for (const std::string& c : list_checkpoints(ckpt_dir))
-    if (fs::path(c).filename() != "step-8") fs::remove_all(c);
-  std::ofstream(ckpt_dir + "/latest") << "step-8\n";
+  keep_only_checkpoint(ckpt_dir, "step-8");
   TrainSummary b = Trainer(part).run();
   ASSERT_EQ(b.start_step, 8);
   ASSERT_EQ(b.losses.size(), 12u);

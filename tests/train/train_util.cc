@@ -1,5 +1,9 @@
 #include "train/train_util.h"
 
+#include <fstream>
+
+#include "train/checkpoint.h"
+
 namespace weft::testing {
 
 WorkerConfig small_config(const std::string& out_dir) {
@@ -18,6 +22,12 @@ WorkerConfig small_config(const std::string& out_dir) {
   c.optim.warmup_steps = 3;
   c.data.branching = 3;
   return c;
+}
+
+void keep_only_checkpoint(const std::string& ckpt_dir, const std::string& name) {
+  for (const std::string& c : list_checkpoints(ckpt_dir))
+    if (std::filesystem::path(c).filename() != name) std::filesystem::remove_all(c);
+  std::ofstream(ckpt_dir + "/latest") << name << "\n";
 }
 
 }  // namespace weft::testing

@@ -12,4 +12,8 @@ namespace weft::testing {
 // A model small enough that a 20-step run takes well under a second.
 WorkerConfig small_config(const std::string& out_dir);
 
+// Removes every checkpoint under `ckpt_dir` but `name` (e.g. "step-8") and
+// points `latest` at it, as if the run had died right after writing it.
+void keep_only_checkpoint(const std::string& ckpt_dir, const std::string& name);
+
 }  // namespace weft::testing
