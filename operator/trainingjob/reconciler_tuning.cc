@@ -13,21 +13,6 @@
 namespace weft::tj {
 using namespace detail;
 
-namespace {
-
-// The port a pod's rank serves metrics on: the worker config's metrics.port
-// (its only rank has LOCAL_RANK 0), else the contract's default.
-int metrics_port_of(const TrainingJobSpec& spec) {
-  const Json& w = spec.worker;
-  if (w.is_object() && w.contains("metrics") && w["metrics"].is_object()) {
-    const Json& port = w["metrics"].value("port", Json());
-    if (port.is_number_integer()) return contract::metrics_port(0, port.get<int>());
-  }
-  return contract::metrics_port(0);
-}
-
-}  // namespace
-
 ReconcileResult Reconciler::tune_bucket_size(Context& cx) {
   if (!cx.spec.bucket_tuning.enabled) return ReconcileResult::done();
   tuner::TuneRequest req;
@@ -38,7 +23,7 @@ ReconcileResult Reconciler::tune_bucket_size(Context& cx) {
   req.tuning = cx.spec.bucket_tuning;
   req.start_mb = cx.spec.bucket_cap_mb();
   req.replicas = cx.spec.replicas;
-  req.metrics_port = metrics_port_of(cx.spec);
+  req.metrics_port = cx.spec.metrics_port();
   req.status = cx.status.tuning;
   for (const auto& p : cx.current) {
     if (terminating(*p) || !(*p).contains("status")) continue;
