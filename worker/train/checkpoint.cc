@@ -43,14 +43,6 @@ void add_model(SafetensorsWriter& w, const Llama& model) {
     w.add(model.params()[i].name, model.param(static_cast<int>(i)));
 }
 
-void read_model(const SafetensorsFile& f, Llama& model) {
-  for (size_t i = 0; i < model.params().size(); ++i) {
-    const ParamInfo& p = model.params()[i];
-    const auto& v = f.get(p.name, DType::F32, p.numel);
-    std::memcpy(model.param(static_cast<int>(i)).data, v.data, v.bytes);
-  }
-}
-
 struct FileRecord {
   uint64_t bytes;
   uint32_t crc;
@@ -108,10 +100,6 @@ void save_model_weights(const std::string& path, const Llama& model) {
   w.set_metadata("format", "pt");
   add_model(w, model);
   w.write(path);
-}
-
-void load_model_weights(const std::string& path, Llama& model) {
-  read_model(SafetensorsFile::load(path), model);
 }
 
 namespace {

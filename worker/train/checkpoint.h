@@ -84,9 +84,8 @@ std::vector<std::string> model_shape_differences(const ModelConfig& saved, const
 // step-N directories in dir, newest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
-// Writes just the model weights (HF names) to a safetensors file.
+// Writes just the model weights (HF names) to a safetensors file, for the
+// PyTorch reference tests.
 void save_model_weights(const std::string& path, const Llama& model);
-// Loads weights written by save_model_weights (or transformers) into model.
-void load_model_weights(const std::string& path, Llama& model);
 
 }  // namespace weft
