@@ -91,6 +91,7 @@ bench: build
 	/usr/bin/python3 tests/bench/train_throughput.py $(BUILD)
 	/usr/bin/python3 tests/bench/dp_step_time.py $(BUILD)
 	tests/bench/operator_bench.sh $(BUILD)
+	tests/bench/cluster_scale.sh $(BUILD)
 
 format:
 	find contract worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i

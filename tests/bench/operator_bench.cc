@@ -1,18 +1,28 @@
 // weft-operator benchmark against a real kube-apiserver (tests/kube testenv):
-//  1. time from `kubectl apply` to all pods created, for 8/64/256-rank jobs;
+//  1. time from `kubectl apply` to all pods created, for 8/64/256-rank jobs,
+//     and with --running (a cluster with a node agent) to all pods Running;
 //  2. API calls the operator spent per job (by verb, from its own metrics);
 //  3. reconcile latency percentiles (operator histogram);
 //  4. operator RSS and CPU with N idle TrainingJobs (1 rank each).
 // Prints a Markdown table and writes JSON to --out. Run through
-// tests/bench/operator_bench.sh, which provides the control plane.
+// tests/bench/operator_bench.sh (a bare control plane) or
+// tests/bench/cluster_scale.sh (the local cluster, pods really start).
+//
+// Pods are observed through one watch, not by listing: a list of 256 pods
+// every few ms would load the API server the benchmark is measuring.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -105,6 +115,76 @@ size_t count_pods(weft::kube::KubeApi& api, const std::string& ns, const std::st
   return r ? r->items.size() : 0;
 }
 
+// Pods of the namespace as one watch sees them: which exist and which are
+// Running, per job label.
+class PodWatch {
+ public:
+  PodWatch(weft::kube::KubeApi& api, const std::string& ns)
+      : thread_([this, &api, ns](std::stop_token stop) {
+          std::string rv;
+          while (!stop.stop_requested()) {
+            weft::kube::WatchOptions o;
+            o.resource_version = rv;
+            auto r = api.watch(weft::kube::kPods, ns, o, [&](const weft::kube::WatchEvent& e) {
+              const Json& meta = e.object["metadata"];
+              if (meta.contains("resourceVersion")) rv = meta["resourceVersion"].get<std::string>();
+              if (e.type == "BOOKMARK") return;
+              const std::string job = meta.contains("labels") ? meta["labels"].value("weft.dev/job", "") : "";
+              const std::string name = meta.value("name", "");
+              const bool running = e.object.contains("status") && e.object["status"].value("phase", "") == "Running";
+              std::lock_guard lock(mu_);
+              if (e.type == "DELETED") {
+                created_[job].erase(name);
+                running_[job].erase(name);
+              } else {
+                created_[job].insert(name);
+                if (running) running_[job].insert(name);
+              }
+              cv_.notify_all();
+            }, stop);
+            if (!r) rv.clear();
+          }
+        }) {}
+  ~PodWatch() {
+    thread_.request_stop();
+    cv_.notify_all();
+  }
+  // Blocks until `n` pods of `job` exist (running=false) or run.
+  void wait_for(const std::string& job, size_t n, bool running) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return (running ? running_ : created_)[job].size() >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::set<std::string>> created_, running_;
+  std::jthread thread_;
+};
+
+// The API server's own floor for a gang: the same `n` pods created straight
+// from this client, 32 at a time, unthrottled. Copies of `pod` (one of the
+// operator's) under new names, without the job's labels and owner, bound to
+// a node that does not exist so nothing schedules or runs them.
+double direct_create_seconds(weft::kube::KubeApi& api, const std::string& ns, const Json& pod, int n,
+                             const std::string& tag) {
+  Json tpl = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"spec", pod["spec"]}};
+  tpl["spec"]["nodeName"] = "bench-floor-no-such-node";
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  std::atomic<int> next{0};
+  for (int t = 0; t < 32; ++t)
+    threads.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) {
+        Json p = tpl;
+        p["metadata"] = {{"name", tag + "-" + std::to_string(i)}, {"labels", {{"weft.dev/bench-floor", tag}}}};
+        if (!api.create(weft::kube::kPods, ns, p)) std::cerr << "direct create " << i << " failed\n";
+      }
+    });
+  for (auto& t : threads) t.join();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,12 +192,14 @@ int main(int argc, char** argv) {
   std::string kubeconfig, operator_bin, out = "operator_bench.json";
   std::vector<int> sizes = {8, 64, 256};
   int idle_jobs = 500, idle_seconds = 30;
+  bool running = false;
   app.add_option("--kubeconfig", kubeconfig)->required();
   app.add_option("--operator-bin", operator_bin)->required();
   app.add_option("--sizes", sizes);
   app.add_option("--idle-jobs", idle_jobs);
   app.add_option("--idle-seconds", idle_seconds);
   app.add_option("--out", out);
+  app.add_flag("--running", running, "also time apply -> all pods Running (needs a node agent)");
   std::vector<std::string> extra;
   app.add_option("--operator-arg", extra, "extra flag for weft-operator (repeatable)");
   CLI11_PARSE(app, argc, argv);
@@ -130,8 +212,8 @@ int main(int argc, char** argv) {
 
   const int mport = free_port();
   std::vector<std::string> args = {operator_bin, "--kubeconfig", kubeconfig, "--namespace", ns, "--metrics-port",
-                                   std::to_string(mport), "--health-port", "0", "--bind-address", "127.0.0.1",
-                                   "--log-level", "warn"};
+                                   std::to_string(mport), "--health-port", "0", "--bind-address", "127.0.0.1"};
+  if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end()) args.insert(args.end(), {"--log-level", "warn"});
   args.insert(args.end(), extra.begin(), extra.end());
   int pid = ::fork();
   if (pid == 0) {
@@ -145,8 +227,12 @@ int main(int argc, char** argv) {
   // Informers synced, and the 2 s metrics refresh has seen the initial list+watch calls.
   std::this_thread::sleep_for(2500ms);
 
+  PodWatch watch(api, ns);
+  weft::kube::KubeApi fast_api(weft::kube::load_kubeconfig(kubeconfig), {100000, 100000});
   Json result = {{"sizes", Json::array()}};
-  std::cout << "| ranks | apply -> all pods created (s) | operator API calls | calls by verb |\n|---|---|---|---|\n";
+  std::cout << "| ranks | apply -> all pods created (s) | of which kubectl apply (s) | same pods created directly (s) |"
+            << (running ? " apply -> all pods Running (s) |" : "")
+            << " operator API calls | calls by verb |\n|---|---|---|---|" << (running ? "---|" : "") << "---|---|\n";
   for (int n : sizes) {
     const std::string name = "bench-" + std::to_string(n);
     const std::string file = "/tmp/" + ns + "-" + name + ".json";
@@ -157,9 +243,24 @@ int main(int argc, char** argv) {
       std::cerr << "kubectl apply failed for " << file << "\n";
       return 1;
     }
-    while (count_pods(api, ns, "weft.dev/job=" + name) < static_cast<size_t>(n)) std::this_thread::sleep_for(20ms);
-    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double kubectl_secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    watch.wait_for(name, n, false);
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    double run_secs = NAN;
+    if (running) {
+      watch.wait_for(name, n, true);
+      run_secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
     std::this_thread::sleep_for(3s);  // let status writes and events settle
+    double floor_secs = NAN;
+    {
+      weft::kube::ListOptions o;
+      o.label_selector = "weft.dev/job=" + name;
+      o.limit = 1;
+      auto one = api.list(weft::kube::kPods, ns, o);
+      if (one && !one->items.empty())
+        floor_secs = direct_create_seconds(fast_api, ns, one->items[0], n, "floor-" + std::to_string(n));
+    }
     auto after = api_calls(scrape(mport));
     double total = 0;
     std::string by;
@@ -171,10 +272,27 @@ int main(int argc, char** argv) {
       verbs[verb] = d;
       by += verb + "=" + std::to_string(static_cast<long>(d)) + " ";
     }
-    std::printf("| %d | %.2f | %.0f | %s|\n", n, secs, total, by.c_str());
-    result["sizes"].push_back({{"ranks", n}, {"apply_to_pods_seconds", secs}, {"api_calls", total}, {"by_verb", verbs}});
+    if (running)
+      std::printf("| %d | %.2f | %.2f | %.2f | %.2f | %.0f | %s|\n", n, secs, kubectl_secs, floor_secs, run_secs, total,
+                  by.c_str());
+    else
+      std::printf("| %d | %.2f | %.2f | %.2f | %.0f | %s|\n", n, secs, kubectl_secs, floor_secs, total, by.c_str());
+    std::fflush(stdout);
+    result["sizes"].push_back({{"ranks", n}, {"apply_to_pods_seconds", secs}, {"kubectl_apply_seconds", kubectl_secs},
+                               {"direct_create_seconds", floor_secs},
+                               {"api_calls", total}, {"by_verb", verbs}});
+    if (running) result["sizes"].back()["apply_to_running_seconds"] = run_secs;
     std::remove(file.c_str());
   }
+
+  auto finish = [&] {
+    std::ofstream(out) << result.dump(2) << "\n";
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+    api.remove(weft::kube::kNamespaces, "", ns);
+    return 0;
+  };
+  if (idle_jobs <= 0) return finish();
 
   // Idle load: many small jobs, then a quiet window.
   auto t0 = Clock::now();
@@ -209,10 +327,5 @@ int main(int argc, char** argv) {
                     {"cpu_cores", (p1.cpu_s - p0.cpu_s) / idle_seconds}, {"api_calls_in_window", idle_calls},
                     {"window_seconds", idle_seconds}};
   result["reconcile_seconds"] = {{"count", reconciles}, {"p50", p50}, {"p90", p90}, {"p99", p99}};
-  std::ofstream(out) << result.dump(2) << "\n";
-
-  ::kill(pid, SIGTERM);
-  ::waitpid(pid, nullptr, 0);
-  api.remove(weft::kube::kNamespaces, "", ns);
-  return 0;
+  return finish();
 }

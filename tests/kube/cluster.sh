@@ -12,7 +12,8 @@
 #   operator-start  starts weft-operator again with the flags `up` used
 # Env: WEFT_CLUSTER_NODES (default 1), WEFT_NODE_CPU (per node, default 32),
 #      WEFT_OPERATOR_ARGS (extra weft-operator flags), WEFT_NODE_ARGS (extra
-#      weft-node flags, e.g. --start-delay for fault tests).
+#      weft-node flags, e.g. --start-delay for fault tests),
+#      WEFT_CLUSTER_BIN_DIR (where the agent finds pod commands; default BUILD_DIR/bin).
 set -euo pipefail
 CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR}
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -76,7 +77,7 @@ current-context: weft-operator
 KC
   mkdir -p "$DIR/logs"
   setsid "$BIN/weft-node" --kubeconfig "$DIR/kubeconfig" --state-dir "$DIR/node" \
-    --nodes "${WEFT_CLUSTER_NODES:-1}" --cpu "${WEFT_NODE_CPU:-32}" --bin-dir "$BIN" ${WEFT_NODE_ARGS:-} \
+    --nodes "${WEFT_CLUSTER_NODES:-1}" --cpu "${WEFT_NODE_CPU:-32}" --bin-dir "${WEFT_CLUSTER_BIN_DIR:-$BIN}" ${WEFT_NODE_ARGS:-} \
     --pod-ip-octet "$OCTET" \
     </dev/null >>"$DIR/logs/weft-node.log" 2>&1 &
   echo $! > "$DIR/weft-node.pid"
