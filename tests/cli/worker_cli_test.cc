@@ -44,6 +44,24 @@ TEST(WorkerCli, BadConfigExitsOneNamingTheField) {
   fs::remove_all(d);
 }
 
+// device: cuda where no GPU can be used (CUDA_VISIBLE_DEVICES empty hides
+// them on any machine; a build without CUDA has none) is bad input named
+// before any rendezvous, not an NCCL failure.
+TEST(WorkerCli, CudaWithoutAUsableGpuExitsOneBeforeTheRendezvous) {
+  fs::path d = fresh_dir("nogpu");
+  std::string cfg = write_file(d / "c.yaml", "preset: tiny\ndevice: cuda\n");
+  // A world of 2 whose peer never comes: reaching the rendezvous would wait.
+  auto r = run_process({kWorker, cfg, "--out", (d / "out").string()},
+                       {"WEFT_DEVICE=cuda", "CUDA_VISIBLE_DEVICES=", "RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                        "MASTER_PORT=" + std::to_string(free_port())},
+                       0, "", std::chrono::seconds(60));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("device: cuda, but no GPU is usable"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("WEFT_DEVICE=cpu"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rendezvous"), std::string::npos) << r.output;
+  fs::remove_all(d);
+}
+
 TEST(WorkerCli, BadShardExitsOneNamingTheFile) {
   fs::path d = fresh_dir("badshard");
   write_file(d / "junk.bin", std::string(2000, 'x'));

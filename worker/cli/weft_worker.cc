@@ -19,6 +19,7 @@
 #include "metrics/train_metrics.h"
 #include "train/checkpoint.h"
 #include "train/comm_options.h"
+#include "train/device.h"
 #include "train/trainer.h"
 
 namespace {
@@ -80,6 +81,15 @@ int main(int argc, char** argv) {
   if (print_config) {
     std::cout << weft::to_yaml(cfg);
     return weft::contract::kExitDone;
+  }
+
+  // The GPU is chosen before the communicators exist: NCCL binds to it.
+  try {
+    const weft::DevicePlacement placed = weft::place_rank(cfg, weft::comm::current_environment());
+    if (placed.gpu >= 0) spdlog::info("device: {}", placed.describe());
+  } catch (const weft::ConfigError& e) {
+    std::cerr << "weft-worker: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
   }
 
   std::signal(SIGINT, on_signal);

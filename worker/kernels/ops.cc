@@ -21,6 +21,7 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #ifdef WEFT_HAVE_CUDA
+#include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_ops.h"
 #endif
 
@@ -412,6 +413,24 @@ void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const Ad
   expect_cpu_f32(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
   cpu::adamw_update<float>(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), h.lr,
                            h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+}
+
+int cuda_device_count(std::string* why) {
+#ifdef WEFT_HAVE_CUDA
+  return cuda::device_count(why);
+#else
+  if (why) *why = "this build of weft has no CUDA support";
+  return 0;
+#endif
+}
+
+std::string use_cuda_device(int device) {
+#ifdef WEFT_HAVE_CUDA
+  return cuda::use_device(device);
+#else
+  WEFT_CHECK(false, "use_cuda_device(" + std::to_string(device) + "): this build of weft has no CUDA support");
+  return "";
+#endif
 }
 
 }  // namespace weft::ops

@@ -92,4 +92,13 @@ struct AdamWParams {
 void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamWParams& h,
                   Tensor master = {});
 
+// ---- devices ----------------------------------------------------------------
+// GPUs this process may use (CUDA_VISIBLE_DEVICES applies). 0, with the reason
+// in `why`, without a driver, without a device, or in a build without CUDA.
+int cuda_device_count(std::string* why = nullptr);
+// Makes GPU `device` (< cuda_device_count()) current for the calling thread,
+// where later CUDA tensors, streams and NCCL communicators are created;
+// returns its name.
+std::string use_cuda_device(int device);
+
 }  // namespace weft::ops

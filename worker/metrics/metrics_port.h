@@ -17,11 +17,8 @@ struct MetricsEndpoint {
   std::string problem;  // non-empty when the port cannot be used, e.g. out of range
 };
 
-// `local_rank` >= 0. metrics.port 0 disables metrics for every rank.
+// `local_rank` >= 0 (local_rank_from_env, config/config.h). metrics.port 0
+// disables metrics for every rank.
 MetricsEndpoint metrics_endpoint(const MetricsConfig& m, int local_rank);
-
-// LOCAL_RANK from the environment; 0 when unset. Throws ConfigError naming
-// the variable when it is set but not a non-negative integer.
-int local_rank_from_env(const std::map<std::string, std::string>& env);
 
 }  // namespace weft

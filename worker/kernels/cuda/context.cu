@@ -76,4 +76,11 @@ int device_count(std::string* why) {
   return n;
 }
 
+std::string use_device(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
 }  // namespace weft::cuda

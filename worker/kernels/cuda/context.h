@@ -70,5 +70,7 @@ class CudaContext {
 // Number of visible CUDA devices; 0 (not an abort) when there is no driver or
 // no device, so tests can skip. `why` receives the runtime's message.
 int device_count(std::string* why = nullptr);
+// cudaSetDevice for the calling thread; returns the device's name.
+std::string use_device(int device);
 
 }  // namespace weft::cuda

@@ -1,0 +1,46 @@
+#include "train/device.h"
+
+#include "kernels/ops.h"
+
+namespace weft {
+
+namespace {
+
+std::string visible_note(const std::string& cuda_visible_devices) {
+  return cuda_visible_devices.empty() ? "CUDA_VISIBLE_DEVICES unset"
+                                      : "CUDA_VISIBLE_DEVICES=" + cuda_visible_devices;
+}
+
+}  // namespace
+
+std::string DevicePlacement::describe() const {
+  if (gpu < 0) return device;
+  return "GPU " + std::to_string(gpu) + " (" + gpu_name + ") of " + std::to_string(visible) + " visible";
+}
+
+int choose_gpu(int local_rank, int visible, const std::string& why, const std::string& cuda_visible_devices) {
+  if (visible <= 0)
+    throw ConfigError("device: cuda, but no GPU is usable (" + (why.empty() ? "no device found" : why) + "; " +
+                      visible_note(cuda_visible_devices) + "); run on a GPU node or set device: cpu (WEFT_DEVICE=cpu)");
+  if (local_rank >= visible)
+    throw ConfigError("LOCAL_RANK " + std::to_string(local_rank) + " needs GPU " + std::to_string(local_rank) +
+                      ", but only " + std::to_string(visible) + " GPU" + (visible == 1 ? " is" : "s are") +
+                      " visible (" + visible_note(cuda_visible_devices) +
+                      "); weft runs one rank per GPU: start at most that many ranks per host");
+  return local_rank;
+}
+
+DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, std::string>& env) {
+  DevicePlacement p;
+  p.device = cfg.device;
+  if (cfg.device != "cuda") return p;
+  auto it = env.find("CUDA_VISIBLE_DEVICES");
+  const std::string cvd = it == env.end() ? "" : it->second;
+  std::string why;
+  p.visible = ops::cuda_device_count(&why);
+  p.gpu = choose_gpu(local_rank_from_env(env), p.visible, why, cvd);
+  p.gpu_name = ops::use_cuda_device(p.gpu);
+  return p;
+}
+
+}  // namespace weft

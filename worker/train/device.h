@@ -1,0 +1,35 @@
+// Placing a rank on its device before anything touches it: a rank with
+// `device: cuda` takes GPU LOCAL_RANK of the GPUs it can see (one rank per
+// GPU; CUDA_VISIBLE_DEVICES narrows and renumbers them, as everywhere in
+// CUDA). Runs before the communicators exist, so a missing GPU or driver is
+// bad input named in one line (exit 1), not an NCCL failure deep in the
+// rendezvous.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "config/config.h"
+
+namespace weft {
+
+struct DevicePlacement {
+  std::string device = "cpu";  // the config's device
+  int gpu = -1;                // index among the visible GPUs; -1 on the CPU
+  std::string gpu_name;
+  std::string describe() const;  // "cpu" or "GPU 1 (NVIDIA H100 80GB HBM3) of 2 visible"
+  int visible = 0;
+};
+
+// The GPU a cuda rank must use: `local_rank` among `visible` GPUs. Throws
+// ConfigError naming device, LOCAL_RANK and CUDA_VISIBLE_DEVICES (as given in
+// `cuda_visible_devices`, "" when unset) when there is none; `why` is the CUDA
+// runtime's reason for seeing no GPU.
+int choose_gpu(int local_rank, int visible, const std::string& why, const std::string& cuda_visible_devices);
+
+// Reads LOCAL_RANK and CUDA_VISIBLE_DEVICES from `env`, asks the CUDA runtime
+// how many GPUs it sees and makes the chosen one current for this thread.
+// A cpu config is placed on the CPU without touching CUDA.
+DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, std::string>& env);
+
+}  // namespace weft
