@@ -9,7 +9,7 @@ MODE=${3:-kill}
 . "$(dirname "$0")/lib.sh" "$1" "$2" "$MODE"
 apply_testdata resume.yaml
 wait_for 60 "phase Running" phase_is resume Running
-uid0=$(pod_uid resume-0)
+uid0=$(pod_uid resume-0) || fail "no uid for pod resume-0"
 log1=$STATE/logs/${NS}_resume-0_$uid0/worker/0.log
 logged_step() { sed -n 's/.*step *\([0-9][0-9]*\)\/120 .*/\1/p' "$log1" 2>/dev/null | tail -1; }
 # Strike between checkpoints, after rank 0 logged a step past the latest one:

@@ -51,7 +51,17 @@ wait_for_quiet() {
   return 1
 }
 phase_is() { [ "$(tj_field "$1" .status.phase)" = "$2" ]; }
-pod_uid() { kubectl get pod "$1" -n "$NS" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+# A pod's uid. Retried for up to 10 s: under load a kubectl call can fail, and
+# an empty uid would point every later path at a directory that never exists.
+pod_uid() {
+  local u _
+  for _ in $(seq 1 50); do
+    u=$(kubectl get pod "$1" -n "$NS" -o jsonpath='{.metadata.uid}' 2>/dev/null)
+    [ -n "$u" ] && { echo "$u"; return 0; }
+    sleep 0.2
+  done
+  return 1
+}
 # The container's pid (leader of its process group) of a running pod.
 worker_pid() {
   local uid; uid=$(pod_uid "$1")
