@@ -62,6 +62,22 @@ TEST(WorkerCli, CudaWithoutAUsableGpuExitsOneBeforeTheRendezvous) {
   fs::remove_all(d);
 }
 
+// A rank still waiting for rank 0's store (rendezvous timeout 600 s) stops at
+// once on SIGTERM, as kubectl delete pod expects, instead of waiting it out.
+TEST(WorkerCli, SigtermDuringTheRendezvousExitsAtOnce) {
+  fs::path d = fresh_dir("rdzvterm");
+  std::string cfg = write_file(d / "c.yaml", "preset: tiny\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_process({kWorker, cfg, "--out", (d / "out").string()},
+                       {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(free_port())},
+                       SIGTERM, "rendezvous: waiting", std::chrono::seconds(60));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 143) << r.output;
+  EXPECT_NE(r.output.find("stopped by a signal while joining the job"), std::string::npos) << r.output;
+  EXPECT_LT(secs, 30) << r.output;
+  fs::remove_all(d);
+}
+
 TEST(WorkerCli, BadShardExitsOneNamingTheFile) {
   fs::path d = fresh_dir("badshard");
   write_file(d / "junk.bin", std::string(2000, 'x'));

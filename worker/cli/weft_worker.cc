@@ -1,7 +1,8 @@
 // weft-worker: one training process (one rank).
 // Exit codes are the contract with weft-run and the operator:
 //   0 done, 1 bad config or input, 2 internal error, 3 peer lost or collective
-//   timeout, 4 checkpoint I/O, 130 SIGINT / 143 SIGTERM after a checkpoint.
+//   timeout, 4 checkpoint I/O, 130 SIGINT / 143 SIGTERM after a checkpoint
+//   (or, before training started, at once: there is nothing to save).
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -27,6 +28,16 @@ namespace {
 std::atomic<int> g_stop_signal{0};  // written by the signal handler only
 
 void on_signal(int sig) { g_stop_signal.store(sig); }
+
+// Before training starts there is nothing to save, and a rank may block for
+// the whole rendezvous timeout in DNS, connect or the store's wait: a signal
+// then ends the process at once, saying where it was.
+void on_signal_before_training(int sig) {
+  const char msg[] = "weft-worker: stopped by a signal while joining the job (rendezvous); nothing to save\n";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+  ::_exit(sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted);
+}
 
 // OpenMP's worker threads spin while they wait for work, and so do
 // OpenBLAS's own threads: on a node whose cores are all in use the spinners
@@ -92,12 +103,15 @@ int main(int argc, char** argv) {
     return weft::contract::kExitBadConfig;
   }
 
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal_before_training);
+  std::signal(SIGTERM, on_signal_before_training);
   std::unique_ptr<weft::comm::ProcessGroups> groups;
   try {
     groups = weft::comm::init_process_groups(
         weft::comm::read_process_env(weft::comm::current_environment()), weft::group_options(cfg));
+    // From here a signal asks for a checkpoint at the next step all ranks agree on.
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
   } catch (const weft::comm::TokenRejectedError& e) {
     std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
     return weft::comm::kExitBadConfig;
