@@ -3,9 +3,12 @@
 // comm/gloo_communicator.h) and NCCL (CUDA, comm/nccl_communicator.h).
 //
 // Invariants every backend keeps:
-//  - Collectives of one communicator run in the order they were issued (FIFO),
-//    on a communication thread (Gloo) or a dedicated comm stream (NCCL); every
-//    rank of the group must issue the same collectives in the same order.
+//  - Every rank of the group must issue the same collectives in the same
+//    order. NCCL runs them in that order on a dedicated comm stream; Gloo on
+//    one or more lanes (comm.lanes, gloo_communicator.h), each a FIFO thread,
+//    so independent collectives overlap, while one that touches memory an
+//    earlier one still in flight touches waits for it. Completion order is
+//    not issue order in general: wait on each Work whose result you use.
 //  - Buffers are flat, contiguous Tensor views (F32 or BF16). The caller keeps
 //    them alive and does not touch them until the Work completes.
 //  - Every collective has a deadline (CommContext::timeout). A missed deadline
