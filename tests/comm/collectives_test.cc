@@ -62,5 +62,26 @@ INSTANTIATE_TEST_SUITE_P(Lanes, Ordering,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// A tiny collective (the loss, the step agreement) issued after a bucket that
+// the emulated network (comm.simulate) makes take 1.5 s: with lanes it takes
+// the express lane and returns while the bucket is still in flight; with one
+// lane it waits behind it (the check the scenario makes flips).
+class Express : public ::testing::TestWithParam<int> {};
+
+TEST_P(Express, SmallCollectiveDoesNotWaitBehindABucket) {
+  LaunchSpec spec;
+  spec.world = 2;
+  spec.args = {"express", std::to_string(GetParam())};
+  spec.limit_s = 60;
+  auto res = launch_ranks(bin_path("weft_comm_rank"), spec);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].code, 0) << "rank " << r << " output:\n" << res[r].output;
+    EXPECT_NE(res[r].output.find(" 0 failures"), std::string::npos) << res[r].output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lanes, Express, ::testing::Values(1, 2),
+                         [](const auto& info) { return "lanes" + std::to_string(info.param); });
+
 }  // namespace
 }  // namespace weft::comm::testing

@@ -7,6 +7,9 @@
 //                       (support/collective_checks.h, which the fake also meets)
 //   ordering LANES      collectives on overlapping memory, issued back to back
 //                       so they land on different lanes: results as in issue order
+//   express LANES       comm.simulate makes a 1 MiB all-reduce take 1.5 s; a
+//                       4-byte all-reduce issued after it must finish first
+//                       with lanes >= 2 (express lane), and after it with 1
 //   rendezvous          init, barrier, all-reduce of the ranks
 //   die K MS [LANES]    timeout MS; rank K is SIGKILLed after the first
 //                       step, the others keep reducing (must exit 3); with
@@ -116,6 +119,32 @@ int scenario_ordering(int lanes) {
   return g_failures ? 10 : 0;
 }
 
+int scenario_express(int lanes) {
+  GroupOptions opt;
+  opt.lanes = lanes;
+  opt.timeout = std::chrono::seconds(20);
+  opt.rendezvous_timeout = std::chrono::seconds(30);
+  // 2 ranks: the 1 MiB all-reduce is 2 messages of 512 KiB -> 1.5 s.
+  opt.network.bytes_per_second = (1 << 20) / 1.5;
+  auto pg = init_process_groups(read_process_env(current_environment()), opt);
+  if (pg->world_size() != 2) {
+    std::fprintf(stderr, "express: needs 2 ranks\n");
+    return 1;
+  }
+  std::vector<float> big(1 << 18, 1.0f);
+  float small = 1.0f;
+  WorkPtr b = pg->world->all_reduce(Tensor::f32(big.data(), Shape{1 << 18}), ReduceOp::Sum, "bucket 0");
+  pg->world->all_reduce(Tensor::f32(&small, Shape{1}), ReduceOp::Sum, "loss")->wait();
+  const bool big_done_first = b->completed();
+  b->wait();
+  expect_near("small all-reduce", small, 2);
+  expect_near("big all-reduce", big[12345], 2);
+  expect_near("the bucket finished before the small all-reduce returned", big_done_first, lanes == 1);
+  std::printf("rank %d: %d lanes, bucket done first: %d, %d failures\n", pg->rank(), lanes, big_done_first,
+              g_failures);
+  return g_failures ? 10 : 0;
+}
+
 int scenario_failure(bool die, int victim, int timeout_ms, int lanes) {
   GroupOptions opt;
   opt.timeout = std::chrono::milliseconds(timeout_ms);
@@ -152,6 +181,7 @@ int main(int argc, char** argv) {
     if (mode == "collectives" && (argc == 4 || argc == 5))
       return scenario_collectives(std::stoi(argv[2]), std::stoi(argv[3]), argc == 5 ? std::stoi(argv[4]) : 1);
     if (mode == "ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]));
+    if (mode == "express" && argc == 3) return scenario_express(std::stoi(argv[2]));
     if (mode == "rendezvous") return scenario_rendezvous();
     if ((mode == "die" || mode == "hang") && (argc == 4 || argc == 5))
       return scenario_failure(mode == "die", std::stoi(argv[2]), std::stoi(argv[3]),
@@ -163,7 +193,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft_comm_rank: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | ordering LANES | rendezvous | "
+  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | ordering LANES | express LANES | rendezvous | "
                        "die K MS [LANES] | hang K MS [LANES]\n");
   return 2;
 }

@@ -276,15 +276,23 @@ WorkPtr GlooCommunicator::enqueue(OpKind kind, const std::string& label, uint64_
   return work;
 }
 
-void GlooCommunicator::simulate_network(const Op& op) {
-  const auto d = ctx_.network().delay(op.kind, op.bytes, size());
-  if (d.count() <= 0) return;
-  // One modelled link per group: lanes overlap the real work with the
-  // modelled transfer, but two lanes do not get twice the bandwidth.
+void GlooCommunicator::simulate_network(const Op& op, bool express) {
+  const NetworkModel& net = ctx_.network();
+  const auto total = net.delay(op.kind, op.bytes, size());
+  if (total.count() <= 0) return;
+  const auto now = Clock::now();
+  // The express lane's few bytes interleave with bulk transfers on a real
+  // link (TCP shares it), so they pay their own modelled cost only.
+  if (express) return std::this_thread::sleep_until(now + total);
+  // Bulk lanes share one modelled link: latencies overlap, but the transfer
+  // terms queue, so two lanes do not get twice the bandwidth. One lane: the
+  // whole modelled cost, as before lanes.
+  const auto latency = NetworkModel{net.latency_s, 0}.delay(op.kind, op.bytes, size());
+  const auto transfer = std::chrono::duration_cast<Clock::duration>(total - latency);
   Clock::time_point until;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    link_free_ = std::max(link_free_, Clock::now()) + std::chrono::duration_cast<Clock::duration>(d);
+    link_free_ = std::max(link_free_, now + std::chrono::duration_cast<Clock::duration>(latency)) + transfer;
     until = link_free_;
   }
   std::this_thread::sleep_until(until);
@@ -324,7 +332,7 @@ void GlooCommunicator::comm_loop(Lane& lane) {
     try {
       op.run(RunCtx{lane.context, &lane.failed_peer}, op.tag);
       // comm.simulate: the collective takes as long as on the modelled network.
-      simulate_network(op);
+      simulate_network(op, lanes_.size() > 1 && &lane == lanes_[0].get());
     } catch (const std::exception& e) {
       CommFailure f;
       std::string what = e.what();

@@ -138,9 +138,10 @@ class GlooCommunicator : public Communicator {
                   Extents extents, std::function<void(const RunCtx&, uint32_t tag)> run);
   int pick_lane(OpKind kind, uint64_t group_bytes);
   void comm_loop(Lane& lane);
-  // comm.simulate: holds the lane until the modelled network carried `op`; the
-  // lanes of a group share one modelled link.
-  void simulate_network(const Op& op);
+  // comm.simulate: holds the lane until the modelled network carried `op`. The
+  // bulk lanes of a group share one modelled link (their transfer terms
+  // queue); the express lane's small collectives pay only their own cost.
+  void simulate_network(const Op& op, bool express);
   void ring_reduce_scatter(const RunCtx& rc, const Tensor& input, const Tensor& output, ReduceOp op,
                            const std::vector<int64_t>& counts, uint32_t tag);
 
