@@ -64,7 +64,8 @@ class Work {
   // events); 0 until completed.
   virtual double comm_seconds() = 0;
   // Time from issue until the comm thread/stream started it (queueing behind
-  // earlier collectives of the same communicator); 0 until started.
+  // earlier collectives of the same Gloo lane or NCCL stream, or waiting for
+  // an earlier overlapping one on another lane); 0 until started.
   virtual double enqueue_to_start_seconds() = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;
