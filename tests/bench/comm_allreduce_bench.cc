@@ -1,8 +1,14 @@
-// weft_comm_bench: all-reduce (sum, f32) bus bandwidth of weft's Gloo
-// communicator, one rank per process, started by weft-run or
-// tests/bench/comm_allreduce.sh. Rank 0 prints one line per size:
-//   weft <bytes> <iters> <seconds per op> <bus GB/s>
-// bus bandwidth = 2 (n-1)/n * bytes / time, as in nccl-tests.
+// weft_comm_bench: bus bandwidth of one collective (all_reduce, reduce_scatter
+// or all_gather; sum, f32) on weft's Gloo communicator, one rank per process,
+// started by weft-run or tests/bench/comm_allreduce.sh. Rank 0 prints one
+// line per size:
+//   weft <op> <bytes> <iters> <seconds per op> <bus GB/s>
+// <bytes> is the full buffer (all-reduce data, reduce-scatter input,
+// all-gather output); bus bandwidth as in nccl-tests: 2 (n-1)/n * bytes / time
+// for all-reduce, (n-1)/n * bytes / time for the other two.
+// Collectives are issued back to back without waiting, alternating between two
+// buffers (as gradient buckets are distinct memory), so lanes can overlap them.
+// WEFT_BENCH_LANES sets comm.lanes (default: GroupOptions' default).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,26 +22,43 @@ using namespace weft::comm;
 
 int main(int argc, char** argv) {
   int64_t max_bytes = argc > 1 ? std::atoll(argv[1]) : (256ll << 20);
+  const std::string op = argc > 2 ? argv[2] : "all_reduce";
+  if (op != "all_reduce" && op != "reduce_scatter" && op != "all_gather") {
+    std::fprintf(stderr, "weft_comm_bench: op '%s' is not one of all_reduce, reduce_scatter, all_gather\n", op.c_str());
+    return 1;
+  }
   GroupOptions opt;
   opt.timeout = std::chrono::seconds(120);
   opt.rendezvous_timeout = std::chrono::seconds(60);
+  if (const char* l = std::getenv("WEFT_BENCH_LANES")) opt.lanes = std::atoi(l);
   auto pg = init_process_groups(read_process_env(current_environment()), opt);
-  int n = pg->world_size();
-  std::vector<float> buf(static_cast<size_t>(max_bytes / 4), 1.0f);
+  const int n = pg->world_size();
+  constexpr int kBuffers = 2;
+  std::vector<std::vector<float>> full(kBuffers, std::vector<float>(static_cast<size_t>(max_bytes / 4), 1.0f));
+  std::vector<std::vector<float>> share(kBuffers, std::vector<float>(static_cast<size_t>(max_bytes / 4 / n + 1), 1.0f));
   for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
-    int64_t count = bytes / 4;
-    Tensor t = Tensor::f32(buf.data(), Shape{count});
+    const int64_t count = bytes / 4 / n * n;  // splits evenly
+    auto issue = [&](int i) -> WorkPtr {
+      const int b = i % kBuffers;
+      Tensor f = Tensor::f32(full[b].data(), Shape{count});
+      Tensor s = Tensor::f32(share[b].data(), Shape{count / n});
+      if (op == "all_reduce") return pg->world->all_reduce(f, ReduceOp::Sum);
+      if (op == "reduce_scatter") return pg->world->reduce_scatter(f, s, ReduceOp::Sum);
+      return pg->world->all_gather(s, f);
+    };
     // Same iteration count on every rank: about 256 MiB of payload per size.
     int iters = static_cast<int>(std::max<int64_t>(5, std::min<int64_t>(1000, (256ll << 20) / bytes)));
-    for (int i = 0; i < 2; ++i) pg->world->all_reduce(t, ReduceOp::Sum)->wait();
+    for (int i = 0; i < 2; ++i) issue(i)->wait();
     pg->world->barrier()->wait();
     auto t0 = std::chrono::steady_clock::now();
-    WorkPtr last;
-    for (int i = 0; i < iters; ++i) last = pg->world->all_reduce(t, ReduceOp::Sum);
-    last->wait();
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < iters; ++i) works.push_back(issue(i));
+    for (auto& w : works) w->wait();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-    double busbw = 2.0 * (n - 1) / n * static_cast<double>(bytes) / secs / 1e9;
-    if (pg->rank() == 0) std::printf("weft %lld %d %.9f %.4f\n", static_cast<long long>(bytes), iters, secs, busbw);
+    const double factor = (op == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n;
+    double busbw = factor * static_cast<double>(count * 4) / secs / 1e9;
+    if (pg->rank() == 0)
+      std::printf("weft %s %lld %d %.9f %.4f\n", op.c_str(), static_cast<long long>(bytes), iters, secs, busbw);
     std::fflush(stdout);
   }
   return 0;

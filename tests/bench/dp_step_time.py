@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Data-parallel step time, 2 ranks on this machine, one thread each:
 weft (weft-run, Gloo) vs PyTorch DDP (gloo, bucket_cap_mb=25) on the same
-model and batch; weft with overlap on vs the sync-after-backward baseline;
-and a bucket-cap sweep. Prints markdown tables for docs/benchmarks.md.
+model and batch; weft at its defaults (comm.lanes 2) and with comm.lanes 1
+(one FIFO per group); weft with overlap on vs the sync-after-backward
+baseline; and a bucket-cap sweep. Prints the load (uptime) and markdown
+tables for docs/benchmarks.md.
 
 usage: dp_step_time.py BUILD_DIR [--steps 12]
 """
@@ -19,8 +21,8 @@ MODEL = {"vocab_size": 2048, "d_model": 512, "n_layers": 4, "n_heads": 8, "n_kv_
          "max_seq_len": 128}
 
 
-def weft(build, tmp, name, parallel, steps):
-    cfg = {"preset": "tiny", "model": MODEL,
+def weft(build, tmp, name, parallel, steps, comm=None):
+    cfg = {"preset": "tiny", "model": MODEL, "comm": comm or {},
            "train": {"steps": steps, "micro_batch": 4, "seq_len": 128, "log_every": 0,
                      "out_dir": os.path.join(tmp, name)},
            "checkpoint": {"dir": os.path.join(tmp, name, "ckpt"), "resume": False},
@@ -38,7 +40,10 @@ def weft(build, tmp, name, parallel, steps):
     return {"step": statistics.median(s["step_seconds"][warm]),
             "comm": statistics.median(g["comm_seconds"][warm]),
             "exposed": statistics.median(g["exposed_seconds"][warm]),
-            "overlap": g["overlap_ratio"], "buckets": g["bucket_count"], "params": s["num_params"]}, path
+            # Overlap of the warm steps (the run-wide ratio includes warm-up).
+            "overlap": statistics.median(1 - e / c if c > 0 else 0.0
+                                         for e, c in zip(g["exposed_seconds"][warm], g["comm_seconds"][warm])),
+            "buckets": g["bucket_count"], "params": s["num_params"]}, path
 
 
 def main():
@@ -46,8 +51,9 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--steps", type=int, default=12)
     a = ap.parse_args()
+    load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
-        on, cfg_path = weft(a.build, tmp, "overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1}, a.steps)
+        dflt, cfg_path = weft(a.build, tmp, "defaults", {}, a.steps)
         resolved = os.path.join(tmp, "resolved.yaml")
         with open(resolved, "w") as f:
             f.write(subprocess.run([os.path.join(a.build, "bin", "weft-worker"), cfg_path, "--print-config"],
@@ -56,16 +62,21 @@ def main():
         ddp = json.loads(subprocess.run([sys.executable, os.path.join(HERE, "torch_ddp_step.py"), "--config", resolved,
                                          "--steps", str(a.steps)], check=True, capture_output=True, env=env,
                                         text=True).stdout.strip().splitlines()[-1])
+        lanes1, _ = weft(a.build, tmp, "lanes1", {}, a.steps, {"lanes": 1})
+        on, _ = weft(a.build, tmp, "overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1}, a.steps)
         off, _ = weft(a.build, tmp, "no-overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1, "overlap": False}, a.steps)
         sweep = [(cap, weft(a.build, tmp, f"cap{cap}", {"bucket_cap_mb": cap}, a.steps)[0]) for cap in (1, 4, 16, 64)]
 
+    load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     ms = lambda s: f"{s * 1e3:.0f} ms"  # noqa: E731
+    print(f"load before: {load_before}\nload after: {load_after}\n")
     print(f"model: {on['params'] / 1e6:.1f} M parameters ({on['params'] * 4 / 2**20:.0f} MiB of fp32 gradients), "
           f"2 ranks x 4 x 128 tokens, 1 thread per rank\n")
     print("| run | step time | ratio to DDP | comm | exposed | overlap ratio | buckets |")
     print("|---|---|---|---|---|---|---|")
     print(f"| PyTorch DDP (gloo, bucket_cap_mb=25) | {ms(ddp['median_step_seconds'])} | 1.00 | | | | |")
-    for label, r in (("weft DP, overlap on (cap 25, first 1)", on), ("weft DP, sync after backward", off)):
+    for label, r in (("weft DP, defaults (comm.lanes 2)", dflt), ("weft DP, defaults but comm.lanes 1", lanes1),
+                     ("weft DP, cap 25, first 1", on), ("weft DP, sync after backward", off)):
         print(f"| {label} | {ms(r['step'])} | {r['step'] / ddp['median_step_seconds']:.2f} | {ms(r['comm'])} | "
               f"{ms(r['exposed'])} | {r['overlap']:.2f} | {r['buckets']} |")
     print("\n| bucket cap (MiB) | buckets | step time | comm | exposed | overlap ratio |")

@@ -107,6 +107,8 @@ const BadConfig kBadConfigs[] = {
     {"comm:\n  backend: nccl\n", "comm.backend: 'nccl' needs device 'cuda'"},
     {"comm:\n  timeout_s: 0\n", "comm.timeout_s: must be > 0, got 0"},
     {"comm:\n  rendezvous_timeout_s: -3\n", "comm.rendezvous_timeout_s: must be > 0, got -3"},
+    {"comm:\n  lanes: 0\n", "comm.lanes: must be in [1, 16], got 0"},
+    {"comm:\n  lanes: 2.5\n", "comm.lanes"},
     // metrics
     {"metrics:\n  port: 70000\n", "metrics.port: must be in [0, 65535], got 70000"},
     {"metrics:\n  port: -1\n", "metrics.port: must be in [0, 65535], got -1"},
@@ -245,6 +247,7 @@ comm:
   backend: nccl
   timeout_s: 30.5
   rendezvous_timeout_s: 60
+  lanes: 3
 metrics:
   port: 0
 )";
@@ -258,6 +261,7 @@ metrics:
   e.checkpoint = {"/ckpt", 100, 1, false};
   e.parallel = {"zero", 2, 2, 0.5, 1, false, true, {2, "after_backward", true}};
   e.comm = {"nccl", 30.5, 60};
+  e.comm.lanes = 3;
   e.metrics = {0};
   EXPECT_EQ(c, e);
   EXPECT_EQ(c.model.head_dim(), 32);

@@ -24,6 +24,9 @@ TEST(CommOptions, FromTheWorkerConfig) {
   EXPECT_EQ(o.wp, 4);
   EXPECT_EQ(o.device, Device::CUDA);
   EXPECT_EQ(o.policy, comm::FailurePolicy::Exit);
+  EXPECT_EQ(o.lanes, 2) << "comm.lanes defaults to 2";
+  cfg.comm.lanes = 4;
+  EXPECT_EQ(group_options(cfg).lanes, 4);
   cfg.device = "cpu";
   EXPECT_EQ(group_options(cfg).device, Device::CPU);
 }

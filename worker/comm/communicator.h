@@ -3,9 +3,12 @@
 // comm/gloo_communicator.h) and NCCL (CUDA, comm/nccl_communicator.h).
 //
 // Invariants every backend keeps:
-//  - Collectives of one communicator run in the order they were issued (FIFO),
-//    on a communication thread (Gloo) or a dedicated comm stream (NCCL); every
-//    rank of the group must issue the same collectives in the same order.
+//  - Every rank of the group must issue the same collectives in the same
+//    order. NCCL runs them in that order on a dedicated comm stream; Gloo on
+//    one or more lanes (comm.lanes, gloo_communicator.h), each a FIFO thread,
+//    so independent collectives overlap, while one that touches memory an
+//    earlier one still in flight touches waits for it. Completion order is
+//    not issue order in general: wait on each Work whose result you use.
 //  - Buffers are flat, contiguous Tensor views (F32 or BF16). The caller keeps
 //    them alive and does not touch them until the Work completes.
 //  - Every collective has a deadline (CommContext::timeout). A missed deadline
@@ -61,7 +64,8 @@ class Work {
   // events); 0 until completed.
   virtual double comm_seconds() = 0;
   // Time from issue until the comm thread/stream started it (queueing behind
-  // earlier collectives of the same communicator); 0 until started.
+  // earlier collectives of the same Gloo lane or NCCL stream, or waiting for
+  // an earlier overlapping one on another lane); 0 until started.
   virtual double enqueue_to_start_seconds() = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;

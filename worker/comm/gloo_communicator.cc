@@ -88,6 +88,12 @@ void with_type(DType t, F&& f) {
   else f(static_cast<float*>(nullptr));
 }
 
+// The memory a flat buffer covers, for the lanes' overlap check.
+std::pair<uintptr_t, uintptr_t> extent(const Tensor& t) {
+  auto p = reinterpret_cast<uintptr_t>(t.data);
+  return {p, p + t.nbytes()};
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ work --
@@ -104,6 +110,11 @@ class GlooWork : public Work {
   bool completed() override {
     std::lock_guard<std::mutex> lk(mu_);
     return done_;
+  }
+  // As wait(), without throwing: another lane's collective waits for this one.
+  void wait_done() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return done_; });
   }
   double comm_seconds() override {
     std::lock_guard<std::mutex> lk(mu_);
@@ -156,43 +167,61 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& bin
 
 std::shared_ptr<GlooCommunicator> GlooCommunicator::create(
     CommContext& ctx, TcpStore* store, std::shared_ptr<gloo::transport::Device> device,
-    std::string name, std::vector<int> members, int global_rank) {
+    std::string name, std::vector<int> members, int global_rank, int lanes) {
   auto it = std::find(members.begin(), members.end(), global_rank);
   if (it == members.end())
     throw CommError("group " + name + ": rank " + std::to_string(global_rank) + " is not a member");
+  if (lanes < 1)
+    throw CommError("group " + name + ": comm.lanes must be >= 1, got " + std::to_string(lanes));
   int rank = static_cast<int>(it - members.begin());
   int size = static_cast<int>(members.size());
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  if (size > 1) {
-    if (!store) throw CommError("group " + name + ": " + std::to_string(size) +
-                                " ranks need a rendezvous store (" +
-                                contract::kEnvMasterAddr + "/" + contract::kEnvMasterPort + ")");
-    // The member list is part of the key: two groups with the same name (one
-    // dp group per sequence slice) must not share a key space.
-    std::string prefix = "gloo/" + name + "/";
-    for (int m : members) prefix += std::to_string(m) + ",";
-    StoreAdapter adapter(*store);
-    gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
-    context->setTimeout(store->timeout());
-    try {
-      context->connectFullMesh(prefixed, device);
-    } catch (const std::exception& e) {
-      throw RendezvousError("group " + name + ": connecting the Gloo full mesh failed: " + e.what());
+  // A one-rank group has nothing to overlap; otherwise N bulk lanes and, with
+  // N >= 2, an express lane in front of them.
+  const int contexts_needed = size == 1 || lanes == 1 ? 1 : lanes + 1;
+  std::vector<std::shared_ptr<gloo::Context>> contexts;
+  for (int lane = 0; lane < contexts_needed; ++lane) {
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    if (size > 1) {
+      if (!store) throw CommError("group " + name + ": " + std::to_string(size) +
+                                  " ranks need a rendezvous store (" +
+                                  contract::kEnvMasterAddr + "/" + contract::kEnvMasterPort + ")");
+      // The member list is part of the key: two groups with the same name (one
+      // dp group per sequence slice) must not share a key space. Lane 0 keeps
+      // the key space of the single-lane layout.
+      std::string prefix = "gloo/" + name + "/";
+      for (int m : members) prefix += std::to_string(m) + ",";
+      if (lane > 0) prefix += "/lane" + std::to_string(lane) + "/";
+      StoreAdapter adapter(*store);
+      gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
+      context->setTimeout(store->timeout());
+      try {
+        context->connectFullMesh(prefixed, device);
+      } catch (const std::exception& e) {
+        throw RendezvousError("group " + name + ": connecting the Gloo full mesh (lane " +
+                              std::to_string(lane) + ") failed: " + e.what());
+      }
+    } else {
+      gloo::rendezvous::HashStore local;
+      context->connectFullMesh(local, device);
     }
-  } else {
-    gloo::rendezvous::HashStore local;
-    context->connectFullMesh(local, device);
+    context->setTimeout(ctx.timeout());
+    contexts.push_back(std::move(context));
   }
-  context->setTimeout(ctx.timeout());
   return std::shared_ptr<GlooCommunicator>(
-      new GlooCommunicator(ctx, std::move(name), std::move(members), rank, std::move(context)));
+      new GlooCommunicator(ctx, std::move(name), std::move(members), rank, std::move(contexts)));
 }
 
 GlooCommunicator::GlooCommunicator(CommContext& ctx, std::string name, std::vector<int> members,
-                                   int rank, std::shared_ptr<gloo::Context> context)
-    : ctx_(ctx), name_(std::move(name)), members_(std::move(members)), rank_(rank),
-      context_(std::move(context)) {
-  thread_ = std::thread([this] { comm_loop(); });
+                                   int rank, std::vector<std::shared_ptr<gloo::Context>> contexts)
+    : ctx_(ctx), name_(std::move(name)), members_(std::move(members)), rank_(rank) {
+  for (auto& c : contexts) {
+    lanes_.push_back(std::make_unique<Lane>());
+    lanes_.back()->context = std::move(c);
+  }
+  for (auto& lane : lanes_) {
+    Lane* l = lane.get();
+    l->thread = std::thread([this, l] { comm_loop(*l); });
+  }
 }
 
 GlooCommunicator::~GlooCommunicator() {
@@ -200,38 +229,91 @@ GlooCommunicator::~GlooCommunicator() {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
-  thread_.join();  // drains the queue first: issued collectives always run
+  for (auto& lane : lanes_) lane->cv.notify_all();
+  // Each lane drains its queue first: issued collectives always run.
+  for (auto& lane : lanes_) lane->thread.join();
 }
 
 // ------------------------------------------------------------ comm thread --
 
+int GlooCommunicator::pick_lane(OpKind kind, uint64_t group_bytes) {
+  const int n = static_cast<int>(lanes_.size());
+  if (n == 1) return 0;
+  if (kind == OpKind::Barrier || group_bytes <= kExpressLaneBytes) return 0;
+  return 1 + static_cast<int>(next_bulk_++ % static_cast<uint64_t>(n - 1));
+}
+
 WorkPtr GlooCommunicator::enqueue(OpKind kind, const std::string& label, uint64_t bytes,
-                                  std::function<void(uint32_t)> run) {
+                                  uint64_t group_bytes, Extents extents,
+                                  std::function<void(const RunCtx&, uint32_t)> run) {
   auto work = std::make_shared<GlooWork>();
+  Lane* lane = nullptr;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) throw CommError("group " + name_ + ": communicator is shutting down");
-    queue_.push_back(Op{kind, label, bytes, std::move(run), work});
+    const int index = pick_lane(kind, group_bytes);
+    lane = lanes_[index].get();
+    // Tags follow issue order, which every member shares, so concurrent
+    // groups and back-to-back collectives never match each other's messages.
+    Op op{kind, label, bytes, next_tag_++, std::move(run), work, {}};
+    if (lanes_.size() > 1) {
+      // Keep issue order where it matters: wait for collectives in flight on
+      // other lanes whose memory overlaps ours (a barrier waits for all).
+      std::erase_if(in_flight_, [](const InFlight& f) { return f.work->completed(); });
+      for (const InFlight& f : in_flight_) {
+        if (f.lane == index) continue;  // the lane's FIFO orders these already
+        bool overlap = kind == OpKind::Barrier;
+        for (const auto& [a0, a1] : extents)
+          for (const auto& [b0, b1] : f.extents)
+            overlap = overlap || (a0 < b1 && b0 < a1);
+        if (overlap) op.after.push_back(f.work);
+      }
+      in_flight_.push_back(InFlight{index, std::move(extents), work});
+    }
+    lane->queue.push_back(std::move(op));
   }
-  cv_.notify_one();
+  lane->cv.notify_one();
   return work;
 }
 
-void GlooCommunicator::comm_loop() {
+void GlooCommunicator::simulate_network(const Op& op, bool express) {
+  const NetworkModel& net = ctx_.network();
+  const auto total = net.delay(op.kind, op.bytes, size());
+  if (total.count() <= 0) return;
+  const auto now = Clock::now();
+  // The express lane's few bytes interleave with bulk transfers on a real
+  // link (TCP shares it), so they pay their own modelled cost only.
+  if (express) return std::this_thread::sleep_until(now + total);
+  // Bulk lanes share one modelled link: latencies overlap, but the transfer
+  // terms queue, so two lanes do not get twice the bandwidth. One lane: the
+  // whole modelled cost, as before lanes.
+  const auto latency = NetworkModel{net.latency_s, 0}.delay(op.kind, op.bytes, size());
+  const auto transfer = std::chrono::duration_cast<Clock::duration>(total - latency);
+  Clock::time_point until;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    link_free_ = std::max(link_free_, now + std::chrono::duration_cast<Clock::duration>(latency)) + transfer;
+    until = link_free_;
+  }
+  std::this_thread::sleep_until(until);
+}
+
+void GlooCommunicator::comm_loop(Lane& lane) {
   for (;;) {
     Op op;
-    uint32_t tag;
-    std::string poisoned;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      op = std::move(queue_.front());
-      queue_.pop_front();
-      // Tags follow issue order, which every member shares, so concurrent
-      // groups and back-to-back collectives never match each other's messages.
-      tag = next_tag_++;
+      lane.cv.wait(lk, [&] { return stop_ || !lane.queue.empty(); });
+      if (lane.queue.empty()) return;
+      op = std::move(lane.queue.front());
+      lane.queue.pop_front();
+    }
+    // Earlier overlapping collectives on other lanes first. They only ever
+    // point to lower tags, so the lowest unfinished collective can always run.
+    for (auto& dep : op.after) dep->wait_done();
+    std::string poisoned;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
       poisoned = poisoned_;
     }
     if (!poisoned.empty()) {
@@ -246,11 +328,11 @@ void GlooCommunicator::comm_loop() {
     w.deadline = Clock::now() + ctx_.timeout();
     uint64_t watch_id = ctx_.watch(std::move(w));
     std::string error;
-    failed_peer_ = -1;
+    lane.failed_peer = -1;
     try {
-      op.run(tag);
+      op.run(RunCtx{lane.context, &lane.failed_peer}, op.tag);
       // comm.simulate: the collective takes as long as on the modelled network.
-      if (const auto d = ctx_.network().delay(op.kind, op.bytes, size()); d.count() > 0) std::this_thread::sleep_for(d);
+      simulate_network(op, lanes_.size() > 1 && &lane == lanes_[0].get());
     } catch (const std::exception& e) {
       CommFailure f;
       std::string what = e.what();
@@ -258,14 +340,14 @@ void GlooCommunicator::comm_loop() {
       f.op = op.kind;
       f.group = name_;
       f.label = op.label;
-      f.peer = failed_peer_ >= 0 ? members_[failed_peer_] : -1;
+      f.peer = lane.failed_peer >= 0 ? members_[lane.failed_peer] : -1;
       f.detail = what;
       error = ctx_.fail(f);  // does not return under FailurePolicy::Exit
     }
     ctx_.unwatch(watch_id);
     if (!error.empty()) {
       std::lock_guard<std::mutex> lk(mu_);
-      poisoned_ = error;
+      if (poisoned_.empty()) poisoned_ = error;
     }
     op.work->mark_done(error, [&](double secs) {
       if (error.empty()) stats_.add(op.kind, secs, op.bytes);
@@ -279,9 +361,10 @@ WorkPtr GlooCommunicator::all_reduce(const Tensor& data, ReduceOp op, const std:
   check_buffer(name_, OpKind::AllReduce, "data", data);
   Tensor t = data;
   int n = size();
-  return enqueue(OpKind::AllReduce, label, t.nbytes(), [this, t, op, n](uint32_t tag) {
+  return enqueue(OpKind::AllReduce, label, t.nbytes(), t.nbytes(), {extent(t)},
+                 [this, t, op, n](const RunCtx& rc, uint32_t tag) {
     if (n == 1 || t.numel() == 0) return;
-    gloo::AllreduceOptions o(context_);
+    gloo::AllreduceOptions o(rc.context);
     if (t.dtype == DType::BF16)
       o.setOutput(static_cast<uint16_t*>(t.data), static_cast<size_t>(t.numel()));
     else
@@ -306,8 +389,10 @@ WorkPtr GlooCommunicator::reduce_scatter(const Tensor& input, const Tensor& outp
                     std::to_string(output.numel()) + " elements, rank " + std::to_string(rank_) +
                     "'s share is " + std::to_string(c[rank_]));
   Tensor in = input, out = output;
-  return enqueue(OpKind::ReduceScatter, label, input.nbytes(),
-                 [this, in, out, op, c](uint32_t tag) { ring_reduce_scatter(in, out, op, c, tag); });
+  return enqueue(OpKind::ReduceScatter, label, input.nbytes(), input.nbytes(), {extent(in), extent(out)},
+                 [this, in, out, op, c](const RunCtx& rc, uint32_t tag) {
+                   ring_reduce_scatter(rc, in, out, op, c, tag);
+                 });
 }
 
 // A ring reduce-scatter (Gloo's ReduceScatterHalvingDoubling has no timeout
@@ -315,8 +400,9 @@ WorkPtr GlooCommunicator::reduce_scatter(const Tensor& input, const Tensor& outp
 // sums travel in a chunk-sized buffer. At step s rank r sends chunk
 // (r-s-1) mod n and receives chunk (r-s-2) mod n, so after n-1 steps the chunk
 // it completes is its own.
-void GlooCommunicator::ring_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op,
-                                           const std::vector<int64_t>& counts, uint32_t tag) {
+void GlooCommunicator::ring_reduce_scatter(const RunCtx& rc, const Tensor& in, const Tensor& out,
+                                           ReduceOp op, const std::vector<int64_t>& counts,
+                                           uint32_t tag) {
   const int n = size();
   const size_t es = dtype_size(in.dtype);
   auto off = offsets_of(counts);
@@ -326,9 +412,9 @@ void GlooCommunicator::ring_reduce_scatter(const Tensor& in, const Tensor& out, 
   }
   int64_t max_chunk = *std::max_element(counts.begin(), counts.end());
   std::vector<char> acc(static_cast<size_t>(max_chunk) * es), recv(acc.size());
-  auto in_buf = context_->createUnboundBuffer(in.data, in.nbytes());
-  auto acc_buf = context_->createUnboundBuffer(acc.data(), acc.size());
-  auto recv_buf = context_->createUnboundBuffer(recv.data(), recv.size());
+  auto in_buf = rc.context->createUnboundBuffer(in.data, in.nbytes());
+  auto acc_buf = rc.context->createUnboundBuffer(acc.data(), acc.size());
+  auto recv_buf = rc.context->createUnboundBuffer(recv.data(), recv.size());
   const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
   const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag);
   const auto deadline = Clock::now() + ctx_.timeout();
@@ -348,14 +434,14 @@ void GlooCommunicator::ring_reduce_scatter(const Tensor& in, const Tensor& out, 
       else acc_buf->send(right, slot, 0, send_bytes);
     }
     if (recv_bytes) {
-      failed_peer_ = left;
+      *rc.failed_peer = left;
       recv_buf->waitRecv(left_ms());
     }
     if (send_bytes) {
-      failed_peer_ = right;
+      *rc.failed_peer = right;
       (s == 0 ? in_buf : acc_buf)->waitSend(left_ms());
     }
-    failed_peer_ = -1;
+    *rc.failed_peer = -1;
     if (!recv_bytes) continue;
     void* dst = (s == n - 2) ? out.data : static_cast<void*>(acc.data());
     add(dst, element_at(in, off[recv_idx]), recv.data(), static_cast<size_t>(counts[recv_idx]));
@@ -375,7 +461,8 @@ WorkPtr GlooCommunicator::all_gather(const Tensor& input, const Tensor& output,
   auto off = offsets_of(c);
   Tensor in = input, out = output;
   bool equal = counts.empty() || std::all_of(c.begin(), c.end(), [&](int64_t x) { return x == c[0]; });
-  return enqueue(OpKind::AllGather, label, input.nbytes(), [this, in, out, c, off, equal](uint32_t tag) {
+  return enqueue(OpKind::AllGather, label, input.nbytes(), out.nbytes(), {extent(in), extent(out)},
+                 [this, in, out, c, off, equal](const RunCtx& rc, uint32_t tag) {
     // Gloo copies the input into the output's own slot; give it an input
     // only when it is elsewhere, as it may alias (ZeRO gathers in place).
     char* own = element_at(out, off[rank_]);
@@ -385,7 +472,7 @@ WorkPtr GlooCommunicator::all_gather(const Tensor& input, const Tensor& output,
     // it from reading the output it is writing.
     std::vector<char> mine(own, own + in.nbytes());
     if (equal) {
-      gloo::AllgatherOptions o(context_);
+      gloo::AllgatherOptions o(rc.context);
       with_type(out.dtype, [&](auto* p) {
         using T = std::remove_pointer_t<decltype(p)>;
         o.setInput(reinterpret_cast<T*>(mine.data()), static_cast<size_t>(c[rank_]));
@@ -395,7 +482,7 @@ WorkPtr GlooCommunicator::all_gather(const Tensor& input, const Tensor& output,
       o.setTimeout(ctx_.timeout());
       gloo::allgather(o);
     } else {
-      gloo::AllgathervOptions o(context_);
+      gloo::AllgathervOptions o(rc.context);
       std::vector<size_t> elems(c.begin(), c.end());
       if (out.dtype == DType::BF16) {
         o.setInput(reinterpret_cast<uint16_t*>(mine.data()), static_cast<size_t>(c[rank_]));
@@ -429,14 +516,18 @@ WorkPtr GlooCommunicator::all_to_all(const Tensor& input, const Tensor& output,
     throw CommError("all_to_all on group " + name_ + ": input and output must not alias");
   Tensor in = input, out = output;
   bool equal = send_counts.empty();
-  return enqueue(OpKind::AllToAll, label, input.nbytes(), [this, in, out, sc, rc, equal](uint32_t tag) {
+  // Uneven shares: members may pass different input sizes, so none picks an
+  // express lane by size.
+  const uint64_t group_bytes = equal ? in.nbytes() : UINT64_MAX;
+  return enqueue(OpKind::AllToAll, label, input.nbytes(), group_bytes, {extent(in), extent(out)},
+                 [this, in, out, sc, rc, equal](const RunCtx& run, uint32_t tag) {
     if (size() == 1) {
       std::memcpy(out.data, in.data, in.nbytes());
       return;
     }
     if (in.numel() == 0 && out.numel() == 0 && equal) return;
     if (equal) {
-      gloo::AlltoallOptions o(context_);
+      gloo::AlltoallOptions o(run.context);
       with_type(out.dtype, [&](auto* p) {
         using T = std::remove_pointer_t<decltype(p)>;
         o.setInput(static_cast<T*>(in.data), static_cast<size_t>(in.numel()));
@@ -446,7 +537,7 @@ WorkPtr GlooCommunicator::all_to_all(const Tensor& input, const Tensor& output,
       o.setTimeout(ctx_.timeout());
       gloo::alltoall(o);
     } else {
-      gloo::AlltoallvOptions o(context_);
+      gloo::AlltoallvOptions o(run.context);
       if (out.dtype == DType::BF16) {
         o.setInput(static_cast<uint16_t*>(in.data), sc);
         o.setOutput(static_cast<uint16_t*>(out.data), rc);
@@ -467,9 +558,10 @@ WorkPtr GlooCommunicator::broadcast(const Tensor& data, int root, const std::str
     throw CommError("broadcast on group " + name_ + ": root " + std::to_string(root) +
                     " is not a group rank (size " + std::to_string(size()) + ")");
   Tensor t = data;
-  return enqueue(OpKind::Broadcast, label, t.nbytes(), [this, t, root](uint32_t tag) {
+  return enqueue(OpKind::Broadcast, label, t.nbytes(), t.nbytes(), {extent(t)},
+                 [this, t, root](const RunCtx& rc, uint32_t tag) {
     if (size() == 1 || t.numel() == 0) return;
-    gloo::BroadcastOptions o(context_);
+    gloo::BroadcastOptions o(rc.context);
     with_type(t.dtype, [&](auto* p) {
       using T = std::remove_pointer_t<decltype(p)>;
       o.setOutput(static_cast<T*>(t.data), static_cast<size_t>(t.numel()));
@@ -477,15 +569,15 @@ WorkPtr GlooCommunicator::broadcast(const Tensor& data, int root, const std::str
     o.setRoot(root);
     o.setTag(tag);
     o.setTimeout(ctx_.timeout());
-    failed_peer_ = rank_ == root ? -1 : root;
+    *rc.failed_peer = rank_ == root ? -1 : root;
     gloo::broadcast(o);
   });
 }
 
 WorkPtr GlooCommunicator::barrier(const std::string& label) {
-  return enqueue(OpKind::Barrier, label, 0, [this](uint32_t tag) {
+  return enqueue(OpKind::Barrier, label, 0, 0, {}, [this](const RunCtx& rc, uint32_t tag) {
     if (size() == 1) return;
-    gloo::BarrierOptions o(context_);
+    gloo::BarrierOptions o(rc.context);
     o.setTag(tag);
     o.setTimeout(ctx_.timeout());
     gloo::barrier(o);

@@ -1,22 +1,43 @@
-// weft comm: the Gloo (CPU) Communicator. Each instance owns one Gloo context
-// over the TCP transport for its group and one communication thread that runs
-// the group's collectives in FIFO order, so the caller keeps computing.
+// weft comm: the Gloo (CPU) Communicator. Each instance owns one or more
+// lanes for its group; a lane is a Gloo context over the TCP transport (its
+// own connections) plus a communication thread that runs the lane's
+// collectives in FIFO order, so the caller keeps computing and independent
+// collectives of one group run at once.
 //
-// Invariants: collectives start on the comm thread in issue order; each runs
-// under the CommContext deadline (Gloo's own timeouts are set to it and the
-// watchdog backs them up); a failed collective ends the process with exit code
-// 3 (FailurePolicy::Exit) or poisons the communicator so every later Work
-// throws (FailurePolicy::Throw). Group creation is collective: every member
-// calls create() with the same name and member list.
+// Lanes (comm.lanes = N, GroupOptions::lanes): with N == 1 (and always for a
+// one-rank group) there is a single lane and collectives run strictly in
+// issue order. With N >= 2 there are N bulk lanes plus one express lane:
+//  - a collective whose group-wide payload is at most kExpressLaneBytes (the
+//    step agreement, the loss, barriers) goes to the express lane, so it never
+//    queues behind a large gradient bucket;
+//  - every other collective goes to bulk lane (k mod N), k counting the bulk
+//    collectives in issue order.
+// The choice depends only on issue order and on sizes every member agrees on,
+// so all ranks put the i-th collective on the same lane, and each lane sees
+// the same sequence on every rank: the per-lane FIFO is what matches them up.
+//
+// Invariants: collectives start on their lane's thread in issue order; a
+// collective whose buffers overlap those of an earlier collective still in
+// flight on another lane waits for it (read-after-write order is kept as with
+// one FIFO), and a barrier waits for every earlier collective. Completion
+// order across lanes is not issue order: wait on each Work you need. Each
+// collective runs under the CommContext deadline (Gloo's own timeouts are set
+// to it and the watchdog backs them up); a failed collective ends the process
+// with exit code 3 (FailurePolicy::Exit) or poisons the communicator so every
+// later Work throws (FailurePolicy::Throw). Group creation is collective:
+// every member calls create() with the same name, member list and lanes.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/comm_context.h"
@@ -45,7 +66,14 @@ class GlooCommunicator : public Communicator {
   static std::shared_ptr<GlooCommunicator> create(CommContext& ctx, TcpStore* store,
                                                   std::shared_ptr<gloo::transport::Device> device,
                                                   std::string name, std::vector<int> members,
-                                                  int global_rank);
+                                                  int global_rank, int lanes = 1);
+  // Collectives of at most this many bytes (group-wide payload) take the
+  // express lane when there are lanes >= 2. The per-step control traffic is a
+  // few bytes; above a few KiB collectives gain more from running two at a
+  // time on the bulk lanes than from skipping the queue.
+  static constexpr uint64_t kExpressLaneBytes = 16 << 10;
+  // Contexts/threads this communicator runs (1, or lanes + 1).
+  int lane_count() const { return static_cast<int>(lanes_.size()); }
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -70,39 +98,69 @@ class GlooCommunicator : public Communicator {
   CommStats stats() const override { return stats_.snapshot(); }
 
  private:
-  GlooCommunicator(CommContext& ctx, std::string name, std::vector<int> members, int rank,
-                   std::shared_ptr<gloo::Context> context);
-
-  // One queued collective. `run` gets the op's tag and deadline budget and
-  // returns the global rank of a peer that failed, via exception.
+  struct Lane;
+  // Byte ranges [first, second) of the memory a collective reads or writes.
+  using Extents = std::vector<std::pair<uintptr_t, uintptr_t>>;
+  // What a collective needs to know where it runs: its lane's context, and
+  // where to record the group rank of a peer that failed (for the message).
+  struct RunCtx {
+    std::shared_ptr<gloo::Context> context;
+    int* failed_peer;
+  };
+  // One queued collective. `run` gets its lane and tag; failures throw.
   struct Op {
     OpKind kind;
     std::string label;
     uint64_t bytes;
-    std::function<void(uint32_t tag)> run;
+    uint32_t tag;
+    std::function<void(const RunCtx&, uint32_t tag)> run;
+    std::shared_ptr<GlooWork> work;
+    std::vector<std::shared_ptr<GlooWork>> after;  // in flight on other lanes, overlapping
+  };
+  struct Lane {
+    std::shared_ptr<gloo::Context> context;
+    std::condition_variable cv;
+    std::deque<Op> queue;
+    int failed_peer = -1;  // only touched by the lane's thread
+    std::thread thread;
+  };
+  // A collective issued and not yet known to be complete, for the overlap check.
+  struct InFlight {
+    int lane;
+    Extents extents;
     std::shared_ptr<GlooWork> work;
   };
-  WorkPtr enqueue(OpKind kind, const std::string& label, uint64_t bytes,
-                  std::function<void(uint32_t tag)> run);
-  void comm_loop();
-  void ring_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op,
+
+  GlooCommunicator(CommContext& ctx, std::string name, std::vector<int> members, int rank,
+                   std::vector<std::shared_ptr<gloo::Context>> contexts);
+
+  // `group_bytes`: the payload size every member agrees on, which picks the
+  // lane (UINT64_MAX when members may disagree: always a bulk lane).
+  WorkPtr enqueue(OpKind kind, const std::string& label, uint64_t bytes, uint64_t group_bytes,
+                  Extents extents, std::function<void(const RunCtx&, uint32_t tag)> run);
+  int pick_lane(OpKind kind, uint64_t group_bytes);
+  void comm_loop(Lane& lane);
+  // comm.simulate: holds the lane until the modelled network carried `op`. The
+  // bulk lanes of a group share one modelled link (their transfer terms
+  // queue); the express lane's small collectives pay only their own cost.
+  void simulate_network(const Op& op, bool express);
+  void ring_reduce_scatter(const RunCtx& rc, const Tensor& input, const Tensor& output, ReduceOp op,
                            const std::vector<int64_t>& counts, uint32_t tag);
 
   CommContext& ctx_;
   const std::string name_;
   const std::vector<int> members_;
   const int rank_;
-  std::shared_ptr<gloo::Context> context_;
   StatsRecorder stats_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Op> queue_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // [0] the express lane when there are several
+  std::vector<InFlight> in_flight_;
   bool stop_ = false;
   std::string poisoned_;  // first failure under FailurePolicy::Throw
   uint32_t next_tag_ = 0;
-  int failed_peer_ = -1;  // group rank the ring saw fail, for the message
-  std::thread thread_;
+  uint64_t next_bulk_ = 0;
+  std::chrono::steady_clock::time_point link_free_{};  // comm.simulate's shared link
 };
 
 }  // namespace weft::comm

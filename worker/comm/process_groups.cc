@@ -92,6 +92,7 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
     throw CommError("comm.backend: '" + opt.backend + "' is not one of auto, gloo, nccl");
   if (backend == "nccl" && opt.device != Device::CUDA)
     throw CommError("comm.backend: nccl needs device: cuda");
+  if (opt.lanes < 1) throw CommError("comm.lanes: must be >= 1, got " + std::to_string(opt.lanes));
   if (backend == "gloo" && opt.device != Device::CPU)
     throw CommError("comm.backend: gloo runs on CPU tensors; use nccl with device: cuda");
 #ifndef WEFT_HAVE_NCCL
@@ -136,7 +137,7 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
                                                : std::string("127.0.0.1");
       pg->device_ = make_gloo_device(bind);
     }
-    return GlooCommunicator::create(*pg->ctx_, store, pg->device_, name, members, env.rank);
+    return GlooCommunicator::create(*pg->ctx_, store, pg->device_, name, members, env.rank, opt.lanes);
   };
   pg->world = make("world", g.world);
   pg->dp = make("dp", g.dp);

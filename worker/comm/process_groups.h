@@ -49,6 +49,9 @@ struct GroupOptions {
   std::chrono::milliseconds rendezvous_timeout{600000};
   FailurePolicy policy = FailurePolicy::Exit;
   NetworkModel network;  // comm.simulate: Gloo groups emulate this network (off by default)
+  // comm.lanes: concurrent Gloo lanes per group (GlooCommunicator); NCCL
+  // ignores it (it has its comm stream).
+  int lanes = 2;
 };
 
 class ProcessGroups {

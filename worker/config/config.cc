@@ -75,7 +75,7 @@ const std::vector<Section>& sections() {
         WEFT_FIELD(parallel.zero, overlap_param_gather)}},
       {"comm",
        {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
-        WEFT_FIELD(comm, rendezvous_timeout_s)}},
+        WEFT_FIELD(comm, rendezvous_timeout_s), WEFT_FIELD(comm, lanes)}},
       {"comm.simulate", {WEFT_FIELD(comm.simulate, latency_us), WEFT_FIELD(comm.simulate, bandwidth_gbps)}},
       {"metrics", {WEFT_FIELD(metrics, port), WEFT_FIELD(metrics, peak_tflops)}},
   };

@@ -136,6 +136,9 @@ struct CommConfig {
   double timeout_s = 300;             // per-collective deadline
   double rendezvous_timeout_s = 600;  // how long ranks wait for each other
   CommSimulateConfig simulate;        // comm.simulate.{latency_us, bandwidth_gbps}
+  // Concurrent Gloo lanes per group (1 = one FIFO; N >= 2: N bulk lanes plus
+  // an express lane for small collectives). See comm/gloo_communicator.h.
+  int lanes = 2;
 
   bool operator==(const CommConfig&) const = default;
 };

@@ -158,6 +158,7 @@ void check_comm(Checker& c, const CommConfig& k, const std::string& device) {
             "'nccl' needs device 'cuda' (device is 'cpu'); use 'gloo' or 'auto'");
   c.positive(k.timeout_s, "comm.timeout_s");
   c.positive(k.rendezvous_timeout_s, "comm.rendezvous_timeout_s");
+  c.require(k.lanes >= 1 && k.lanes <= 16, "comm.lanes", "must be in [1, 16], got " + num(k.lanes));
   c.non_negative(k.simulate.latency_us, "comm.simulate.latency_us");
   c.non_negative(k.simulate.bandwidth_gbps, "comm.simulate.bandwidth_gbps");
   c.require(!(k.simulate.enabled() && k.backend == "nccl"), "comm.simulate",

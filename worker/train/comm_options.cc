@@ -9,6 +9,7 @@ comm::GroupOptions group_options(const WorkerConfig& cfg) {
   o.sp = cfg.parallel.sp;
   o.wp = cfg.parallel.wp;
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.timeout_s * 1000));
+  o.lanes = cfg.comm.lanes;
   o.rendezvous_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.rendezvous_timeout_s * 1000));
   // Gb/s of the config to bytes/s of the model.
