@@ -226,5 +226,37 @@ TEST(GradSync, FactoryPicksByGroupSizeAndRejectsUnbuiltStrategies) {
   EXPECT_THROW(make_grad_sync(cfg, make_buffer(0), nullptr), ConfigError);
 }
 
+// A finished collective with given queueing and run times.
+class DoneWork : public comm::Work {
+ public:
+  DoneWork(double queued, double ran) : queued_(queued), ran_(ran) {}
+  void wait() override {}
+  bool completed() override { return true; }
+  double comm_seconds() override { return ran_; }
+  double enqueue_to_start_seconds() override { return queued_; }
+
+ private:
+  double queued_, ran_;
+};
+
+// comm time is the union of the collectives' spans: two buckets reduced at
+// once on two lanes count once, so the overlap ratio does not credit comm
+// hidden behind other comm.
+TEST(CommSpans, ConcurrentCollectivesCountOnce) {
+  using namespace std::chrono;
+  const auto t0 = CommSpans::Clock::now();
+  CommSpans s;
+  DoneWork a(0.0, 0.100), b(0.0, 0.100), c(0.050, 0.100), d(0.0, 0.010);
+  s.add(t0, a);                           // [0, 100) ms
+  s.add(t0, b);                           // [0, 100): the same span on another lane
+  EXPECT_NEAR(s.busy_seconds(), 0.100, 1e-9);
+  s.add(t0 + milliseconds(20), c);        // [70, 170): overlaps the first
+  EXPECT_NEAR(s.busy_seconds(), 0.170, 1e-9);
+  s.add(t0 + milliseconds(300), d);       // [300, 310): a separate span
+  EXPECT_NEAR(s.busy_seconds(), 0.180, 1e-9);
+  s.clear();
+  EXPECT_EQ(s.busy_seconds(), 0);
+}
+
 }  // namespace
 }  // namespace weft

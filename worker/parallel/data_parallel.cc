@@ -40,6 +40,7 @@ void DataParallel::plan(double cap_mb) {
     for (int p = b.first_param; p <= b.last_param; ++p) bucket_of_param_[p] = b.index;
   pending_.assign(buckets_.size(), 0);
   works_.assign(buckets_.size(), nullptr);
+  issued_.assign(buckets_.size(), {});
 }
 
 void DataParallel::start() {
@@ -75,6 +76,7 @@ void DataParallel::launch(int index) {
   const Bucket& b = buckets_[index];
   const std::string label = "bucket " + std::to_string(index);
   Tensor grads = buf_->flat_grads().slice0(b.begin, b.end);
+  issued_[index] = CommSpans::Clock::now();
   if (opt_dp_.bf16_wire) {
     Tensor wire = wire_.as(DType::BF16, {buf_->numel()}).slice0(b.begin, b.end);
     ops::cast(wire, grads);
@@ -111,11 +113,13 @@ void DataParallel::wait_buckets() {
     on_bucket_reduced(b.index);
   }
   stats_.exposed_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  CommSpans spans;
   for (const Bucket& b : buckets_) {
     stats_.bucket_seconds[b.index] = works_[b.index]->comm_seconds();
-    stats_.comm_seconds += stats_.bucket_seconds[b.index];
+    spans.add(issued_[b.index], *works_[b.index]);
     works_[b.index] = nullptr;
   }
+  stats_.comm_seconds = spans.busy_seconds();
 }
 
 double DataParallel::clip_and_step(double lr, double max_norm) {

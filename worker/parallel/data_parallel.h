@@ -69,6 +69,7 @@ class DataParallel : public GradSync {
   std::vector<int> bucket_of_param_;
   std::vector<int> pending_;          // params not yet ready, per bucket
   std::vector<comm::WorkPtr> works_;  // per bucket, this micro-batch
+  std::vector<CommSpans::Clock::time_point> issued_;  // when each bucket's reduction was issued
   Buffer wire_;                       // bf16 staging, same layout as the gradients
   int next_launch_ = 0;
   bool sync_ = true;

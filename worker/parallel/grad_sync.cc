@@ -1,5 +1,7 @@
 #include "parallel/grad_sync.h"
 
+#include <algorithm>
+
 #include "parallel/data_parallel.h"
 #include "parallel/zero.h"
 
@@ -60,6 +62,30 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
   o.overlap = p.overlap;
   o.bf16_wire = p.bf16_wire;
   return std::make_unique<DataParallel>(std::move(buffer), std::move(dp), o, cfg.optim);
+}
+
+void CommSpans::add(Clock::time_point issued, comm::Work& w) {
+  const double start = std::chrono::duration<double>(issued - epoch_).count() + w.enqueue_to_start_seconds();
+  spans_.emplace_back(start, start + w.comm_seconds());
+}
+
+double CommSpans::busy_seconds() const {
+  std::vector<std::pair<double, double>> s = spans_;
+  std::sort(s.begin(), s.end());
+  double total = 0, open = 0, close = 0;
+  bool any = false;
+  for (const auto& [a, b] : s) {
+    if (!any || a > close) {
+      if (any) total += close - open;
+      open = a;
+      close = b;
+      any = true;
+    } else {
+      close = std::max(close, b);
+    }
+  }
+  if (any) total += close - open;
+  return total;
 }
 
 }  // namespace weft

@@ -22,6 +22,8 @@
 
 #include <memory>
 #include <string>
+#include <chrono>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -33,7 +35,7 @@ namespace weft {
 
 // Communication accounting of one optimizer step (docs/metrics.md, "Overlap").
 struct StepCommStats {
-  double comm_seconds = 0;             // sum of the step's collectives' run times
+  double comm_seconds = 0;             // wall time some collective of the step ran (CommSpans)
   double exposed_seconds = 0;          // time compute waited for them
   std::vector<double> bucket_seconds;  // reduce time per bucket
   double overlap_ratio() const {
@@ -41,6 +43,25 @@ struct StepCommStats {
     double r = 1.0 - exposed_seconds / comm_seconds;
     return r < 0 ? 0 : (r > 1 ? 1 : r);
   }
+};
+
+// The wall time during which at least one of a step's collectives ran: the
+// union of their [start, end) spans. Collectives on different Gloo lanes run
+// at once, so the sum of their run times would count the same second twice
+// and credit the overlap ratio with comm hidden behind other comm, not behind
+// compute. Spans come from the issue time plus the Work's queueing and run
+// times (on the comm thread's clock, like the Work's own figures).
+class CommSpans {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // `w` has completed; `issued` is when it was handed to the communicator.
+  void add(Clock::time_point issued, comm::Work& w);
+  double busy_seconds() const;
+  void clear() { spans_.clear(); }
+
+ private:
+  std::vector<std::pair<double, double>> spans_;  // seconds since epoch_
+  Clock::time_point epoch_ = Clock::now();
 };
 
 // Bytes one rank holds for the model's state (weft_memory_bytes{kind}).

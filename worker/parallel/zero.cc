@@ -125,6 +125,8 @@ void ZeroGradSync::plan(double cap_mb) {
   pending_.assign(buckets_.size(), 0);
   rs_.assign(buckets_.size(), nullptr);
   ag_.assign(buckets_.size(), nullptr);
+  rs_issued_.assign(buckets_.size(), {});
+  ag_issued_.assign(buckets_.size(), {});
   stepped_.assign(buckets_.size(), 0);
 }
 
@@ -193,12 +195,14 @@ void ZeroGradSync::prepare_step(double lr, double max_norm) {
   step_early_ = o_.overlap != ZeroOverlap::None && !(max_norm > 0);
   stats_ = StepCommStats{};
   stats_.bucket_seconds.assign(buckets_.size(), 0);
+  spans_.clear();
 }
 
 void ZeroGradSync::begin_micro_batch(bool last) {
   if (!prepared_ && micro_ == 0) {
     stats_ = StepCommStats{};
     stats_.bucket_seconds.assign(buckets_.size(), 0);
+    spans_.clear();
   }
   last_ = last;
   next_launch_ = next_complete_ = 0;
@@ -234,11 +238,13 @@ void ZeroGradSync::launch(int index) {
   if (o_.bf16_wire) {
     Tensor wire = wire_.as(DType::BF16, {buf_->numel()});
     ops::cast(wire.slice0(b.begin, b.end), buf_->flat_grads().slice0(b.begin, b.end));
+    rs_issued_[index] = CommSpans::Clock::now();
     rs_[index] = dp_->reduce_scatter(wire.slice0(b.begin, b.end),
                                      wire.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
                                      comm::ReduceOp::Avg, shard_counts(b), label);
   } else {
     Tensor g = buf_->flat_grads();
+    rs_issued_[index] = CommSpans::Clock::now();
     rs_[index] = dp_->reduce_scatter(g.slice0(b.begin, b.end),
                                      g.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
                                      comm::ReduceOp::Avg, shard_counts(b), label);
@@ -250,7 +256,8 @@ void ZeroGradSync::complete(int index) {
   const int n = dp_->size(), me = dp_->rank();
   stats_.exposed_seconds += timed_wait(rs_[index]);
   stats_.bucket_seconds[index] += rs_[index]->comm_seconds();
-  stats_.comm_seconds += rs_[index]->comm_seconds();
+  spans_.add(rs_issued_[index], *rs_[index]);
+  stats_.comm_seconds = spans_.busy_seconds();
   rs_[index] = nullptr;
   const int64_t sb = b.shard_begin(me, n), se = b.shard_end(me, n);
   if (o_.bf16_wire)
@@ -329,6 +336,7 @@ void ZeroGradSync::launch_gather(int index) {
   const Bucket& b = buckets_[index];
   const int n = dp_->size(), me = dp_->rank();
   Tensor p = buf_->flat_params();
+  ag_issued_[index] = CommSpans::Clock::now();
   ag_[index] = dp_->all_gather(p.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
                                p.slice0(b.begin, b.end), shard_counts(b),
                                "gather bucket " + std::to_string(index));
@@ -337,7 +345,8 @@ void ZeroGradSync::launch_gather(int index) {
 void ZeroGradSync::wait_gather(int index) {
   if (!ag_[index]) return;
   stats_.exposed_seconds += timed_wait(ag_[index]);
-  stats_.comm_seconds += ag_[index]->comm_seconds();
+  spans_.add(ag_issued_[index], *ag_[index]);
+  stats_.comm_seconds = spans_.busy_seconds();
   ag_[index] = nullptr;
 }
 
