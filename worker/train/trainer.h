@@ -63,6 +63,9 @@ struct TrainerComm {
   int world = 1;
   comm::CommunicatorPtr dp;              // data-parallel group
   comm::CommContext* context = nullptr;  // failure messages name the step
+  // ISP (parallel.strategy isp): sequence-, weight- and weight-data-parallel
+  // groups of the rank grid; null when of size 1 or unused.
+  comm::CommunicatorPtr sp, wp, wdp;
 };
 
 class Trainer {
@@ -84,6 +87,11 @@ class Trainer {
 
  private:
   std::string checkpoint_dir() const;
+  // The full model for init, init_from and checkpoints: the model itself, or
+  // (a strategy that shards weights) a full copy gathered on demand.
+  void init_weights();
+  // Sequence-parallel ranks per sequence (1 unless ISP splits sequences).
+  int sp() const { return rank_.sp ? rank_.sp->size() : 1; }
   void init_from_hf(const std::string& dir);  // throws ConfigError for a bad directory
   void log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const;
   void write_summary(const TrainSummary& s) const;
