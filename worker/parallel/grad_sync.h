@@ -140,6 +140,13 @@ class GradSync {
   virtual void load_full_weights(const ParamAndGradBuffer& full) { (void)full; }
   virtual void gather_full_weights(ParamAndGradBuffer& full) { (void)full; }
   virtual SequenceExchange* sequence_exchange() { return nullptr; }
+  // Checkpoints of such a strategy: its optimizer state with ranges in the
+  // full model's flat layout (what reshard_optimizer reads, so any layout
+  // resumes it). owned_only: each element once over all ranks (what this rank
+  // writes); else every range this rank steps (what it loads). import takes
+  // back a state exported with owned_only false.
+  virtual AdamW export_optimizer(bool owned_only) { (void)owned_only; return AdamW(OptimConfig{}, {}); }
+  virtual void import_optimizer(const AdamW& state) { (void)state; }
 
  protected:
   NormScope norm_scope_;

@@ -49,6 +49,7 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
       wp_(std::move(groups.wp)),
       wdp_(std::move(groups.wdp)) {
   WEFT_CHECK(!model_->owns_storage(), "ISP provides the model's weights: its buffer must be Storage::Provided");
+  optim_ = cfg.optim;
   o_.prefetch = cfg.parallel.isp.prefetch;
   o_.wdp_strategy = cfg.parallel.isp.wdp_strategy;
   shard_ = std::make_shared<ParamAndGradBuffer>(isp_shard_table(full_, wp_size()), model_->param_dtype(),
@@ -346,6 +347,59 @@ void IspGradSync::load_full_weights(const ParamAndGradBuffer& full) {
     Tensor src = sharded(p) ? full.param(p).slice0(r * rows, (r + 1) * rows) : full.param(p);
     ops::copy(flat(shard_->param(p)), flat(src));
   }
+}
+
+// ---- checkpoints ------------------------------------------------------------
+
+int IspGradSync::param_at(int64_t shard_offset) const {
+  const auto& t = shard_->params();
+  int i = 0;
+  while (i + 1 < static_cast<int>(t.size()) && t[i + 1].offset <= shard_offset) ++i;
+  return i;
+}
+
+int64_t IspGradSync::model_offset(int64_t shard_offset) const {
+  const int i = param_at(shard_offset);
+  const ParamInfo& s = shard_->params()[i];
+  const int64_t rows_before = sharded(i) ? int64_t(wp_->rank()) * s.numel : 0;
+  return full_[i].offset + rows_before + (shard_offset - s.offset);
+}
+
+AdamW IspGradSync::export_optimizer(bool owned_only) {
+  const AdamW& opt = inner_->optimizer();
+  // Replicated state is written once: norms by wp rank 0, and with plain DP
+  // over wdp (every wdp rank holds the same state) by wdp rank 0.
+  const bool wdp_first = !wdp_ || wdp_->rank() == 0 || inner_->optimizer_shards() > 1;
+  const bool wp_first = !wp_ || wp_->rank() == 0;
+  std::vector<ParamRange> ranges;
+  std::vector<size_t> from;
+  for (size_t i = 0; i < opt.ranges().size(); ++i) {
+    const ParamRange& r = opt.ranges()[i];
+    const bool norm = full_[param_at(r.offset)].kind == ParamKind::Norm;
+    if (owned_only && (!wdp_first || (norm && !wp_first))) continue;
+    ranges.push_back({model_offset(r.offset), r.numel, r.decay});
+    from.push_back(i);
+  }
+  AdamW out(optim_, ranges, Device::CPU);
+  for (size_t k = 0; k < from.size(); ++k) {
+    const int64_t n = ranges[k].numel, src = opt.state_offset(from[k]), dst = out.state_offset(k);
+    ops::copy(out.exp_avg().slice0(dst, dst + n), opt.exp_avg().slice0(src, src + n));
+    ops::copy(out.exp_avg_sq().slice0(dst, dst + n), opt.exp_avg_sq().slice0(src, src + n));
+  }
+  out.set_step_count(opt.step_count());
+  return out;
+}
+
+void IspGradSync::import_optimizer(const AdamW& state) {
+  AdamW& opt = inner_->optimizer();
+  WEFT_CHECK(state.ranges().size() == opt.ranges().size(), "import_optimizer: another range list");
+  for (size_t k = 0; k < opt.ranges().size(); ++k) {
+    const int64_t n = opt.ranges()[k].numel, src = state.state_offset(k), dst = opt.state_offset(k);
+    WEFT_CHECK(state.ranges()[k].numel == n, "import_optimizer: another range list");
+    ops::copy(opt.exp_avg().slice0(dst, dst + n), state.exp_avg().slice0(src, src + n));
+    ops::copy(opt.exp_avg_sq().slice0(dst, dst + n), state.exp_avg_sq().slice0(src, src + n));
+  }
+  opt.set_step_count(state.step_count());
 }
 
 // ---- Ulysses all-to-all ------------------------------------------------------

@@ -69,6 +69,8 @@ class IspGradSync : public GradSync, private WeightHook, private WeightProvider,
   // This rank's rows of `full` into the shard buffer (no communication).
   void load_full_weights(const ParamAndGradBuffer& full) override;
   int64_t pool_bytes() const;
+  AdamW export_optimizer(bool owned_only) override;
+  void import_optimizer(const AdamW& state) override;
 
   void start() override;
   void prepare_step(double lr, double max_norm) override { inner_->prepare_step(lr, max_norm); }
@@ -104,6 +106,8 @@ class IspGradSync : public GradSync, private WeightHook, private WeightProvider,
   int sp_size() const { return sp_ ? sp_->size() : 1; }
   int wp_size() const { return wp_ ? wp_->size() : 1; }
   bool sharded(int param) const { return wp_size() > 1 && full_[param].kind != ParamKind::Norm; }
+  int param_at(int64_t shard_offset) const;  // the parameter holding a shard-buffer element
+  int64_t model_offset(int64_t shard_offset) const;  // its offset in the full model's layout
   int unit_of_layer(int layer) const;
   int layer_of_unit(int unit) const;
   void launch_gather(int unit);
@@ -123,6 +127,7 @@ class IspGradSync : public GradSync, private WeightHook, private WeightProvider,
   std::shared_ptr<ParamAndGradBuffer> shard_;
   comm::CommunicatorPtr sp_, wp_, wdp_;
   IspOptions o_;
+  OptimConfig optim_;
   std::unique_ptr<GradSync> inner_;
   int n_layers_ = 0;
 

@@ -145,12 +145,25 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                                    ? OptimizerShard{rank_.dp->rank(), sync_->optimizer_shards(),
                                                     rank_.world, sync_->optimizer_layout()}
                                    : OptimizerShard{0, 1, rank_.world, {}};
-  if (cfg_.checkpoint.resume && sync_->shards_weights() && !list_checkpoints(ckpt_dir).empty())
-    throw ConfigError("checkpoint.resume: " + ckpt_dir + " holds a checkpoint, and resuming strategy isp with its "
-                      "optimizer state is not implemented in this version; its model is a full Hugging Face model: "
-                      "start a new run from it with init_from: " + ckpt_dir + "/" + list_checkpoints(ckpt_dir).front() +
-                      " and checkpoint.resume: false (or another checkpoint.dir)");
-  if (cfg_.checkpoint.resume) {
+  auto optimizer_layout = [](int rank, int shards, const AdamW& o) {
+    std::string l = std::to_string(rank) + " of " + std::to_string(shards) + ":";
+    for (const ParamRange& r : o.ranges()) l += " " + std::to_string(r.offset) + "+" + std::to_string(r.numel);
+    return l;
+  };
+  if (cfg_.checkpoint.resume && sync_->shards_weights()) {
+    // The checkpoint is a full model and optimizer ranges in its layout,
+    // whatever layout wrote them: load both in full, keep this rank's part.
+    Llama full(cfg_.model);
+    AdamW state = sync_->export_optimizer(/*owned_only=*/false);
+    const OptimizerShard mine{rank_.rank, rank_.world, rank_.world, optimizer_layout(rank_.rank, rank_.world, state)};
+    if (auto meta = load_latest_checkpoint(ckpt_dir, full, state, mine)) {
+      sync_->load_full_weights(full.buffer());
+      sync_->import_optimizer(state);
+      s.start_step = meta->step;
+      resumed = true;
+      spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
+    }
+  } else if (cfg_.checkpoint.resume) {
     if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), shard)) {
       s.start_step = meta->step;
       resumed = true;
@@ -176,8 +189,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     std::unique_ptr<Llama> full;  // a strategy that shards weights gathers them first
     if (sync_->shards_weights()) {
       full = std::make_unique<Llama>(cfg_.model);
-      sync_->gather_full_weights(full->buffer());
-      if (rank_.rank != 0) return;
+      sync_->gather_full_weights(full->buffer());  // every rank writes its optimizer ranges
     } else if (!sync_->writes_optimizer_state()) {
       return;  // replicated state: one rank writes it
     }
@@ -189,9 +201,16 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
     const auto tc = Clock::now();
     if (full) {
-      // The model only (full, HF-named); no optimizer state, see the resume check.
-      s.last_checkpoint = save_checkpoint(ckpt_dir, *full, AdamW(cfg_.optim, {}, Device::CPU), meta,
-                                          cfg_.checkpoint.keep, 0);
+      // The full model (HF-named) and every rank's optimizer ranges in its
+      // layout, each element written by one rank.
+      const AdamW owned = sync_->export_optimizer(/*owned_only=*/true);
+      s.last_checkpoint =
+          rank_.world > 1
+              ? save_sharded_checkpoint(ckpt_dir, *full, owned, meta, cfg_.checkpoint.keep,
+                                        OptimizerShard{rank_.rank, rank_.world, rank_.world,
+                                                       optimizer_layout(rank_.rank, rank_.world, owned)},
+                                        *rank_.dp)
+              : save_checkpoint(ckpt_dir, *full, owned, meta, cfg_.checkpoint.keep, 0);
     } else {
     s.last_checkpoint =
         shard.shards > 1
