@@ -278,6 +278,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     const StepCommStats& c = sync_->last_step();
     if (group) {
       s.comm_seconds.push_back(c.comm_seconds);
+      s.isp_gather_seconds.push_back(c.weight_gather_seconds);
+      s.isp_prefetch_wait_seconds.push_back(c.prefetch_wait_seconds);
       s.exposed_seconds.push_back(c.exposed_seconds);
       s.bucket_seconds.resize(c.bucket_seconds.size());
       for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
@@ -392,6 +394,9 @@ void Trainer::write_summary(const TrainSummary& s) const {
                         {"comm_seconds", s.comm_seconds},
                         {"exposed_seconds", s.exposed_seconds},
                         {"bucket_seconds", s.bucket_seconds}}},
+                      {"isp",
+                       {{"weight_gather_seconds", s.isp_gather_seconds},
+                        {"prefetch_wait_seconds", s.isp_prefetch_wait_seconds}}},
                       {"memory_bytes",
                        {{"param", s.memory.params},
                         {"grad", s.memory.grads},

@@ -47,6 +47,9 @@ struct TrainSummary {
   // when training alone.
   std::vector<double> comm_seconds, exposed_seconds;
   std::vector<double> bucket_seconds;  // per bucket, summed over the run
+  // ISP, per step of this run: weight all-gather run time and the time
+  // compute waited for it (the exposed prefetch wait).
+  std::vector<double> isp_gather_seconds, isp_prefetch_wait_seconds;
   int bucket_count = 0;
   double bucket_cap_mb = 0;
   double overlap_ratio() const;        // 1 - sum(exposed) / sum(comm), 0 without comm
