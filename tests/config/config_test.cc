@@ -100,6 +100,20 @@ const BadConfig kBadConfigs[] = {
     {"parallel:\n  zero: {stages: 2}\n", "parallel.zero.stages: unknown key (did you mean stage?)"},
     {"parallel:\n  sp: 0\n", "parallel.sp: must be >= 1, got 0"},
     {"parallel:\n  wp: -1\n", "parallel.wp: must be >= 1, got -1"},
+    {"parallel: {sp: 2}\n", "parallel.strategy: 'dp' keeps whole sequences and weights on every rank; parallel.sp 2"},
+    {"parallel: {strategy: zero, wp: 2}\n", "parallel.strategy: 'zero' keeps whole sequences"},
+    {"parallel: {strategy: isp, sp: 4}\n", "parallel.sp: 4 does not divide model.n_kv_heads 2"},
+    {"model: {n_heads: 6, n_kv_heads: 6, d_model: 96}\nparallel: {strategy: isp, sp: 4}\n",
+     "parallel.sp: 4 does not divide model.n_heads 6"},
+    {"train: {seq_len: 63}\nparallel: {strategy: isp, sp: 2}\n", "parallel.sp: 2 does not divide train.seq_len 63"},
+    {"model: {vocab_size: 250}\nparallel: {strategy: isp, wp: 4}\n",
+     "parallel.wp: 4 does not divide the out-dimension 250 of embed_tokens/lm_head (vocab_size)"},
+    {"model: {ffn_hidden: 90}\nparallel: {strategy: isp, wp: 4}\n",
+     "parallel.wp: 4 does not divide the out-dimension 90 of gate_proj/up_proj (ffn)"},
+    {"model: {tie_embeddings: true}\nparallel: {strategy: isp, wp: 2}\n", "model.tie_embeddings: tied embeddings are not supported"},
+    {"parallel: {strategy: isp, isp: {recompute_blocks: 5}}\n",
+     "parallel.isp.recompute_blocks: must be in [0, model.n_layers = 4], got 5"},
+    {"parallel: {strategy: isp, isp: {wdp_strategy: fsdp}}\n", "parallel.isp.wdp_strategy: 'fsdp' is not one of dp, zero"},
     {"parallel:\n  bucket_cap_mb: 0\n", "parallel.bucket_cap_mb: must be > 0, got 0"},
     {"parallel:\n  first_bucket_mb: -1\n", "parallel.first_bucket_mb: must be >= 0, got -1"},
     // comm
@@ -201,7 +215,7 @@ model:
   max_seq_len: 128
   rope_theta: 500000
   norm_eps: 1e-6
-  tie_embeddings: true
+  tie_embeddings: false
   init_std: 0.01
 train:
   steps: 1000
@@ -232,7 +246,7 @@ checkpoint:
   keep: 1
   resume: false
 parallel:
-  strategy: zero
+  strategy: isp
   sp: 2
   wp: 2
   bucket_cap_mb: 0.5
@@ -243,6 +257,10 @@ parallel:
     stage: 2
     overlap: after_backward
     overlap_param_gather: true
+  isp:
+    prefetch: false
+    recompute_blocks: 2
+    wdp_strategy: zero
 comm:
   backend: nccl
   timeout_s: 30.5
@@ -254,12 +272,12 @@ metrics:
   WorkerConfig c = parse_config(yaml, "full.yaml");
   WorkerConfig e;
   e.device = "cuda";
-  e.model = {512, 256, 6, 8, 4, 704, 128, 500000, 1e-6, true, 0.01};
+  e.model = {512, 256, 6, 8, 4, 704, 128, 500000, 1e-6, false, 0.01};
   e.train = {1000, 8, 128, 4, 18446744073709551615ull, 0, "/tmp/run a"};
   e.optim = {1.5e-3, 0, 50, 0.8, 0.99, 1e-10, 0, true, 0};
   e.data = {"shards", "/data/fineweb_train_*.bin", 7, 2};
   e.checkpoint = {"/ckpt", 100, 1, false};
-  e.parallel = {"zero", 2, 2, 0.5, 1, false, true, {2, "after_backward", true}};
+  e.parallel = {"isp", 2, 2, 0.5, 1, false, true, {2, "after_backward", true}, {false, 2, "zero"}, ""};
   e.comm = {"nccl", 30.5, 60};
   e.comm.lanes = 3;
   e.metrics = {0};

@@ -83,6 +83,32 @@ TEST_P(RopeTest, BackwardMatchesFiniteDifferencesInPlace) {
   expect_all_close("dx f32", dx, test::to_f64(rf), 1e-5, 1e-5);
 }
 
+// A sequence-parallel rank rotates its slice with the slice's first global
+// position: the result is the same rows of the whole sequence's rotation, in
+// forward and backward.
+TEST_P(RopeTest, SliceWithFirstPositionMatchesWholeSequence) {
+  const Dims d = GetParam();
+  if (d.T < 2) GTEST_SKIP() << "needs two slices";
+  const double theta = 10000.0;
+  const int64_t t0 = d.T / 2, rows = d.T - t0, row = d.H * d.D;
+  auto x = random_normal(d.numel(), 4);
+  for (int backward = 0; backward < 2; ++backward) {
+    std::vector<double> whole(x.size());
+    (backward ? cpu::rope_backward<double> : cpu::rope_forward<double>)(whole.data(), x.data(), d.B, d.T, d.H, d.D,
+                                                                         theta, 0);
+    std::vector<float> slice, want;
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t i = (b * d.T + t0) * row; i < (b + 1) * d.T * row; ++i) {
+        slice.push_back(static_cast<float>(x[i]));
+        want.push_back(static_cast<float>(whole[i]));
+      }
+    Tensor t = Tensor::f32(slice.data(), {d.B, rows, d.H, d.D});
+    backward ? ops::rope_backward(t, t, static_cast<float>(theta), t0)
+             : ops::rope_forward(t, t, static_cast<float>(theta), t0);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(slice[i], want[i], 1e-5) << (backward ? "backward " : "forward ") << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeTest,
                          ::testing::Values(Dims{2, 7, 3, 8}, Dims{1, 1, 2, 4}, Dims{1, 9, 1, 2},
                                            Dims{2, 5, 2, 6}),

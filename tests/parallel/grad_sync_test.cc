@@ -15,6 +15,7 @@
 #include "model/llama.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grad_sync.h"
+#include "parallel/isp.h"
 #include "parallel/step_boundary.h"
 #include "support/fake_communicator.h"
 
@@ -222,7 +223,14 @@ TEST(GradSync, FactoryPicksByGroupSizeAndRejectsUnbuiltStrategies) {
   EXPECT_NE(dynamic_cast<LocalGradSync*>(make_grad_sync(cfg, make_buffer(0), one->member(0)).get()), nullptr);
   auto two = FakeGroup::create(2, "dp");
   EXPECT_NE(dynamic_cast<DataParallel*>(make_grad_sync(cfg, make_buffer(0), two->member(0)).get()), nullptr);
+  // ISP provides the model's weights: its buffer holds no storage.
   cfg.parallel.strategy = "isp";
+  auto provided = std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), DType::F32, Device::CPU,
+                                                       model_storage(cfg.parallel));
+  EXPECT_NE(dynamic_cast<IspGradSync*>(make_grad_sync(cfg, provided, nullptr).get()), nullptr);
+  cfg.parallel.wp = 2;  // the config asks for groups the caller did not pass
+  EXPECT_THROW(make_grad_sync(cfg, provided, nullptr), ConfigError);
+  cfg.parallel.strategy = "zero";  // sp/wp above 1 belong to isp
   EXPECT_THROW(make_grad_sync(cfg, make_buffer(0), nullptr), ConfigError);
 }
 

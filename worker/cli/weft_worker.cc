@@ -129,10 +129,20 @@ int main(int argc, char** argv) {
     tc.world = groups->world_size();
     tc.dp = groups->dp;
     tc.context = &groups->context();
+    const bool isp = cfg.parallel.strategy == "isp";
+    if (isp) {
+      // Every rank agrees on stops (the step boundary runs over tc.dp).
+      tc.dp = groups->world;
+      tc.sp = groups->sp;
+      tc.wp = groups->wp;
+      tc.wdp = groups->wdp;
+    }
     weft::Trainer trainer(cfg, tc);
     // Metrics: the registry belongs to TrainMetrics; only main serves it. A
     // busy port costs the metrics, never the training run.
-    weft::TrainMetrics metrics(cfg, rank, groups->world_size(), {groups->world, groups->dp});
+    std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};
+    if (isp) metric_groups.insert(metric_groups.end(), {groups->sp, groups->wp, groups->wdp});
+    weft::TrainMetrics metrics(cfg, rank, groups->world_size(), metric_groups);
     trainer.set_observer(&metrics);
     std::unique_ptr<weft::MetricsServer> exposer;
     const weft::MetricsEndpoint ep =

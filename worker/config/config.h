@@ -101,6 +101,18 @@ struct ZeroConfig {
   bool operator==(const ZeroConfig&) const = default;
 };
 
+// ISP (parallel.strategy: isp): weights sharded over wp ranks and gathered per
+// block, sequences split over sp ranks (docs/architecture.md, "ISP").
+struct IspConfig {
+  bool prefetch = true;     // gather block i+1 (backward: i-1) while block i computes
+  int recompute_blocks = 0;  // leading blocks that recompute activations in backward
+  // How the weight shards' gradients are reduced over wdp (ranks holding the
+  // same shard): "dp" (bucketed all-reduce) or "zero" (parallel.zero settings).
+  std::string wdp_strategy = "dp";
+
+  bool operator==(const IspConfig&) const = default;
+};
+
 struct ParallelConfig {
   std::string strategy = "dp";      // "dp" | "zero" | "isp"
   int sp = 1;                       // sequence-parallel ranks (ISP)
@@ -109,7 +121,8 @@ struct ParallelConfig {
   double first_bucket_mb = 0;       // smaller first bucket; 0 = same as cap
   bool overlap = true;              // launch bucket reductions during backward
   bool bf16_wire = false;           // all-reduce gradients in bf16
-  ZeroConfig zero;                  // strategy zero only
+  ZeroConfig zero;                  // strategy zero, and isp with isp.wdp_strategy zero
+  IspConfig isp;                    // strategy isp only
   // File holding a bucket cap in MiB (the operator's tuner writes it through a
   // ConfigMap). Rank 0 re-reads it when it changes; all ranks switch at the
   // same step boundary. Empty = no tuning.

@@ -141,10 +141,44 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
   c.positive(k.max_shard_mb, "checkpoint.max_shard_mb");
 }
 
-void check_parallel(Checker& c, const ParallelConfig& p) {
+// ISP layouts the model cannot be split into. The world size is checked where
+// it is known (RankGrid: parallel.sp and parallel.wp must divide it).
+void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const TrainConfig& t) {
+  c.choice(p.isp.wdp_strategy, {"dp", "zero"}, "parallel.isp.wdp_strategy");
+  c.require(p.isp.recompute_blocks >= 0 && p.isp.recompute_blocks <= m.n_layers, "parallel.isp.recompute_blocks",
+            "must be in [0, model.n_layers = " + num(m.n_layers) + "], got " + num(p.isp.recompute_blocks));
+  if (p.sp > 1) {
+    c.require(m.n_heads % p.sp == 0, "parallel.sp",
+              num(p.sp) + " does not divide model.n_heads " + num(m.n_heads) + " (attention is split by heads)");
+    c.require(m.n_kv_heads % p.sp == 0, "parallel.sp",
+              num(p.sp) + " does not divide model.n_kv_heads " + num(m.n_kv_heads) +
+                  " (attention is split by heads)");
+    c.require(t.seq_len % p.sp == 0, "parallel.sp",
+              num(p.sp) + " does not divide train.seq_len " + num(t.seq_len) + " (each rank holds seq_len/sp positions)");
+  }
+  if (p.wp > 1) {
+    const int D = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
+    const std::pair<const char*, int> out_dims[] = {
+        {"q_proj (n_heads * head_dim)", m.n_heads * D}, {"k_proj/v_proj (n_kv_heads * head_dim)", m.n_kv_heads * D},
+        {"o_proj/down_proj (d_model)", m.d_model},      {"gate_proj/up_proj (ffn)", m.ffn()},
+        {"embed_tokens/lm_head (vocab_size)", m.vocab_size}};
+    for (const auto& [what, dim] : out_dims)
+      c.require(dim % p.wp == 0, "parallel.wp",
+                num(p.wp) + " does not divide the out-dimension " + num(dim) + " of " + what +
+                    " (each rank holds 1/wp of its rows)");
+    c.require(!m.tie_embeddings, "model.tie_embeddings",
+              "tied embeddings are not supported with parallel.strategy isp and parallel.wp > 1");
+  }
+}
+
+void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, const TrainConfig& t) {
   c.choice(p.strategy, {"dp", "zero", "isp"}, "parallel.strategy");
   c.require(p.sp >= 1, "parallel.sp", "must be >= 1, got " + num(p.sp));
   c.require(p.wp >= 1, "parallel.wp", "must be >= 1, got " + num(p.wp));
+  c.require(p.strategy == "isp" || (p.sp == 1 && p.wp == 1), "parallel.strategy",
+            "'" + p.strategy + "' keeps whole sequences and weights on every rank; parallel.sp " + num(p.sp) +
+                " and parallel.wp " + num(p.wp) + " need strategy isp");
+  if (p.strategy == "isp") check_isp(c, p, m, t);
   c.positive(p.bucket_cap_mb, "parallel.bucket_cap_mb");
   c.non_negative(p.first_bucket_mb, "parallel.first_bucket_mb");
   c.require(p.zero.stage == 1 || p.zero.stage == 2, "parallel.zero.stage",
@@ -175,7 +209,7 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
   check_optim(c, cfg.optim);
   check_data(c, cfg.data, cfg.model);
   check_checkpoint(c, cfg.checkpoint);
-  check_parallel(c, cfg.parallel);
+  check_parallel(c, cfg.parallel, cfg.model, cfg.train);
   check_comm(c, cfg.comm, cfg.device);
   c.require(cfg.metrics.port >= 0 && cfg.metrics.port <= 65535, "metrics.port",
             "must be in [0, 65535], got " + num(cfg.metrics.port));

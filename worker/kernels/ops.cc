@@ -195,25 +195,31 @@ void check_rope(const char* op, const Tensor& in) {
 }
 }  // namespace
 
-void rope_forward(Tensor out, const Tensor& x, float theta) {
+void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0) {
   const char* op = "rope_forward";
   check_rope(op, x);
   expect_shape(op, "out", out, x.shape);
-  if (common_device(op, {&out, &x}) == Device::CUDA)
+  WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
+  if (common_device(op, {&out, &x}) == Device::CUDA) {
+    WEFT_CHECK(pos0 == 0, std::string(op) + ": the CUDA kernel starts every sequence at position 0");
     return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, theta));
+  }
   expect_cpu_f32(op, {{"out", &out}, {"x", &x}});
-  cpu::rope_forward<float>(out.f32(), x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta);
+  cpu::rope_forward<float>(out.f32(), x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, pos0);
 }
 
-void rope_backward(Tensor dx, const Tensor& dout, float theta) {
+void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0) {
   const char* op = "rope_backward";
   check_rope(op, dout);
   expect_shape(op, "dx", dx, dout.shape);
-  if (common_device(op, {&dx, &dout}) == Device::CUDA)
+  WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
+  if (common_device(op, {&dx, &dout}) == Device::CUDA) {
+    WEFT_CHECK(pos0 == 0, std::string(op) + ": the CUDA kernel starts every sequence at position 0");
     return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, theta));
+  }
   expect_cpu_f32(op, {{"dx", &dx}, {"dout", &dout}});
   cpu::rope_backward<float>(dx.f32(), dout.f32(), dout.dim(0), dout.dim(1), dout.dim(2),
-                            dout.dim(3), theta);
+                            dout.dim(3), theta, pos0);
 }
 
 // ---- attention -------------------------------------------------------------

@@ -34,13 +34,15 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
                       const Tensor& w, const Tensor& rstd);
 
 // ---- RoPE (Hugging Face rotate_half convention) ----------------------------
-// x is [B, T, H, D], D even. Position of row t is t (every sequence starts at 0).
+// x is [B, T, H, D], D even. Position of row t is pos0 + t (pos0 = 0: every
+// sequence starts at 0; a sequence-parallel rank holding a slice passes the
+// slice's first global position; CUDA supports pos0 = 0 only).
 // inv_freq[i] = theta^(-2i/D), angle = t * inv_freq[i mod D/2],
 // out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[D/2:], x[:D/2]).
 // out may alias x.
-void rope_forward(Tensor out, const Tensor& x, float theta);
+void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0 = 0);
 // dx = R(-angle) dout; dx may alias dout.
-void rope_backward(Tensor dx, const Tensor& dout, float theta);
+void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0 = 0);
 
 // ---- causal attention with grouped KV heads -------------------------------
 // q [B,T,Hq,D], k,v [B,T,Hkv,D], Hq % Hkv == 0 (query head h uses kv head h/(Hq/Hkv)).

@@ -132,11 +132,14 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
              {&phase_family_.Add({{"phase", "optimizer"}}), &StepReport::optimizer_seconds},
              {&phase_family_.Add({{"phase", "exposed_comm"}}), &StepReport::exposed_comm_seconds}};
   auto& memory = gauges(*registry_, rank, "weft_memory_bytes",
-                        "Bytes this rank holds per kind: param, grad, optimizer, activation");
+                        "Bytes this rank holds per kind: param, grad, optimizer, activation (and isp_pool "
+                        "with strategy isp: the gathered full weights of two blocks)");
   memory_ = {{&memory.Add({{"kind", "param"}}), &StepReport::memory_param_bytes},
              {&memory.Add({{"kind", "grad"}}), &StepReport::memory_grad_bytes},
              {&memory.Add({{"kind", "optimizer"}}), &StepReport::memory_optimizer_bytes},
              {&memory.Add({{"kind", "activation"}}), &StepReport::memory_activation_bytes}};
+  if (cfg.parallel.strategy == "isp")
+    memory_.push_back({&memory.Add({{"kind", "isp_pool"}}), &StepReport::memory_isp_pool_bytes});
   // An info metric (constant 1) lets dashboards label panels by strategy and
   // device with a join instead of guessing from other series.
   gauges(*registry_, rank, "weft_worker_info",
@@ -173,6 +176,7 @@ void TrainMetrics::on_step(const StepReport& r) {
   grad_norm_.Set(r.grad_norm);
   learning_rate_.Set(r.lr);
   for (auto& [gauge, field] : memory_) gauge->Set(static_cast<double>(r.*field));
+  advance(isp_prefetch_wait_, r.isp_prefetch_wait_seconds);
 
   if (!r.sync_group.empty()) {
     auto it = sync_.find(r.sync_group);

@@ -91,32 +91,65 @@ void Llama::init(uint64_t seed) {
   }
 }
 
+void Llama::set_sequence_exchange(SequenceExchange* exchange) {
+  const int n = exchange ? exchange->size() : 1;
+  WEFT_CHECK(cfg_.n_heads % n == 0 && cfg_.n_kv_heads % n == 0,
+             "sequence parallel size " + std::to_string(n) + " must divide the heads (" +
+                 std::to_string(cfg_.n_heads) + ") and the kv heads (" + std::to_string(cfg_.n_kv_heads) + ")");
+  seq_ = exchange;
+  B_ = T_ = 0;  // re-plan the activations
+}
+
+void Llama::set_recompute_blocks(int n) {
+  WEFT_CHECK(n >= 0 && n <= cfg_.n_layers, "recompute blocks must be in [0, n_layers], got " + std::to_string(n));
+  recompute_ = n;
+  B_ = T_ = 0;
+}
+
+void Llama::alloc_block_acts(LayerActs& a, int B, int T) {
+  const int64_t N = int64_t(B) * T, C = cfg_.d_model, F = cfg_.ffn();
+  const int64_t D = cfg_.head_dim(), Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads;
+  const int64_t n = sp(), S = int64_t(T) * n;
+  const Device dev = device_;
+  auto f32 = [dev](Shape s) { return OwnedTensor(DType::F32, s, dev); };
+  a.ln1 = f32({N, C});
+  a.rstd1 = f32({N});
+  a.q = f32({B, T, Hq, D});
+  a.k = f32({B, T, Hkv, D});
+  a.v = f32({B, T, Hkv, D});
+  a.att = f32({B, T, Hq, D});
+  a.lse = f32({B, Hq / n, S});
+  a.xmid = f32({N, C});
+  a.ln2 = f32({N, C});
+  a.rstd2 = f32({N});
+  a.gate = f32({N, F});
+  a.up = f32({N, F});
+  a.h = f32({N, F});
+  if (n > 1) {
+    a.qh = f32({B, S, Hq / n, D});
+    a.kh = f32({B, S, Hkv / n, D});
+    a.vh = f32({B, S, Hkv / n, D});
+    a.atth = f32({B, S, Hq / n, D});
+  }
+}
+
 void Llama::ensure_activations(int B, int T) {
   if (B == B_ && T == T_) return;
   B_ = B;
   T_ = T;
   const int64_t N = int64_t(B) * T, C = cfg_.d_model, F = cfg_.ffn(), V = cfg_.vocab_size;
   const int64_t D = cfg_.head_dim(), Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads;
+  const int64_t n = sp(), S = int64_t(T) * n;
   const Device dev = device_;
   auto f32 = [dev](Shape s) { return OwnedTensor(DType::F32, s, dev); };
   acts_.clear();
   acts_.resize(cfg_.n_layers);
-  for (LayerActs& a : acts_) {
-    a.x = f32({N, C});
-    a.ln1 = f32({N, C});
-    a.rstd1 = f32({N});
-    a.q = f32({B, T, Hq, D});
-    a.k = f32({B, T, Hkv, D});
-    a.v = f32({B, T, Hkv, D});
-    a.att = f32({B, T, Hq, D});
-    a.lse = f32({B, Hq, T});
-    a.xmid = f32({N, C});
-    a.ln2 = f32({N, C});
-    a.rstd2 = f32({N});
-    a.gate = f32({N, F});
-    a.up = f32({N, F});
-    a.h = f32({N, F});
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    acts_[l].x = f32({N, C});
+    if (l >= recompute_) alloc_block_acts(acts_[l], B, T);
   }
+  rc_ = LayerActs{};
+  if (recompute_ > 0) alloc_block_acts(rc_, B, T);
   tokens_ = OwnedTensor(DType::I32, {N}, dev);
   targets_ = OwnedTensor(DType::I32, {N}, dev);
   x_final_ = f32({N, C});
@@ -134,30 +167,73 @@ void Llama::ensure_activations(int B, int T) {
   dh_ = f32({N, F});
   dgate_ = f32({N, F});
   dup_ = f32({N, F});
+  for (OwnedTensor* t : {&datth_, &dqh_, &dkh_, &dvh_}) *t = OwnedTensor{};
+  if (n > 1) {
+    datth_ = f32({B, S, Hq / n, D});
+    dqh_ = f32({B, S, Hq / n, D});
+    dkh_ = f32({B, S, Hkv / n, D});
+    dvh_ = f32({B, S, Hkv / n, D});
+  }
 }
 
 size_t Llama::activation_bytes() const {
   size_t total = 0;
   auto add = [&total](const OwnedTensor& t) { total += t.buf.bytes(); };
-  for (const LayerActs& a : acts_) {
-    for (const OwnedTensor* t : {&a.x, &a.ln1, &a.rstd1, &a.q, &a.k, &a.v, &a.att, &a.lse,
-                                 &a.xmid, &a.ln2, &a.rstd2, &a.gate, &a.up, &a.h})
+  auto add_block = [&](const LayerActs& a) {
+    for (const OwnedTensor* t : {&a.x, &a.ln1, &a.rstd1, &a.q, &a.k, &a.v, &a.att, &a.lse, &a.xmid, &a.ln2,
+                                 &a.rstd2, &a.gate, &a.up, &a.h, &a.qh, &a.kh, &a.vh, &a.atth})
       add(*t);
-  }
-  for (const OwnedTensor* t : {&tokens_, &targets_, &x_final_, &lnf_, &rstdf_, &logits_, &losses_,
-                               &dx_, &dtmp_, &dln_, &datt_, &dq_, &dk_, &dv_, &dh_, &dgate_, &dup_})
+  };
+  for (const LayerActs& a : acts_) add_block(a);
+  add_block(rc_);
+  for (const OwnedTensor* t : {&tokens_, &targets_, &x_final_, &lnf_, &rstdf_, &logits_, &losses_, &dx_, &dtmp_,
+                               &dln_, &datt_, &dq_, &dk_, &dv_, &dh_, &dgate_, &dup_, &datth_, &dqh_, &dkh_, &dvh_})
     add(*t);
   return total;
 }
 
+void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
+  const LayerParams& p = layer_params_[l];
+  const int64_t N = int64_t(B_) * T_;
+  const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  const float theta = static_cast<float>(cfg_.rope_theta);
+  const int64_t pos0 = seq_ ? int64_t(seq_->rank()) * T_ : 0;
+  ops::rmsnorm_forward(a.ln1.t, a.rstd1.t, x, param(p.ln1), eps);
+  ops::matmul(a.q.t.view({N, Hq * D}), a.ln1, param(p.q), false, true);
+  ops::matmul(a.k.t.view({N, Hkv * D}), a.ln1, param(p.k), false, true);
+  ops::matmul(a.v.t.view({N, Hkv * D}), a.ln1, param(p.v), false, true);
+  ops::rope_forward(a.q.t, a.q, theta, pos0);
+  ops::rope_forward(a.k.t, a.k, theta, pos0);
+  if (sp() > 1) {
+    // Ulysses: every position of this rank's heads, then back.
+    seq_->to_heads(a.qh.t, a.q);
+    seq_->to_heads(a.kh.t, a.k);
+    seq_->to_heads(a.vh.t, a.v);
+    ops::attention_forward(a.atth.t, a.lse.t, a.qh, a.kh, a.vh);
+    seq_->to_sequence(a.att.t, a.atth);
+  } else {
+    ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v);
+  }
+  // xmid = x + att @ Wo^T
+  ops::copy(a.xmid.t, x);
+  ops::matmul(a.xmid.t, a.att.t.view({N, Hq * D}), param(p.o), false, true, 1.0f, 1.0f);
+  ops::rmsnorm_forward(a.ln2.t, a.rstd2.t, a.xmid, param(p.ln2), eps);
+  ops::matmul(a.gate.t, a.ln2, param(p.gate), false, true);
+  ops::matmul(a.up.t, a.ln2, param(p.up), false, true);
+  ops::swiglu_forward(a.h.t, a.gate, a.up);
+  // next residual = xmid + h @ Wdown^T
+  ops::copy(next, a.xmid);
+  ops::matmul(next, a.h, param(p.down), false, true, 1.0f, 1.0f);
+}
+
 double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int T) {
-  WEFT_CHECK(T <= cfg_.max_seq_len, "sequence length " + std::to_string(T) +
-                                        " exceeds model.max_seq_len " +
-                                        std::to_string(cfg_.max_seq_len));
+  WEFT_CHECK(int64_t(T) * sp() <= cfg_.max_seq_len,
+             "sequence length " + std::to_string(int64_t(T) * sp()) + " exceeds model.max_seq_len " +
+                 std::to_string(cfg_.max_seq_len));
   ensure_activations(B, T);
   const int64_t N = int64_t(B) * T;
   const float eps = static_cast<float>(cfg_.norm_eps);
-  const float theta = static_cast<float>(cfg_.rope_theta);
   WEFT_CHECK(device_ == Device::CPU, "host token copy assumes CPU tensors");
   std::memcpy(tokens_.t.data, tokens, N * sizeof(int32_t));
   std::memcpy(targets_.t.data, targets, N * sizeof(int32_t));
@@ -165,28 +241,9 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
   buf_->before_use(kEmbeddingLayer, WeightUse::Forward);
   ops::embedding_forward(acts_.empty() ? x_final_.t : acts_[0].x.t, tokens_, param(embed_));
   for (int l = 0; l < cfg_.n_layers; ++l) {
-    LayerActs& a = acts_[l];
-    const LayerParams& p = layer_params_[l];
     buf_->before_use(l, WeightUse::Forward);
-    const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
-    ops::rmsnorm_forward(a.ln1.t, a.rstd1.t, a.x, param(p.ln1), eps);
-    ops::matmul(a.q.t.view({N, Hq * D}), a.ln1, param(p.q), false, true);
-    ops::matmul(a.k.t.view({N, Hkv * D}), a.ln1, param(p.k), false, true);
-    ops::matmul(a.v.t.view({N, Hkv * D}), a.ln1, param(p.v), false, true);
-    ops::rope_forward(a.q.t, a.q, theta);
-    ops::rope_forward(a.k.t, a.k, theta);
-    ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v);
-    // xmid = x + att @ Wo^T
-    ops::copy(a.xmid.t, a.x);
-    ops::matmul(a.xmid.t, a.att.t.view({N, Hq * D}), param(p.o), false, true, 1.0f, 1.0f);
-    ops::rmsnorm_forward(a.ln2.t, a.rstd2.t, a.xmid, param(p.ln2), eps);
-    ops::matmul(a.gate.t, a.ln2, param(p.gate), false, true);
-    ops::matmul(a.up.t, a.ln2, param(p.up), false, true);
-    ops::swiglu_forward(a.h.t, a.gate, a.up);
-    // next residual = xmid + h @ Wdown^T
     Tensor next = l + 1 < cfg_.n_layers ? acts_[l + 1].x.t : x_final_.t;
-    ops::copy(next, a.xmid);
-    ops::matmul(next, a.h, param(p.down), false, true, 1.0f, 1.0f);
+    forward_block(l, acts_[l].x, l < recompute_ ? rc_ : acts_[l], next);
   }
   buf_->before_use(kHeadLayer, WeightUse::Forward);
   ops::rmsnorm_forward(lnf_.t, rstdf_.t, x_final_, param(final_norm_), eps);
@@ -199,6 +256,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
   const int64_t N = int64_t(B_) * T_;
   const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
   const float theta = static_cast<float>(cfg_.rope_theta);
+  const int64_t pos0 = seq_ ? int64_t(seq_->rank()) * T_ : 0;
   auto ready = [&](int i) {
     if (on_grad_ready) on_grad_ready(i);
   };
@@ -213,9 +271,14 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
   ready(final_norm_);
 
   for (int l = cfg_.n_layers - 1; l >= 0; --l) {
-    LayerActs& a = acts_[l];
+    const bool recomputed = l < recompute_;
+    LayerActs& a = recomputed ? rc_ : acts_[l];
+    const Tensor x = acts_[l].x.t;
     const LayerParams& p = layer_params_[l];
     buf_->before_use(l, WeightUse::Backward);
+    // dtmp is free until the norm backward below: a sink for the recomputed
+    // block's output, which the next block's stored input already holds.
+    if (recomputed) forward_block(l, x, rc_, dtmp_.t);
     // MLP: dx holds d(next residual) = d(xmid) through the skip connection.
     ops::matmul(grad(p.down), dx_, a.h, true, false, 1.0f, 1.0f);
     ready(p.down);
@@ -236,9 +299,18 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     ops::matmul(grad(p.o), dx_, att2d, true, false, 1.0f, 1.0f);
     ready(p.o);
     ops::matmul(datt_.t.view({N, Hq * D}), dx_, param(p.o), false, false);
-    ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse);
-    ops::rope_backward(dq_.t, dq_, theta);
-    ops::rope_backward(dk_.t, dk_, theta);
+    if (sp() > 1) {
+      // The all-to-alls' backward: the other direction.
+      seq_->to_heads(datth_.t, datt_);
+      ops::attention_backward(dqh_.t, dkh_.t, dvh_.t, datth_, a.qh, a.kh, a.vh, a.atth, a.lse);
+      seq_->to_sequence(dq_.t, dqh_);
+      seq_->to_sequence(dk_.t, dkh_);
+      seq_->to_sequence(dv_.t, dvh_);
+    } else {
+      ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse);
+    }
+    ops::rope_backward(dq_.t, dq_, theta, pos0);
+    ops::rope_backward(dk_.t, dk_, theta, pos0);
     Tensor dq2 = dq_.t.view({N, Hq * D}), dk2 = dk_.t.view({N, Hkv * D});
     Tensor dv2 = dv_.t.view({N, Hkv * D});
     ops::matmul(grad(p.v), dv2, a.ln1, true, false, 1.0f, 1.0f);
@@ -250,7 +322,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     ops::matmul(dln_.t, dq2, param(p.q), false, false);
     ops::matmul(dln_.t, dk2, param(p.k), false, false, 1.0f, 1.0f);
     ops::matmul(dln_.t, dv2, param(p.v), false, false, 1.0f, 1.0f);
-    ops::rmsnorm_backward(dtmp_.t, grad(p.ln1), dln_, a.x, param(p.ln1), a.rstd1);
+    ops::rmsnorm_backward(dtmp_.t, grad(p.ln1), dln_, x, param(p.ln1), a.rstd1);
     ready(p.ln1);
     ops::add_acc(dx_.t, dtmp_);  // dx = d(x) of this layer = d(residual) below
   }

@@ -12,7 +12,13 @@
 //   - backward() ACCUMULATES (+=) into the gradient views and calls
 //     on_grad_ready(i) exactly once per parameter, right after parameter i's
 //     gradient is final for this micro-batch. With tied embeddings the shared
-//     weight is reported once, after the embedding backward.
+//     weight is reported once, after the embedding backward;
+//   - with a SequenceExchange of n ranks, forward() gets this rank's S/n
+//     positions of each sequence (slice rank()), RoPE uses their global
+//     positions and attention runs head-split over the whole sequence;
+//   - the first recompute_blocks() blocks keep only their input in forward
+//     and recompute the rest (in one shared scratch) during backward, after
+//     their before_use(layer, Backward).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,7 @@
 #include "kernels/ops.h"
 #include "model/param_and_grad_buffer.h"
 #include "model/param_info.h"
+#include "model/sequence_exchange.h"
 #include "tensor/tensor.h"
 #include "config/config.h"
 
@@ -53,12 +60,20 @@ class Llama {
   Tensor flat_grads() const { return buf_->flat_grads(); }
   void zero_grads() { buf_->zero_grads(); }
 
+  // Not owned; nullptr (the default) keeps whole sequences on this rank. Set
+  // before the first forward.
+  void set_sequence_exchange(SequenceExchange* exchange);
+  // Blocks 0..n-1 recompute their activations in backward (0: none).
+  void set_recompute_blocks(int n);
+  int recompute_blocks() const { return recompute_; }
+
   // Normal(0, init_std) for linear and embedding weights, ones for norms.
   // A pure function of the seed.
   void init(uint64_t seed);
 
-  // tokens and targets are [B*T] row-major. Keeps the activations for backward
-  // and returns the mean cross-entropy over the B*T positions.
+  // tokens and targets are [B*T] row-major (T: this rank's positions of each
+  // sequence). Keeps the activations for backward and returns the mean
+  // cross-entropy over the B*T positions.
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T);
 
   // Gradient of loss_scale * sum of per-position losses of the last forward,
@@ -77,10 +92,17 @@ class Llama {
   struct LayerParams {
     int ln1, q, k, v, o, ln2, gate, up, down;
   };
+  // q, k, v, att are this rank's positions, every head; qh, kh, vh, atth
+  // (sequence parallel only) every position, this rank's heads.
   struct LayerActs {
     OwnedTensor x, ln1, rstd1, q, k, v, att, lse, xmid, ln2, rstd2, gate, up, h;
+    OwnedTensor qh, kh, vh, atth;
   };
   void ensure_activations(int B, int T);
+  void alloc_block_acts(LayerActs& a, int B, int T);
+  // One block's forward from input x into a's activations and `next`.
+  void forward_block(int l, const Tensor& x, LayerActs& a, Tensor next);
+  int sp() const { return seq_ ? seq_->size() : 1; }
 
   ModelConfig cfg_;
   std::shared_ptr<ParamAndGradBuffer> buf_;
@@ -90,10 +112,14 @@ class Llama {
 
   // activations of the last forward
   int B_ = 0, T_ = 0;
-  std::vector<LayerActs> acts_;
+  std::vector<LayerActs> acts_;  // blocks < recompute_ hold only x
+  LayerActs rc_;                  // recomputed blocks' activations (shared)
+  SequenceExchange* seq_ = nullptr;
+  int recompute_ = 0;
   OwnedTensor tokens_, targets_, x_final_, lnf_, rstdf_, logits_, losses_;
   // backward scratch
   OwnedTensor dx_, dtmp_, dln_, datt_, dq_, dk_, dv_, dh_, dgate_, dup_;
+  OwnedTensor datth_, dqh_, dkh_, dvh_;  // sequence parallel: head-split
 };
 
 }  // namespace weft

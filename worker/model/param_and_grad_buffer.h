@@ -14,7 +14,11 @@
 //   - before the model uses a layer's weights it calls before_use(layer, use):
 //     the hook point where a strategy that shards weights (ISP, ZeRO with
 //     overlapped parameter gathers) makes them present. Without a hook it is
-//     a no-op.
+//     a no-op;
+//   - a buffer built with Storage::Provided holds the table but no memory: a
+//     WeightProvider (ISP: weight shards elsewhere, full weights gathered into
+//     a pool) supplies the view of every parameter and gradient the model
+//     touches. flat_params()/flat_grads() are then not available.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +40,25 @@ class WeightHook {
   virtual void before_use(int layer, WeightUse use) = 0;
 };
 
+// Supplies the model's weight and weight-gradient views for a buffer with
+// Storage::Provided. weight(i) is valid from before_use of its layer until the
+// model moves on to the next layer's before_use; grad(i) likewise, and the
+// model accumulates (+=) into it.
+class WeightProvider {
+ public:
+  virtual ~WeightProvider() = default;
+  virtual Tensor weight(int i) = 0;
+  virtual Tensor weight_grad(int i) = 0;
+  virtual void zero_grads() = 0;
+};
+
+enum class Storage : uint8_t { Owned, Provided };
+
 class ParamAndGradBuffer {
  public:
   // `table` must be laid out contiguously from offset 0 (llama_param_table is).
   explicit ParamAndGradBuffer(std::vector<ParamInfo> table, DType param_dtype = DType::F32,
-                              Device device = Device::CPU);
+                              Device device = Device::CPU, Storage storage = Storage::Owned);
 
   const std::vector<ParamInfo>& params() const { return table_; }
   int64_t numel() const { return numel_; }
@@ -50,9 +68,10 @@ class ParamAndGradBuffer {
 
   Tensor param(int i) const;  // working dtype, the table's shape
   Tensor grad(int i) const;   // f32
-  Tensor flat_params() const { return params_.as(param_dtype_, {numel_}); }
-  Tensor flat_grads() const { return grads_.as(DType::F32, {numel_}); }
-  void zero_grads() { grads_.zero(); }
+  Tensor flat_params() const;
+  Tensor flat_grads() const;
+  void zero_grads();
+  bool owns_storage() const { return storage_ == Storage::Owned; }
 
   size_t param_bytes() const { return params_.bytes(); }
   size_t grad_bytes() const { return grads_.bytes(); }
@@ -62,14 +81,18 @@ class ParamAndGradBuffer {
   void before_use(int layer, WeightUse use) const {
     if (hook_) hook_->before_use(layer, use);
   }
+  // Not owned; required (and only allowed) with Storage::Provided.
+  void set_weight_provider(WeightProvider* provider);
 
  private:
   std::vector<ParamInfo> table_;
   DType param_dtype_;
   Device device_;
   int64_t numel_ = 0;
+  Storage storage_;
   Buffer params_, grads_;
   WeightHook* hook_ = nullptr;
+  WeightProvider* provider_ = nullptr;
 };
 
 }  // namespace weft

@@ -123,7 +123,7 @@ void DataParallel::wait_buckets() {
 }
 
 double DataParallel::clip_and_step(double lr, double max_norm) {
-  return clip_and_step_replicated(*buf_, opt_, lr, max_norm);
+  return clip_and_step_replicated(*buf_, opt_, lr, max_norm, norm_scope_);
 }
 
 StateBytes DataParallel::state_bytes() const {

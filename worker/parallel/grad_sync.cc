@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "parallel/data_parallel.h"
+#include "parallel/isp.h"
 #include "parallel/zero.h"
+
+#include <cmath>
 
 namespace weft {
 
@@ -12,8 +15,31 @@ AdamW replicated_adamw(const ParamAndGradBuffer& buffer, const OptimConfig& opti
                /*master_weights=*/buffer.param_dtype() != DType::F32);
 }
 
-double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm) {
-  const double norm = clip_grad_norm(buffer.flat_grads(), max_norm);
+double NormScope::weight(int param) const {
+  if (!active() || param >= static_cast<int>(replicated.size()) || !replicated[param]) return 1.0;
+  return 1.0 / across->size();
+}
+
+double NormScope::reduce(double sumsq) const {
+  if (!active()) return sumsq;
+  float wire = static_cast<float>(sumsq);
+  across->all_reduce(Tensor::f32(&wire, {1}), comm::ReduceOp::Sum, "grad norm")->wait();
+  return wire;
+}
+
+double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm,
+                                const NormScope& scope) {
+  if (!scope.active()) {
+    const double norm = clip_grad_norm(buffer.flat_grads(), max_norm);
+    opt.step(buffer.flat_params(), buffer.flat_grads(), lr);
+    return norm;
+  }
+  double sumsq = 0;
+  for (size_t i = 0; i < buffer.params().size(); ++i)
+    sumsq += scope.weight(static_cast<int>(i)) * ops::sum_squares(buffer.grad(static_cast<int>(i)));
+  const double norm = std::sqrt(scope.reduce(sumsq));
+  const double c = clip_coefficient(norm, max_norm);
+  if (c != 1.0) ops::scale(buffer.flat_grads(), static_cast<float>(c));
   opt.step(buffer.flat_params(), buffer.flat_grads(), lr);
   return norm;
 }
@@ -24,7 +50,7 @@ LocalGradSync::LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const O
 void LocalGradSync::start() { opt_.load_master(buf_->flat_params()); }
 
 double LocalGradSync::clip_and_step(double lr, double max_norm) {
-  return clip_and_step_replicated(*buf_, opt_, lr, max_norm);
+  return clip_and_step_replicated(*buf_, opt_, lr, max_norm, norm_scope_);
 }
 
 StateBytes LocalGradSync::state_bytes() const {
@@ -32,14 +58,32 @@ StateBytes LocalGradSync::state_bytes() const {
           opt_.state_bytes()};
 }
 
+Storage model_storage(const ParallelConfig& p) {
+  return p.strategy == "isp" ? Storage::Provided : Storage::Owned;
+}
+
 std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
                                          std::shared_ptr<ParamAndGradBuffer> buffer,
                                          comm::CommunicatorPtr dp) {
+  return make_grad_sync(cfg, std::move(buffer), SyncGroups{std::move(dp), nullptr, nullptr, nullptr});
+}
+
+std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
+                                         std::shared_ptr<ParamAndGradBuffer> buffer,
+                                         const SyncGroups& groups) {
   const ParallelConfig& p = cfg.parallel;
-  if ((p.strategy != "dp" && p.strategy != "zero") || p.sp != 1 || p.wp != 1)
-    throw ConfigError("parallel.strategy: '" + p.strategy + "' with sp " + std::to_string(p.sp) +
-                      ", wp " + std::to_string(p.wp) +
-                      " is not implemented in this version; use strategy dp or zero with sp 1, wp 1");
+  comm::CommunicatorPtr dp = groups.dp;
+  auto size = [](const comm::CommunicatorPtr& c) { return c ? c->size() : 1; };
+  if (p.strategy == "isp") {
+    if (size(groups.sp) != p.sp || size(groups.wp) != p.wp)
+      throw ConfigError("parallel.strategy: 'isp' with sp " + std::to_string(p.sp) + ", wp " + std::to_string(p.wp) +
+                        " needs sp and wp groups of those sizes (got " + std::to_string(size(groups.sp)) + " and " +
+                        std::to_string(size(groups.wp)) + ")");
+    return std::make_unique<IspGradSync>(cfg, std::move(buffer), IspGroups{groups.sp, groups.wp, groups.wdp});
+  }
+  if (p.sp != 1 || p.wp != 1)
+    throw ConfigError("parallel.strategy: '" + p.strategy + "' with sp " + std::to_string(p.sp) + ", wp " +
+                      std::to_string(p.wp) + " needs strategy isp");
   const int world = dp ? dp->size() : 1;
   if (p.strategy == "zero") {
     if (world < 2)

@@ -28,6 +28,7 @@
 
 #include "comm/communicator.h"
 #include "model/param_and_grad_buffer.h"
+#include "model/sequence_exchange.h"
 #include "optim/adamw.h"
 #include "config/config.h"
 
@@ -38,6 +39,11 @@ struct StepCommStats {
   double comm_seconds = 0;             // wall time some collective of the step ran (CommSpans)
   double exposed_seconds = 0;          // time compute waited for them
   std::vector<double> bucket_seconds;  // reduce time per bucket
+  // ISP's share of the above (docs/metrics.md): weight all-gathers and the
+  // time compute waited for them (the exposed prefetch wait), the gradient
+  // reduce-scatters over wp and the sequence all-to-alls (always exposed).
+  double weight_gather_seconds = 0, prefetch_wait_seconds = 0;
+  double reduce_scatter_seconds = 0, all_to_all_seconds = 0;
   double overlap_ratio() const {
     if (comm_seconds <= 0) return 0;
     double r = 1.0 - exposed_seconds / comm_seconds;
@@ -67,11 +73,29 @@ class CommSpans {
 // Bytes one rank holds for the model's state (weft_memory_bytes{kind}).
 struct StateBytes {
   int64_t params = 0, grads = 0, optimizer = 0;
+  int64_t isp_pool = 0;  // ISP: the double-buffered full-weight pool
+};
+
+// How far the global gradient norm reaches beyond the sync group. ISP syncs
+// each weight shard over wdp, but the norm spans every shard of the model: the
+// squared norm is also summed over `across` (wp), with the parameters that are
+// replicated across it (norm weights) counted once. Empty: the group's norm.
+struct NormScope {
+  comm::CommunicatorPtr across;
+  std::vector<char> replicated;  // per parameter of the buffer: 1 = replicated across `across`
+  bool active() const { return across && across->size() > 1; }
+  // Weight of parameter i's squared norm on this rank.
+  double weight(int param) const;
+  // Sum of `sumsq` over `across` (collective; a no-op when inactive).
+  double reduce(double sumsq) const;
 };
 
 class GradSync {
  public:
   virtual ~GradSync() = default;
+
+  // Set once, before start(); see NormScope.
+  void set_norm_scope(NormScope scope) { norm_scope_ = std::move(scope); }
 
   // After initialisation or a checkpoint load, before the first step: makes
   // every rank hold the same parameters (rank 0's) and loads the optimizer's
@@ -128,17 +152,48 @@ class GradSync {
   virtual StateBytes state_bytes() const = 0;
   virtual std::string describe() const = 0;  // one line for the startup log
 
+  // Strategies that keep only a shard of the weights on a rank (ISP) provide
+  // the model's views themselves: the model's buffer is then
+  // Storage::Provided, initial weights and checkpoints go through the full
+  // model (load_full_weights takes this rank's part; gather_full_weights is
+  // collective and fills every parameter), and attention may be split.
+  virtual bool shards_weights() const { return false; }
+  virtual void load_full_weights(const ParamAndGradBuffer& full) { (void)full; }
+  virtual void gather_full_weights(ParamAndGradBuffer& full) { (void)full; }
+  virtual SequenceExchange* sequence_exchange() { return nullptr; }
+  // Checkpoints of such a strategy: its optimizer state with ranges in the
+  // full model's flat layout (what reshard_optimizer reads, so any layout
+  // resumes it). owned_only: each element once over all ranks (what this rank
+  // writes); else every range this rank steps (what it loads). import takes
+  // back a state exported with owned_only false.
+  virtual AdamW export_optimizer(bool owned_only) { (void)owned_only; return AdamW(OptimConfig{}, {}); }
+  virtual void import_optimizer(const AdamW& state) { (void)state; }
+
  protected:
+  NormScope norm_scope_;
+
   // Called once per bucket, in bucket order, when its reduction for the last
   // micro-batch has completed (ZeRO's interleaved step runs here).
   virtual void on_bucket_reduced(int bucket) { (void)bucket; }
 };
 
-// The strategy the config names, over `dp` (nullptr or size 1: alone).
+// The groups of the rank grid a strategy may use (any may be null: size 1).
+struct SyncGroups {
+  comm::CommunicatorPtr dp, sp, wp, wdp;
+};
+
+// How the model's buffer holds its weights for this config's strategy.
+Storage model_storage(const ParallelConfig& p);
+
+// The strategy the config names, over `dp` (nullptr or size 1: alone), or for
+// ISP over sp, wp and wdp. `buffer` must have model_storage(cfg.parallel).
 // Throws ConfigError for a strategy this build cannot run.
 std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
                                          std::shared_ptr<ParamAndGradBuffer> buffer,
                                          comm::CommunicatorPtr dp);
+std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
+                                         std::shared_ptr<ParamAndGradBuffer> buffer,
+                                         const SyncGroups& groups);
 
 // One rank: nothing to synchronise; the optimizer owns every parameter.
 class LocalGradSync : public GradSync {
@@ -166,7 +221,9 @@ class LocalGradSync : public GradSync {
 // AdamW over every parameter of `buffer`, with an fp32 master copy when the
 // working weights are not f32: the optimizer of the replicated strategies.
 AdamW replicated_adamw(const ParamAndGradBuffer& buffer, const OptimConfig& optim);
-// clip_grad_norm over the whole gradient buffer, then one AdamW step.
-double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm);
+// clip_grad_norm over the whole gradient buffer (its norm widened by `scope`),
+// then one AdamW step.
+double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm,
+                                const NormScope& scope = {});
 
 }  // namespace weft

@@ -102,10 +102,18 @@ void ZeroGradSync::plan(double cap_mb) {
   forward_buckets_.assign(n_layers + 2, {});
   std::vector<ParamRange> owned;
   first_range_.clear();
+  param_of_range_.clear();
+  auto param_at = [&params](int64_t offset) {
+    int i = 0;
+    while (i + 1 < static_cast<int>(params.size()) && params[i + 1].offset <= offset) ++i;
+    return i;
+  };
   for (const Bucket& b : buckets_) {
     first_range_.push_back(owned.size());
-    for (const ParamRange& r : ranges_within(all_ranges_, b.shard_begin(me, n), b.shard_end(me, n)))
+    for (const ParamRange& r : ranges_within(all_ranges_, b.shard_begin(me, n), b.shard_end(me, n))) {
       owned.push_back(r);
+      param_of_range_.push_back(param_at(r.offset));
+    }
     for (int p = b.first_param; p <= b.last_param; ++p) {
       bucket_of_param_[p] = b.index;
       const int pos = backward_pos(params[p].layer, n_layers);
@@ -274,7 +282,7 @@ void ZeroGradSync::complete(int index) {
   }
   if (!last_) return;
   for (size_t i = first_range_[index]; i < first_range_[index + 1]; ++i)
-    shard_sumsq_ += ops::sum_squares(owned_grad(i));
+    shard_sumsq_ += norm_scope_.weight(param_of_range_[i]) * ops::sum_squares(owned_grad(i));
   if (step_early_) step_bucket(index, lr_);
 }
 
@@ -358,7 +366,7 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
   norm_wire_ = static_cast<float>(shard_sumsq_);
   stats_.exposed_seconds +=
       timed_wait(dp_->all_reduce(Tensor::f32(&norm_wire_, {1}), comm::ReduceOp::Sum, "grad norm"));
-  const double norm = std::sqrt(static_cast<double>(norm_wire_));
+  const double norm = std::sqrt(norm_scope_.reduce(static_cast<double>(norm_wire_)));
   const double c = clip_coefficient(norm, max_norm);
   if (c != 1.0) {
     WEFT_CHECK(!step_early_ || std::find(stepped_.begin(), stepped_.end(), 1) == stepped_.end(),

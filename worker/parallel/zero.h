@@ -116,6 +116,7 @@ class ZeroGradSync : public GradSync, private WeightHook {
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
   std::vector<size_t> first_range_;     // per bucket + 1: its optimizer ranges
+  std::vector<int> param_of_range_;     // per optimizer range: its parameter
   std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
   AdamW opt_;

@@ -34,6 +34,8 @@ struct StepReport {
   int64_t bucket_cap_rejected = 0;   // cap-file values rejected so far (rank 0 polls the file)
   int64_t memory_param_bytes = 0, memory_grad_bytes = 0, memory_optimizer_bytes = 0,
           memory_activation_bytes = 0;
+  int64_t memory_isp_pool_bytes = 0;     // ISP's gathered-weight pool
+  double isp_prefetch_wait_seconds = 0;  // ISP: compute waiting for weight gathers this step
 };
 
 class StepObserver {

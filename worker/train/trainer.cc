@@ -50,9 +50,10 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     : cfg_(cfg),
       rank_(std::move(comm)),
       source_(make_source(cfg)),
-      buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model))),
+      buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), DType::F32, Device::CPU,
+                                                   model_storage(cfg.parallel))),
       model_(cfg.model, buffer_),
-      sync_(make_grad_sync(cfg, buffer_, rank_.dp)),
+      sync_(make_grad_sync(cfg, buffer_, SyncGroups{rank_.dp, rank_.sp, rank_.wp, rank_.wdp})),
       boundary_(rank_.dp, cfg.parallel.bucket_cap_file) {
   if (source_->vocab_size() > cfg.model.vocab_size)
     throw ConfigError("model.vocab_size: " + std::to_string(cfg.model.vocab_size) +
@@ -63,7 +64,16 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     throw ConfigError("device: '" + cfg.device +
                       "' training is not available in this version (the CUDA kernels are built, the "
                       "bf16 model path is not); use device: cpu (WEFT_DEVICE=cpu)");
-  model_.init(cfg.train.seed);
+  model_.set_sequence_exchange(sync_->sequence_exchange());
+  model_.set_recompute_blocks(cfg.parallel.strategy == "isp" ? cfg.parallel.isp.recompute_blocks : 0);
+  init_weights();
+}
+
+void Trainer::init_weights() {
+  if (!sync_->shards_weights()) return model_.init(cfg_.train.seed);
+  Llama full(cfg_.model);  // every rank draws the same weights and keeps its rows
+  full.init(cfg_.train.seed);
+  sync_->load_full_weights(full.buffer());
 }
 
 void Trainer::init_from_hf(const std::string& dir) {
@@ -76,7 +86,13 @@ void Trainer::init_from_hf(const std::string& dir) {
     // Every rank reads the whole model today (the strategies keep full
     // replicas); a sharding strategy passes a filter for its own parameters.
     const HfWeights w = HfWeights::open(dir);
-    load_hf_weights(w, model_);
+    if (sync_->shards_weights()) {
+      Llama full(cfg_.model);
+      load_hf_weights(w, full);
+      sync_->load_full_weights(full.buffer());
+    } else {
+      load_hf_weights(w, model_);
+    }
     spdlog::info("initialized {} parameters from {} ({} file{}, stored as {}); optimizer fresh, step 0",
                  model_.num_params(), dir, w.files().size(), w.files().size() == 1 ? "" : "s",
                  w.entry(model_.params().front().name).dtype);
@@ -129,7 +145,25 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                                    ? OptimizerShard{rank_.dp->rank(), sync_->optimizer_shards(),
                                                     rank_.world, sync_->optimizer_layout()}
                                    : OptimizerShard{0, 1, rank_.world, {}};
-  if (cfg_.checkpoint.resume) {
+  auto optimizer_layout = [](int rank, int shards, const AdamW& o) {
+    std::string l = std::to_string(rank) + " of " + std::to_string(shards) + ":";
+    for (const ParamRange& r : o.ranges()) l += " " + std::to_string(r.offset) + "+" + std::to_string(r.numel);
+    return l;
+  };
+  if (cfg_.checkpoint.resume && sync_->shards_weights()) {
+    // The checkpoint is a full model and optimizer ranges in its layout,
+    // whatever layout wrote them: load both in full, keep this rank's part.
+    Llama full(cfg_.model);
+    AdamW state = sync_->export_optimizer(/*owned_only=*/false);
+    const OptimizerShard mine{rank_.rank, rank_.world, rank_.world, optimizer_layout(rank_.rank, rank_.world, state)};
+    if (auto meta = load_latest_checkpoint(ckpt_dir, full, state, mine)) {
+      sync_->load_full_weights(full.buffer());
+      sync_->import_optimizer(state);
+      s.start_step = meta->step;
+      resumed = true;
+      spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
+    }
+  } else if (cfg_.checkpoint.resume) {
     if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), shard)) {
       s.start_step = meta->step;
       resumed = true;
@@ -142,12 +176,23 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   sync_->start();
 
   Batch batch;
-  const int B = t.micro_batch, T = t.seq_len;
+  // With sequence parallelism the sp ranks of a dp index read the same
+  // sequences and each keeps its T = seq_len/sp positions.
+  const int B = t.micro_batch, T = t.seq_len / sp();
+  const int data_rank = rank_.rank / sp(), data_world = rank_.world / sp();
+  const int sp_rank = rank_.sp ? rank_.sp->rank() : 0;
+  std::vector<int32_t> inputs, targets;
   const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
   const auto t0 = Clock::now();
   auto save = [&](int64_t steps_completed, double last_loss) {
     sync_->flush();  // overlapped parameter gathers land before the weights are written
-    if (!sync_->writes_optimizer_state()) return;  // replicated state: one rank writes it
+    std::unique_ptr<Llama> full;  // a strategy that shards weights gathers them first
+    if (sync_->shards_weights()) {
+      full = std::make_unique<Llama>(cfg_.model);
+      sync_->gather_full_weights(full->buffer());  // every rank writes its optimizer ranges
+    } else if (!sync_->writes_optimizer_state()) {
+      return;  // replicated state: one rank writes it
+    }
     CheckpointMeta meta;
     meta.step = steps_completed;
     meta.last_loss = last_loss;
@@ -155,6 +200,18 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     meta.config_yaml = to_yaml(cfg_);
     meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
     const auto tc = Clock::now();
+    if (full) {
+      // The full model (HF-named) and every rank's optimizer ranges in its
+      // layout, each element written by one rank.
+      const AdamW owned = sync_->export_optimizer(/*owned_only=*/true);
+      s.last_checkpoint =
+          rank_.world > 1
+              ? save_sharded_checkpoint(ckpt_dir, *full, owned, meta, cfg_.checkpoint.keep,
+                                        OptimizerShard{rank_.rank, rank_.world, rank_.world,
+                                                       optimizer_layout(rank_.rank, rank_.world, owned)},
+                                        *rank_.dp)
+              : save_checkpoint(ckpt_dir, *full, owned, meta, cfg_.checkpoint.keep, 0);
+    } else {
     s.last_checkpoint =
         shard.shards > 1
             ? save_sharded_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep,
@@ -162,6 +219,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                                                      sync_->optimizer_layout()},
                                       *rank_.dp)
             : save_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep, 0);
+    }
     s.checkpoint_seconds += seconds_since(tc);
     spdlog::info("checkpoint written: {}", s.last_checkpoint);
     if (observer_) observer_->on_checkpoint(steps_completed);
@@ -194,10 +252,23 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     for (int micro = 0; micro < t.grad_accum; ++micro) {
       sync_->begin_micro_batch(micro + 1 == t.grad_accum);
       auto tp = Clock::now();
-      source_->fill(batch, B, T, BatchIndex{step, micro, t.grad_accum, rank_.rank, rank_.world});
+      source_->fill(batch, B, t.seq_len, BatchIndex{step, micro, t.grad_accum, data_rank, data_world});
+      const int32_t* in = batch.inputs.data();
+      const int32_t* tgt = batch.targets.data();
+      if (sp() > 1) {
+        inputs.resize(size_t(B) * T);
+        targets.resize(size_t(B) * T);
+        for (int b = 0; b < B; ++b) {
+          const size_t from = size_t(b) * t.seq_len + size_t(sp_rank) * T;
+          std::copy_n(batch.inputs.begin() + from, T, inputs.begin() + size_t(b) * T);
+          std::copy_n(batch.targets.begin() + from, T, targets.begin() + size_t(b) * T);
+        }
+        in = inputs.data();
+        tgt = targets.data();
+      }
       s.data_seconds += seconds_since(tp);
       tp = Clock::now();
-      loss += model_.forward(batch.inputs.data(), batch.targets.data(), B, T) / t.grad_accum;
+      loss += model_.forward(in, tgt, B, T) / t.grad_accum;
       s.forward_seconds += seconds_since(tp);
       tp = Clock::now();
       model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
@@ -207,6 +278,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     const StepCommStats& c = sync_->last_step();
     if (group) {
       s.comm_seconds.push_back(c.comm_seconds);
+      s.isp_gather_seconds.push_back(c.weight_gather_seconds);
+      s.isp_prefetch_wait_seconds.push_back(c.prefetch_wait_seconds);
       s.exposed_seconds.push_back(c.exposed_seconds);
       s.bucket_seconds.resize(c.bucket_seconds.size());
       for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
@@ -229,7 +302,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     r.lr = lr;
     r.grad_norm = norm;
     r.step_seconds = s.step_seconds.back();
-    r.tokens = int64_t(B) * T * t.grad_accum * rank_.world;
+    r.tokens = int64_t(B) * T * t.grad_accum * rank_.world;  // T: this rank's positions
     r.tokens_per_second = r.tokens / r.step_seconds;
     if (cfg_.metrics.peak_tflops > 0)
       r.mfu = r.tokens_per_second / rank_.world * flops_per_token() / (cfg_.metrics.peak_tflops * 1e12);
@@ -242,6 +315,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     r.memory_grad_bytes = mem.grads;
     r.memory_optimizer_bytes = mem.optimizer;
     r.memory_activation_bytes = static_cast<int64_t>(model_.activation_bytes());
+    r.memory_isp_pool_bytes = mem.isp_pool;
+    r.isp_prefetch_wait_seconds = c.prefetch_wait_seconds;
     if (group) {
       r.sync_group = group->name();
       r.comm_seconds = c.comm_seconds;
@@ -319,8 +394,14 @@ void Trainer::write_summary(const TrainSummary& s) const {
                         {"comm_seconds", s.comm_seconds},
                         {"exposed_seconds", s.exposed_seconds},
                         {"bucket_seconds", s.bucket_seconds}}},
+                      {"isp",
+                       {{"weight_gather_seconds", s.isp_gather_seconds},
+                        {"prefetch_wait_seconds", s.isp_prefetch_wait_seconds}}},
                       {"memory_bytes",
-                       {{"param", s.memory.params}, {"grad", s.memory.grads}, {"optimizer", s.memory.optimizer}}},
+                       {{"param", s.memory.params},
+                        {"grad", s.memory.grads},
+                        {"optimizer", s.memory.optimizer},
+                        {"isp_pool", s.memory.isp_pool}}},
                       {"losses", s.losses},
                       {"step_seconds", s.step_seconds}};
   const fs::path path = fs::path(cfg_.train.out_dir) / "summary.json";

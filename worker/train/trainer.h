@@ -47,6 +47,9 @@ struct TrainSummary {
   // when training alone.
   std::vector<double> comm_seconds, exposed_seconds;
   std::vector<double> bucket_seconds;  // per bucket, summed over the run
+  // ISP, per step of this run: weight all-gather run time and the time
+  // compute waited for it (the exposed prefetch wait).
+  std::vector<double> isp_gather_seconds, isp_prefetch_wait_seconds;
   int bucket_count = 0;
   double bucket_cap_mb = 0;
   double overlap_ratio() const;        // 1 - sum(exposed) / sum(comm), 0 without comm
@@ -63,6 +66,9 @@ struct TrainerComm {
   int world = 1;
   comm::CommunicatorPtr dp;              // data-parallel group
   comm::CommContext* context = nullptr;  // failure messages name the step
+  // ISP (parallel.strategy isp): sequence-, weight- and weight-data-parallel
+  // groups of the rank grid; null when of size 1 or unused.
+  comm::CommunicatorPtr sp, wp, wdp;
 };
 
 class Trainer {
@@ -84,6 +90,11 @@ class Trainer {
 
  private:
   std::string checkpoint_dir() const;
+  // The full model for init, init_from and checkpoints: the model itself, or
+  // (a strategy that shards weights) a full copy gathered on demand.
+  void init_weights();
+  // Sequence-parallel ranks per sequence (1 unless ISP splits sequences).
+  int sp() const { return rank_.sp ? rank_.sp->size() : 1; }
   void init_from_hf(const std::string& dir);  // throws ConfigError for a bad directory
   void log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const;
   void write_summary(const TrainSummary& s) const;

@@ -1,6 +1,7 @@
 // CPU rotary position embedding, Hugging Face rotate_half convention.
 // defines: cpu::rope_forward, cpu::rope_backward.
-// x/out [B, T, H, D], D even; row t has position t. With half = D/2:
+// x/out [B, T, H, D], D even; row t has position pos0 + t (pos0 > 0: a slice of a
+// longer sequence, as sequence parallelism holds). With half = D/2:
 //   inv_freq[i] = theta^(-2i/D), angle(t, j) = t * inv_freq[j mod half],
 //   out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[half:], x[:half]).
 // Angles, cos and sin are computed in double, then cast to T.
@@ -13,11 +14,12 @@ namespace weft::cpu {
 
 // out overwritten; out may alias x.
 template <typename T>
-void rope_forward(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, double theta);
+void rope_forward(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, double theta,
+                  int64_t pos0 = 0);
 
 // dx = R(-angle) dout, the transpose of the forward rotation; dx may alias dout.
 template <typename T>
 void rope_backward(T* dx, const T* dout, int64_t B, int64_t T_, int64_t H, int64_t D,
-                   double theta);
+                   double theta, int64_t pos0 = 0);
 
 }  // namespace weft::cpu

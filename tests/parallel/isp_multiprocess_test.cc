@@ -1,0 +1,221 @@
+// ISP as a user runs it: real ranks through weft-run over Gloo (loopback).
+// Every (sp, wp) layout trains the same model as one rank on the same global
+// batch (losses and final weights, fp32, relative 1e-5 over 10 steps), with
+// prefetch off, recomputation, gradient accumulation and ZeRO over wdp; a
+// rank holds 1/wp of the sharded weights plus a two-block pool; checkpoints
+// resume in any layout; a killed rank makes the others exit 3; layouts the
+// world cannot hold exit 1 naming the field.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "comm/launch_util.h"
+#include "support/checkpoint_weights.h"
+#include "support/run_process.h"
+#include "train/safetensors.h"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::bin;
+using testing::final_weights;
+using testing::fresh_dir;
+using testing::max_rel_diff;
+using testing::run_process;
+using testing::write_file;
+
+const std::vector<std::string> kEnv = {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"};
+
+// GQA (8 query heads on 4 KV heads) so that sp 4 still splits the KV heads;
+// every out-dimension divides by 4.
+const char* kModel =
+    "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 8, n_kv_heads: 4, max_seq_len: 16, "
+    "ffn_hidden: 64}\n";
+
+class IspProcesses : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = fresh_dir("isp-mp"); }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // micro_batch per rank; the global batch is micro_batch * grad_accum * world / sp.
+  std::string config(const std::string& name, int micro_batch, const std::string& parallel, int grad_accum = 1,
+                     int steps = 10, const std::string& extra = "") {
+    return write_file(dir_ / (name + ".yaml"),
+                      std::string("preset: tiny\n") + kModel +
+                          "train: {seq_len: 16, steps: " + std::to_string(steps) +
+                          ", log_every: 1, micro_batch: " + std::to_string(micro_batch) +
+                          ", grad_accum: " + std::to_string(grad_accum) +
+                          "}\n"
+                          // Clipping is active (norms are ~1): the global norm must span every shard.
+                          "optim: {warmup_steps: 3, grad_clip: 0.5}\n"
+                          "data: {branching: 3}\n"
+                          "metrics: {port: 0}\n"
+                          "parallel: " + parallel + "\n" + extra);
+  }
+
+  testing::ProcessResult launch(const std::string& cfg, int ranks, const fs::path& out) {
+    return run_process({bin("weft-run"), "-n", std::to_string(ranks), cfg, "--out", out.string()}, kEnv, 0, "",
+                       std::chrono::seconds(300));
+  }
+
+  static nlohmann::json summary(const fs::path& out) {
+    std::ifstream in(out / "summary.json");
+    return nlohmann::json::parse(in);
+  }
+
+  fs::path dir_;
+};
+
+double max_rel_loss_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(a[i]));
+  return worst;
+}
+
+TEST_F(IspProcesses, EveryLayoutMatchesOneRank) {
+  const fs::path ref_out = dir_ / "one";
+  auto r = launch(config("one", 4, "{strategy: dp}"), 1, ref_out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const SafetensorsFile ref = final_weights(ref_out);
+  const auto ref_losses = summary(ref_out)["losses"].get<std::vector<double>>();
+
+  struct Case {
+    int ranks, micro_batch, grad_accum;
+    std::string parallel;
+  } cases[] = {
+      {2, 2, 1, "{strategy: isp, sp: 1, wp: 2}"},
+      {2, 4, 1, "{strategy: isp, sp: 2, wp: 1}"},
+      {4, 2, 1, "{strategy: isp, sp: 2, wp: 2}"},
+      {4, 1, 1, "{strategy: isp, sp: 1, wp: 4}"},
+      {4, 4, 1, "{strategy: isp, sp: 4, wp: 1}"},
+      // dp > 1: two wp groups train different sequences, shards reduced over wdp
+      {4, 1, 1, "{strategy: isp, sp: 1, wp: 2}"},
+      {4, 2, 1, "{strategy: isp, sp: 2, wp: 2, isp: {prefetch: false}}"},
+      {2, 2, 1, "{strategy: isp, wp: 2, isp: {recompute_blocks: 2}}"},
+      {4, 1, 2, "{strategy: isp, sp: 2, wp: 2, isp: {recompute_blocks: 1, prefetch: false}}"},
+      {4, 1, 1, "{strategy: isp, wp: 2, bucket_cap_mb: 0.01, isp: {wdp_strategy: zero}, zero: {stage: 1}}"},
+      {4, 2, 1,
+       "{strategy: isp, sp: 2, wp: 2, bucket_cap_mb: 0.01, isp: {wdp_strategy: zero}, "
+       "zero: {stage: 1, overlap: interleaved, overlap_param_gather: true}}"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.parallel);
+    const fs::path out = dir_ / ("isp-" + std::to_string(i));
+    auto res = launch(config("isp" + std::to_string(i++), c.micro_batch, c.parallel, c.grad_accum), c.ranks, out);
+    ASSERT_EQ(res.code, 0) << res.output;
+    EXPECT_NE(res.output.find("ISP: sp "), std::string::npos) << res.output;
+    const double dl = max_rel_loss_diff(ref_losses, summary(out)["losses"].get<std::vector<double>>());
+    const double dw = max_rel_diff(ref, final_weights(out));
+    EXPECT_LT(dl, 1e-5);
+    EXPECT_LT(dw, 1e-5);
+    std::printf("%d ranks %s: max rel diff vs one rank: losses %.2e, weights %.2e\n", c.ranks, c.parallel.c_str(),
+                dl, dw);
+  }
+}
+
+// Bytes from the buffers (summary.json): the shard buffer holds 1/wp of every
+// sharded weight and the replicated norms; the pool two full units.
+TEST_F(IspProcesses, WeightMemoryIsOneWpthPlusTwoPoolBlocks) {
+  const int64_t V = 32, C = 32, L = 2, Hq = 8, Hkv = 4, D = 4, F = 64;
+  const int64_t block = Hq * D * C + 2 * Hkv * D * C + C * Hq * D + 3 * C * F;
+  const int64_t sharded = 2 * V * C + L * block, norms = (2 * L + 1) * C;
+  for (int wp : {2, 4}) {
+    SCOPED_TRACE("wp " + std::to_string(wp));
+    const fs::path out = dir_ / ("mem" + std::to_string(wp));
+    auto r = launch(config("mem" + std::to_string(wp), 1,
+                           "{strategy: isp, wp: " + std::to_string(wp) + "}", 1, 2),
+                    wp, out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto mem = summary(out)["memory_bytes"];
+    EXPECT_EQ(mem["param"].get<int64_t>(), (sharded / wp + norms) * 4);
+    EXPECT_EQ(mem["isp_pool"].get<int64_t>(), 2 * std::max(block, V * C) * 4);
+    std::printf("wp %d: params %lld B of %lld in the full model, pool %lld B\n", wp,
+                static_cast<long long>(mem["param"].get<int64_t>()), static_cast<long long>((sharded + norms) * 4),
+                static_cast<long long>(mem["isp_pool"].get<int64_t>()));
+  }
+}
+
+// A checkpoint is a full HF model plus optimizer ranges in the full model's
+// layout: the same layout resumes bit-identically, another ISP layout and
+// plain DP on one rank reach the uninterrupted run's weights.
+TEST_F(IspProcesses, ResumesInAnyLayout) {
+  const std::string every6 = "checkpoint: {every: 6, keep: 5}\n";
+  const fs::path full = dir_ / "full";
+  auto r = launch(config("full", 2, "{strategy: isp, sp: 2, wp: 2}", 1, 12, every6), 4, full);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const fs::path step6 = full / "checkpoints" / "step-6";
+  ASSERT_TRUE(fs::exists(step6 / "optim-rank-3.safetensors"));
+  const auto ref_losses = summary(full)["losses"].get<std::vector<double>>();
+  const SafetensorsFile ref = final_weights(full);
+  struct Case {
+    const char* name;
+    int ranks, micro_batch;
+    std::string parallel;
+  } cases[] = {{"same", 4, 2, "{strategy: isp, sp: 2, wp: 2}"},
+               {"wp4", 4, 1, "{strategy: isp, wp: 4}"},
+               {"dp1", 1, 4, "{strategy: dp}"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path out = dir_ / c.name;
+    fs::create_directories(out / "checkpoints");
+    fs::copy(step6, out / "checkpoints" / "step-6", fs::copy_options::recursive);
+    write_file(out / "checkpoints" / "latest", "step-6\n");
+    auto res = launch(config(c.name, c.micro_batch, c.parallel, 1, 12, every6), c.ranks, out);
+    ASSERT_EQ(res.code, 0) << res.output;
+    EXPECT_NE(res.output.find("resumed from"), std::string::npos) << res.output;
+    const auto tail = summary(out)["losses"].get<std::vector<double>>();
+    ASSERT_EQ(tail.size(), 6u);
+    const std::vector<double> want(ref_losses.begin() + 6, ref_losses.end());
+    if (std::string(c.name) == "same") {
+      for (size_t i = 0; i < tail.size(); ++i) EXPECT_EQ(tail[i], want[i]) << "step " << i + 7;
+    }
+    const double dl = max_rel_loss_diff(want, tail), dw = max_rel_diff(ref, final_weights(out));
+    EXPECT_LT(dl, 1e-5);
+    EXPECT_LT(dw, 1e-5);
+    std::printf("resumed at step 6 as %s: max rel diff vs uninterrupted: losses %.2e, weights %.2e\n", c.name, dl, dw);
+  }
+}
+
+TEST_F(IspProcesses, KilledRankMakesTheOthersExit3) {
+  const std::string cfg = config("kill", 1, "{strategy: isp, sp: 2, wp: 2}", 1, 1000000,
+                                 "comm: {timeout_s: 5}\ncheckpoint: {every: 0}\n");
+  comm::testing::LaunchSpec spec;
+  spec.world = 4;
+  // Rank 1 is killed a few seconds into training.
+  const std::string worker = bin("weft-worker");
+  spec.args = {"-c",
+               "if [ \"$RANK\" = 1 ]; then exec timeout -s KILL 4 " + worker + " " + cfg + " --out " +
+                   (dir_ / "kill").string() + "; else exec " + worker + " " + cfg + " --out " +
+                   (dir_ / "kill").string() + "; fi"};
+  for (int r = 0; r < 4; ++r) spec.env_by_rank[r] = {{"OMP_NUM_THREADS", "1"}, {"WEFT_METRICS_PORT", "0"}};
+  spec.limit_s = 60;
+  auto res = comm::testing::launch_ranks("/bin/sh", spec);
+  EXPECT_EQ(res[1].code, 128 + 9) << res[1].output;
+  for (int r : {0, 2, 3}) {
+    EXPECT_EQ(res[r].code, 3) << "rank " << r << ":\n" << res[r].output;
+    EXPECT_THAT(res[r].output, ::testing::AnyOf(::testing::HasSubstr("peer lost"),
+                                                ::testing::HasSubstr("collective timeout")));
+    // Killed at 4 s; detected within the 5 s deadline plus start-up.
+    EXPECT_LT(res[r].seconds, 4 + 5 + 6) << "rank " << r;
+  }
+}
+
+TEST_F(IspProcesses, LayoutsTheWorldCannotHoldExitOneNamingTheField) {
+  auto r = launch(config("wp3", 1, "{strategy: isp, wp: 2}"), 3, dir_ / "wp3");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("parallel.wp: 2 does not divide WORLD_SIZE 3"), std::string::npos) << r.output;
+  auto z = launch(config("zero1", 1, "{strategy: isp, wp: 2, isp: {wdp_strategy: zero}}"), 2, dir_ / "zero1");
+  EXPECT_EQ(z.code, 1) << z.output;
+  EXPECT_NE(z.output.find("parallel.isp.wdp_strategy"), std::string::npos) << z.output;
+}
+
+}  // namespace
+}  // namespace weft

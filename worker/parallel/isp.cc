@@ -1,0 +1,456 @@
+#include "parallel/isp.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "parallel/data_parallel.h"
+#include "parallel/zero.h"
+
+namespace weft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+}  // namespace
+
+std::vector<ParamInfo> isp_shard_table(const std::vector<ParamInfo>& full, int wp) {
+  std::vector<ParamInfo> t;
+  int64_t offset = 0;
+  for (const ParamInfo& p : full) {
+    ParamInfo s = p;
+    if (p.kind != ParamKind::Norm && wp > 1) {
+      WEFT_CHECK(p.shape.rank == 2 && p.shape[0] % wp == 0,
+                 "parallel.wp: " + std::to_string(wp) + " does not divide the rows of " + p.name + " " +
+                     p.shape.str());
+      s.shape = Shape{p.shape[0] / wp, p.shape[1]};
+    }
+    s.numel = s.shape.numel();
+    s.offset = offset;
+    offset += s.numel;
+    t.push_back(std::move(s));
+  }
+  return t;
+}
+
+IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBuffer> model_buffer,
+                         IspGroups groups)
+    : model_(std::move(model_buffer)),
+      full_(model_->params()),
+      sp_(std::move(groups.sp)),
+      wp_(std::move(groups.wp)),
+      wdp_(std::move(groups.wdp)) {
+  WEFT_CHECK(!model_->owns_storage(), "ISP provides the model's weights: its buffer must be Storage::Provided");
+  optim_ = cfg.optim;
+  o_.prefetch = cfg.parallel.isp.prefetch;
+  o_.wdp_strategy = cfg.parallel.isp.wdp_strategy;
+  shard_ = std::make_shared<ParamAndGradBuffer>(isp_shard_table(full_, wp_size()), model_->param_dtype(),
+                                                model_->device());
+  for (const ParamInfo& p : full_) n_layers_ = std::max(n_layers_, p.layer + 1);
+
+  // The inner strategy reduces the shards over wdp, like plain DP or ZeRO
+  // reduce whole models over dp.
+  const int wdp = wdp_ ? wdp_->size() : 1;
+  const ParallelConfig& p = cfg.parallel;
+  if (o_.wdp_strategy == "zero") {
+    if (wdp < 2)
+      throw ConfigError("parallel.isp.wdp_strategy: 'zero' shards the optimizer state over the " +
+                        std::to_string(wdp) + " rank(s) holding the same weight shard (world / wp); it needs at least 2");
+    ZeroOptions z;
+    z.stage = p.zero.stage;
+    z.overlap = parse_zero_overlap(p.zero.overlap);
+    z.overlap_param_gather = p.zero.overlap_param_gather;
+    z.bucket_cap_mb = p.bucket_cap_mb;
+    z.first_bucket_mb = p.first_bucket_mb;
+    z.bf16_wire = p.bf16_wire;
+    inner_ = std::make_unique<ZeroGradSync>(shard_, wdp_, z, cfg.optim);
+  } else if (wdp > 1) {
+    DataParallelOptions d;
+    d.bucket_cap_mb = p.bucket_cap_mb;
+    d.first_bucket_mb = p.first_bucket_mb;
+    d.overlap = p.overlap;
+    d.bf16_wire = p.bf16_wire;
+    inner_ = std::make_unique<DataParallel>(shard_, wdp_, d, cfg.optim);
+  } else {
+    inner_ = std::make_unique<LocalGradSync>(shard_, cfg.optim);
+  }
+  // The global norm spans every weight shard; norms are replicated over wp.
+  NormScope scope;
+  scope.across = wp_;
+  for (const ParamInfo& q : full_) scope.replicated.push_back(q.kind == ParamKind::Norm);
+  inner_->set_norm_scope(std::move(scope));
+
+  // Units and the pool: a slot holds the largest unit's full weights.
+  unit_params_.assign(n_layers_ + 2, {});
+  pool_offset_.assign(full_.size(), -1);
+  for (int i = static_cast<int>(full_.size()) - 1; i >= 0; --i)  // forward order within a unit
+    if (sharded(i)) unit_params_[unit_of_layer(full_[i].layer)].push_back(i);
+  for (auto& params : unit_params_) {
+    int64_t off = 0;
+    for (int i : params) {
+      pool_offset_[i] = off;
+      off += full_[i].numel;
+    }
+    slot_numel_ = std::max(slot_numel_, off);
+  }
+  if (wp_size() > 1) {
+    for (int s = 0; s < 2; ++s) {
+      pool_[s] = Buffer(static_cast<size_t>(slot_numel_) * dtype_size(model_->param_dtype()), model_->device());
+      gpool_[s] = Buffer(static_cast<size_t>(slot_numel_) * sizeof(float), model_->device());
+      gstage_[s] = Buffer(static_cast<size_t>(slot_numel_ / wp_size()) * sizeof(float), model_->device());
+    }
+  }
+  model_->set_weight_provider(this);
+  model_->set_weight_hook(this);
+}
+
+IspGradSync::~IspGradSync() {
+  // Nothing may still write into the pool or the shards once we are gone.
+  try {
+    for (auto& g : gathers_)
+      for (auto& w : g)
+        if (w) w->wait();
+    for (auto& p : pending_) p.work->wait();
+  } catch (const std::exception&) {
+    // The group failed; the error was reported where it happened.
+  }
+  model_->set_weight_hook(nullptr);
+  model_->set_weight_provider(nullptr);
+}
+
+std::string IspGradSync::describe() const {
+  return fmt::format(
+      "ISP: sp {} (group {}), wp {} (group {}), weight shards reduced over wdp {} (group {}) by: {}; prefetch "
+      "{}, weight pool 2 x {:.2f} MiB",
+      sp_size(), sp_ ? sp_->name() : "-", wp_size(), wp_ ? wp_->name() : "-", wdp_ ? wdp_->size() : 1,
+      wdp_ ? wdp_->name() : "-", inner_->describe(), o_.prefetch ? "on" : "off",
+      pool_bytes() / 2 / 1048576.0);
+}
+
+int64_t IspGradSync::pool_bytes() const {
+  return static_cast<int64_t>(pool_[0].bytes() + pool_[1].bytes());
+}
+
+StateBytes IspGradSync::state_bytes() const {
+  StateBytes b = inner_->state_bytes();
+  // The gradient scratch and its staging belong to the gradients; the weight
+  // pool is reported on its own (weft_memory_bytes{kind="isp_pool"}).
+  for (int s = 0; s < 2; ++s) b.grads += static_cast<int64_t>(gpool_[s].bytes() + gstage_[s].bytes());
+  b.isp_pool = pool_bytes();
+  return b;
+}
+
+int IspGradSync::unit_of_layer(int layer) const {
+  if (layer == kEmbeddingLayer) return 0;
+  if (layer == kHeadLayer) return n_layers_ + 1;
+  return layer + 1;
+}
+
+int IspGradSync::layer_of_unit(int unit) const {
+  if (unit == 0) return kEmbeddingLayer;
+  if (unit == n_layers_ + 1) return kHeadLayer;
+  return unit - 1;
+}
+
+void IspGradSync::launch_gather(int unit) {
+  const int s = unit % 2;
+  WEFT_CHECK(gathers_[s].empty(), "ISP: pool slot reused before its gather was consumed");
+  slot_unit_[s] = unit;
+  Tensor pool = pool_[s].as(model_->param_dtype(), {slot_numel_});
+  for (int i : unit_params_[unit]) {
+    gathers_[s].push_back(wp_->all_gather(flat(shard_->param(i)),
+                                          pool.slice0(pool_offset_[i], pool_offset_[i] + full_[i].numel), {},
+                                          "gather " + full_[i].name));
+  }
+}
+
+void IspGradSync::wait_gather(int unit) {
+  const int s = unit % 2;
+  WEFT_CHECK(slot_unit_[s] == unit, "ISP: unit's weights are not in their pool slot");
+  for (auto& w : gathers_[s]) {
+    gather_wait_s_ += timed_wait(w);
+    gather_s_ += w->comm_seconds();
+  }
+  gathers_[s].clear();
+}
+
+double IspGradSync::timed_wait(const comm::WorkPtr& w) {
+  const auto t0 = Clock::now();
+  w->wait();
+  return since(t0);
+}
+
+void IspGradSync::before_use(int layer, WeightUse use) {
+  shard_->before_use(layer, use);  // ZeRO's overlapped shard gathers land first
+  if (wp_size() == 1) return;
+  const int u = unit_of_layer(layer);
+  const int s = u % 2;
+  if (use == WeightUse::Backward) {
+    // The slot's scratch was unit u+2's: its reduce-scatters must finish.
+    free_grad_slot(s);
+    gslot_unit_[s] = u;
+    int64_t numel = 0;
+    for (int i : unit_params_[u]) numel += full_[i].numel;
+    ops::fill(gpool_[s].as(DType::F32, {slot_numel_}).slice0(0, numel), 0.0f);
+  }
+  if (slot_unit_[s] != u) {
+    if (!gathers_[s].empty()) wait_gather(slot_unit_[s]);  // never consumed: drain before reuse
+    launch_gather(u);
+  }
+  wait_gather(u);
+  if (!o_.prefetch) return;
+  const int next = use == WeightUse::Forward ? u + 1 : u - 1;
+  if (next < 0 || next > n_layers_ + 1) return;
+  if (slot_unit_[next % 2] == next) return;  // still there
+  if (use == WeightUse::Forward) shard_->before_use(layer_of_unit(next), use);
+  launch_gather(next);
+}
+
+Tensor IspGradSync::weight(int i) {
+  if (!sharded(i)) return shard_->param(i);
+  const int u = unit_of_layer(full_[i].layer), s = u % 2;
+  WEFT_CHECK(slot_unit_[s] == u && gathers_[s].empty(),
+             "ISP: " + full_[i].name + " used outside its layer's before_use");
+  return Tensor(static_cast<char*>(pool_[s].data()) + pool_offset_[i] * int64_t(dtype_size(model_->param_dtype())),
+                model_->param_dtype(), full_[i].shape, model_->device());
+}
+
+Tensor IspGradSync::weight_grad(int i) {
+  if (!sharded(i)) return shard_->grad(i);
+  const int u = unit_of_layer(full_[i].layer), s = u % 2;
+  WEFT_CHECK(gslot_unit_[s] == u, "ISP: gradient of " + full_[i].name + " written outside its layer's backward");
+  return Tensor(static_cast<float*>(gpool_[s].data()) + pool_offset_[i], DType::F32, full_[i].shape,
+                model_->device());
+}
+
+void IspGradSync::zero_grads() { shard_->zero_grads(); }
+
+void IspGradSync::start() {
+  inner_->start();
+  // Every wp rank starts from the same replicated norm weights; the inner
+  // start made the wdp group agree, these make wp agree as well.
+  if (wp_size() > 1) {
+    std::vector<comm::WorkPtr> ws;
+    for (size_t i = 0; i < full_.size(); ++i)
+      if (full_[i].kind == ParamKind::Norm) ws.push_back(wp_->broadcast(flat(shard_->param(int(i))), 0, "norm weights"));
+    for (auto& w : ws) w->wait();
+    inner_->start();  // reload the optimizer's master copy
+  }
+}
+
+void IspGradSync::begin_micro_batch(bool last) {
+  last_micro_ = last;
+  inner_->begin_micro_batch(last);
+}
+
+void IspGradSync::on_grad_ready(int param) {
+  if (wp_size() == 1) return inner_->on_grad_ready(param);
+  if (!sharded(param)) {
+    // Replicated: average over wp in place (identical earlier micro-batches'
+    // sums stay what they are), then the inner strategy averages over wdp.
+    pending_.push_back({param, -1, wp_->all_reduce(flat(shard_->grad(param)), comm::ReduceOp::Avg,
+                                                   "norm grad " + full_[param].name)});
+  } else {
+    const int s = unit_of_layer(full_[param].layer) % 2;
+    const int64_t off = pool_offset_[param], n = full_[param].numel, wp = wp_size();
+    Tensor stage = gstage_[s].as(DType::F32, {slot_numel_ / wp}).slice0(off / wp, (off + n) / wp);
+    pending_.push_back({param, s, wp_->reduce_scatter(flat(weight_grad(param)), stage, comm::ReduceOp::Avg, {},
+                                                      "grad " + full_[param].name)});
+  }
+  while (!pending_.empty() && pending_.front().work->completed()) complete_front();
+}
+
+void IspGradSync::complete_front() {
+  Pending p = pending_.front();
+  pending_.pop_front();
+  const double waited = timed_wait(p.work);
+  rs_wait_s_ += waited;
+  rs_s_ += p.work->comm_seconds();
+  if (p.slot >= 0) {
+    const int64_t off = pool_offset_[p.param], n = full_[p.param].numel, wp = wp_size();
+    ops::add_acc(flat(shard_->grad(p.param)),
+                 gstage_[p.slot].as(DType::F32, {slot_numel_ / wp}).slice0(off / wp, (off + n) / wp));
+  }
+  inner_->on_grad_ready(p.param);
+}
+
+void IspGradSync::free_grad_slot(int slot) {
+  // Pending entries are in the model's order: complete up to the slot's last.
+  while (std::any_of(pending_.begin(), pending_.end(), [slot](const Pending& p) { return p.slot == slot; }))
+    complete_front();
+  gslot_unit_[slot] = -1;
+}
+
+double IspGradSync::finish_micro_batch(double loss) {
+  while (!pending_.empty()) complete_front();
+  if (last_micro_ && wp_size() > 1) {
+    // The inner strategy averages over wdp; wp x wdp is the whole world.
+    loss_wire_ = static_cast<float>(loss);
+    wp_->all_reduce(Tensor::f32(&loss_wire_, {1}), comm::ReduceOp::Avg, "loss")->wait();
+    loss = loss_wire_;
+  }
+  return inner_->finish_micro_batch(loss);
+}
+
+double IspGradSync::clip_and_step(double lr, double max_norm) {
+  const double norm = inner_->clip_and_step(lr, max_norm);
+  // The shards changed: gathered weights are stale.
+  for (int s = 0; s < 2; ++s) {
+    if (!gathers_[s].empty()) wait_gather(slot_unit_[s]);
+    slot_unit_[s] = -1;
+  }
+  last_ = inner_->last_step();
+  last_.weight_gather_seconds = gather_s_;
+  last_.prefetch_wait_seconds = gather_wait_s_;
+  last_.reduce_scatter_seconds = rs_s_;
+  last_.all_to_all_seconds = a2a_s_;
+  last_.comm_seconds += gather_s_ + rs_s_ + a2a_s_;
+  last_.exposed_seconds += gather_wait_s_ + rs_wait_s_ + a2a_s_;
+  gather_s_ = gather_wait_s_ = rs_s_ = rs_wait_s_ = a2a_s_ = 0;
+  return norm;
+}
+
+void IspGradSync::flush() {
+  inner_->flush();
+  for (int s = 0; s < 2; ++s)
+    if (!gathers_[s].empty()) wait_gather(slot_unit_[s]);
+}
+
+void IspGradSync::gather_full_weights(ParamAndGradBuffer& full) {
+  flush();
+  WEFT_CHECK(full.params().size() == full_.size(), "gather_full: another parameter table");
+  std::vector<comm::WorkPtr> ws;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const int p = static_cast<int>(i);
+    if (sharded(p))
+      ws.push_back(wp_->all_gather(flat(shard_->param(p)), flat(full.param(p)), {}, "gather " + full_[i].name));
+    else
+      ops::copy(flat(full.param(p)), flat(shard_->param(p)));
+  }
+  for (auto& w : ws) w->wait();
+}
+
+void IspGradSync::load_full_weights(const ParamAndGradBuffer& full) {
+  WEFT_CHECK(full.params().size() == full_.size(), "load_full: another parameter table");
+  const int r = wp_ ? wp_->rank() : 0;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const int p = static_cast<int>(i);
+    const int64_t rows = shard_->params()[i].shape[0];
+    Tensor src = sharded(p) ? full.param(p).slice0(r * rows, (r + 1) * rows) : full.param(p);
+    ops::copy(flat(shard_->param(p)), flat(src));
+  }
+}
+
+// ---- checkpoints ------------------------------------------------------------
+
+int IspGradSync::param_at(int64_t shard_offset) const {
+  const auto& t = shard_->params();
+  int i = 0;
+  while (i + 1 < static_cast<int>(t.size()) && t[i + 1].offset <= shard_offset) ++i;
+  return i;
+}
+
+int64_t IspGradSync::model_offset(int64_t shard_offset) const {
+  const int i = param_at(shard_offset);
+  const ParamInfo& s = shard_->params()[i];
+  const int64_t rows_before = sharded(i) ? int64_t(wp_->rank()) * s.numel : 0;
+  return full_[i].offset + rows_before + (shard_offset - s.offset);
+}
+
+AdamW IspGradSync::export_optimizer(bool owned_only) {
+  const AdamW& opt = inner_->optimizer();
+  // Replicated state is written once: norms by wp rank 0, and with plain DP
+  // over wdp (every wdp rank holds the same state) by wdp rank 0.
+  const bool wdp_first = !wdp_ || wdp_->rank() == 0 || inner_->optimizer_shards() > 1;
+  const bool wp_first = !wp_ || wp_->rank() == 0;
+  std::vector<ParamRange> ranges;
+  std::vector<size_t> from;
+  for (size_t i = 0; i < opt.ranges().size(); ++i) {
+    const ParamRange& r = opt.ranges()[i];
+    const bool norm = full_[param_at(r.offset)].kind == ParamKind::Norm;
+    if (owned_only && (!wdp_first || (norm && !wp_first))) continue;
+    ranges.push_back({model_offset(r.offset), r.numel, r.decay});
+    from.push_back(i);
+  }
+  AdamW out(optim_, ranges, Device::CPU);
+  for (size_t k = 0; k < from.size(); ++k) {
+    const int64_t n = ranges[k].numel, src = opt.state_offset(from[k]), dst = out.state_offset(k);
+    ops::copy(out.exp_avg().slice0(dst, dst + n), opt.exp_avg().slice0(src, src + n));
+    ops::copy(out.exp_avg_sq().slice0(dst, dst + n), opt.exp_avg_sq().slice0(src, src + n));
+  }
+  out.set_step_count(opt.step_count());
+  return out;
+}
+
+void IspGradSync::import_optimizer(const AdamW& state) {
+  AdamW& opt = inner_->optimizer();
+  WEFT_CHECK(state.ranges().size() == opt.ranges().size(), "import_optimizer: another range list");
+  for (size_t k = 0; k < opt.ranges().size(); ++k) {
+    const int64_t n = opt.ranges()[k].numel, src = state.state_offset(k), dst = opt.state_offset(k);
+    WEFT_CHECK(state.ranges()[k].numel == n, "import_optimizer: another range list");
+    ops::copy(opt.exp_avg().slice0(dst, dst + n), state.exp_avg().slice0(src, src + n));
+    ops::copy(opt.exp_avg_sq().slice0(dst, dst + n), state.exp_avg_sq().slice0(src, src + n));
+  }
+  opt.set_step_count(state.step_count());
+}
+
+// ---- Ulysses all-to-all ------------------------------------------------------
+
+void IspGradSync::to_heads(Tensor out, const Tensor& in) { exchange(out, in, true); }
+void IspGradSync::to_sequence(Tensor out, const Tensor& in) { exchange(out, in, false); }
+
+// to_heads: in [B, T, H, D] (T = S/n, this rank's positions) -> out [B, S, H/n, D].
+// Chunk j of the send buffer is [B, T, H/n, D]: this rank's positions of head
+// group j; chunk src of the receive buffer is rank src's positions of this
+// rank's heads. to_sequence is the same exchange read the other way round.
+void IspGradSync::exchange(Tensor out, const Tensor& in, bool to_heads) {
+  const auto t0 = Clock::now();
+  const int n = sp_size();
+  WEFT_CHECK(in.device == Device::CPU && in.dtype == DType::F32 && out.dtype == DType::F32,
+             "ISP all-to-all: f32 tensors on the CPU");
+  const Tensor& seq = to_heads ? in : out;   // [B, T, H, D]
+  const Tensor& head = to_heads ? out : in;  // [B, S, H/n, D]
+  const int64_t B = seq.dim(0), T = seq.dim(1), H = seq.dim(2), D = seq.dim(3), Hn = H / n;
+  WEFT_CHECK(head.dim(0) == B && head.dim(1) == T * n && head.dim(2) == Hn && head.dim(3) == D,
+             "ISP all-to-all: shapes " + seq.shape.str() + " and " + head.shape.str() + " do not match sp " +
+                 std::to_string(n));
+  const size_t bytes = static_cast<size_t>(in.numel()) * sizeof(float);
+  if (send_.bytes() < bytes) {
+    send_ = Buffer(bytes);
+    recv_ = Buffer(bytes);
+  }
+  float* send = static_cast<float*>(send_.data());
+  float* recv = static_cast<float*>(recv_.data());
+  const int64_t row = Hn * D;  // one position of one head group
+  // chunk c, batch b, position t of the chunk -> offset in the staging buffers
+  auto staged = [&](int64_t c, int64_t b, int64_t t) { return ((c * B + b) * T + t) * row; };
+  // element offsets of (b, t) in the sequence-split and head-split layouts
+  auto seq_at = [&](int64_t b, int64_t t, int64_t c) { return ((b * T + t) * H + c * Hn) * D; };
+  auto head_at = [&](int64_t b, int64_t s) { return (b * T * n + s) * row; };
+  const float* src = in.f32();
+  float* dst = out.f32();
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(send + staged(c, b, t), src + (to_heads ? seq_at(b, t, c) : head_at(b, c * T + t)),
+                    row * sizeof(float));
+  Tensor s = Tensor::f32(send, {in.numel()}), r = Tensor::f32(recv, {in.numel()});
+  comm::WorkPtr w = sp_->all_to_all(s, r, {}, {}, to_heads ? "all_to_all heads" : "all_to_all sequence");
+  w->wait();
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(dst + (to_heads ? head_at(b, c * T + t) : seq_at(b, t, c)), recv + staged(c, b, t),
+                    row * sizeof(float));
+  a2a_s_ += since(t0);
+}
+
+}  // namespace weft
