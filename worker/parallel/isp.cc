@@ -166,6 +166,7 @@ void IspGradSync::launch_gather(int unit) {
   slot_unit_[s] = unit;
   Tensor pool = pool_[s].as(model_->param_dtype(), {slot_numel_});
   for (int i : unit_params_[unit]) {
+    gathers_issued_[s].push_back(CommSpans::Clock::now());
     gathers_[s].push_back(wp_->all_gather(flat(shard_->param(i)),
                                           pool.slice0(pool_offset_[i], pool_offset_[i] + full_[i].numel), {},
                                           "gather " + full_[i].name));
@@ -175,11 +176,14 @@ void IspGradSync::launch_gather(int unit) {
 void IspGradSync::wait_gather(int unit) {
   const int s = unit % 2;
   WEFT_CHECK(slot_unit_[s] == unit, "ISP: unit's weights are not in their pool slot");
-  for (auto& w : gathers_[s]) {
+  for (size_t i = 0; i < gathers_[s].size(); ++i) {
+    const comm::WorkPtr& w = gathers_[s][i];
     gather_wait_s_ += timed_wait(w);
     gather_s_ += w->comm_seconds();
+    spans_.add(gathers_issued_[s][i], *w);
   }
   gathers_[s].clear();
+  gathers_issued_[s].clear();
 }
 
 double IspGradSync::timed_wait(const comm::WorkPtr& w) {
@@ -256,14 +260,15 @@ void IspGradSync::on_grad_ready(int param) {
   if (!sharded(param)) {
     // Replicated: average over wp in place (identical earlier micro-batches'
     // sums stay what they are), then the inner strategy averages over wdp.
-    pending_.push_back({param, -1, wp_->all_reduce(flat(shard_->grad(param)), comm::ReduceOp::Avg,
-                                                   "norm grad " + full_[param].name)});
+    pending_.push_back({param, -1, CommSpans::Clock::now(),
+                        wp_->all_reduce(flat(shard_->grad(param)), comm::ReduceOp::Avg, "norm grad " + full_[param].name)});
   } else {
     const int s = unit_of_layer(full_[param].layer) % 2;
     const int64_t off = pool_offset_[param], n = full_[param].numel, wp = wp_size();
     Tensor stage = gstage_[s].as(DType::F32, {slot_numel_ / wp}).slice0(off / wp, (off + n) / wp);
-    pending_.push_back({param, s, wp_->reduce_scatter(flat(weight_grad(param)), stage, comm::ReduceOp::Avg, {},
-                                                      "grad " + full_[param].name)});
+    pending_.push_back({param, s, CommSpans::Clock::now(),
+                        wp_->reduce_scatter(flat(weight_grad(param)), stage, comm::ReduceOp::Avg, {},
+                                            "grad " + full_[param].name)});
   }
   while (!pending_.empty() && pending_.front().work->completed()) complete_front();
 }
@@ -274,6 +279,7 @@ void IspGradSync::complete_front() {
   const double waited = timed_wait(p.work);
   rs_wait_s_ += waited;
   rs_s_ += p.work->comm_seconds();
+  spans_.add(p.issued, *p.work);
   if (p.slot >= 0) {
     const int64_t off = pool_offset_[p.param], n = full_[p.param].numel, wp = wp_size();
     ops::add_acc(flat(shard_->grad(p.param)),
@@ -312,7 +318,10 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   last_.prefetch_wait_seconds = gather_wait_s_;
   last_.reduce_scatter_seconds = rs_s_;
   last_.all_to_all_seconds = a2a_s_;
-  last_.comm_seconds += gather_s_ + rs_s_ + a2a_s_;
+  // Gathers and reduce-scatters run side by side on the lanes: their union,
+  // not their sum (the all-to-alls are synchronous and counted as they ran).
+  last_.comm_seconds += spans_.busy_seconds() + a2a_s_;
+  spans_.clear();
   last_.exposed_seconds += gather_wait_s_ + rs_wait_s_ + a2a_s_;
   gather_s_ = gather_wait_s_ = rs_s_ = rs_wait_s_ = a2a_s_ = 0;
   return norm;

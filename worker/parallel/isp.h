@@ -116,6 +116,7 @@ class IspGradSync : public GradSync, private WeightHook, private WeightProvider,
   struct Pending {
     int param;
     int slot;  // -1: a norm all-reduce
+    CommSpans::Clock::time_point issued;  // taken before the call: braced init runs left to right
     comm::WorkPtr work;
   };
   void complete_front();
@@ -138,6 +139,8 @@ class IspGradSync : public GradSync, private WeightHook, private WeightProvider,
   Buffer pool_[2], gpool_[2], gstage_[2];
   int slot_unit_[2] = {-1, -1};   // whose weights the slot holds or receives
   std::vector<comm::WorkPtr> gathers_[2];
+  std::vector<CommSpans::Clock::time_point> gathers_issued_[2];
+  CommSpans spans_;  // this step's gathers and reduce-scatters (they share lanes)
   int gslot_unit_[2] = {-1, -1};  // whose gradients the scratch slot holds
   std::deque<Pending> pending_;
   bool last_micro_ = true;
