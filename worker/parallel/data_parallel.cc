@@ -12,6 +12,15 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
+DataParallelOptions data_parallel_options(const ParallelConfig& p) {
+  DataParallelOptions o;
+  o.bucket_cap_mb = p.bucket_cap_mb;
+  o.first_bucket_mb = p.first_bucket_mb;
+  o.overlap = p.overlap;
+  o.bf16_wire = p.bf16_wire;
+  return o;
+}
+
 DataParallel::DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                            DataParallelOptions opt, const OptimConfig& optim)
     : buf_(std::move(buffer)), dp_(std::move(dp)), opt_dp_(opt), opt_(replicated_adamw(*buf_, optim)) {

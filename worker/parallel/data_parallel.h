@@ -30,6 +30,8 @@ struct DataParallelOptions {
   bool overlap = true;          // false: launch all buckets after backward (baseline)
   bool bf16_wire = false;       // all-reduce a bf16 copy (halves bytes on the wire)
 };
+// The parallel section's bucket, overlap and wire settings.
+DataParallelOptions data_parallel_options(const ParallelConfig& p);
 
 class DataParallel : public GradSync {
  public:

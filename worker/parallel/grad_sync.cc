@@ -90,22 +90,10 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
       throw ConfigError("parallel.strategy: 'zero' shards the optimizer state over the data-parallel "
                         "ranks and needs at least 2 (world size is " + std::to_string(world) +
                         "); use strategy dp to train on one rank");
-    ZeroOptions z;
-    z.stage = p.zero.stage;
-    z.overlap = parse_zero_overlap(p.zero.overlap);
-    z.overlap_param_gather = p.zero.overlap_param_gather;
-    z.bucket_cap_mb = p.bucket_cap_mb;
-    z.first_bucket_mb = p.first_bucket_mb;
-    z.bf16_wire = p.bf16_wire;
-    return std::make_unique<ZeroGradSync>(std::move(buffer), std::move(dp), z, cfg.optim);
+    return std::make_unique<ZeroGradSync>(std::move(buffer), std::move(dp), zero_options(p), cfg.optim);
   }
   if (world == 1) return std::make_unique<LocalGradSync>(std::move(buffer), cfg.optim);
-  DataParallelOptions o;
-  o.bucket_cap_mb = p.bucket_cap_mb;
-  o.first_bucket_mb = p.first_bucket_mb;
-  o.overlap = p.overlap;
-  o.bf16_wire = p.bf16_wire;
-  return std::make_unique<DataParallel>(std::move(buffer), std::move(dp), o, cfg.optim);
+  return std::make_unique<DataParallel>(std::move(buffer), std::move(dp), data_parallel_options(p), cfg.optim);
 }
 
 void CommSpans::add(Clock::time_point issued, comm::Work& w) {

@@ -64,21 +64,9 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
     if (wdp < 2)
       throw ConfigError("parallel.isp.wdp_strategy: 'zero' shards the optimizer state over the " +
                         std::to_string(wdp) + " rank(s) holding the same weight shard (world / wp); it needs at least 2");
-    ZeroOptions z;
-    z.stage = p.zero.stage;
-    z.overlap = parse_zero_overlap(p.zero.overlap);
-    z.overlap_param_gather = p.zero.overlap_param_gather;
-    z.bucket_cap_mb = p.bucket_cap_mb;
-    z.first_bucket_mb = p.first_bucket_mb;
-    z.bf16_wire = p.bf16_wire;
-    inner_ = std::make_unique<ZeroGradSync>(shard_, wdp_, z, cfg.optim);
+    inner_ = std::make_unique<ZeroGradSync>(shard_, wdp_, zero_options(p), cfg.optim);
   } else if (wdp > 1) {
-    DataParallelOptions d;
-    d.bucket_cap_mb = p.bucket_cap_mb;
-    d.first_bucket_mb = p.first_bucket_mb;
-    d.overlap = p.overlap;
-    d.bf16_wire = p.bf16_wire;
-    inner_ = std::make_unique<DataParallel>(shard_, wdp_, d, cfg.optim);
+    inner_ = std::make_unique<DataParallel>(shard_, wdp_, data_parallel_options(p), cfg.optim);
   } else {
     inner_ = std::make_unique<LocalGradSync>(shard_, cfg.optim);
   }

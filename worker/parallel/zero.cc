@@ -23,6 +23,17 @@ int backward_pos(int layer, int n_layers) {
 
 }  // namespace
 
+ZeroOptions zero_options(const ParallelConfig& p) {
+  ZeroOptions z;
+  z.stage = p.zero.stage;
+  z.overlap = parse_zero_overlap(p.zero.overlap);
+  z.overlap_param_gather = p.zero.overlap_param_gather;
+  z.bucket_cap_mb = p.bucket_cap_mb;
+  z.first_bucket_mb = p.first_bucket_mb;
+  z.bf16_wire = p.bf16_wire;
+  return z;
+}
+
 ZeroOverlap parse_zero_overlap(const std::string& name) {
   if (name == "none") return ZeroOverlap::None;
   if (name == "after_backward") return ZeroOverlap::AfterBackward;

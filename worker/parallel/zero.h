@@ -55,6 +55,8 @@ struct ZeroOptions {
   double first_bucket_mb = 0;      // 0 = bucket_cap_mb
   bool bf16_wire = false;          // reduce-scatter a bf16 copy of the gradients
 };
+// The parallel section's zero and bucket settings.
+ZeroOptions zero_options(const ParallelConfig& p);
 
 class ZeroGradSync : public GradSync, private WeightHook {
  public:
