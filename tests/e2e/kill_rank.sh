@@ -7,11 +7,16 @@
 # Usage: kill_rank.sh CLUSTER_DIR SOURCE_DIR [kill|delete-pod]
 MODE=${3:-kill}
 . "$(dirname "$0")/lib.sh" "$1" "$2" "$MODE"
-apply_testdata resume.yaml
+# 400 steps, checkpoints every 40: a window "past a checkpoint" comes every
+# 40 steps, so the test cannot miss them all on a fast machine (120 steps
+# took 15 s on an idle one, over before the test looked).
+STEPS=400
+apply_testdata resume.yaml "s/steps: 120/steps: $STEPS/"
+[ "$(tj_field resume .spec.worker.train.steps)" = $STEPS ] || fail "step override not applied"
 wait_for 60 "phase Running" phase_is resume Running
 uid0=$(pod_uid resume-0) || fail "no uid for pod resume-0"
 log1=$STATE/logs/${NS}_resume-0_$uid0/worker/0.log
-logged_step() { sed -n 's/.*step *\([0-9][0-9]*\)\/120 .*/\1/p' "$log1" 2>/dev/null | tail -1; }
+logged_step() { sed -n 's/.*step *\([0-9][0-9]*\)\/'"$STEPS"' .*/\1/p' "$log1" 2>/dev/null | tail -1; }
 # Strike between checkpoints, after rank 0 logged a step past the latest one:
 # attempt 2 then recomputes steps attempt 1 logged, and their losses must match.
 past_checkpoint() { local c; c=$(latest_step) || return 1; [ "$c" -ge 40 ] && [ "$(logged_step)" -gt "$c" ]; }
@@ -61,11 +66,11 @@ new0=$(pod_uid resume-0)
 log2=$STATE/logs/${NS}_resume-0_$new0/worker/0.log
 resumed=$(sed -n 's/.*resumed from \/ckpt\/step-\([0-9]*\).*/\1/p' "$log2" | head -1)
 [ -n "$resumed" ] && [ "$resumed" -ge "$at" ] || fail "attempt 2 did not resume from step >= $at: $(head -20 "$log2")"
-first=$(sed -n 's/.*step *\([0-9][0-9]*\)\/120 .*/\1/p' "$log2" | head -1)
+first=$(sed -n 's/.*step *\([0-9][0-9]*\)\/'"$STEPS"' .*/\1/p' "$log2" | head -1)
 [ -n "$first" ] && [ "$first" -gt "$resumed" ] || fail "step counter restarted ($first after resuming $resumed)"
-[ "$(cat "$CKPT/latest")" = step-120 ] || fail "final checkpoint $(cat "$CKPT/latest")"
+[ "$(cat "$CKPT/latest")" = step-$STEPS ] || fail "final checkpoint $(cat "$CKPT/latest")"
 # Steps both attempts logged have the same loss: the resume is exact.
-losses() { sed -n 's/.*step *\([0-9][0-9]*\)\/120 | loss \([0-9.]*\).*/\1 \2/p' "$1"; }
+losses() { sed -n 's/.*step *\([0-9][0-9]*\)\/'"$STEPS"' | loss \([0-9.]*\).*/\1 \2/p' "$1"; }
 overlap=$(join <(losses "$log1" | sort) <(losses "$log2" | sort) | awk '$1 > '"$resumed")
 [ -n "$overlap" ] || log "note: attempt 1 was stopped before logging a step past step $resumed; losses not compared"
 echo "$overlap" | awk 'NF == 3 && $2 != $3 {bad = 1; print "step " $1 ": " $2 " before, " $3 " after resume"} END {exit bad}' \

@@ -85,12 +85,17 @@ live_processes() {
   done
   echo $n
 }
-# Apply a manifest from tests/e2e/testdata with __CKPT__ replaced by a fresh host dir.
+# apply_testdata FILE [SED_EXPR...]: apply a manifest from tests/e2e/testdata
+# with __CKPT__ replaced by a fresh host dir, and the sed expressions applied.
 apply_testdata() {
-  CKPT=$CLUSTER/ckpt/$NS
+  local file=$1 e; shift
+  local args=(-e "s#__CKPT__#$CKPT_ROOT/$NS#g")
+  for e in "$@"; do args+=(-e "$e"); done
+  CKPT=$CKPT_ROOT/$NS
   rm -rf "$CKPT"; mkdir -p "$CKPT"
-  sed "s#__CKPT__#$CKPT#g" "$SRC/tests/e2e/testdata/$1" | kubectl apply -n "$NS" -f - >/dev/null || fail "kubectl apply $1"
+  sed "${args[@]}" "$SRC/tests/e2e/testdata/$file" | kubectl apply -n "$NS" -f - >/dev/null || fail "kubectl apply $file"
 }
+CKPT_ROOT=$CLUSTER/ckpt
 latest_step() { [ -f "$CKPT/latest" ] && sed -n 's/^step-\([0-9][0-9]*\)$/\1/p' "$CKPT/latest"; }
 # Predicates for wait_for (evaluated on every poll).
 ckpt_at_least() { [ "$(latest_step || echo 0)" -ge "$1" ]; }
