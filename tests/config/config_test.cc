@@ -204,7 +204,7 @@ TEST(Config, Gpt2PresetHasAbout124MParameters) {
 TEST(Config, FullExampleParsesToExpectedValues) {
   const char* yaml = R"(
 preset: tiny
-device: cuda
+device: cpu
 model:
   vocab_size: 512
   d_model: 256
@@ -225,6 +225,7 @@ train:
   seed: 18446744073709551615
   log_every: 0
   out_dir: /tmp/run a
+  dtype: f32
 optim:
   lr: 1.5e-3
   min_lr_ratio: 0
@@ -262,7 +263,7 @@ parallel:
     recompute_blocks: 2
     wdp_strategy: zero
 comm:
-  backend: nccl
+  backend: gloo
   timeout_s: 30.5
   rendezvous_timeout_s: 60
   lanes: 3
@@ -271,14 +272,14 @@ metrics:
 )";
   WorkerConfig c = parse_config(yaml, "full.yaml");
   WorkerConfig e;
-  e.device = "cuda";
+  e.device = "cpu";
   e.model = {512, 256, 6, 8, 4, 704, 128, 500000, 1e-6, false, 0.01};
-  e.train = {1000, 8, 128, 4, 18446744073709551615ull, 0, "/tmp/run a"};
+  e.train = {1000, 8, 128, 4, 18446744073709551615ull, 0, "/tmp/run a", "f32"};
   e.optim = {1.5e-3, 0, 50, 0.8, 0.99, 1e-10, 0, true, 0};
   e.data = {"shards", "/data/fineweb_train_*.bin", 7, 2};
   e.checkpoint = {"/ckpt", 100, 1, false};
   e.parallel = {"isp", 2, 2, 0.5, 1, false, true, {2, "after_backward", true}, {false, 2, "zero"}, ""};
-  e.comm = {"nccl", 30.5, 60};
+  e.comm = {"gloo", 30.5, 60};
   e.comm.lanes = 3;
   e.metrics = {0};
   EXPECT_EQ(c, e);

@@ -10,10 +10,7 @@ cluster() { "$SRC/tests/kube/cluster.sh" "$1" "$CLUSTER" "$BUILD" >/dev/null; }
 trap 'kill -0 "$(cat "$CLUSTER/weft-operator.pid" 2>/dev/null)" 2>/dev/null || cluster operator-start' EXIT
 # resume.yaml with twice the steps, so that the ranks still train when the
 # operator comes back.
-CKPT=$CLUSTER/ckpt/$NS
-rm -rf "$CKPT"; mkdir -p "$CKPT"
-sed -e "s#__CKPT__#$CKPT#g" -e 's/steps: 120/steps: 240/' "$SRC/tests/e2e/testdata/resume.yaml" \
-  | kubectl apply -n "$NS" -f - >/dev/null || fail "kubectl apply"
+apply_testdata resume.yaml 's/steps: 120/steps: 240/'
 [ "$(tj_field resume .spec.worker.train.steps)" = 240 ] || fail "step override not applied"
 wait_for 60 "phase Running" phase_is resume Running
 wait_for 120 "a checkpoint at step >= 40" ckpt_at_least 40

@@ -1,6 +1,6 @@
 """weft <-> transformers, both ways, with transformers itself (issue #20).
 
-usage: python3 hf_transformers_check.py --bin BUILD/bin --workdir DIR [--device cuda]
+usage: python3 hf_transformers_check.py --bin BUILD/bin --workdir DIR [--device cuda] [--weft-device cuda]
 
 1. weft-worker trains a small model for a few steps; its checkpoint directory
    must load with AutoModelForCausalLM.from_pretrained and give weft's loss on
@@ -12,6 +12,9 @@ usage: python3 hf_transformers_check.py --bin BUILD/bin --workdir DIR [--device 
 
 Needs torch, transformers and safetensors; exits 77 (ctest: skipped) without
 them. Runs on the CPU without --device cuda; the GPU machine check uses cuda.
+--weft-device cuda trains step 1's model on the GPU (bf16 working weights,
+f32 master weights in the checkpoint): the proof that a GPU run's checkpoint
+is what transformers users expect.
 """
 import argparse, json, os, shutil, subprocess, sys
 
@@ -71,6 +74,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--weft-device", default="cpu", help="where weft-worker trains the model of step 1")
     args = ap.parse_args()
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
@@ -80,7 +84,11 @@ def main():
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, device {args.device}")
 
     # 1. weft checkpoint -> from_pretrained.
-    run([os.path.join(args.bin, "weft-worker"), cfg, "--out", os.path.join(args.workdir, "run")])
+    train_cfg = os.path.join(args.workdir, "train.yaml")
+    with open(train_cfg, "w") as f:
+        f.write(CONFIG + f"device: {args.weft_device}\n")
+    out = run([os.path.join(args.bin, "weft-worker"), train_cfg, "--out", os.path.join(args.workdir, "run")])
+    print("\n".join(l for l in out.splitlines() if "step" in l or "device" in l))
     ckpt = os.path.join(args.workdir, "run", "checkpoints", "step-5")
     want, inputs, targets = weft_loss(args, cfg, ckpt, os.path.join(args.workdir, "dump-weft"))
     from transformers import AutoModelForCausalLM

@@ -128,8 +128,11 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   // (blocking) connection step sees all of its members.
   auto make = [&](const std::string& name, const std::vector<int>& members) -> CommunicatorPtr {
 #ifdef WEFT_HAVE_NCCL
-    if (backend == "nccl")
-      return NcclCommunicator::create(*pg->ctx_, store, name, members, env.rank);
+    if (backend == "nccl") {
+      auto c = NcclCommunicator::create(*pg->ctx_, store, name, members, env.rank);
+      if (opt.cuda_compute_stream) c->set_compute_stream(static_cast<CUstream_st*>(opt.cuda_compute_stream()));
+      return c;
+    }
 #endif
     if (!pg->device_) {
       std::string bind = !env.bind_addr.empty() ? env.bind_addr

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,6 +53,10 @@ struct GroupOptions {
   // comm.lanes: concurrent Gloo lanes per group (GlooCommunicator); NCCL
   // ignores it (it has its comm stream).
   int lanes = 2;
+  // The stream NCCL collectives are ordered against (a cudaStream_t: the
+  // kernels' compute stream), asked for when an NCCL group is created (it
+  // touches the GPU); unset or nullptr: the legacy default stream.
+  std::function<void*()> cuda_compute_stream;
 };
 
 class ProcessGroups {

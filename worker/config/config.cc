@@ -52,7 +52,7 @@ const std::vector<Section>& sections() {
       {"train",
        {WEFT_FIELD(train, steps), WEFT_FIELD(train, micro_batch), WEFT_FIELD(train, seq_len),
         WEFT_FIELD(train, grad_accum), WEFT_FIELD(train, seed), WEFT_FIELD(train, log_every),
-        WEFT_FIELD(train, out_dir)}},
+        WEFT_FIELD(train, out_dir), WEFT_FIELD(train, dtype)}},
       {"optim",
        {WEFT_FIELD(optim, lr), WEFT_FIELD(optim, min_lr_ratio), WEFT_FIELD(optim, warmup_steps),
         WEFT_FIELD(optim, beta1), WEFT_FIELD(optim, beta2), WEFT_FIELD(optim, eps),

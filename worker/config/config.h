@@ -46,6 +46,10 @@ struct TrainConfig {
   uint64_t seed = 42;    // parameter init and data order
   int log_every = 10;    // progress line every N steps (0 = only the summary)
   std::string out_dir = "runs/weft";  // summary.json and logs
+  // Working dtype of weights and activations: "f32", "bf16" (fp32 master
+  // weights in the optimizer, fp32 gradients) or "auto" (bf16 on cuda, f32 on
+  // cpu). The CPU runs bf16 too (stored bf16, computed in fp32).
+  std::string dtype = "auto";
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -7,6 +7,7 @@
 // matmul likewise views each operand as [product of leading dims, last dim].
 #include "kernels/ops.h"
 
+#include <cstring>
 #include <initializer_list>
 #include <utility>
 #include <string>
@@ -21,6 +22,7 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #ifdef WEFT_HAVE_CUDA
+#include "kernels/cuda/allocator.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_ops.h"
 #endif
@@ -432,10 +434,35 @@ int cuda_device_count(std::string* why) {
 
 std::string use_cuda_device(int device) {
 #ifdef WEFT_HAVE_CUDA
+  cuda::install_buffer_allocator();
   return cuda::use_device(device);
 #else
   WEFT_CHECK(false, "use_cuda_device(" + std::to_string(device) + "): this build of weft has no CUDA support");
   return "";
+#endif
+}
+
+// TEMP(merge)
+void transfer(Tensor dst, const Tensor& src) {
+  WEFT_CHECK(dst.device == Device::CPU && src.device == Device::CPU && dst.nbytes() == src.nbytes(), "temp transfer");
+  if (dst.nbytes()) std::memcpy(dst.data, src.data, dst.nbytes());
+}
+
+CudaMemory cuda_memory() {
+#ifdef WEFT_HAVE_CUDA
+  const cuda::AllocatorStats a = cuda::allocator_stats();
+  return {static_cast<int64_t>(a.bytes_held), static_cast<int64_t>(a.bytes_in_use)};
+#else
+  return {};
+#endif
+}
+
+void* cuda_compute_stream() {
+#ifdef WEFT_HAVE_CUDA
+  return cuda::compute_stream();
+#else
+  WEFT_CHECK(false, "cuda_compute_stream: this build of weft has no CUDA support");
+  return nullptr;
 #endif
 }
 

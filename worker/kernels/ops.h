@@ -80,6 +80,9 @@ double sum_squares(const Tensor& x);            // sum x^2 in double
 // unless the dtypes agree.
 void cast(Tensor dst, const Tensor& src);
 
+// TEMP(merge): replaced by the bf16-ops branch's transfer.
+void transfer(Tensor dst, const Tensor& src);
+
 // ---- AdamW (decoupled weight decay), one contiguous range -----------------
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p); t >= 1.
@@ -99,8 +102,18 @@ void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const Ad
 // in `why`, without a driver, without a device, or in a build without CUDA.
 int cuda_device_count(std::string* why = nullptr);
 // Makes GPU `device` (< cuda_device_count()) current for the calling thread,
-// where later CUDA tensors, streams and NCCL communicators are created;
-// returns its name.
+// where later CUDA tensors, streams and NCCL communicators are created, and
+// routes CUDA buffers through the caching allocator (call it before any CUDA
+// buffer exists); returns the device's name.
 std::string use_cuda_device(int device);
+// The caching allocator's bytes obtained from the driver and handed out
+// (0, 0 in a build without CUDA).
+struct CudaMemory {
+  int64_t held = 0, in_use = 0;
+};
+CudaMemory cuda_memory();
+// The calling thread's current GPU's compute stream (a cudaStream_t), on
+// which every op runs; what communicators order their collectives against.
+void* cuda_compute_stream();
 
 }  // namespace weft::ops

@@ -133,13 +133,18 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
              {&phase_family_.Add({{"phase", "exposed_comm"}}), &StepReport::exposed_comm_seconds}};
   auto& memory = gauges(*registry_, rank, "weft_memory_bytes",
                         "Bytes this rank holds per kind: param, grad, optimizer, activation (and isp_pool "
-                        "with strategy isp: the gathered full weights of two blocks)");
+                        "with strategy isp: the gathered full weights of two blocks; device_held and "
+                        "device_in_use on cuda: the GPU caching allocator's bytes from the driver and handed out)");
   memory_ = {{&memory.Add({{"kind", "param"}}), &StepReport::memory_param_bytes},
              {&memory.Add({{"kind", "grad"}}), &StepReport::memory_grad_bytes},
              {&memory.Add({{"kind", "optimizer"}}), &StepReport::memory_optimizer_bytes},
              {&memory.Add({{"kind", "activation"}}), &StepReport::memory_activation_bytes}};
   if (cfg.parallel.strategy == "isp")
     memory_.push_back({&memory.Add({{"kind", "isp_pool"}}), &StepReport::memory_isp_pool_bytes});
+  if (cfg.device == "cuda") {
+    memory_.push_back({&memory.Add({{"kind", "device_held"}}), &StepReport::memory_device_held_bytes});
+    memory_.push_back({&memory.Add({{"kind", "device_in_use"}}), &StepReport::memory_device_in_use_bytes});
+  }
   // An info metric (constant 1) lets dashboards label panels by strategy and
   // device with a join instead of guessing from other series.
   gauges(*registry_, rank, "weft_worker_info",

@@ -55,9 +55,6 @@ Llama::Llama(const ModelConfig& cfg, std::shared_ptr<ParamAndGradBuffer> buffer)
   const std::vector<ParamInfo> want = llama_param_table(cfg);
   WEFT_CHECK(buf_->params().size() == want.size() && buf_->numel() == want.back().offset + want.back().numel,
              "parameter buffer does not hold this model's parameter table");
-  WEFT_CHECK(buf_->param_dtype() == DType::F32 || device_ == Device::CUDA,
-             std::string("the CPU model runs f32 weights, the buffer holds ") +
-                 dtype_name(buf_->param_dtype()));
   layer_params_.resize(cfg.n_layers);
   for (int l = 0; l < cfg.n_layers; ++l) {
     LayerParams& lp = layer_params_[l];
@@ -111,25 +108,27 @@ void Llama::alloc_block_acts(LayerActs& a, int B, int T) {
   const int64_t D = cfg_.head_dim(), Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads;
   const int64_t n = sp(), S = int64_t(T) * n;
   const Device dev = device_;
+  const DType wt = buf_->param_dtype();
+  auto act = [dev, wt](Shape s) { return OwnedTensor(wt, s, dev); };
   auto f32 = [dev](Shape s) { return OwnedTensor(DType::F32, s, dev); };
-  a.ln1 = f32({N, C});
+  a.ln1 = act({N, C});
   a.rstd1 = f32({N});
-  a.q = f32({B, T, Hq, D});
-  a.k = f32({B, T, Hkv, D});
-  a.v = f32({B, T, Hkv, D});
-  a.att = f32({B, T, Hq, D});
+  a.q = act({B, T, Hq, D});
+  a.k = act({B, T, Hkv, D});
+  a.v = act({B, T, Hkv, D});
+  a.att = act({B, T, Hq, D});
   a.lse = f32({B, Hq / n, S});
-  a.xmid = f32({N, C});
-  a.ln2 = f32({N, C});
+  a.xmid = act({N, C});
+  a.ln2 = act({N, C});
   a.rstd2 = f32({N});
-  a.gate = f32({N, F});
-  a.up = f32({N, F});
-  a.h = f32({N, F});
+  a.gate = act({N, F});
+  a.up = act({N, F});
+  a.h = act({N, F});
   if (n > 1) {
-    a.qh = f32({B, S, Hq / n, D});
-    a.kh = f32({B, S, Hkv / n, D});
-    a.vh = f32({B, S, Hkv / n, D});
-    a.atth = f32({B, S, Hq / n, D});
+    a.qh = act({B, S, Hq / n, D});
+    a.kh = act({B, S, Hkv / n, D});
+    a.vh = act({B, S, Hkv / n, D});
+    a.atth = act({B, S, Hq / n, D});
   }
 }
 
@@ -140,39 +139,43 @@ void Llama::ensure_activations(int B, int T) {
   const int64_t N = int64_t(B) * T, C = cfg_.d_model, F = cfg_.ffn(), V = cfg_.vocab_size;
   const int64_t D = cfg_.head_dim(), Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads;
   const int64_t n = sp(), S = int64_t(T) * n;
+  // Activations and their gradients in the working dtype; norm statistics,
+  // per-position losses (and the attention lse, in alloc_block_acts) in f32.
   const Device dev = device_;
+  const DType wt = buf_->param_dtype();
+  auto act = [dev, wt](Shape s) { return OwnedTensor(wt, s, dev); };
   auto f32 = [dev](Shape s) { return OwnedTensor(DType::F32, s, dev); };
   acts_.clear();
   acts_.resize(cfg_.n_layers);
   for (int l = 0; l < cfg_.n_layers; ++l) {
-    acts_[l].x = f32({N, C});
+    acts_[l].x = act({N, C});
     if (l >= recompute_) alloc_block_acts(acts_[l], B, T);
   }
   rc_ = LayerActs{};
   if (recompute_ > 0) alloc_block_acts(rc_, B, T);
   tokens_ = OwnedTensor(DType::I32, {N}, dev);
   targets_ = OwnedTensor(DType::I32, {N}, dev);
-  x_final_ = f32({N, C});
-  lnf_ = f32({N, C});
+  x_final_ = act({N, C});
+  lnf_ = act({N, C});
   rstdf_ = f32({N});
-  logits_ = f32({N, V});
+  logits_ = act({N, V});
   losses_ = f32({N});
-  dx_ = f32({N, C});
-  dtmp_ = f32({N, C});
-  dln_ = f32({N, C});
-  datt_ = f32({B, T, Hq, D});
-  dq_ = f32({B, T, Hq, D});
-  dk_ = f32({B, T, Hkv, D});
-  dv_ = f32({B, T, Hkv, D});
-  dh_ = f32({N, F});
-  dgate_ = f32({N, F});
-  dup_ = f32({N, F});
+  dx_ = act({N, C});
+  dtmp_ = act({N, C});
+  dln_ = act({N, C});
+  datt_ = act({B, T, Hq, D});
+  dq_ = act({B, T, Hq, D});
+  dk_ = act({B, T, Hkv, D});
+  dv_ = act({B, T, Hkv, D});
+  dh_ = act({N, F});
+  dgate_ = act({N, F});
+  dup_ = act({N, F});
   for (OwnedTensor* t : {&datth_, &dqh_, &dkh_, &dvh_}) *t = OwnedTensor{};
   if (n > 1) {
-    datth_ = f32({B, S, Hq / n, D});
-    dqh_ = f32({B, S, Hq / n, D});
-    dkh_ = f32({B, S, Hkv / n, D});
-    dvh_ = f32({B, S, Hkv / n, D});
+    datth_ = act({B, S, Hq / n, D});
+    dqh_ = act({B, S, Hq / n, D});
+    dkh_ = act({B, S, Hkv / n, D});
+    dvh_ = act({B, S, Hkv / n, D});
   }
 }
 
@@ -234,9 +237,8 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
   ensure_activations(B, T);
   const int64_t N = int64_t(B) * T;
   const float eps = static_cast<float>(cfg_.norm_eps);
-  WEFT_CHECK(device_ == Device::CPU, "host token copy assumes CPU tensors");
-  std::memcpy(tokens_.t.data, tokens, N * sizeof(int32_t));
-  std::memcpy(targets_.t.data, targets, N * sizeof(int32_t));
+  ops::transfer(tokens_.t, Tensor(const_cast<int32_t*>(tokens), DType::I32, {N}));
+  ops::transfer(targets_.t, Tensor(const_cast<int32_t*>(targets), DType::I32, {N}));
 
   buf_->before_use(kEmbeddingLayer, WeightUse::Forward);
   ops::embedding_forward(acts_.empty() ? x_final_.t : acts_[0].x.t, tokens_, param(embed_));

@@ -1,6 +1,8 @@
 // Llama-style decoder with explicit forward and backward on weft ops.
 //
-// Owns the activations of the last forward pass. Reads its weights and writes
+// Owns the activations of the last forward pass, in the buffer's working
+// dtype and on its device (bf16 on a GPU; norm statistics, the attention lse
+// and per-position losses stay f32). Reads its weights and writes
 // its gradients through a ParamAndGradBuffer (shared: the gradient sync and
 // the optimizer work on the same buffer), calling the buffer's before_use
 // hook for each layer before touching its weights.

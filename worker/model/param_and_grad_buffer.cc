@@ -1,6 +1,21 @@
 #include "model/param_and_grad_buffer.h"
 
+#include "kernels/ops.h"
+
 namespace weft {
+
+void assign(Tensor dst, const Tensor& src) {
+  WEFT_CHECK(dst.numel() == src.numel(), "assign: " + std::to_string(src.numel()) + " elements into " +
+                                             std::to_string(dst.numel()));
+  if (dst.dtype == src.dtype) return ops::transfer(dst, src);
+  if (dst.device == src.device) return ops::cast(dst, src);
+  // Convert where the destination is (a device converts faster than the host
+  // and the wire then carries the source's bytes).
+  Buffer staging(src.nbytes(), dst.device);
+  Tensor s = staging.as(src.dtype, {src.numel()});
+  ops::transfer(s, src.view({src.numel()}));
+  ops::cast(dst.view({dst.numel()}), s);
+}
 
 ParamAndGradBuffer::ParamAndGradBuffer(std::vector<ParamInfo> table, DType param_dtype,
                                        Device device, Storage storage)
@@ -38,6 +53,10 @@ void ParamAndGradBuffer::zero_grads() {
   WEFT_CHECK(provider_ != nullptr, "zero_grads: no weight provider installed");
   provider_->zero_grads();
 }
+
+void ParamAndGradBuffer::load_params(const Tensor& flat) { assign(flat_params(), flat); }
+
+void ParamAndGradBuffer::store_params(Tensor flat) const { assign(flat, flat_params()); }
 
 int ParamAndGradBuffer::find(const std::string& name) const {
   for (size_t i = 0; i < table_.size(); ++i)

@@ -54,6 +54,12 @@ class WeightProvider {
 
 enum class Storage : uint8_t { Owned, Provided };
 
+// dst = src converted to dst's dtype (f32 <-> bf16, rounding to nearest even)
+// and moved to dst's device: how weights travel between the host f32 copies
+// that init, Hugging Face files and checkpoints use and the working (maybe
+// bf16, maybe device) buffers. Same numel.
+void assign(Tensor dst, const Tensor& src);
+
 class ParamAndGradBuffer {
  public:
   // `table` must be laid out contiguously from offset 0 (llama_param_table is).
@@ -71,6 +77,10 @@ class ParamAndGradBuffer {
   Tensor flat_params() const;
   Tensor flat_grads() const;
   void zero_grads();
+  // All parameters from / to a flat tensor of any float dtype on any device
+  // (assign); Storage::Owned only.
+  void load_params(const Tensor& flat);
+  void store_params(Tensor flat) const;
   bool owns_storage() const { return storage_ == Storage::Owned; }
 
   size_t param_bytes() const { return params_.bytes(); }

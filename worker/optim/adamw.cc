@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/param_and_grad_buffer.h"
+
 namespace weft {
 
 std::vector<ParamRange> default_param_ranges(const std::vector<ParamInfo>& table,
@@ -78,9 +80,35 @@ void AdamW::load_master(const Tensor& flat_params) {
   if (!master_weights_) return;
   for (size_t i = 0; i < ranges_.size(); ++i) {
     const ParamRange& r = ranges_[i];
-    ops::cast(master().slice0(state_offset_[i], state_offset_[i] + r.numel),
-              flat_params.slice0(r.offset, r.offset + r.numel));
+    assign(master().slice0(state_offset_[i], state_offset_[i] + r.numel),
+           flat_params.slice0(r.offset, r.offset + r.numel));
   }
+}
+
+void AdamW::store_master(Tensor flat_params) const {
+  if (!master_weights_) return;
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const ParamRange& r = ranges_[i];
+    assign(flat_params.slice0(r.offset, r.offset + r.numel),
+           master().slice0(state_offset_[i], state_offset_[i] + r.numel));
+  }
+}
+
+AdamW AdamW::copy_to(Device device) const {
+  AdamW out(cfg_, ranges_, device, master_weights_);
+  out.load_state(*this);
+  return out;
+}
+
+void AdamW::load_state(const AdamW& other) {
+  WEFT_CHECK(other.ranges_.size() == ranges_.size() && other.state_numel_ == state_numel_ &&
+                 other.master_weights_ == master_weights_,
+             "load_state: optimizers of different layouts");
+  step_ = other.step_;
+  if (state_numel_ == 0) return;
+  ops::transfer(exp_avg(), other.exp_avg());
+  ops::transfer(exp_avg_sq(), other.exp_avg_sq());
+  if (master_weights_) ops::transfer(master(), other.master());
 }
 
 double lr_at(const OptimConfig& cfg, int64_t step, int64_t total_steps) {

@@ -52,8 +52,19 @@ class AdamW {
   void begin_step() { ++step_; }
   void step_range(size_t i, Tensor param, const Tensor& grad, double lr);
 
-  // master = the owned ranges of flat_params (after init or a checkpoint load).
+  // master = the owned ranges of flat_params (after init or a checkpoint
+  // load); flat_params may be of any float dtype and on any device (an f32
+  // host copy keeps the master exact when the working weights are bf16).
   void load_master(const Tensor& flat_params);
+  // The master copy's owned ranges into flat_params (any dtype and device);
+  // a no-op without a master copy.
+  void store_master(Tensor flat_params) const;
+
+  // A copy of this optimizer's ranges and state on `device` (checkpoints of
+  // device state go through a host copy), and the state back from such a copy.
+  AdamW copy_to(Device device) const;
+  void load_state(const AdamW& other);
+  Device device() const { return m_.device(); }
 
   int64_t step_count() const { return step_; }
   void set_step_count(int64_t s) { step_ = s; }

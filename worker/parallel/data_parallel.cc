@@ -1,16 +1,13 @@
 #include "parallel/data_parallel.h"
 
+#include "kernels/stream_timer.h"
+#include "parallel/host_scalars.h"
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 
 namespace weft {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
 
 DataParallelOptions data_parallel_options(const ParallelConfig& p) {
   DataParallelOptions o;
@@ -55,8 +52,15 @@ void DataParallel::plan(double cap_mb) {
 void DataParallel::start() {
   // Start from rank 0's weights whatever happened before (DDP does the same).
   dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait();
-  opt_.load_master(buf_->flat_params());
+  if (!master_loaded_) opt_.load_master(buf_->flat_params());
 }
+
+void DataParallel::load_full_weights(const ParamAndGradBuffer& full) {
+  load_replicated_weights(*buf_, opt_, full);
+  master_loaded_ = true;
+}
+
+void DataParallel::gather_full_weights(ParamAndGradBuffer& full) { store_replicated_weights(*buf_, opt_, full); }
 
 void DataParallel::begin_micro_batch(bool last) {
   sync_ = last;
@@ -100,7 +104,7 @@ double DataParallel::finish_micro_batch(double loss) {
   // Queued behind the gradient buckets, so it costs no round trip of its own:
   // it completes while wait_buckets waits anyway.
   loss_wire_ = static_cast<float>(loss);
-  comm::WorkPtr loss_work = dp_->all_reduce(Tensor::f32(&loss_wire_, {1}), comm::ReduceOp::Avg, "loss");
+  comm::WorkPtr loss_work = all_reduce_host(*dp_, buf_->device(), &loss_wire_, 1, comm::ReduceOp::Avg, "loss");
   wait_buckets();
   loss_work->wait();
   return loss_wire_;
@@ -110,8 +114,9 @@ void DataParallel::wait_buckets() {
   for (int p : pending_)
     WEFT_CHECK(p == 0, "backward finished with parameters whose gradients were never reported");
   // Exposed time: from the end of backward compute until every bucket is
-  // reduced (the launches below are part of it when overlap is off).
-  const auto t0 = Clock::now();
+  // reduced (the launches below are part of it when overlap is off), as the
+  // compute stream sees it (on a GPU the waits below only order the stream).
+  ops::StreamTimer exposed(buf_->device());
   launch_ready_in_order();
   stats_.bucket_seconds.assign(buckets_.size(), 0);
   for (const Bucket& b : buckets_) {
@@ -121,7 +126,7 @@ void DataParallel::wait_buckets() {
                 wire_.as(DType::BF16, {buf_->numel()}).slice0(b.begin, b.end));
     on_bucket_reduced(b.index);
   }
-  stats_.exposed_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  stats_.exposed_seconds = exposed.stop();  // on a GPU: every bucket's events have completed now
   CommSpans spans;
   for (const Bucket& b : buckets_) {
     stats_.bucket_seconds[b.index] = works_[b.index]->comm_seconds();

@@ -39,6 +39,8 @@ class DataParallel : public GradSync {
                DataParallelOptions opt, const OptimConfig& optim);
 
   void start() override;
+  void load_full_weights(const ParamAndGradBuffer& full) override;
+  void gather_full_weights(ParamAndGradBuffer& full) override;
   void begin_micro_batch(bool last) override;
   void on_grad_ready(int param) override;
   double finish_micro_batch(double loss) override;
@@ -67,6 +69,7 @@ class DataParallel : public GradSync {
   comm::CommunicatorPtr dp_;
   DataParallelOptions opt_dp_;
   AdamW opt_;
+  bool master_loaded_ = false;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
   std::vector<int> pending_;          // params not yet ready, per bucket

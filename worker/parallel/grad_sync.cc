@@ -47,7 +47,26 @@ double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double l
 LocalGradSync::LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim)
     : buf_(std::move(buffer)), opt_(replicated_adamw(*buf_, optim)) {}
 
-void LocalGradSync::start() { opt_.load_master(buf_->flat_params()); }
+void load_replicated_weights(ParamAndGradBuffer& buffer, AdamW& opt, const ParamAndGradBuffer& full) {
+  buffer.load_params(full.flat_params());
+  opt.load_master(full.flat_params());
+}
+
+void store_replicated_weights(const ParamAndGradBuffer& buffer, const AdamW& opt, ParamAndGradBuffer& full) {
+  buffer.store_params(full.flat_params());
+  opt.store_master(full.flat_params());
+}
+
+void LocalGradSync::start() {
+  if (!master_loaded_) opt_.load_master(buf_->flat_params());
+}
+
+void LocalGradSync::load_full_weights(const ParamAndGradBuffer& full) {
+  load_replicated_weights(*buf_, opt_, full);
+  master_loaded_ = true;
+}
+
+void LocalGradSync::gather_full_weights(ParamAndGradBuffer& full) { store_replicated_weights(*buf_, opt_, full); }
 
 double LocalGradSync::clip_and_step(double lr, double max_norm) {
   return clip_and_step_replicated(*buf_, opt_, lr, max_norm, norm_scope_);

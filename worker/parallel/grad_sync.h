@@ -152,14 +152,21 @@ class GradSync {
   virtual StateBytes state_bytes() const = 0;
   virtual std::string describe() const = 0;  // one line for the startup log
 
+  // Initial weights and checkpoints at full precision, through a host f32
+  // full model: load_full_weights takes this rank's part of `full` (and sets
+  // the optimizer's master copy from it exactly, so that start() does not
+  // derive it from the rounded working weights); gather_full_weights is
+  // collective and fills every parameter of `full` with the master copy
+  // where there is one, else the working weights. The trainer uses them
+  // whenever the working weights are not f32 host memory, or are sharded.
+  virtual void load_full_weights(const ParamAndGradBuffer& full) = 0;
+  virtual void gather_full_weights(ParamAndGradBuffer& full) = 0;
+
   // Strategies that keep only a shard of the weights on a rank (ISP) provide
   // the model's views themselves: the model's buffer is then
-  // Storage::Provided, initial weights and checkpoints go through the full
-  // model (load_full_weights takes this rank's part; gather_full_weights is
-  // collective and fills every parameter), and attention may be split.
+  // Storage::Provided, initial weights and checkpoints always go through the
+  // full model, and attention may be split.
   virtual bool shards_weights() const { return false; }
-  virtual void load_full_weights(const ParamAndGradBuffer& full) { (void)full; }
-  virtual void gather_full_weights(ParamAndGradBuffer& full) { (void)full; }
   virtual SequenceExchange* sequence_exchange() { return nullptr; }
   // Checkpoints of such a strategy: its optimizer state with ranges in the
   // full model's flat layout (what reshard_optimizer reads, so any layout
@@ -201,6 +208,8 @@ class LocalGradSync : public GradSync {
   LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim);
 
   void start() override;
+  void load_full_weights(const ParamAndGradBuffer& full) override;
+  void gather_full_weights(ParamAndGradBuffer& full) override;
   void begin_micro_batch(bool) override {}
   void on_grad_ready(int) override {}
   double finish_micro_batch(double loss) override { return loss; }
@@ -215,12 +224,20 @@ class LocalGradSync : public GradSync {
  private:
   std::shared_ptr<ParamAndGradBuffer> buf_;
   AdamW opt_;
+  bool master_loaded_ = false;
   StepCommStats stats_;
 };
 
 // AdamW over every parameter of `buffer`, with an fp32 master copy when the
 // working weights are not f32: the optimizer of the replicated strategies.
 AdamW replicated_adamw(const ParamAndGradBuffer& buffer, const OptimConfig& optim);
+// load_full_weights / gather_full_weights of the strategies whose buffer
+// holds every weight (local, dp, zero): working weights = full (rounded to
+// the working dtype), master = full exactly, for opt's ranges; and back,
+// working weights overwritten by the master's ranges (ZeRO completes the
+// other ranks' ranges itself).
+void load_replicated_weights(ParamAndGradBuffer& buffer, AdamW& opt, const ParamAndGradBuffer& full);
+void store_replicated_weights(const ParamAndGradBuffer& buffer, const AdamW& opt, ParamAndGradBuffer& full);
 // clip_grad_norm over the whole gradient buffer (its norm widened by `scope`),
 // then one AdamW step.
 double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm,

@@ -26,8 +26,9 @@ struct StepAgreement {
 class StepBoundary {
  public:
   // group nullptr or of size 1: alone (no collective, no cap file).
-  // cap_file: the path rank 0 polls, empty for none.
-  StepBoundary(comm::CommunicatorPtr group, const std::string& cap_file);
+  // cap_file: the path rank 0 polls, empty for none. device: where the
+  // group's collectives take their tensors (parallel/host_scalars.h).
+  StepBoundary(comm::CommunicatorPtr group, const std::string& cap_file, Device device = Device::CPU);
 
   // Collective over the group: every rank calls it once before each step.
   // current_cap_mb is the cap in force; an equal request is no change.
@@ -37,6 +38,7 @@ class StepBoundary {
 
  private:
   comm::CommunicatorPtr group_;
+  Device device_;
   std::optional<BucketCapFile> cap_file_;
 };
 

@@ -1,5 +1,7 @@
 #include "parallel/zero.h"
 
+#include "parallel/host_scalars.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -182,7 +184,26 @@ void ZeroGradSync::rebucket(double cap_mb, int64_t step) {
 
 void ZeroGradSync::start() {
   dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait();
-  opt_.load_master(buf_->flat_params());
+  if (!master_loaded_) opt_.load_master(buf_->flat_params());
+}
+
+void ZeroGradSync::load_full_weights(const ParamAndGradBuffer& full) {
+  load_replicated_weights(*buf_, opt_, full);  // master: the owned ranges only
+  master_loaded_ = true;
+}
+
+void ZeroGradSync::gather_full_weights(ParamAndGradBuffer& full) {
+  flush();
+  if (!opt_.has_master()) return buf_->store_params(full.flat_params());
+  // Each element's master lives on the one rank that owns it: every rank puts
+  // its ranges into zeros and a Sum all-reduce assembles them exactly.
+  const int64_t numel = buf_->numel();
+  Buffer all(static_cast<size_t>(numel) * sizeof(float), buf_->device());
+  all.zero();
+  Tensor t = all.as(DType::F32, {numel});
+  opt_.store_master(t);
+  dp_->all_reduce(t, comm::ReduceOp::Sum, "master weights")->wait();
+  assign(full.flat_params(), t);
 }
 
 std::vector<int64_t> ZeroGradSync::shard_counts(const Bucket& b) const {
@@ -327,7 +348,7 @@ double ZeroGradSync::finish_micro_batch(double loss) {
   comm::WorkPtr loss_work;
   if (last_) {
     loss_wire_ = static_cast<float>(loss);
-    loss_work = dp_->all_reduce(Tensor::f32(&loss_wire_, {1}), comm::ReduceOp::Avg, "loss");
+    loss_work = all_reduce_host(*dp_, buf_->device(), &loss_wire_, 1, comm::ReduceOp::Avg, "loss");
   }
   // Gathers are issued only now, after every reduce-scatter, in bucket order:
   // each rank polls completions at its own pace, and collectives must be
@@ -376,7 +397,7 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
   // the summed shard norms, the same as the unsharded gradient's.
   norm_wire_ = static_cast<float>(shard_sumsq_);
   stats_.exposed_seconds +=
-      timed_wait(dp_->all_reduce(Tensor::f32(&norm_wire_, {1}), comm::ReduceOp::Sum, "grad norm"));
+      timed_wait(all_reduce_host(*dp_, buf_->device(), &norm_wire_, 1, comm::ReduceOp::Sum, "grad norm"));
   const double norm = std::sqrt(norm_scope_.reduce(static_cast<double>(norm_wire_)));
   const double c = clip_coefficient(norm, max_norm);
   if (c != 1.0) {

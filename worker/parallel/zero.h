@@ -65,6 +65,8 @@ class ZeroGradSync : public GradSync, private WeightHook {
   ~ZeroGradSync() override;
 
   void start() override;
+  void load_full_weights(const ParamAndGradBuffer& full) override;
+  void gather_full_weights(ParamAndGradBuffer& full) override;
   void prepare_step(double lr, double max_norm) override;
   void begin_micro_batch(bool last) override;
   void on_grad_ready(int param) override;
@@ -122,6 +124,7 @@ class ZeroGradSync : public GradSync, private WeightHook {
   std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
   AdamW opt_;
+  bool master_loaded_ = false;
   Buffer shard_grads_;                  // stage 2: the owned gradient shard, compact
   Buffer wire_;                         // bf16 staging, same layout as the gradients
 

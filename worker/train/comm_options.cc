@@ -1,5 +1,7 @@
 #include "train/comm_options.h"
 
+#include "kernels/ops.h"
+
 namespace weft {
 
 comm::GroupOptions group_options(const WorkerConfig& cfg) {
@@ -10,6 +12,9 @@ comm::GroupOptions group_options(const WorkerConfig& cfg) {
   o.wp = cfg.parallel.wp;
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.timeout_s * 1000));
   o.lanes = cfg.comm.lanes;
+  // Bucket reductions wait for the backward kernels on this stream, and
+  // compute waits for them there (NcclCommunicator).
+  if (o.device == Device::CUDA) o.cuda_compute_stream = [] { return ops::cuda_compute_stream(); };
   o.rendezvous_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.rendezvous_timeout_s * 1000));
   // Gb/s of the config to bytes/s of the model.

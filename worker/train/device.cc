@@ -43,4 +43,12 @@ DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, 
   return p;
 }
 
+Device model_device(const WorkerConfig& cfg) { return cfg.device == "cuda" ? Device::CUDA : Device::CPU; }
+
+DType working_dtype(const WorkerConfig& cfg) {
+  if (cfg.train.dtype == "bf16") return DType::BF16;
+  if (cfg.train.dtype == "f32") return DType::F32;
+  return model_device(cfg) == Device::CUDA ? DType::BF16 : DType::F32;
+}
+
 }  // namespace weft

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "tensor/tensor.h"
 
 namespace weft {
 
@@ -31,5 +32,10 @@ int choose_gpu(int local_rank, int visible, const std::string& why, const std::s
 // how many GPUs it sees and makes the chosen one current for this thread.
 // A cpu config is placed on the CPU without touching CUDA.
 DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, std::string>& env);
+
+// Where the model lives and its working dtype (train.dtype; auto: bf16 on
+// cuda, f32 on cpu).
+Device model_device(const WorkerConfig& cfg);
+DType working_dtype(const WorkerConfig& cfg);
 
 }  // namespace weft

@@ -35,6 +35,8 @@ struct StepReport {
   int64_t memory_param_bytes = 0, memory_grad_bytes = 0, memory_optimizer_bytes = 0,
           memory_activation_bytes = 0;
   int64_t memory_isp_pool_bytes = 0;     // ISP's gathered-weight pool
+  // device: cuda: the caching allocator's bytes from the driver and handed out
+  int64_t memory_device_held_bytes = 0, memory_device_in_use_bytes = 0;
   double isp_prefetch_wait_seconds = 0;  // ISP: compute waiting for weight gathers this step
 };
 

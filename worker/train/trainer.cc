@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "config/hf_config.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/hf_weights.h"
 
 namespace weft {
@@ -50,28 +52,30 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     : cfg_(cfg),
       rank_(std::move(comm)),
       source_(make_source(cfg)),
-      buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), DType::F32, Device::CPU,
-                                                   model_storage(cfg.parallel))),
+      buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), working_dtype(cfg),
+                                                   model_device(cfg), model_storage(cfg.parallel))),
       model_(cfg.model, buffer_),
       sync_(make_grad_sync(cfg, buffer_, SyncGroups{rank_.dp, rank_.sp, rank_.wp, rank_.wdp})),
-      boundary_(rank_.dp, cfg.parallel.bucket_cap_file) {
+      boundary_(rank_.dp, cfg.parallel.bucket_cap_file, model_device(cfg)) {
   if (source_->vocab_size() > cfg.model.vocab_size)
     throw ConfigError("model.vocab_size: " + std::to_string(cfg.model.vocab_size) +
                       " is smaller than the data's vocabulary (" +
                       std::to_string(source_->vocab_size()) + " tokens in " + source_->describe() +
                       ")");
-  if (cfg.device != "cpu")
-    throw ConfigError("device: '" + cfg.device +
-                      "' training is not available in this version (the CUDA kernels are built, the "
-                      "bf16 model path is not); use device: cpu (WEFT_DEVICE=cpu)");
   model_.set_sequence_exchange(sync_->sequence_exchange());
   model_.set_recompute_blocks(cfg.parallel.strategy == "isp" ? cfg.parallel.isp.recompute_blocks : 0);
   init_weights();
 }
 
+bool Trainer::via_full() const {
+  return sync_->shards_weights() || buffer_->param_dtype() != DType::F32 || buffer_->device() != Device::CPU;
+}
+
 void Trainer::init_weights() {
-  if (!sync_->shards_weights()) return model_.init(cfg_.train.seed);
-  Llama full(cfg_.model);  // every rank draws the same weights and keeps its rows
+  if (!via_full()) return model_.init(cfg_.train.seed);
+  // Every rank draws the same f32 weights on the host and keeps its part, in
+  // its working dtype and on its device; the master copy keeps the f32 draw.
+  Llama full(cfg_.model);
   full.init(cfg_.train.seed);
   sync_->load_full_weights(full.buffer());
 }
@@ -86,7 +90,7 @@ void Trainer::init_from_hf(const std::string& dir) {
     // Every rank reads the whole model today (the strategies keep full
     // replicas); a sharding strategy passes a filter for its own parameters.
     const HfWeights w = HfWeights::open(dir);
-    if (sync_->shards_weights()) {
+    if (via_full()) {
       Llama full(cfg_.model);
       load_hf_weights(w, full);
       sync_->load_full_weights(full.buffer());
@@ -163,6 +167,19 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
       resumed = true;
       spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
     }
+  } else if (cfg_.checkpoint.resume && via_full()) {
+    // Weights at full precision on the host; the optimizer state through a
+    // host copy when it lives on a device.
+    Llama full(cfg_.model);
+    AdamW& opt = sync_->optimizer();
+    AdamW host = opt.copy_to(Device::CPU);
+    if (auto meta = load_latest_checkpoint(ckpt_dir, full, host, shard)) {
+      opt.load_state(host);
+      sync_->load_full_weights(full.buffer());  // after load_state: the master comes from the weights
+      s.start_step = meta->step;
+      resumed = true;
+      spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
+    }
   } else if (cfg_.checkpoint.resume) {
     if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), shard)) {
       s.start_step = meta->step;
@@ -186,13 +203,21 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   const auto t0 = Clock::now();
   auto save = [&](int64_t steps_completed, double last_loss) {
     sync_->flush();  // overlapped parameter gathers land before the weights are written
-    std::unique_ptr<Llama> full;  // a strategy that shards weights gathers them first
-    if (sync_->shards_weights()) {
+    // The weights at full precision: the model itself, or a full host f32
+    // copy gathered from the strategy (collective for sharded weights and
+    // ZeRO's master copy, so every rank takes part).
+    std::unique_ptr<Llama> full;
+    if (via_full() && (sync_->shards_weights() || sync_->writes_optimizer_state())) {
       full = std::make_unique<Llama>(cfg_.model);
-      sync_->gather_full_weights(full->buffer());  // every rank writes its optimizer ranges
-    } else if (!sync_->writes_optimizer_state()) {
-      return;  // replicated state: one rank writes it
+      sync_->gather_full_weights(full->buffer());
     }
+    if (!sync_->shards_weights() && !sync_->writes_optimizer_state())
+      return;  // replicated state: one rank writes it
+    const Llama& weights = full ? *full : model_;
+    std::optional<AdamW> host_opt;  // device optimizer state goes through the host
+    if (!sync_->shards_weights() && sync_->optimizer().device() != Device::CPU)
+      host_opt.emplace(sync_->optimizer().copy_to(Device::CPU));
+    const AdamW& opt = host_opt ? *host_opt : sync_->optimizer();
     CheckpointMeta meta;
     meta.step = steps_completed;
     meta.last_loss = last_loss;
@@ -200,7 +225,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     meta.config_yaml = to_yaml(cfg_);
     meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
     const auto tc = Clock::now();
-    if (full) {
+    if (sync_->shards_weights()) {
       // The full model (HF-named) and every rank's optimizer ranges in its
       // layout, each element written by one rank.
       const AdamW owned = sync_->export_optimizer(/*owned_only=*/true);
@@ -214,11 +239,11 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     } else {
     s.last_checkpoint =
         shard.shards > 1
-            ? save_sharded_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep,
+            ? save_sharded_checkpoint(ckpt_dir, weights, opt, meta, cfg_.checkpoint.keep,
                                       OptimizerShard{shard.rank, shard.shards, shard.world,
                                                      sync_->optimizer_layout()},
                                       *rank_.dp)
-            : save_checkpoint(ckpt_dir, model_, sync_->optimizer(), meta, cfg_.checkpoint.keep, 0);
+            : save_checkpoint(ckpt_dir, weights, opt, meta, cfg_.checkpoint.keep, 0);
     }
     s.checkpoint_seconds += seconds_since(tc);
     spdlog::info("checkpoint written: {}", s.last_checkpoint);
@@ -316,6 +341,11 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     r.memory_optimizer_bytes = mem.optimizer;
     r.memory_activation_bytes = static_cast<int64_t>(model_.activation_bytes());
     r.memory_isp_pool_bytes = mem.isp_pool;
+    if (buffer_->device() == Device::CUDA) {
+      const ops::CudaMemory dm = ops::cuda_memory();
+      r.memory_device_held_bytes = dm.held;
+      r.memory_device_in_use_bytes = dm.in_use;
+    }
     r.isp_prefetch_wait_seconds = c.prefetch_wait_seconds;
     if (group) {
       r.sync_group = group->name();

@@ -90,9 +90,11 @@ class Trainer {
 
  private:
   std::string checkpoint_dir() const;
-  // The full model for init, init_from and checkpoints: the model itself, or
-  // (a strategy that shards weights) a full copy gathered on demand.
+  // The full model for init, init_from and checkpoints: the model itself
+  // when its weights are f32 host memory held whole, else a host f32 full
+  // copy that the strategy loads from and gathers into (via_full()).
   void init_weights();
+  bool via_full() const;
   // Sequence-parallel ranks per sequence (1 unless ISP splits sequences).
   int sp() const { return rank_.sp ? rank_.sp->size() : 1; }
   void init_from_hf(const std::string& dir);  // throws ConfigError for a bad directory

@@ -83,4 +83,22 @@ std::string use_device(int device) {
   return prop.name;
 }
 
+void* compute_stream() { return CudaContext::current().compute_stream(); }
+
+std::shared_ptr<void> record_event() {
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventRecord(e, CudaContext::current().compute_stream()));
+  return std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+}
+
+double seconds_since(const std::shared_ptr<void>& start, const std::shared_ptr<void>& end) {
+  auto* a = static_cast<cudaEvent_t>(start.get());
+  auto* b = static_cast<cudaEvent_t>(end.get());
+  CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms / 1000.0;
+}
+
 }  // namespace weft::cuda

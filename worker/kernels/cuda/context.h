@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace weft::cuda {
@@ -72,5 +73,12 @@ class CudaContext {
 int device_count(std::string* why = nullptr);
 // cudaSetDevice for the calling thread; returns the device's name.
 std::string use_device(int device);
+// CudaContext::current().compute_stream() as an opaque pointer, for callers
+// compiled without the CUDA headers (ops::cuda_compute_stream).
+void* compute_stream();
+// An event recorded now on the current compute stream (ops::StreamTimer),
+// destroyed with the last reference; seconds_since waits for `end`.
+std::shared_ptr<void> record_event();
+double seconds_since(const std::shared_ptr<void>& start, const std::shared_ptr<void>& end);
 
 }  // namespace weft::cuda

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Every GPU check of docs/cuda.md in one run, for the GPU machine (built here
+# with ../shared/gpu/bundle.sh, run there from the project root with .gpu):
+#   bash tests/gpu/gpu_checks.sh [LOG_DIR]      (default: $OUT, else gpu-logs)
+# Writes one log per check plus summary.txt (PASS/FAIL per check) into
+# LOG_DIR and exits non-zero if any check failed. Checks keep going after a
+# failure: device time is rare, and one run should say everything.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+logs=${1:-${OUT:-gpu-logs}}
+mkdir -p "$logs"
+# shellcheck disable=SC1091
+[ -f .gpu/env.sh ] && . .gpu/env.sh
+bin=$root/.gpu/bin
+[ -x "$bin/weft_gpu_tests" ] || bin=$root/build-gpu/bin
+sanitizer=${WEFT_COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+summary=$logs/summary.txt
+: >"$summary"
+failed=0
+
+check() {  # check NAME TIMEOUT_S CMD...
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  if timeout "$limit" "$@" >"$logs/$name.log" 2>&1; then
+    echo "PASS $name ($((SECONDS - t0)) s)" | tee -a "$summary"
+  else
+    echo "FAIL $name (exit $?, $((SECONDS - t0)) s): see $name.log" | tee -a "$summary"
+    tail -20 "$logs/$name.log"
+    failed=1
+  fi
+}
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nvcc --version 2>/dev/null | tail -2
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
+} >"$logs/versions.txt" 2>&1
+cat "$logs/versions.txt"
+
+# 1. Every GPU test (op tests, allocator, NCCL, training); none may skip.
+check gpu_tests 900 "$bin/weft_gpu_tests" --gtest_brief=0
+if grep -q "SKIPPED" "$logs/gpu_tests.log"; then
+  echo "FAIL gpu_tests_none_skipped: $(grep -c '\[  SKIPPED' "$logs/gpu_tests.log") skipped" | tee -a "$summary"
+  failed=1
+fi
+# 2. Sanitizers over the op tests.
+check memcheck 900 "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/weft_gpu_tests" \
+  --gtest_filter='CudaOps.*:CudaAllocator.*'
+check racecheck 900 "$sanitizer" --tool racecheck --error-exitcode 1 "$bin/weft_gpu_tests" \
+  --gtest_filter='CudaOps.Attention*:CudaOps.RmsNorm:CudaOps.CrossEntropy'
+check synccheck 900 "$sanitizer" --tool synccheck --error-exitcode 1 "$bin/weft_gpu_tests" --gtest_filter='CudaOps.*'
+# 3. A GPU run's checkpoint in transformers (and transformers' models in weft).
+check hf_transformers 900 python3 tests/reference/hf_transformers_check.py --bin "$bin" \
+  --workdir "$logs/hf-work" --device cuda --weft-device cuda
+rm -rf "$logs/hf-work"
+# 4. The gpt2-124m preset on the GPU: a few steps for loss and throughput.
+cat >"$logs/gpt2.yaml" <<'YAML'
+preset: gpt2-124m
+device: cuda
+train: {steps: 30, micro_batch: 4, grad_accum: 1, log_every: 5, out_dir: /tmp/weft-gpu-gpt2}
+metrics: {port: 0, peak_tflops: 989}
+YAML
+check gpt2_124m 900 "$bin/weft-worker" "$logs/gpt2.yaml"
+grep -E "step|tok/s|device" "$logs/gpt2_124m.log" | tail -8
+
+cat "$summary"
+exit $failed
