@@ -1,6 +1,12 @@
 // The one dispatch point per op: check shapes, dtypes and device here, then
-// hand raw pointers to kernels/cpu (fp32) or kernels/cuda. Kernels trust these
+// hand raw pointers to kernels/cpu or kernels/cuda. Kernels trust these
 // checks, so every message names the op, the operand, and expected vs actual.
+//
+// Dtypes are the same on both backends (docs/cuda.md): "T" operands are f32 or
+// bf16, one T per call; statistics and parameter-gradient accumulators are
+// f32. The CPU kernels compute in f32, so bf16 operands are widened into f32
+// scratch and bf16 outputs rounded once (cpu::WidenedOperands); an all-f32
+// call passes its own pointers.
 //
 // Row-wise ops (embedding, rmsnorm, swiglu, cross-entropy) accept any leading
 // dimensions: [B, T, C] is treated as [B*T, C], so model code need not reshape.
@@ -21,6 +27,8 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/widen.h"
+#include "tensor/bf16.h"
 #ifdef WEFT_HAVE_CUDA
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/context.h"
@@ -81,9 +89,26 @@ Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
 #define WEFT_CUDA_VALUE(name, call) (no_cuda_kernel(name), 0.0)
 #endif
 
-// CPU kernels are fp32 only: checks each listed float operand.
-void expect_cpu_f32(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
+using Operands = std::initializer_list<std::pair<const char*, const Tensor*>>;
+
+// Operands that must be f32 on every backend (statistics, accumulators).
+void expect_f32(const char* op, Operands ts) {
   for (const auto& [name, t] : ts) expect_dtype(op, name, *t, DType::F32);
+}
+
+void expect_float(const char* op, const char* name, const Tensor& t) {
+  WEFT_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16,
+             where(op, name) + " expected dtype f32 or bf16, got " + dtype_name(t.dtype));
+}
+
+// The T operands of one call: the first is f32 or bf16, the rest share its dtype.
+void expect_same_float(const char* op, Operands ts) {
+  const auto& [first_name, first] = *ts.begin();
+  expect_float(op, first_name, *first);
+  for (const auto& [name, t] : ts)
+    WEFT_CHECK(t->dtype == first->dtype,
+               where(op, name) + " expected dtype " + dtype_name(first->dtype) + ", got " +
+                   dtype_name(t->dtype) + " (the dtype of " + first_name + ")");
 }
 
 int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(-1) : 1; }
@@ -112,8 +137,13 @@ void matmul(Tensor c, const Tensor& a, const Tensor& b, bool trans_a, bool trans
                  "] (or leading dims flattening to it), got " + c.shape.str());
   if (common_device(op, {&c, &a, &b}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::matmul(c, a, b, trans_a, trans_b, alpha, beta, M, N, K));
-  expect_cpu_f32(op, {{"c", &c}, {"a", &a}, {"b", &b}});
-  cpu::matmul<float>(c.f32(), a.f32(), b.f32(), M, N, K, trans_a, trans_b, alpha, beta);
+  expect_same_float(op, {{"a", &a}, {"b", &b}});
+  expect_float(op, "c", c);
+  WEFT_CHECK(!(a.dtype == DType::F32 && c.dtype == DType::BF16),
+             "matmul: c may be bf16 only when a and b are bf16 (got f32 a and b, bf16 c)");
+  cpu::WidenedOperands w;
+  float* cw = beta == 0.0f ? w.out(c) : w.inout(c);
+  cpu::matmul<float>(cw, w.in(a), w.in(b), M, N, K, trans_a, trans_b, alpha, beta);
 }
 
 // ---- embedding -----------------------------------------------------------
@@ -136,7 +166,11 @@ void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& weight) {
   check_embedding(op, out, tokens, weight);
   if (common_device(op, {&out, &tokens, &weight}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::embedding_forward(out, tokens, weight));
-  expect_cpu_f32(op, {{"out", &out}, {"weight", &weight}});
+  expect_same_float(op, {{"weight", &weight}, {"out", &out}});
+  if (weight.dtype == DType::BF16)  // a row copy: no widening needed
+    return cpu::embedding_forward<uint16_t>(static_cast<uint16_t*>(out.data), tokens.i32(),
+                                            static_cast<const uint16_t*>(weight.data),
+                                            tokens.numel(), weight.dim(1), weight.dim(0));
   cpu::embedding_forward<float>(out.f32(), tokens.i32(), weight.f32(), tokens.numel(),
                                 weight.dim(1), weight.dim(0));
 }
@@ -146,8 +180,10 @@ void embedding_backward(Tensor dweight_acc, const Tensor& tokens, const Tensor& 
   check_embedding(op, dout, tokens, dweight_acc);
   if (common_device(op, {&dweight_acc, &tokens, &dout}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::embedding_backward(dweight_acc, tokens, dout));
-  expect_cpu_f32(op, {{"dweight_acc", &dweight_acc}, {"dout", &dout}});
-  cpu::embedding_backward<float>(dweight_acc.f32(), tokens.i32(), dout.f32(), tokens.numel(),
+  expect_f32(op, {{"dweight_acc", &dweight_acc}});
+  expect_float(op, "dout", dout);
+  cpu::WidenedOperands w;
+  cpu::embedding_backward<float>(dweight_acc.f32(), tokens.i32(), w.in(dout), tokens.numel(),
                                  dweight_acc.dim(1), dweight_acc.dim(0));
 }
 
@@ -167,8 +203,11 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, 
   expect_shape(op, "out", out, x.shape);
   if (common_device(op, {&out, &rstd, &x, &w}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::rmsnorm_forward(out, rstd, x, w, eps));
-  expect_cpu_f32(op, {{"out", &out}, {"rstd", &rstd}, {"x", &x}, {"w", &w}});
-  cpu::rmsnorm_forward<float>(out.f32(), rstd.f32(), x.f32(), w.f32(), rows_of(x), last_dim(x),
+  expect_same_float(op, {{"x", &x}, {"w", &w}, {"out", &out}});
+  expect_f32(op, {{"rstd", &rstd}});
+  cpu::WidenedOperands wd;
+  const float* xw = wd.in(x);
+  cpu::rmsnorm_forward<float>(wd.out(out), rstd.f32(), xw, wd.in(w), rows_of(x), last_dim(x),
                               eps);
 }
 
@@ -181,9 +220,11 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
   expect_shape(op, "dw_acc", dw_acc, w.shape);
   if (common_device(op, {&dx, &dw_acc, &dout, &x, &w, &rstd}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::rmsnorm_backward(dx, dw_acc, dout, x, w, rstd));
-  expect_cpu_f32(op, {{"dx", &dx}, {"dw_acc", &dw_acc}, {"dout", &dout}, {"x", &x}, {"w", &w},
-                      {"rstd", &rstd}});
-  cpu::rmsnorm_backward<float>(dx.f32(), dw_acc.f32(), dout.f32(), x.f32(), w.f32(), rstd.f32(),
+  expect_same_float(op, {{"x", &x}, {"w", &w}, {"dout", &dout}, {"dx", &dx}});
+  expect_f32(op, {{"dw_acc", &dw_acc}, {"rstd", &rstd}});
+  cpu::WidenedOperands wd;
+  const float *xw = wd.in(x), *doutw = wd.in(dout);
+  cpu::rmsnorm_backward<float>(wd.out(dx), dw_acc.f32(), doutw, xw, wd.in(w), rstd.f32(),
                                rows_of(x), last_dim(x));
 }
 
@@ -206,8 +247,10 @@ void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0) {
     WEFT_CHECK(pos0 == 0, std::string(op) + ": the CUDA kernel starts every sequence at position 0");
     return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, theta));
   }
-  expect_cpu_f32(op, {{"out", &out}, {"x", &x}});
-  cpu::rope_forward<float>(out.f32(), x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, pos0);
+  expect_same_float(op, {{"x", &x}, {"out", &out}});
+  cpu::WidenedOperands w;
+  const float* xw = w.in(x);
+  cpu::rope_forward<float>(w.out(out), xw, x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, pos0);
 }
 
 void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0) {
@@ -219,9 +262,11 @@ void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0) {
     WEFT_CHECK(pos0 == 0, std::string(op) + ": the CUDA kernel starts every sequence at position 0");
     return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, theta));
   }
-  expect_cpu_f32(op, {{"dx", &dx}, {"dout", &dout}});
-  cpu::rope_backward<float>(dx.f32(), dout.f32(), dout.dim(0), dout.dim(1), dout.dim(2),
-                            dout.dim(3), theta, pos0);
+  expect_same_float(op, {{"dout", &dout}, {"dx", &dx}});
+  cpu::WidenedOperands w;
+  const float* doutw = w.in(dout);
+  cpu::rope_backward<float>(w.out(dx), doutw, dout.dim(0), dout.dim(1), dout.dim(2), dout.dim(3),
+                            theta, pos0);
 }
 
 // ---- attention -------------------------------------------------------------
@@ -248,9 +293,12 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   expect_shape(op, "out", out, q.shape);
   if (common_device(op, {&out, &lse, &q, &k, &v}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::attention_forward(out, lse, q, k, v));
-  expect_cpu_f32(op, {{"out", &out}, {"lse", &lse}, {"q", &q}, {"k", &k}, {"v", &v}});
-  cpu::attention_forward<float>(out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), q.dim(0),
-                                q.dim(1), q.dim(2), k.dim(2), q.dim(3));
+  expect_same_float(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
+  expect_f32(op, {{"lse", &lse}});
+  cpu::WidenedOperands w;
+  const float *qw = w.in(q), *kw = w.in(k), *vw = w.in(v);
+  cpu::attention_forward<float>(w.out(out), lse.f32(), qw, kw, vw, q.dim(0), q.dim(1), q.dim(2),
+                                k.dim(2), q.dim(3));
 }
 
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
@@ -264,11 +312,13 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
   expect_shape(op, "dv", dv, k.shape);
   if (common_device(op, {&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse));
-  expect_cpu_f32(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}, {"q", &q},
-                      {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
-  cpu::attention_backward<float>(dq.f32(), dk.f32(), dv.f32(), dout.f32(), q.f32(), k.f32(),
-                                 v.f32(), out.f32(), lse.f32(), q.dim(0), q.dim(1), q.dim(2),
-                                 k.dim(2), q.dim(3));
+  expect_same_float(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"dout", &dout},
+                         {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
+  expect_f32(op, {{"lse", &lse}});
+  cpu::WidenedOperands w;
+  const float *doutw = w.in(dout), *qw = w.in(q), *kw = w.in(k), *vw = w.in(v), *ow = w.in(out);
+  cpu::attention_backward<float>(w.out(dq), w.out(dk), w.out(dv), doutw, qw, kw, vw, ow,
+                                 lse.f32(), q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3));
 }
 
 // ---- SwiGLU --------------------------------------------------------------
@@ -279,8 +329,10 @@ void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up) {
   expect_shape(op, "out", out, gate.shape);
   if (common_device(op, {&out, &gate, &up}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::swiglu_forward(out, gate, up));
-  expect_cpu_f32(op, {{"out", &out}, {"gate", &gate}, {"up", &up}});
-  cpu::swiglu_forward<float>(out.f32(), gate.f32(), up.f32(), gate.numel());
+  expect_same_float(op, {{"gate", &gate}, {"up", &up}, {"out", &out}});
+  cpu::WidenedOperands w;
+  const float *gw = w.in(gate), *uw = w.in(up);
+  cpu::swiglu_forward<float>(w.out(out), gw, uw, gate.numel());
 }
 
 void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate,
@@ -292,10 +344,11 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
   expect_shape(op, "dup", dup, gate.shape);
   if (common_device(op, {&dgate, &dup, &dout, &gate, &up}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::swiglu_backward(dgate, dup, dout, gate, up));
-  expect_cpu_f32(op, {{"dgate", &dgate}, {"dup", &dup}, {"dout", &dout}, {"gate", &gate},
-                      {"up", &up}});
-  cpu::swiglu_backward<float>(dgate.f32(), dup.f32(), dout.f32(), gate.f32(), up.f32(),
-                              gate.numel());
+  expect_same_float(op, {{"gate", &gate}, {"up", &up}, {"dout", &dout}, {"dgate", &dgate},
+                         {"dup", &dup}});
+  cpu::WidenedOperands w;
+  const float *doutw = w.in(dout), *gw = w.in(gate), *uw = w.in(up);
+  cpu::swiglu_backward<float>(w.out(dgate), w.out(dup), doutw, gw, uw, gate.numel());
 }
 
 // ---- cross-entropy ---------------------------------------------------------
@@ -316,8 +369,10 @@ double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& 
                "one per row of logits " + logits.shape.str());
   if (common_device(op, {&losses, &logits, &targets}) == Device::CUDA)
     return WEFT_CUDA_VALUE(op, cuda::cross_entropy_forward(losses, logits, targets));
-  expect_cpu_f32(op, {{"losses", &losses}, {"logits", &logits}});
-  return cpu::cross_entropy_forward<float>(losses.f32(), logits.f32(), targets.i32(),
+  expect_float(op, "logits", logits);
+  expect_f32(op, {{"losses", &losses}});
+  cpu::WidenedOperands w;
+  return cpu::cross_entropy_forward<float>(losses.f32(), w.in(logits), targets.i32(),
                                            rows_of(logits), last_dim(logits));
 }
 
@@ -328,8 +383,10 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
   expect_shape(op, "dlogits", dlogits, logits.shape);
   if (common_device(op, {&dlogits, &logits, &targets}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::cross_entropy_backward(dlogits, logits, targets, scale));
-  expect_cpu_f32(op, {{"dlogits", &dlogits}, {"logits", &logits}});
-  cpu::cross_entropy_backward<float>(dlogits.f32(), logits.f32(), targets.i32(), rows_of(logits),
+  expect_same_float(op, {{"logits", &logits}, {"dlogits", &dlogits}});
+  cpu::WidenedOperands w;
+  const float* logitsw = w.in(logits);  // one scratch when dlogits aliases logits
+  cpu::cross_entropy_backward<float>(w.out(dlogits), logitsw, targets.i32(), rows_of(logits),
                                      last_dim(logits), scale);
 }
 
@@ -337,7 +394,11 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
 
 void fill(Tensor x, float value) {
   if (x.device == Device::CUDA) return WEFT_CUDA_OP("fill", cuda::fill(x, value));
-  expect_cpu_f32("fill", {{"x", &x}});
+  if (x.dtype == DType::I32)
+    return cpu::fill<int32_t>(x.i32(), x.numel(), static_cast<int32_t>(value));
+  expect_float("fill", "x", x);
+  if (x.dtype == DType::BF16)
+    return cpu::fill<uint16_t>(static_cast<uint16_t*>(x.data), x.numel(), f32_to_bf16(value));
   cpu::fill<float>(x.f32(), x.numel(), value);
 }
 
@@ -354,25 +415,42 @@ void copy(Tensor dst, const Tensor& src) {
                            static_cast<int64_t>(src.nbytes()));
 }
 
+void transfer(Tensor dst, const Tensor& src) {
+  const char* op = "transfer";
+  expect_numel(op, "dst", dst, src.numel(), "src is " + src.shape.str());
+  WEFT_CHECK(dst.dtype == src.dtype, std::string("transfer: dtypes differ: dst ") +
+                                         dtype_name(dst.dtype) + ", src " + dtype_name(src.dtype));
+  if (dst.device == Device::CUDA || src.device == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::transfer(dst, src));
+  cpu::copy<unsigned char>(static_cast<unsigned char*>(dst.data),
+                           static_cast<const unsigned char*>(src.data),
+                           static_cast<int64_t>(src.nbytes()));
+}
+
 void add_acc(Tensor y_acc, const Tensor& x) {
   const char* op = "add_acc";
   expect_numel(op, "y_acc", y_acc, x.numel(), "x is " + x.shape.str());
   if (common_device(op, {&y_acc, &x}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::add_acc(y_acc, x));
-  expect_cpu_f32(op, {{"y_acc", &y_acc}, {"x", &x}});
-  cpu::add_acc<float>(y_acc.f32(), x.f32(), x.numel());
+  expect_float(op, "y_acc", y_acc);
+  expect_float(op, "x", x);
+  cpu::WidenedOperands w;
+  const float* xw = w.in(x);
+  cpu::add_acc<float>(w.inout(y_acc), xw, x.numel());
 }
 
 void scale(Tensor x, float s) {
   if (x.device == Device::CUDA) return WEFT_CUDA_OP("scale", cuda::scale(x, s));
-  expect_cpu_f32("scale", {{"x", &x}});
-  cpu::scale<float>(x.f32(), x.numel(), s);
+  expect_float("scale", "x", x);
+  cpu::WidenedOperands w;
+  cpu::scale<float>(w.inout(x), x.numel(), s);
 }
 
 double sum_squares(const Tensor& x) {
   if (x.device == Device::CUDA) return WEFT_CUDA_VALUE("sum_squares", cuda::sum_squares(x));
-  expect_cpu_f32("sum_squares", {{"x", &x}});
-  return cpu::sum_squares<float>(x.f32(), x.numel());
+  expect_float("sum_squares", "x", x);
+  cpu::WidenedOperands w;
+  return cpu::sum_squares<float>(w.in(x), x.numel());
 }
 
 void cast(Tensor dst, const Tensor& src) {
@@ -411,14 +489,14 @@ void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const Ad
       WEFT_CUDA_OP(op, cuda::adamw_update(master, grad, m, v, h));
       return copy(param, master);
     }
-    expect_cpu_f32(op, {{"master", &master}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+    expect_f32(op, {{"master", &master}, {"grad", &grad}, {"m", &m}, {"v", &v}});
     cpu::adamw_update<float>(master.f32(), grad.f32(), m.f32(), v.f32(), master.numel(), h.lr,
                              h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
     return cast(param, master);
   }
   if (common_device(op, {&param, &grad, &m, &v}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::adamw_update(param, grad, m, v, h));
-  expect_cpu_f32(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+  expect_f32(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
   cpu::adamw_update<float>(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), h.lr,
                            h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
 }
@@ -440,12 +518,6 @@ std::string use_cuda_device(int device) {
   WEFT_CHECK(false, "use_cuda_device(" + std::to_string(device) + "): this build of weft has no CUDA support");
   return "";
 #endif
-}
-
-// TEMP(merge)
-void transfer(Tensor dst, const Tensor& src) {
-  WEFT_CHECK(dst.device == Device::CPU && src.device == Device::CPU && dst.nbytes() == src.nbytes(), "temp transfer");
-  if (dst.nbytes()) std::memcpy(dst.data, src.data, dst.nbytes());
 }
 
 CudaMemory cuda_memory() {

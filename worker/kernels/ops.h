@@ -8,6 +8,10 @@
 //     overwritten (=). Parameter gradients are always accumulated, so gradient
 //     accumulation over micro-batches is free;
 //   - attention layouts are [B, T, H, D] (the natural output of x @ W^T).
+//   - dtypes are the same on every backend (docs/cuda.md, "Dtypes"): activations
+//     and weights f32 or bf16, one dtype per call; statistics (rstd, lse,
+//     losses) and parameter-gradient accumulators f32. The CPU computes bf16
+//     ops in f32 and rounds each bf16 output once.
 #pragma once
 
 #include "tensor/tensor.h"
@@ -71,7 +75,7 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
 
 // ---- elementwise helpers ---------------------------------------------------
 void fill(Tensor x, float value);
-void copy(Tensor dst, const Tensor& src);       // same numel
+void copy(Tensor dst, const Tensor& src);       // same numel, dtype and device
 void add_acc(Tensor y_acc, const Tensor& x);    // y += x
 void scale(Tensor x, float s);                  // x *= s
 double sum_squares(const Tensor& x);            // sum x^2 in double
@@ -80,7 +84,10 @@ double sum_squares(const Tensor& x);            // sum x^2 in double
 // unless the dtypes agree.
 void cast(Tensor dst, const Tensor& src);
 
-// TEMP(merge): replaced by the bf16-ops branch's transfer.
+// dst = src between any two devices (host <-> GPU, GPU -> GPU, host -> host);
+// same dtype and numel. Ordered on CudaContext::current().compute_stream()
+// after the kernels already launched there, and synchronous: when it returns,
+// dst holds the data and src may be reused (a CPU -> CPU transfer is a copy).
 void transfer(Tensor dst, const Tensor& src);
 
 // ---- AdamW (decoupled weight decay), one contiguous range -----------------

@@ -62,6 +62,8 @@ double sum_squares(const T* x, int64_t n) {
 WEFT_ELEMENTWISE_INSTANTIATE(float)
 WEFT_ELEMENTWISE_INSTANTIATE(double)
 #undef WEFT_ELEMENTWISE_INSTANTIATE
+template void fill<uint16_t>(uint16_t*, int64_t, uint16_t);
+template void fill<int32_t>(int32_t*, int64_t, int32_t);
 template void copy<unsigned char>(unsigned char*, const unsigned char*, int64_t);
 
 void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) {

@@ -8,6 +8,7 @@
 
 namespace weft::cpu {
 
+// Also instantiated for uint16_t (bf16 bits) and int32_t.
 template <typename T>
 void fill(T* x, int64_t n, T value);
 // dst == src allowed; other overlap is not. Also instantiated for unsigned

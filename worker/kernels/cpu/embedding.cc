@@ -54,6 +54,9 @@ template void embedding_forward<float>(float*, const int32_t*, const float*, int
                                        int64_t);
 template void embedding_forward<double>(double*, const int32_t*, const double*, int64_t, int64_t,
                                         int64_t);
+// bf16 rows are copied as raw bits: rounding a widened bf16 gives it back.
+template void embedding_forward<uint16_t>(uint16_t*, const int32_t*, const uint16_t*, int64_t,
+                                          int64_t, int64_t);
 template void embedding_backward<float>(float*, const int32_t*, const float*, int64_t, int64_t,
                                         int64_t);
 template void embedding_backward<double>(double*, const int32_t*, const double*, int64_t, int64_t,

@@ -1,6 +1,7 @@
 // CPU token embedding. defines: cpu::embedding_forward, cpu::embedding_backward.
 // Shapes: tokens i32 [N] with values in [0, V), weight [V, C], out/dout [N, C].
-// Instantiated for float and double (embedding.cc).
+// Instantiated for float and double (embedding.cc); forward also for
+// uint16_t, the raw bits of bf16.
 #pragma once
 
 #include <cstdint>

@@ -50,6 +50,10 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
 
 void fill(Tensor x, float value);
 void copy(Tensor dst, const Tensor& src);
+// Any pair of devices, at least one of them CUDA; same dtype and numel
+// (ops::transfer checked). Synchronises the compute stream, so host memory on
+// either side is safe to read or reuse on return.
+void transfer(Tensor dst, const Tensor& src);
 void add_acc(Tensor y_acc, const Tensor& x);
 void scale(Tensor x, float s);
 // f32 <-> bf16 (round to nearest even); dtypes differ (ops::cast copies equal ones).

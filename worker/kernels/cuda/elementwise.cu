@@ -91,6 +91,20 @@ void copy(Tensor dst, const Tensor& src) {
                              CudaContext::current().compute_stream()));
 }
 
+void transfer(Tensor dst, const Tensor& src) {
+  if (src.nbytes() == 0) return;
+  const cudaMemcpyKind kind =
+      src.device == Device::CPU   ? cudaMemcpyHostToDevice
+      : dst.device == Device::CPU ? cudaMemcpyDeviceToHost
+                                  : cudaMemcpyDeviceToDevice;
+  // Pageable host memory: the async copy may return before the host side is
+  // read (H2D) or written (D2H), so both wait for the stream. Callers move
+  // whole tensors at step boundaries, where the wait costs nothing extra.
+  cudaStream_t stream = CudaContext::current().compute_stream();
+  CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 void add_acc(Tensor y_acc, const Tensor& x) {
   expect_float_dtype("add_acc", "y_acc", y_acc);
   expect_float_dtype("add_acc", "x", x);
