@@ -13,12 +13,18 @@ mkdir -p "$RESULTS"; : > "$RESULTS/results.jsonl"
 BENCH=$BUILD/bin/weft_tuner_bench
 SWEEP=${WEFT_BENCH_SWEEP:-"0.125 0.25 0.5 1 2 4 25"}
 NETWORKS=${WEFT_BENCH_NETWORKS:-"10:100 200:10"}  # latency_us:bandwidth_gbps
+# The model: the tiny preset (3 MiB of gradients) unless WEFT_BENCH_MODEL
+# gives a YAML flow mapping, e.g. "{d_model: 512, n_layers: 8, vocab_size:
+# 4096}" for ~100 MiB of gradients, where one 25 MiB bucket cannot hide.
+MODEL=${WEFT_BENCH_MODEL:-"{}"}
+MAX_MB=${WEFT_BENCH_MAX_MB:-32}
 for net in $NETWORKS; do
   lat=${net%%:*} bw=${net##*:}
   cfg=$RESULTS/net-$lat-$bw.yaml
   cat > "$cfg" <<YAML
 preset: tiny
 device: cpu
+model: $MODEL
 train: {micro_batch: 2, seq_len: 32, log_every: 100000}
 optim: {min_lr_ratio: 1}
 checkpoint: {every: 0}
@@ -30,7 +36,7 @@ YAML
     "$BENCH" --config "$cfg" --fixed-mb "$mb" --warmup 10 --measure 40 --work "$RESULTS/w" 2>/dev/null \
       | python3 -c "import json,sys;r=json.loads(sys.stdin.read().strip().splitlines()[-1]);r['net']='$net';print(json.dumps(r))" >> "$RESULTS/results.jsonl"
   done
-  "$BENCH" --config "$cfg" --tune --start-mb 25 --min-mb 0.0625 --max-mb 32 --steps-per-trial 20 --max-trials 8 \
+  "$BENCH" --config "$cfg" --tune --start-mb 25 --min-mb 0.0625 --max-mb "$MAX_MB" --steps-per-trial 20 --max-trials 8 \
     --warmup 10 --measure 40 --work "$RESULTS/w" 2> "$RESULTS/tune-$lat-$bw.log" \
     | python3 -c "import json,sys;r=json.loads(sys.stdin.read().strip().splitlines()[-1]);r['net']='$net';print(json.dumps(r))" >> "$RESULTS/results.jsonl"
 done
