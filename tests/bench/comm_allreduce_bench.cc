@@ -8,7 +8,8 @@
 // for all-reduce, (n-1)/n * bytes / time for the other two.
 // Collectives are issued back to back without waiting, alternating between two
 // buffers (as gradient buckets are distinct memory), so lanes can overlap them.
-// WEFT_BENCH_LANES sets comm.lanes (default: GroupOptions' default).
+// WEFT_BENCH_LANES sets comm.lanes (default: GroupOptions' default);
+// WEFT_BENCH_SERIAL=1 waits for each collective before issuing the next.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   opt.timeout = std::chrono::seconds(120);
   opt.rendezvous_timeout = std::chrono::seconds(60);
   if (const char* l = std::getenv("WEFT_BENCH_LANES")) opt.lanes = std::atoi(l);
+  // WEFT_BENCH_SERIAL=1: wait for each collective before issuing the next
+  // (torch-serial's pattern), instead of queueing them all.
+  const bool serial = std::getenv("WEFT_BENCH_SERIAL") && std::string(std::getenv("WEFT_BENCH_SERIAL")) == "1";
   auto pg = init_process_groups(read_process_env(current_environment()), opt);
   const int n = pg->world_size();
   constexpr int kBuffers = 2;
@@ -52,7 +56,10 @@ int main(int argc, char** argv) {
     pg->world->barrier()->wait();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<WorkPtr> works;
-    for (int i = 0; i < iters; ++i) works.push_back(issue(i));
+    for (int i = 0; i < iters; ++i) {
+      works.push_back(issue(i));
+      if (serial) works.back()->wait();
+    }
     for (auto& w : works) w->wait();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
     const double factor = (op == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Data-parallel step time, 2 ranks on this machine, one thread each:
 weft (weft-run, Gloo) vs PyTorch DDP (gloo, bucket_cap_mb=25) on the same
-model and batch; weft at its defaults (comm.lanes 2) and with comm.lanes 1
-(one FIFO per group); weft with overlap on vs the sync-after-backward
+model and batch; weft at its defaults (bucket_cap_mb auto, comm.lanes 2),
+at the old default cap of 25 MiB, and with comm.lanes 1 (one FIFO per group); weft with overlap on vs the sync-after-backward
 baseline; and a bucket-cap sweep. Prints the load (uptime) and markdown
 tables for docs/benchmarks.md.
 
@@ -43,7 +43,7 @@ def weft(build, tmp, name, parallel, steps, comm=None):
             # Overlap of the warm steps (the run-wide ratio includes warm-up).
             "overlap": statistics.median(1 - e / c if c > 0 else 0.0
                                          for e, c in zip(g["exposed_seconds"][warm], g["comm_seconds"][warm])),
-            "buckets": g["bucket_count"], "params": s["num_params"]}, path
+            "buckets": g["bucket_count"], "cap": g["bucket_cap_mb"], "params": s["num_params"]}, path
 
 
 def main():
@@ -63,6 +63,7 @@ def main():
                                          "--steps", str(a.steps)], check=True, capture_output=True, env=env,
                                         text=True).stdout.strip().splitlines()[-1])
         lanes1, _ = weft(a.build, tmp, "lanes1", {}, a.steps, {"lanes": 1})
+        old25, _ = weft(a.build, tmp, "old-default", {"bucket_cap_mb": 25}, a.steps)
         on, _ = weft(a.build, tmp, "overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1}, a.steps)
         off, _ = weft(a.build, tmp, "no-overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1, "overlap": False}, a.steps)
         sweep = [(cap, weft(a.build, tmp, f"cap{cap}", {"bucket_cap_mb": cap}, a.steps)[0]) for cap in (1, 4, 16, 64)]
@@ -75,7 +76,9 @@ def main():
     print("| run | step time | ratio to DDP | comm | exposed | overlap ratio | buckets |")
     print("|---|---|---|---|---|---|---|")
     print(f"| PyTorch DDP (gloo, bucket_cap_mb=25) | {ms(ddp['median_step_seconds'])} | 1.00 | | | | |")
-    for label, r in (("weft DP, defaults (comm.lanes 2)", dflt), ("weft DP, defaults but comm.lanes 1", lanes1),
+    for label, r in ((f"weft DP, defaults (bucket_cap_mb auto = {dflt['cap']:g} MiB, comm.lanes 2)", dflt),
+                     ("weft DP, cap 25 (the default before auto)", old25),
+                     ("weft DP, defaults but comm.lanes 1", lanes1),
                      ("weft DP, cap 25, first 1", on), ("weft DP, sync after backward", off)):
         print(f"| {label} | {ms(r['step'])} | {r['step'] / ddp['median_step_seconds']:.2f} | {ms(r['comm'])} | "
               f"{ms(r['exposed'])} | {r['overlap']:.2f} | {r['buckets']} |")

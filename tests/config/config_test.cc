@@ -114,7 +114,11 @@ const BadConfig kBadConfigs[] = {
     {"parallel: {strategy: isp, isp: {recompute_blocks: 5}}\n",
      "parallel.isp.recompute_blocks: must be in [0, model.n_layers = 4], got 5"},
     {"parallel: {strategy: isp, isp: {wdp_strategy: fsdp}}\n", "parallel.isp.wdp_strategy: 'fsdp' is not one of dp, zero"},
-    {"parallel:\n  bucket_cap_mb: 0\n", "parallel.bucket_cap_mb: must be > 0, got 0"},
+    {"parallel:\n  bucket_cap_mb: 0\n", "test.yaml:2: parallel.bucket_cap_mb: expected auto or a number > 0, got '0'"},
+    {"parallel:\n  bucket_cap_mb: -2\n", "parallel.bucket_cap_mb: expected auto or a number > 0, got '-2'"},
+    {"parallel:\n  bucket_cap_mb: Auto\n", "parallel.bucket_cap_mb: expected auto or a number > 0, got 'Auto'"},
+    {"parallel:\n  bucket_cap_mb: .inf\n", "parallel.bucket_cap_mb: expected auto or a number > 0, got '.inf'"},
+    {"parallel:\n  bucket_cap_mb: [auto]\n", "parallel.bucket_cap_mb: expected a single value"},
     {"parallel:\n  first_bucket_mb: -1\n", "parallel.first_bucket_mb: must be >= 0, got -1"},
     // comm
     {"comm:\n  backend: mpi\n", "comm.backend: 'mpi' is not one of auto, gloo, nccl"},
@@ -140,6 +144,37 @@ TEST_P(BadConfigTest, RejectedWithFieldAndReason) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, BadConfigTest, testing::ValuesIn(kBadConfigs));
+
+TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
+  EXPECT_EQ(preset("tiny").parallel.bucket_cap_mb, kAutoBucketCap);
+  EXPECT_EQ(preset("gpt2-124m").parallel.bucket_cap_mb, kAutoBucketCap);
+  EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: auto}\n").parallel.bucket_cap_mb, kAutoBucketCap);
+  EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 4}\n").parallel.bucket_cap_mb, 4);
+  EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 2.5}\n").parallel.bucket_cap_mb, 2.5);
+  // A first bucket with an auto cap is the user's.
+  WorkerConfig c = parse_config("parallel: {bucket_cap_mb: auto, first_bucket_mb: 0.5}\n");
+  EXPECT_EQ(c.parallel.bucket_cap_mb, kAutoBucketCap);
+  EXPECT_EQ(c.parallel.first_bucket_mb, 0.5);
+  EXPECT_NE(to_yaml(preset("tiny")).find("  bucket_cap_mb: auto\n"), std::string::npos) << to_yaml(preset("tiny"));
+  c.parallel.bucket_cap_mb = 4;
+  EXPECT_NE(to_yaml(c).find("  bucket_cap_mb: 4\n"), std::string::npos) << to_yaml(c);
+
+  WorkerConfig e = parse_config("parallel: {bucket_cap_mb: 8}\n");
+  apply_env_overrides(e, {{"WEFT_BUCKET_CAP_MB", "auto"}});
+  EXPECT_EQ(e.parallel.bucket_cap_mb, kAutoBucketCap);
+  apply_env_overrides(e, {{"WEFT_BUCKET_CAP_MB", "3"}});
+  EXPECT_EQ(e.parallel.bucket_cap_mb, 3);
+
+  // Built in code, a negative cap is neither auto nor a size.
+  WorkerConfig neg = preset("tiny");
+  neg.parallel.bucket_cap_mb = -1;
+  try {
+    validate(neg);
+    FAIL() << "validate accepted bucket_cap_mb -1";
+  } catch (const ConfigError& err) {
+    EXPECT_STREQ(err.what(), "parallel.bucket_cap_mb: must be > 0 or auto, got -1");
+  }
+}
 
 TEST(Config, ValidateWithoutOriginNamesFieldOnly) {
   WorkerConfig c = preset("tiny");
@@ -323,7 +358,9 @@ TEST(Config, RoundTripsThroughYaml) {
   odd.comm.backend = "nccl";
   WorkerConfig sim = preset("tiny");
   sim.comm.simulate = {200, 0.5};
-  for (const WorkerConfig& c : {preset("tiny"), preset("gpt2-124m"), odd, sim}) {
+  WorkerConfig auto_first = preset("tiny");  // auto cap, explicit first bucket
+  auto_first.parallel.first_bucket_mb = 0.25;
+  for (const WorkerConfig& c : {preset("tiny"), preset("gpt2-124m"), odd, sim, auto_first}) {
     std::string text = to_yaml(c);
     WorkerConfig back = parse_config(text, "roundtrip");
     EXPECT_EQ(back, c) << text;
@@ -359,8 +396,9 @@ TEST(Config, BadEnvOverridesNameTheVariable) {
   const std::pair<std::map<std::string, std::string>, const char*> cases[] = {
       {{{"WEFT_STEPS", "ten"}}, "WEFT_STEPS: expected an integer, got 'ten'"},
       {{{"WEFT_STEPS", "0"}}, "WEFT_STEPS=0: train.steps: must be > 0, got 0"},
-      {{{"WEFT_BUCKET_CAP_MB", "big"}}, "WEFT_BUCKET_CAP_MB: expected a number, got 'big'"},
-      {{{"WEFT_BUCKET_CAP_MB", "-1"}}, "WEFT_BUCKET_CAP_MB=-1: parallel.bucket_cap_mb: must be > 0"},
+      {{{"WEFT_BUCKET_CAP_MB", "big"}}, "WEFT_BUCKET_CAP_MB: expected auto or a number > 0, got 'big'"},
+      {{{"WEFT_BUCKET_CAP_MB", "-1"}}, "WEFT_BUCKET_CAP_MB: expected auto or a number > 0, got '-1'"},
+      {{{"WEFT_BUCKET_CAP_MB", "0"}}, "WEFT_BUCKET_CAP_MB: expected auto or a number > 0, got '0'"},
       {{{"WEFT_METRICS_PORT", "99999"}}, "WEFT_METRICS_PORT=99999: metrics.port: must be in"},
       {{{"WEFT_DEVICE", "tpu"}}, "WEFT_DEVICE=tpu: device: 'tpu' is not one of cpu, cuda"},
   };

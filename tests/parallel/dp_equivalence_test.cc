@@ -84,8 +84,10 @@ TEST_F(DataParallelEquivalence, BucketCapDoesNotChangeTheResult) {
   auto middle = final_weights(train("cap-mid", 2, 2, 1, "{bucket_cap_mb: 0.01, first_bucket_mb: 0.002}"));
   auto one = final_weights(train("cap-all", 2, 2, 1, "{bucket_cap_mb: 25}"));
   auto no_overlap = final_weights(train("no-overlap", 2, 2, 1, "{bucket_cap_mb: 0.01, overlap: false}"));
+  auto automatic = final_weights(train("cap-auto", 2, 2, 1, "{bucket_cap_mb: auto}"));
   // Two ranks: every element is a + b then / 2 whatever the chunking: bitwise.
   EXPECT_TRUE(identical(per_param, middle));
+  EXPECT_TRUE(identical(per_param, automatic));
   EXPECT_TRUE(identical(per_param, one));
   EXPECT_TRUE(identical(per_param, no_overlap));
   auto three_a = final_weights(train("cap3-tiny", 3, 2, 1, "{bucket_cap_mb: 1.0e-9}"));

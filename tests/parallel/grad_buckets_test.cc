@@ -51,6 +51,92 @@ TEST(GradBuckets, ExactLayoutForKnownModel) {
   EXPECT_EQ(b[0].shard_end(2, 3), 1024);
 }
 
+// parallel.bucket_cap_mb: auto. A pure function of the gradient bytes and
+// the group size, so every rank of a group resolves the same sizes.
+TEST(GradBuckets, AutoSizingAimsAtAboutThirtyTwoBucketsWithinBounds) {
+  const int64_t mib = 1 << 20;
+  // 52 MiB of gradients (the 13.7 M-parameter DP benchmark): 52 / 32 = 1.625,
+  // rounded up to a quarter MiB.
+  BucketSizing s = auto_bucket_sizing(52 * mib, 2);
+  EXPECT_TRUE(s.automatic);
+  EXPECT_EQ(s.cap_mb, 1.75);
+  EXPECT_EQ(s.first_bucket_mb, kAutoFirstBucketMb);
+  EXPECT_EQ(s.last_bucket_mb, kAutoLastBucketMb);
+  EXPECT_EQ(auto_bucket_sizing(64 * mib, 8).cap_mb, 2);
+  EXPECT_EQ(auto_bucket_sizing(64 * mib + 1, 8).cap_mb, 2.25);
+  // Small models: never below the minimum, first and last buckets no larger than the cap.
+  s = auto_bucket_sizing(2 * mib, 2);
+  EXPECT_EQ(s.cap_mb, kAutoMinCapMb);
+  EXPECT_LE(s.first_bucket_mb, s.cap_mb);
+  EXPECT_LE(s.last_bucket_mb, s.cap_mb);
+  EXPECT_EQ(auto_bucket_sizing(0, 2).cap_mb, kAutoMinCapMb);
+  // Large models (gpt2-124m's 474 MiB: 14.8 MiB; 1 GiB: the maximum).
+  EXPECT_EQ(auto_bucket_sizing(474 * mib, 8).cap_mb, 15);
+  EXPECT_EQ(auto_bucket_sizing(1024 * mib, 2).cap_mb, kAutoMaxCapMb);
+  // One rank: nothing to hide, the fewest buckets.
+  s = auto_bucket_sizing(52 * mib, 1);
+  EXPECT_EQ(s.cap_mb, kAutoMaxCapMb);
+  EXPECT_EQ(s.first_bucket_mb, 0);
+  EXPECT_EQ(s.last_bucket_mb, 0);
+  // Between the bounds the plan has about kAutoBucketCount buckets.
+  for (int64_t bytes : {52 * mib, 200 * mib, 390 * mib, 790 * mib}) {
+    BucketSizing a = auto_bucket_sizing(bytes, 2);
+    const double count = 1 + (bytes / double(mib) - a.first_bucket_mb) / a.cap_mb;
+    EXPECT_GE(count, 0.9 * kAutoBucketCount) << bytes;
+    EXPECT_LE(count, kAutoBucketCount + 1) << bytes;
+  }
+}
+
+TEST(GradBuckets, ResolveKeepsNumbersAndSizesAutoFromTheLayout) {
+  auto params = llama_param_table(known_model());  // 26784 floats, ~0.1 MiB
+  BucketSizing fixed = resolve_bucket_sizing(params, 4, 0, 2);
+  EXPECT_FALSE(fixed.automatic);
+  EXPECT_EQ(fixed.cap_mb, 4);
+  EXPECT_EQ(fixed.first_bucket_mb, 0);
+  EXPECT_EQ(resolve_bucket_sizing(params, 0.5, 1, 2).first_bucket_mb, 1);
+  BucketSizing a = resolve_bucket_sizing(params, 0, 0, 2);
+  EXPECT_TRUE(a.automatic);
+  EXPECT_EQ(a.cap_mb, auto_bucket_sizing(26784 * 4, 2).cap_mb);
+  EXPECT_EQ(a.first_bucket_mb, auto_bucket_sizing(26784 * 4, 2).first_bucket_mb);
+  // An explicit first bucket wins over the rule's.
+  EXPECT_EQ(resolve_bucket_sizing(params, 0, 0.25, 2).first_bucket_mb, 0.25);
+  EXPECT_NE(a.describe().find("auto"), std::string::npos) << a.describe();
+  // The tuner's later cap: no longer auto, the rule's first bucket within it.
+  BucketSizing tuned = a.with_cap(0.5);
+  EXPECT_FALSE(tuned.automatic);
+  EXPECT_EQ(tuned.cap_mb, 0.5);
+  EXPECT_EQ(tuned.first_bucket_mb, 0.5);
+  EXPECT_EQ(a.with_cap(a.cap_mb).automatic, true);
+  // An explicit pair is kept as configured under a new cap.
+  EXPECT_EQ(resolve_bucket_sizing(params, 0.5, 1, 2).with_cap(0.25).first_bucket_mb, 1);
+}
+
+TEST(GradBuckets, LastBucketIsTheShortestTailHoldingItsSize) {
+  auto params = llama_param_table(known_model());
+  const int n = static_cast<int>(params.size());
+  const double floats = 4.0 / (1 << 20);  // MiB per float
+  // The embedding (1024 floats) alone reaches 1024: it gets its own bucket.
+  auto b = plan_buckets(params, 25, 0, 2, 1024 * floats);
+  ASSERT_EQ(b.size(), 2u) << describe_buckets(b);
+  EXPECT_EQ(b[0].last_param, n - 2);
+  EXPECT_EQ(b[1].first_param, n - 1);
+  EXPECT_EQ(b[1].numel(), 1024);
+  // 1100 takes the embedding, layer 0's input norm (32) and q (1024).
+  b = plan_buckets(params, 25, 0, 2, 1100 * floats);
+  ASSERT_EQ(b.size(), 2u) << describe_buckets(b);
+  EXPECT_EQ(b[1].first_param, n - 3);
+  EXPECT_EQ(b[1].numel(), 2080);
+  // Without it (0) the cap alone decides, as before.
+  EXPECT_EQ(plan_buckets(params, 25, 0, 2, 0).size(), 1u);
+  // A tail larger than everything is one bucket.
+  EXPECT_EQ(plan_buckets(params, 25, 0, 2, 1.0).size(), 1u);
+  // The rule sets one; a tuned cap keeps it (no larger than the cap).
+  BucketSizing a = auto_bucket_sizing(52 << 20, 2);
+  EXPECT_EQ(a.last_bucket_mb, kAutoLastBucketMb);
+  EXPECT_EQ(a.with_cap(0.5).last_bucket_mb, 0.5);
+  EXPECT_EQ(resolve_bucket_sizing(params, 4, 0, 2).last_bucket_mb, 0);
+}
+
 TEST(GradBuckets, ExtremesAndCoverage) {
   auto params = llama_param_table(known_model());
   auto one_each = plan_buckets(params, 1e-9, 0, 2);

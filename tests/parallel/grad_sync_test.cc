@@ -17,6 +17,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/isp.h"
 #include "parallel/step_boundary.h"
+#include "parallel/zero.h"
 #include "support/fake_communicator.h"
 
 namespace weft {
@@ -180,6 +181,37 @@ TEST(GradSync, BucketReducedHookFiresPerBucketInOrderAndRebucketApplies) {
     run_micro_batch(dp, *b, true, 0);
     EXPECT_EQ(dp.reduced, std::vector<int>{0});
   });
+}
+
+TEST(GradSync, AutoBucketCapIsTheSameOnEveryRankOfTheGroup) {
+  // parallel.bucket_cap_mb: auto resolves from what every rank holds alike:
+  // no rank may plan other buckets (their collectives would not match).
+  for (int n : {2, 3}) {
+    auto group = FakeGroup::create(n, "dp");
+    std::vector<double> cap(n), first_bucket(n);
+    std::vector<int> count(n);
+    run_ranks(n, [&](int r) {
+      auto b = make_buffer(r == 0 ? 0.5f : 9.0f);
+      DataParallelOptions o;  // bucket_cap_mb 0: auto
+      DataParallel dp(b, group->member(r), o, optim());
+      cap[r] = dp.bucket_cap_mb();
+      count[r] = dp.bucket_count();
+      first_bucket[r] = dp.buckets()[0].numel();
+      EXPECT_NE(dp.describe().find("auto"), std::string::npos) << dp.describe();
+      dp.start();
+      fill_grads(*b, r);
+      run_micro_batch(dp, *b, true, 0);  // the collectives match up
+      ZeroGradSync zero(make_buffer(0.5f), group->member(r), ZeroOptions{}, optim());
+      EXPECT_EQ(zero.bucket_cap_mb(), cap[r]);
+      EXPECT_NE(zero.describe().find("auto"), std::string::npos) << zero.describe();
+    });
+    const BucketSizing want = auto_bucket_sizing(make_buffer(0)->numel() * 4, n);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(cap[r], want.cap_mb) << "rank " << r;
+      EXPECT_EQ(count[r], count[0]);
+      EXPECT_EQ(first_bucket[r], first_bucket[0]);
+    }
+  }
 }
 
 TEST(StepBoundary, OneRanksStopStopsAllAndRankZerosCapWins) {

@@ -31,6 +31,9 @@ using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*>;
 struct Field {
   const char* name;
   FieldRef (*ref)(WorkerConfig&);
+  // A number field that also takes `auto`, held as 0 (kAutoBucketCap); its
+  // numbers must then be > 0.
+  bool takes_auto = false;
 };
 
 struct Section {
@@ -40,6 +43,8 @@ struct Section {
 
 #define WEFT_FIELD(sec, f) \
   Field { #f, [](WorkerConfig& c) -> FieldRef { return &c.sec.f; } }
+#define WEFT_AUTO_FIELD(sec, f) \
+  Field { #f, [](WorkerConfig& c) -> FieldRef { return &c.sec.f; }, true }
 
 const std::vector<Section>& sections() {
   static const std::vector<Section> kSections = {
@@ -66,7 +71,7 @@ const std::vector<Section>& sections() {
         WEFT_FIELD(checkpoint, resume), WEFT_FIELD(checkpoint, max_shard_mb)}},
       {"parallel",
        {WEFT_FIELD(parallel, strategy), WEFT_FIELD(parallel, sp), WEFT_FIELD(parallel, wp),
-        WEFT_FIELD(parallel, bucket_cap_mb), WEFT_FIELD(parallel, first_bucket_mb),
+        WEFT_AUTO_FIELD(parallel, bucket_cap_mb), WEFT_FIELD(parallel, first_bucket_mb),
         WEFT_FIELD(parallel, overlap), WEFT_FIELD(parallel, bf16_wire),
         WEFT_FIELD(parallel, bucket_cap_file)}},
       // A dotted name is a subsection, written as a mapping inside its parent.
@@ -86,6 +91,7 @@ const std::vector<Section>& sections() {
 }
 
 #undef WEFT_FIELD
+#undef WEFT_AUTO_FIELD
 
 // `device` and `init_from` are the top-level scalar fields; `preset` picks the
 // base config.
@@ -163,8 +169,19 @@ std::string double_text(double v) {
 
 // Reads one value of the field's type from text. Returns an error message
 // ("expected an integer, got 'ten'") or an empty string on success.
-std::string assign_from_text(const FieldRef& ref, const std::string& text) {
+std::string assign_from_text(const FieldRef& ref, const std::string& text, bool takes_auto = false) {
   auto got = " got '" + text + "'";
+  if (takes_auto) {
+    double* p = std::get<double*>(ref);
+    if (text == "auto") {
+      *p = kAutoBucketCap;
+      return {};
+    }
+    double v = 0;
+    if (!assign_from_text(&v, text).empty() || !(v > 0)) return "expected auto or a number > 0," + got;
+    *p = v;
+    return {};
+  }
   // from_chars rejects a leading '+', which YAML and humans both write.
   std::string t = (!text.empty() && text[0] == '+') ? text.substr(1) : text;
   const char* b = t.data();
@@ -325,7 +342,7 @@ class Parser {
       std::get<std::string*>(ref)->clear();
     } else if (!value.IsScalar()) {
       fail(value, path, std::string("expected a single value, got ") + kind_name(value));
-    } else if (std::string err = assign_from_text(ref, value.Scalar()); !err.empty()) {
+    } else if (std::string err = assign_from_text(ref, value.Scalar(), f.takes_auto); !err.empty()) {
       fail(value, path, err);
     }
     lines_[path] = value.Mark().line + 1;
@@ -336,8 +353,12 @@ class Parser {
   std::map<std::string, int> lines_;  // field path -> 1-based line where it was set
 };
 
-void emit_field(YAML::Emitter& out, const char* name, const FieldRef& ref) {
+void emit_field(YAML::Emitter& out, const char* name, const FieldRef& ref, bool takes_auto = false) {
   out << YAML::Key << name << YAML::Value;
+  if (takes_auto && *std::get<double*>(ref) == kAutoBucketCap) {
+    out << "auto";
+    return;
+  }
   std::visit(
       [&](auto* p) {
         using T = std::remove_pointer_t<decltype(p)>;
@@ -426,7 +447,8 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
     auto it = env.find(var);
     // Unset and empty are the same: Kubernetes often renders missing values as "".
     if (it == env.end() || it->second.empty()) continue;
-    std::string err = assign_from_text(find_field(path)->ref(cfg), it->second);
+    const Field* field = find_field(path);
+    std::string err = assign_from_text(field->ref(cfg), it->second, field->takes_auto);
     if (!err.empty()) throw ConfigError(std::string(var) + ": " + err);
     applied[path] = std::string(var) + "=" + it->second;
   }
@@ -454,7 +476,7 @@ std::string to_yaml(const WorkerConfig& cfg) {
   std::function<void(const Section&, const char*)> emit_section = [&](const Section& s,
                                                                        const char* key) {
     out << YAML::Key << key << YAML::Value << YAML::BeginMap;
-    for (const Field& f : s.fields) emit_field(out, f.name, f.ref(c));
+    for (const Field& f : s.fields) emit_field(out, f.name, f.ref(c), f.takes_auto);
     for (const Section* sub : subsections(s)) emit_section(*sub, sub->name + std::strlen(s.name) + 1);
     out << YAML::EndMap;
   };

@@ -117,12 +117,18 @@ struct IspConfig {
   bool operator==(const IspConfig&) const = default;
 };
 
+// parallel.bucket_cap_mb: auto, written 0 in the struct (YAML takes only
+// `auto` or a number > 0, so a configured 0 cannot mean auto by accident).
+inline constexpr double kAutoBucketCap = 0;
+
 struct ParallelConfig {
   std::string strategy = "dp";      // "dp" | "zero" | "isp"
   int sp = 1;                       // sequence-parallel ranks (ISP)
   int wp = 1;                       // weight-parallel ranks (ISP)
-  double bucket_cap_mb = 25;        // gradient bucket cap
-  double first_bucket_mb = 0;       // smaller first bucket; 0 = same as cap
+  // Gradient bucket cap in MiB; kAutoBucketCap (YAML `auto`, the default)
+  // sizes buckets from the model (parallel/grad_buckets.h).
+  double bucket_cap_mb = kAutoBucketCap;
+  double first_bucket_mb = 0;       // smaller first bucket; 0 = same as a numeric cap, the rule's when auto
   bool overlap = true;              // launch bucket reductions during backward
   bool bf16_wire = false;           // all-reduce gradients in bf16
   ZeroConfig zero;                  // strategy zero, and isp with isp.wdp_strategy zero

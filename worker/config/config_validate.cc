@@ -180,7 +180,7 @@ void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, c
             "'" + p.strategy + "' keeps whole sequences and weights on every rank; parallel.sp " + num(p.sp) +
                 " and parallel.wp " + num(p.wp) + " need strategy isp");
   if (p.strategy == "isp") check_isp(c, p, m, t);
-  c.positive(p.bucket_cap_mb, "parallel.bucket_cap_mb");
+  c.require(p.bucket_cap_mb >= 0, "parallel.bucket_cap_mb", "must be > 0 or auto, got " + num(p.bucket_cap_mb));
   c.non_negative(p.first_bucket_mb, "parallel.first_bucket_mb");
   c.require(p.zero.stage == 1 || p.zero.stage == 2, "parallel.zero.stage",
             "must be 1 or 2, got " + num(p.zero.stage) + " (stage 3, sharded parameters, is not implemented)");

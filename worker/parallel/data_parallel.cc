@@ -23,12 +23,13 @@ DataParallel::DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
     : buf_(std::move(buffer)), dp_(std::move(dp)), opt_dp_(opt), opt_(replicated_adamw(*buf_, optim)) {
   if (opt_dp_.bf16_wire)
     wire_ = Buffer(static_cast<size_t>(buf_->numel()) * dtype_size(DType::BF16), buf_->device());
-  plan(opt_dp_.bucket_cap_mb);
+  sizing_ = resolve_bucket_sizing(buf_->params(), opt_dp_.bucket_cap_mb, opt_dp_.first_bucket_mb, dp_->size());
+  plan(sizing_.cap_mb);
 }
 
 std::string DataParallel::describe() const {
-  return fmt::format("data parallel over {} ranks (group {}), {}, overlap {}, wire {}", dp_->size(),
-                     dp_->name(), describe_buckets(buckets_), opt_dp_.overlap ? "on" : "off",
+  return fmt::format("data parallel over {} ranks (group {}), bucket {}, {}, overlap {}, wire {}", dp_->size(),
+                     dp_->name(), sizing_.describe(), describe_buckets(buckets_), opt_dp_.overlap ? "on" : "off",
                      opt_dp_.bf16_wire ? "bf16" : "fp32");
 }
 
@@ -39,8 +40,9 @@ void DataParallel::rebucket(double cap_mb, int64_t step) {
 
 void DataParallel::plan(double cap_mb) {
   WEFT_CHECK(cap_mb > 0, "bucket cap must be positive");
-  opt_dp_.bucket_cap_mb = cap_mb;
-  buckets_ = plan_buckets(buf_->params(), cap_mb, opt_dp_.first_bucket_mb, dp_->size());
+  sizing_ = sizing_.with_cap(cap_mb);
+  buckets_ = plan_buckets(buf_->params(), cap_mb, sizing_.first_bucket_mb, dp_->size(),
+                          sizing_.last_bucket_mb);
   bucket_of_param_.assign(buf_->params().size(), 0);
   for (const Bucket& b : buckets_)
     for (int p = b.first_param; p <= b.last_param; ++p) bucket_of_param_[p] = b.index;

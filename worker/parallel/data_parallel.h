@@ -25,8 +25,8 @@
 namespace weft {
 
 struct DataParallelOptions {
-  double bucket_cap_mb = 25;    // MiB of fp32 gradients per bucket
-  double first_bucket_mb = 0;   // 0 = bucket_cap_mb
+  double bucket_cap_mb = 0;     // MiB of fp32 gradients per bucket; 0 = auto (resolve_bucket_sizing)
+  double first_bucket_mb = 0;   // 0 = bucket_cap_mb, or the rule's first bucket when auto
   bool overlap = true;          // false: launch all buckets after backward (baseline)
   bool bf16_wire = false;       // all-reduce a bf16 copy (halves bytes on the wire)
 };
@@ -52,7 +52,7 @@ class DataParallel : public GradSync {
   const StepCommStats& last_step() const override { return stats_; }
   const comm::Communicator* group() const override { return dp_.get(); }
   int bucket_count() const override { return static_cast<int>(buckets_.size()); }
-  double bucket_cap_mb() const override { return opt_dp_.bucket_cap_mb; }
+  double bucket_cap_mb() const override { return sizing_.cap_mb; }
   StateBytes state_bytes() const override;
   std::string describe() const override;
 
@@ -68,6 +68,7 @@ class DataParallel : public GradSync {
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
   DataParallelOptions opt_dp_;
+  BucketSizing sizing_;               // resolved; the tuner's rebucket replaces the cap
   AdamW opt_;
   bool master_loaded_ = false;
   std::vector<Bucket> buckets_;

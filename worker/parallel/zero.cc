@@ -64,7 +64,8 @@ ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
   WEFT_CHECK(o_.stage == 1 || o_.stage == 2, "ZeRO stage must be 1 or 2");
   if (o_.bf16_wire)
     wire_ = Buffer(static_cast<size_t>(buf_->numel()) * dtype_size(DType::BF16), buf_->device());
-  plan(o_.bucket_cap_mb);
+  sizing_ = resolve_bucket_sizing(buf_->params(), o_.bucket_cap_mb, o_.first_bucket_mb, dp_->size());
+  plan(sizing_.cap_mb);
   buf_->set_weight_hook(this);
 }
 
@@ -81,9 +82,9 @@ ZeroGradSync::~ZeroGradSync() {
 
 std::string ZeroGradSync::describe() const {
   return fmt::format(
-      "ZeRO stage {} over {} ranks (group {}), {}, overlap {}, param gather {}, wire {}, "
+      "ZeRO stage {} over {} ranks (group {}), bucket {}, {}, overlap {}, param gather {}, wire {}, "
       "optimizer state {:.2f} MiB on this rank",
-      o_.stage, dp_->size(), dp_->name(), describe_buckets(buckets_), zero_overlap_name(o_.overlap),
+      o_.stage, dp_->size(), dp_->name(), sizing_.describe(), describe_buckets(buckets_), zero_overlap_name(o_.overlap),
       o_.overlap_param_gather ? "overlapped with forward" : "in the step",
       o_.bf16_wire ? "bf16" : "fp32", opt_.state_bytes() / 1048576.0);
 }
@@ -104,10 +105,10 @@ StateBytes ZeroGradSync::state_bytes() const {
 
 void ZeroGradSync::plan(double cap_mb) {
   WEFT_CHECK(cap_mb > 0, "bucket cap must be positive");
-  o_.bucket_cap_mb = cap_mb;
+  sizing_ = sizing_.with_cap(cap_mb);
   const int n = dp_->size(), me = dp_->rank();
   const auto& params = buf_->params();
-  buckets_ = plan_buckets(params, cap_mb, o_.first_bucket_mb, n);
+  buckets_ = plan_buckets(params, cap_mb, sizing_.first_bucket_mb, n, sizing_.last_bucket_mb);
   bucket_of_param_.assign(params.size(), 0);
   int n_layers = 0;
   for (const ParamInfo& p : params) n_layers = std::max(n_layers, p.layer + 1);

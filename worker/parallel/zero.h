@@ -51,8 +51,8 @@ struct ZeroOptions {
   int stage = 1;                   // 1 or 2
   ZeroOverlap overlap = ZeroOverlap::Interleaved;
   bool overlap_param_gather = false;
-  double bucket_cap_mb = 25;       // MiB of fp32 gradients per bucket
-  double first_bucket_mb = 0;      // 0 = bucket_cap_mb
+  double bucket_cap_mb = 0;        // MiB of fp32 gradients per bucket; 0 = auto (resolve_bucket_sizing)
+  double first_bucket_mb = 0;      // 0 = bucket_cap_mb, or the rule's first bucket when auto
   bool bf16_wire = false;          // reduce-scatter a bf16 copy of the gradients
 };
 // The parallel section's zero and bucket settings.
@@ -82,7 +82,7 @@ class ZeroGradSync : public GradSync, private WeightHook {
   const StepCommStats& last_step() const override { return stats_; }
   const comm::Communicator* group() const override { return dp_.get(); }
   int bucket_count() const override { return static_cast<int>(buckets_.size()); }
-  double bucket_cap_mb() const override { return o_.bucket_cap_mb; }
+  double bucket_cap_mb() const override { return sizing_.cap_mb; }
   StateBytes state_bytes() const override;
   std::string describe() const override;
 
@@ -114,6 +114,7 @@ class ZeroGradSync : public GradSync, private WeightHook {
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
   ZeroOptions o_;
+  BucketSizing sizing_;  // resolved; the tuner's rebucket replaces the cap
   OptimConfig optim_cfg_;
   std::vector<ParamRange> all_ranges_;  // one per parameter, with its decay group
 
