@@ -97,7 +97,9 @@ Json build_configmap(const Json& job, const TrainingJobSpec& spec) {
           {"metadata", child_meta(job, configmap_name(name_of(job)))},
           {"data",
            {{contract::kConfigKey, worker_config_yaml(spec.worker)},
-            {contract::kBucketCapKey, format_mb(spec.bucket_cap_mb())}}}};
+            // Empty for auto: the workers keep the size they derive from the
+            // model until the tuner writes one.
+            {contract::kBucketCapKey, spec.bucket_cap_mb() ? format_mb(*spec.bucket_cap_mb()) : ""}}}};
 }
 
 Json build_secret(const Json& job, const std::string& token) {

@@ -21,7 +21,7 @@ ReconcileResult Reconciler::tune_bucket_size(Context& cx) {
   req.uid = (*cx.job)["metadata"].value("uid", "");
   req.attempt = cx.status.attempt;
   req.tuning = cx.spec.bucket_tuning;
-  req.start_mb = cx.spec.bucket_cap_mb();
+  req.start_mb = cx.spec.bucket_cap_mb().value_or(0);  // 0: auto, the size the ranks report
   req.replicas = cx.spec.replicas;
   req.metrics_port = cx.spec.metrics_port();
   req.status = cx.status.tuning;

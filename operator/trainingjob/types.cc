@@ -46,9 +46,17 @@ int TrainingJobSpec::wp() const {
   const Json& p = parallel_of(worker);
   return p.contains("wp") && p["wp"].is_number_integer() ? p["wp"].get<int>() : 1;
 }
-double TrainingJobSpec::bucket_cap_mb() const {
+std::optional<double> TrainingJobSpec::bucket_cap_mb() const {
   const Json& p = parallel_of(worker);
-  return p.contains("bucket_cap_mb") && p["bucket_cap_mb"].is_number() ? p["bucket_cap_mb"].get<double>() : 25.0;
+  if (p.contains("bucket_cap_mb") && p["bucket_cap_mb"].is_number()) return p["bucket_cap_mb"].get<double>();
+  return std::nullopt;
+}
+
+bool TrainingJobSpec::bucket_cap_malformed() const {
+  const Json& p = parallel_of(worker);
+  if (!p.contains("bucket_cap_mb")) return false;
+  const Json& v = p["bucket_cap_mb"];
+  return !v.is_number() && !(v.is_string() && v.get<std::string>() == "auto");
 }
 
 TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
@@ -106,7 +114,8 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
                                       " % " + std::to_string(s.wp()) + " != 0)"});
   if (strat != "isp" && (s.sp() > 1 || s.wp() > 1))
     e.push_back({"spec.worker.parallel", "sp and wp above 1 require strategy isp"});
-  if (!(s.bucket_cap_mb() > 0)) e.push_back({"spec.worker.parallel.bucket_cap_mb", "must be > 0"});
+  if (s.bucket_cap_malformed() || (s.bucket_cap_mb() && !(*s.bucket_cap_mb() > 0 && *s.bucket_cap_mb() <= 4096)))
+    e.push_back({"spec.worker.parallel.bucket_cap_mb", "must be auto or a number of MiB in (0, 4096]"});
   if (s.restart.max_restarts < 0) e.push_back({"spec.restartPolicy.maxRestarts", "must be >= 0"});
   if (s.restart.backoff_seconds < 0 || s.restart.backoff_seconds > s.restart.max_backoff_seconds)
     e.push_back({"spec.restartPolicy.backoffSeconds", "must be in [0, maxBackoffSeconds]"});

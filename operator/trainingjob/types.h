@@ -45,7 +45,11 @@ struct TrainingJobSpec {
   std::string strategy() const;
   int sp() const;
   int wp() const;
-  double bucket_cap_mb() const;
+  // spec.worker.parallel.bucket_cap_mb: the number, or nullopt when absent or
+  // "auto" (the workers size buckets from the model themselves).
+  std::optional<double> bucket_cap_mb() const;
+  // Present but neither a number nor "auto".
+  bool bucket_cap_malformed() const;
   // The port a pod's rank serves /metrics on: worker.metrics.port (a pod runs
   // one rank, LOCAL_RANK unset, so the base port itself); 0 = metrics off.
   int metrics_port() const;

@@ -48,17 +48,43 @@ std::shared_ptr<TrialWindow> BucketTuner::window_for(const TuneRequest& req, siz
   return o.window;
 }
 
+std::optional<double> BucketTuner::reported_start_mb(const TuneRequest& req) {
+  for (const RankEndpoint& r : req.ranks) {
+    if (r.rank != 0 || r.ip.empty()) continue;
+    scrape::ScrapeResult got = scrape_({r.ip, req.metrics_port, "/metrics"});
+    if (!got.ok()) return std::nullopt;
+    const std::optional<RankSample> s = read_rank_sample(got.metrics);
+    // Before its first step a rank may still report no cap (or 0).
+    if (!s || !(s->cap_bytes > 0)) return std::nullopt;
+    return s->cap_bytes / (1024.0 * 1024.0);
+  }
+  return std::nullopt;
+}
+
 TuneResult BucketTuner::tune(const TuneRequest& req) {
   TuneResult out;
   tj::TuningStatus st;
+  // The start size: the spec's, or (auto) what rank 0 runs with, measured
+  // first like any other; later calls find it as the first trial.
+  double start_mb = req.start_mb;
+  if (!(start_mb > 0) && req.status && !req.status->trials.empty()) start_mb = req.status->trials.front().bucket_mb;
   if (req.status) {
     st = *req.status;
   } else {
+    if (!(start_mb > 0)) {
+      const std::optional<double> reported = reported_start_mb(req);
+      if (!reported) {
+        out.requeue_after = opts_.poll;  // rank 0 has not reported its auto size yet
+        return out;
+      }
+      start_mb = *reported;
+    }
     st.state = tj::TuningState::Searching;
-    st.current_bucket_mb = req.start_mb;
-    st.trials.push_back(tj::TuningTrial{.bucket_mb = req.start_mb, .steps = 0, .median_step_seconds = {}, .exposed_comm_seconds = {}, .score = {}});
+    st.current_bucket_mb = start_mb;
+    st.trials.push_back(tj::TuningTrial{.bucket_mb = start_mb, .steps = 0, .median_step_seconds = {}, .exposed_comm_seconds = {}, .score = {}});
     out.events.push_back({"Normal", kReasonTuningStarted,
-                          "tuning the bucket size from " + mb_text(req.start_mb) + " within [" +
+                          "tuning the bucket size from " + mb_text(start_mb) + (req.start_mb > 0 ? "" : " (auto)") +
+                              " within [" +
                               mb_text(req.tuning.min_mb) + ", " + mb_text(req.tuning.max_mb) + "], at most " +
                               std::to_string(req.tuning.max_trials) + " trials of " +
                               std::to_string(req.tuning.steps_per_trial) + " steps"});
@@ -73,7 +99,7 @@ TuneResult BucketTuner::tune(const TuneRequest& req) {
     return out;
   }
 
-  const SearchSpace space{req.tuning.min_mb, req.tuning.max_mb, req.start_mb, std::max(1, req.tuning.max_trials),
+  const SearchSpace space{req.tuning.min_mb, req.tuning.max_mb, start_mb, std::max(1, req.tuning.max_trials),
                           opts_.min_improvement};
   // Asks the search what comes after the scored trials, and records it.
   auto decide = [&] {

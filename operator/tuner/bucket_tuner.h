@@ -50,7 +50,9 @@ struct TuneRequest {
   std::string ns, name, uid;
   int attempt = 0;                    // status.attempt: a new gang measures afresh
   tj::BucketTuningSpec tuning;        // spec.tuning.bucketSize (enabled)
-  double start_mb = 25;               // the job's own size: spec.worker parallel.bucket_cap_mb
+  // The job's own size, spec.worker parallel.bucket_cap_mb; 0 when it is
+  // auto: the tuner starts from the size rank 0 reports (weft_bucket_cap_bytes).
+  double start_mb = 25;
   int replicas = 1;
   int metrics_port = 9400;
   std::vector<RankEndpoint> ranks;    // the current attempt's running pods with an IP
@@ -92,6 +94,8 @@ class BucketTuner {
     std::shared_ptr<TrialWindow> window;
   };
   std::shared_ptr<TrialWindow> window_for(const TuneRequest& req, size_t trial, double mb);
+  // The cap rank 0 reports, in MiB; nullopt until it reports one.
+  std::optional<double> reported_start_mb(const TuneRequest& req);
 
   TunerMetrics* metrics_;
   ScrapeFn scrape_;

@@ -198,6 +198,18 @@ TEST(TrainMetrics, TrainingAloneExportsNoSyncSeries) {
             2 << 20);  // from the config
 }
 
+// bucket_cap_mb auto: the config holds no number; the strategy's resolved
+// cap is exported from startup, before any step (the tuner starts from it).
+TEST(TrainMetrics, AutoBucketCapIsExportedBeforeTheFirstStep) {
+  WorkerConfig cfg;  // bucket_cap_mb auto
+  TrainMetrics m(cfg, 0, 2);
+  EXPECT_EQ(scrape(m).at(sample_key("weft_bucket_cap_bytes", {{"rank", "0"}})), 0);
+  m.set_bucket_cap_mb(1.75);
+  EXPECT_EQ(scrape(m).at(sample_key("weft_bucket_cap_bytes", {{"rank", "0"}})), 1.75 * (1 << 20));
+  m.set_bucket_cap_mb(0);  // training alone: no buckets, the value stays
+  EXPECT_EQ(scrape(m).at(sample_key("weft_bucket_cap_bytes", {{"rank", "0"}})), 1.75 * (1 << 20));
+}
+
 TEST(TrainMetrics, CheckpointSetsTheLastStep) {
   WorkerConfig cfg;
   TrainMetrics m(cfg, 1, 2);

@@ -135,6 +135,40 @@ TEST(BucketTuner, StartsFromTheJobsSizeAndConvergesNearTheBest) {
   EXPECT_EQ(started + 1, completed);  // the start trial has no TrialStarted event
 }
 
+// bucket_cap_mb auto: the job has no size of its own (start_mb 0); the tuner
+// waits until rank 0 reports the size it derived, measures that first and
+// searches from it.
+TEST(BucketTuner, AnAutoSizedJobStartsFromWhatRankZeroReports) {
+  SimJob job(curve, 3.25);
+  for (auto& r : job.ranks_) r.cap_bytes = 0;  // before the first step
+  BucketTuner tuner(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); });
+  TuneRequest q = request(std::nullopt);
+  q.start_mb = 0;
+  TuneResult r = tuner.tune(q);
+  EXPECT_FALSE(r.status.has_value()) << "nothing to start from yet";
+  EXPECT_FALSE(r.write_mb.has_value()) << "the ConfigMap keeps its empty value";
+  ASSERT_TRUE(r.requeue_after.has_value());
+  job.advance(std::nullopt);
+  std::optional<tj::TuningStatus> st;
+  std::vector<TuneEvent> events;
+  for (int i = 0; i < 500; ++i) {
+    q.status = st;
+    r = tuner.tune(q);
+    ASSERT_TRUE(r.status.has_value());
+    st = r.status;
+    events.insert(events.end(), r.events.begin(), r.events.end());
+    if (st->state != tj::TuningState::Searching) break;
+    job.advance(r.write_mb);
+  }
+  ASSERT_EQ(st->state, tj::TuningState::Converged);
+  EXPECT_EQ(st->trials.front().bucket_mb, 3.25);
+  ASSERT_FALSE(events.empty());
+  EXPECT_NE(events.front().message.find("from 3.25 MiB (auto)"), std::string::npos) << events.front().message;
+  double best = INFINITY;
+  for (int i = 0; i <= 1000; ++i) best = std::min(best, curve(std::pow(256.0, i / 1000.0)));
+  EXPECT_LE(curve(*st->chosen_bucket_mb), 1.05 * best) << *st->chosen_bucket_mb;
+}
+
 TEST(BucketTuner, AnOperatorRestartContinuesTheSameSearch) {
   SimJob a(curve, 25), b(curve, 25);
   tj::TuningStatus straight = drive(a, 500);

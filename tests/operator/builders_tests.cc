@@ -104,6 +104,15 @@ TEST(Builders, ConfigMapHoldsWorkerYamlAndSeparateBucketKey) {
   EXPECT_EQ(y["parallel"]["bucket_cap_mb"].as<double>(), 2.5);
   EXPECT_EQ(y["train"]["steps"].as<int>(), 200);
   EXPECT_EQ(y["train"]["out_dir"].as<std::string>(), "/tmp/run: x");
+  // Without a number (absent, or auto) the key is empty: the workers keep the
+  // size they derive from the model until the tuner writes one.
+  for (Json v : {Json(), Json("auto")}) {
+    Json j = MakeJob("j", "ns").Obj();
+    if (!v.is_null()) j["spec"]["worker"]["parallel"] = {{"bucket_cap_mb", v}};
+    const TrainingJobSpec spec = parse_spec(j["spec"]);
+    EXPECT_FALSE(spec.bucket_cap_mb().has_value());
+    EXPECT_EQ(build_configmap(j, spec)["data"][contract::kBucketCapKey], "");
+  }
 }
 
 // The tuning path end to end on the pod: WEFT_BUCKET_CAP_FILE names the
@@ -144,8 +153,6 @@ TEST(Builders, BucketCapIsWrittenSoItReadsBackExactly) {
     Json cm = build_configmap(MakeJob("j", "ns").BucketMB(mb).Obj(), MakeJob("j", "ns").BucketMB(mb).TypedSpec());
     EXPECT_EQ(std::stod(cm["data"][contract::kBucketCapKey].get<std::string>()), mb);
   }
-  EXPECT_EQ(build_configmap(MakeJob("j", "ns").Obj(), MakeJob("j", "ns").TypedSpec())["data"][contract::kBucketCapKey],
-            "25");  // the worker's default when spec.worker sets no cap
 }
 
 TEST(Builders, TemplateCannotRedirectTheBucketCapFile) {

@@ -189,6 +189,13 @@ TEST(SpecValidation, Table) {
       {"zero replicas", MakeJob("a", "n").Replicas(0).Obj(), "spec.replicas"},
       {"empty image", MakeJob("a", "n").Image("").Obj(), "spec.image"},
       {"bucket 0", MakeJob("a", "n").BucketMB(0).Obj(), "spec.worker.parallel.bucket_cap_mb"},
+      {"bucket neither auto nor a number",
+       [] {
+         Json j = MakeJob("a", "n").Obj();
+         j["spec"]["worker"]["parallel"]["bucket_cap_mb"] = "big";
+         return j;
+       }(),
+       "spec.worker.parallel.bucket_cap_mb"},
       {"backoff above cap", MakeJob("a", "n").Backoff(100, 50).Obj(), "spec.restartPolicy.backoffSeconds"},
       {"reserved volume name", MakeJob("a", "n").Template({{"volumes", {{{"name", "weft-config"}}}}}).Obj(),
        "spec.template.volumes"},

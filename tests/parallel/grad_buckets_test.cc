@@ -178,11 +178,27 @@ TEST(BucketCapFile, ReportsChangesOnlyAndIgnoresGarbage) {
   std::filesystem::remove_all(dir);
 }
 
+// The operator writes an empty value for bucket_cap_mb auto: no size asked
+// for, nothing rejected, and the tuner's first number is a change.
+TEST(BucketCapFile, EmptyAsksForNothing) {
+  auto dir = testing::fresh_dir("capfile-empty");
+  std::string path = (dir / "bucket_cap_mb").string();
+  BucketCapFile f(path);
+  for (const char* text : {"", "\n", "  "}) {
+    testing::write_file(path, text);
+    EXPECT_FALSE(f.poll().has_value()) << "'" << text << "'";
+  }
+  EXPECT_EQ(f.rejected(), 0);
+  testing::write_file(path, "1.75");
+  EXPECT_EQ(f.poll(), 1.75);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(BucketCapFile, RejectsMalformedAndOutOfRangeValuesAndCountsThem) {
   auto dir = testing::fresh_dir("capfile-reject");
   std::string path = (dir / "bucket_cap_mb").string();
   BucketCapFile f(path);
-  const char* bad[] = {"", "abc", "12MB", "nan", "inf", "1e999", "-4", "0", "-0", "1e-400", "104857600", "8 9"};
+  const char* bad[] = {"abc", "12MB", "nan", "inf", "1e999", "-4", "0", "-0", "1e-400", "104857600", "8 9"};
   int64_t n = 0;
   for (const char* text : bad) {
     testing::write_file(path, text);

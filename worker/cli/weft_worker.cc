@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
     if (isp) metric_groups.insert(metric_groups.end(), {groups->sp, groups->wp, groups->wdp});
     weft::TrainMetrics metrics(cfg, rank, groups->world_size(), metric_groups);
     trainer.set_observer(&metrics);
+    metrics.set_bucket_cap_mb(trainer.grad_sync().bucket_cap_mb());
     std::unique_ptr<weft::MetricsServer> exposer;
     const weft::MetricsEndpoint ep =
         weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(weft::comm::current_environment()));

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <algorithm>
+#include <cmath>
 
 namespace weft {
 
@@ -243,6 +244,10 @@ void TrainMetrics::update_comm() {
       s.seen = now;
     }
   }
+}
+
+void TrainMetrics::set_bucket_cap_mb(double mb) {
+  if (mb > 0) bucket_cap_bytes_.Set(std::floor(mb * 1024 * 1024));
 }
 
 void TrainMetrics::on_checkpoint(int64_t step) {

@@ -51,6 +51,9 @@ class TrainMetrics : public StepObserver {
 
   void on_step(const StepReport& r) override;
   void on_checkpoint(int64_t step) override;
+  // The bucket cap the strategy resolved at startup (bucket_cap_mb auto), so
+  // that weft_bucket_cap_bytes tells it before the first step; <= 0: none.
+  void set_bucket_cap_mb(double mb);
 
  private:
   struct CommSeries {  // one (group, op) pair

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +21,9 @@ std::optional<double> BucketCapFile::poll() {
   if (have_last_ && text == last_text_) return std::nullopt;
   have_last_ = true;
   last_text_ = text;
+  // Empty: no size asked for (an operator-run job with bucket_cap_mb auto,
+  // before the tuner writes one); the ranks keep their own.
+  if (std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); })) return std::nullopt;
   const char* begin = text.c_str();
   char* end = nullptr;
   errno = 0;

@@ -20,7 +20,8 @@ class BucketCapFile {
 
   // The cap in MiB if the file's value changed since the last call (the first
   // call reports the current value). A missing file is not an error (the
-  // ConfigMap may not have the key yet); content that is not one number in
+  // ConfigMap may not have the key yet), nor is an empty one (no size asked
+  // for: the operator's value for bucket_cap_mb auto); content that is not one number in
   // (0, kMaxFileCapMb] is rejected: logged and counted once per
   // distinct content, and the cap in force stays.
   std::optional<double> poll();
