@@ -375,6 +375,14 @@ void Reconciler::mark_terminal(Context& cx, const Terminal& how) {
     st.set_condition(kCondRestarting, false, how.reason, "job completed after a gang restart", cx.generation,
                      cx.now_s);
   cx.event(how.succeeded ? "Normal" : "Warning", how.reason, how.message);
+  // A job that ends mid-search is not searching any more: its ranks ran the
+  // size under trial to the end, and no choice was made.
+  if (st.tuning && st.tuning->state == TuningState::Searching) {
+    st.tuning->state = TuningState::Stopped;
+    cx.event("Normal", tuner::kReasonStopped,
+             "the job ended before tuning converged; its ranks ran " +
+                 tuner::format_mb(st.tuning->current_bucket_mb) + " MiB last");
+  }
 }
 
 kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string& name) {

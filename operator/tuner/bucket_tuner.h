@@ -40,6 +40,7 @@ inline constexpr const char* kReasonTuningStarted = "TuningStarted";
 inline constexpr const char* kReasonTrialStarted = "TuningTrialStarted";
 inline constexpr const char* kReasonTrialCompleted = "TuningTrialCompleted";
 inline constexpr const char* kReasonConverged = "TuningConverged";
+inline constexpr const char* kReasonStopped = "TuningStopped";
 
 struct RankEndpoint {
   int rank = 0;

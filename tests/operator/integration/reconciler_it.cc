@@ -242,6 +242,37 @@ TEST_F(Reconcile, SuccessSetsCompletionAndTtlDeletesTheJob) {
   ASSERT_TRUE(eventually([&] { return !get_job(ns(), "done"); }, 20s)) << "TTL did not delete the job";
 }
 
+TEST_F(Reconcile, AJobThatEndsMidSearchStopsTuning) {
+  Json job = job_json("tune-end", 2);
+  job["spec"]["tuning"] = {{"bucketSize", {{"enabled", true}, {"minMB", 1}, {"maxMB", 8}}}};
+  create(job);
+  ASSERT_TRUE(eventually([&] { return pods_are("tune-end", 2, "0"); })) << world("tune-end");
+  // The tuner's record in the middle of a search (these pods have no IP, so
+  // the tuner itself never gets to scrape them and leaves it alone).
+  Json tuning = {{"state", "Searching"},
+                 {"currentBucketMB", 2},
+                 {"trials", Json::array({{{"bucketMB", 4}, {"steps", 20}, {"medianStepSeconds", 0.5},
+                                          {"exposedCommSeconds", 0.1}, {"score", 0.5}},
+                                         {{"bucketMB", 2}, {"steps", 3}}})}};
+  auto r = admin_api().merge_patch(kube::kTrainingJobs, ns(), "tune-end", {{"status", {{"tuning", tuning}}}}, true);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  set_pod_phase(ns(), "tune-end-0", "Succeeded", 0);
+  set_pod_phase(ns(), "tune-end-1", "Succeeded", 0);
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "tune-end") == tj::kPhaseSucceeded; })) << world("tune-end");
+  Json t = status_of(ns(), "tune-end")["tuning"];
+  EXPECT_EQ(t["state"], "Stopped") << t.dump();
+  EXPECT_EQ(t["currentBucketMB"], 2) << t.dump();  // what the ranks ran last
+  EXPECT_FALSE(t.contains("chosenBucketMB")) << t.dump();
+  EXPECT_EQ(t["trials"].size(), 2u) << t.dump();  // the record is kept
+  EXPECT_TRUE(eventually([&] {
+    auto events = admin_api().list(kube::kEvents, ns());
+    if (!events.ok()) return false;
+    for (const auto& e : events->items)
+      if (e.value("reason", "") == "TuningStopped") return true;
+    return false;
+  })) << "no TuningStopped event";
+}
+
 TEST_F(Reconcile, JobDeletionCascadesThroughTheGarbageCollector) {
   create(job_json("gone", 2));
   ASSERT_TRUE(eventually([&] { return pods_are("gone", 2, "0"); }));
