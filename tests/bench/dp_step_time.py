@@ -6,7 +6,12 @@ at the old default cap of 25 MiB, and with comm.lanes 1 (one FIFO per group); we
 baseline; and a bucket-cap sweep. Prints the load (uptime) and markdown
 tables for docs/benchmarks.md.
 
-usage: dp_step_time.py BUILD_DIR [--steps 12]
+With --model gpt2-124m the model is GPT-2 small's shape (124 M parameters,
+tied embeddings, vocab 50304) at the same per-rank batch; --quick runs only
+DDP, weft's defaults and weft at 25 MiB (a step of the 124 M model takes
+seconds on one core per rank).
+
+usage: dp_step_time.py BUILD_DIR [--steps 12] [--model 13.7m|gpt2-124m] [--quick]
 """
 import argparse
 import json
@@ -17,8 +22,14 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = {"vocab_size": 2048, "d_model": 512, "n_layers": 4, "n_heads": 8, "n_kv_heads": 4,
-         "max_seq_len": 128}
+MODELS = {
+    "13.7m": {"vocab_size": 2048, "d_model": 512, "n_layers": 4, "n_heads": 8, "n_kv_heads": 4,
+              "max_seq_len": 128},
+    # GPT-2 small's shape as the gpt2-124m preset has it (weft's Llama blocks).
+    "gpt2-124m": {"vocab_size": 50304, "d_model": 768, "n_layers": 12, "n_heads": 12, "n_kv_heads": 12,
+                  "ffn_hidden": 2048, "max_seq_len": 128, "tie_embeddings": True},
+}
+MODEL = MODELS["13.7m"]
 
 
 def weft(build, tmp, name, parallel, steps, comm=None):
@@ -50,7 +61,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--model", choices=sorted(MODELS), default="13.7m")
+    ap.add_argument("--quick", action="store_true", help="only DDP, weft defaults and weft at 25 MiB")
     a = ap.parse_args()
+    global MODEL
+    MODEL = MODELS[a.model]
     load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         dflt, cfg_path = weft(a.build, tmp, "defaults", {}, a.steps)
@@ -62,26 +77,33 @@ def main():
         ddp = json.loads(subprocess.run([sys.executable, os.path.join(HERE, "torch_ddp_step.py"), "--config", resolved,
                                          "--steps", str(a.steps)], check=True, capture_output=True, env=env,
                                         text=True).stdout.strip().splitlines()[-1])
-        lanes1, _ = weft(a.build, tmp, "lanes1", {}, a.steps, {"lanes": 1})
         old25, _ = weft(a.build, tmp, "old-default", {"bucket_cap_mb": 25}, a.steps)
-        on, _ = weft(a.build, tmp, "overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1}, a.steps)
-        off, _ = weft(a.build, tmp, "no-overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1, "overlap": False}, a.steps)
-        sweep = [(cap, weft(a.build, tmp, f"cap{cap}", {"bucket_cap_mb": cap}, a.steps)[0]) for cap in (1, 4, 16, 64)]
+        if not a.quick:
+            lanes1, _ = weft(a.build, tmp, "lanes1", {}, a.steps, {"lanes": 1})
+            on, _ = weft(a.build, tmp, "overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1}, a.steps)
+            off, _ = weft(a.build, tmp, "no-overlap", {"bucket_cap_mb": 25, "first_bucket_mb": 1, "overlap": False},
+                          a.steps)
+            sweep = [(cap, weft(a.build, tmp, f"cap{cap}", {"bucket_cap_mb": cap}, a.steps)[0])
+                     for cap in (1, 4, 16, 64)]
 
     load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     ms = lambda s: f"{s * 1e3:.0f} ms"  # noqa: E731
     print(f"load before: {load_before}\nload after: {load_after}\n")
-    print(f"model: {on['params'] / 1e6:.1f} M parameters ({on['params'] * 4 / 2**20:.0f} MiB of fp32 gradients), "
-          f"2 ranks x 4 x 128 tokens, 1 thread per rank\n")
+    print(f"model: {dflt['params'] / 1e6:.1f} M parameters ({dflt['params'] * 4 / 2**20:.0f} MiB of fp32 gradients), "
+          f"2 ranks x 4 x 128 tokens, 1 thread per rank, {a.steps} steps (median after 3)\n")
     print("| run | step time | ratio to DDP | comm | exposed | overlap ratio | buckets |")
     print("|---|---|---|---|---|---|---|")
     print(f"| PyTorch DDP (gloo, bucket_cap_mb=25) | {ms(ddp['median_step_seconds'])} | 1.00 | | | | |")
-    for label, r in ((f"weft DP, defaults (bucket_cap_mb auto = {dflt['cap']:g} MiB, comm.lanes 2)", dflt),
-                     ("weft DP, cap 25 (the default before auto)", old25),
-                     ("weft DP, defaults but comm.lanes 1", lanes1),
-                     ("weft DP, cap 25, first 1", on), ("weft DP, sync after backward", off)):
+    rows = [(f"weft DP, defaults (bucket_cap_mb auto = {dflt['cap']:g} MiB, comm.lanes 2)", dflt),
+            ("weft DP, cap 25 (the default before auto)", old25)]
+    if not a.quick:
+        rows += [("weft DP, defaults but comm.lanes 1", lanes1),
+                 ("weft DP, cap 25, first 1", on), ("weft DP, sync after backward", off)]
+    for label, r in rows:
         print(f"| {label} | {ms(r['step'])} | {r['step'] / ddp['median_step_seconds']:.2f} | {ms(r['comm'])} | "
               f"{ms(r['exposed'])} | {r['overlap']:.2f} | {r['buckets']} |")
+    if a.quick:
+        return
     print("\n| bucket cap (MiB) | buckets | step time | comm | exposed | overlap ratio |")
     print("|---|---|---|---|---|---|")
     for cap, r in sweep:
