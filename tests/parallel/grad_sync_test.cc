@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "model/llama.h"
@@ -296,6 +298,23 @@ TEST(CommSpans, ConcurrentCollectivesCountOnce) {
   EXPECT_NEAR(s.busy_seconds(), 0.180, 1e-9);
   s.clear();
   EXPECT_EQ(s.busy_seconds(), 0);
+}
+
+// A wrapping strategy (ISP) merges its inner strategy's spans into its own:
+// the union is taken across both recorders, whatever their epochs.
+TEST(CommSpans, MergedRecordersCountOverlapOnce) {
+  using namespace std::chrono;
+  CommSpans inner;
+  std::this_thread::sleep_for(milliseconds(5));  // another epoch than `outer`
+  CommSpans outer;
+  const auto t0 = CommSpans::Clock::now();
+  DoneWork bucket(0.0, 0.100), gather(0.0, 0.100), late(0.0, 0.010);
+  inner.add(t0, bucket);                          // [0, 100) ms
+  outer.add(t0 + milliseconds(50), gather);       // [50, 150): half under the bucket
+  outer.add(t0 + milliseconds(400), late);        // [400, 410)
+  outer.add(inner);
+  EXPECT_NEAR(outer.busy_seconds(), 0.160, 1e-6);  // not 0.210, the sum of both recorders
+  EXPECT_NEAR(inner.busy_seconds(), 0.100, 1e-9);  // the source is left as it was
 }
 
 }  // namespace

@@ -129,13 +129,12 @@ void DataParallel::wait_buckets() {
     on_bucket_reduced(b.index);
   }
   stats_.exposed_seconds = exposed.stop();  // on a GPU: every bucket's events have completed now
-  CommSpans spans;
   for (const Bucket& b : buckets_) {
     stats_.bucket_seconds[b.index] = works_[b.index]->comm_seconds();
-    spans.add(issued_[b.index], *works_[b.index]);
+    stats_.spans.add(issued_[b.index], *works_[b.index]);
     works_[b.index] = nullptr;
   }
-  stats_.comm_seconds = spans.busy_seconds();
+  stats_.comm_seconds = stats_.spans.busy_seconds();
 }
 
 double DataParallel::clip_and_step(double lr, double max_norm) {

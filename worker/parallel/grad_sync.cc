@@ -120,6 +120,11 @@ void CommSpans::add(Clock::time_point issued, comm::Work& w) {
   spans_.emplace_back(start, start + w.comm_seconds());
 }
 
+void CommSpans::add(const CommSpans& other) {
+  const double shift = std::chrono::duration<double>(other.epoch_ - epoch_).count();
+  for (const auto& [a, b] : other.spans_) spans_.emplace_back(a + shift, b + shift);
+}
+
 double CommSpans::busy_seconds() const {
   std::vector<std::pair<double, double>> s = spans_;
   std::sort(s.begin(), s.end());

@@ -34,23 +34,6 @@
 
 namespace weft {
 
-// Communication accounting of one optimizer step (docs/metrics.md, "Overlap").
-struct StepCommStats {
-  double comm_seconds = 0;             // wall time some collective of the step ran (CommSpans)
-  double exposed_seconds = 0;          // time compute waited for them
-  std::vector<double> bucket_seconds;  // reduce time per bucket
-  // ISP's share of the above (docs/metrics.md): weight all-gathers and the
-  // time compute waited for them (the exposed prefetch wait), the gradient
-  // reduce-scatters over wp and the sequence all-to-alls (always exposed).
-  double weight_gather_seconds = 0, prefetch_wait_seconds = 0;
-  double reduce_scatter_seconds = 0, all_to_all_seconds = 0;
-  double overlap_ratio() const {
-    if (comm_seconds <= 0) return 0;
-    double r = 1.0 - exposed_seconds / comm_seconds;
-    return r < 0 ? 0 : (r > 1 ? 1 : r);
-  }
-};
-
 // The wall time during which at least one of a step's collectives ran: the
 // union of their [start, end) spans. Collectives on different Gloo lanes run
 // at once, so the sum of their run times would count the same second twice
@@ -62,12 +45,33 @@ class CommSpans {
   using Clock = std::chrono::steady_clock;
   // `w` has completed; `issued` is when it was handed to the communicator.
   void add(Clock::time_point issued, comm::Work& w);
+  // Another recorder's spans (e.g. an inner strategy's buckets under ISP's
+  // gathers), so the union covers both.
+  void add(const CommSpans& other);
   double busy_seconds() const;
   void clear() { spans_.clear(); }
 
  private:
   std::vector<std::pair<double, double>> spans_;  // seconds since epoch_
   Clock::time_point epoch_ = Clock::now();
+};
+
+// Communication accounting of one optimizer step (docs/metrics.md, "Overlap").
+struct StepCommStats {
+  double comm_seconds = 0;             // wall time some collective of the step ran (CommSpans)
+  double exposed_seconds = 0;          // time compute waited for them
+  std::vector<double> bucket_seconds;  // reduce time per bucket
+  // ISP's share of the above (docs/metrics.md): weight all-gathers and the
+  // time compute waited for them (the exposed prefetch wait), the gradient
+  // reduce-scatters over wp and the sequence all-to-alls (always exposed).
+  double weight_gather_seconds = 0, prefetch_wait_seconds = 0;
+  double reduce_scatter_seconds = 0, all_to_all_seconds = 0;
+  CommSpans spans;  // the spans behind comm_seconds, for a wrapping strategy's union (ISP)
+  double overlap_ratio() const {
+    if (comm_seconds <= 0) return 0;
+    double r = 1.0 - exposed_seconds / comm_seconds;
+    return r < 0 ? 0 : (r > 1 ? 1 : r);
+  }
 };
 
 // Bytes one rank holds for the model's state (weft_memory_bytes{kind}).

@@ -306,9 +306,12 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   last_.prefetch_wait_seconds = gather_wait_s_;
   last_.reduce_scatter_seconds = rs_s_;
   last_.all_to_all_seconds = a2a_s_;
-  // Gathers and reduce-scatters run side by side on the lanes: their union,
-  // not their sum (the all-to-alls are synchronous and counted as they ran).
-  last_.comm_seconds += spans_.busy_seconds() + a2a_s_;
+  // Gathers, reduce-scatters and the inner strategy's collectives run side
+  // by side on the lanes: their union, not their sum (the all-to-alls are
+  // synchronous and counted as they ran).
+  spans_.add(last_.spans);
+  last_.comm_seconds = spans_.busy_seconds() + a2a_s_;
+  last_.spans = spans_;
   spans_.clear();
   last_.exposed_seconds += gather_wait_s_ + rs_wait_s_ + a2a_s_;
   gather_s_ = gather_wait_s_ = rs_s_ = rs_wait_s_ = a2a_s_ = 0;

@@ -236,14 +236,12 @@ void ZeroGradSync::prepare_step(double lr, double max_norm) {
   step_early_ = o_.overlap != ZeroOverlap::None && !(max_norm > 0);
   stats_ = StepCommStats{};
   stats_.bucket_seconds.assign(buckets_.size(), 0);
-  spans_.clear();
 }
 
 void ZeroGradSync::begin_micro_batch(bool last) {
   if (!prepared_ && micro_ == 0) {
     stats_ = StepCommStats{};
     stats_.bucket_seconds.assign(buckets_.size(), 0);
-    spans_.clear();
   }
   last_ = last;
   next_launch_ = next_complete_ = 0;
@@ -297,8 +295,8 @@ void ZeroGradSync::complete(int index) {
   const int n = dp_->size(), me = dp_->rank();
   stats_.exposed_seconds += timed_wait(rs_[index]);
   stats_.bucket_seconds[index] += rs_[index]->comm_seconds();
-  spans_.add(rs_issued_[index], *rs_[index]);
-  stats_.comm_seconds = spans_.busy_seconds();
+  stats_.spans.add(rs_issued_[index], *rs_[index]);
+  stats_.comm_seconds = stats_.spans.busy_seconds();
   rs_[index] = nullptr;
   const int64_t sb = b.shard_begin(me, n), se = b.shard_end(me, n);
   if (o_.bf16_wire)
@@ -386,8 +384,8 @@ void ZeroGradSync::launch_gather(int index) {
 void ZeroGradSync::wait_gather(int index) {
   if (!ag_[index]) return;
   stats_.exposed_seconds += timed_wait(ag_[index]);
-  spans_.add(ag_issued_[index], *ag_[index]);
-  stats_.comm_seconds = spans_.busy_seconds();
+  stats_.spans.add(ag_issued_[index], *ag_[index]);
+  stats_.comm_seconds = stats_.spans.busy_seconds();
   ag_[index] = nullptr;
 }
 

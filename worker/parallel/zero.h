@@ -132,7 +132,6 @@ class ZeroGradSync : public GradSync, private WeightHook {
   std::vector<int> pending_;            // params not yet ready, per bucket
   std::vector<comm::WorkPtr> rs_, ag_;  // per bucket
   std::vector<CommSpans::Clock::time_point> rs_issued_, ag_issued_;
-  CommSpans spans_;  // this step's collectives
   std::vector<char> stepped_;
   int next_launch_ = 0, next_complete_ = 0;
   int micro_ = 0;
