@@ -1,11 +1,11 @@
 #include "parallel/data_parallel.h"
 
-#include "kernels/stream_timer.h"
-#include "parallel/host_scalars.h"
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
+#include "kernels/stream_timer.h"
+#include "parallel/host_scalars.h"
 
 namespace weft {
 

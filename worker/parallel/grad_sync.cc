@@ -1,12 +1,11 @@
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "parallel/data_parallel.h"
 #include "parallel/isp.h"
 #include "parallel/zero.h"
-
-#include <cmath>
 
 namespace weft {
 

@@ -1,12 +1,12 @@
 #include "parallel/zero.h"
 
-#include "parallel/host_scalars.h"
-
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "parallel/host_scalars.h"
 
 namespace weft {
 
