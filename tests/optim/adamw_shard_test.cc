@@ -95,6 +95,53 @@ TEST(AdamWShards, MasterCopyDrivesABf16WorkingCopy) {
   }
 }
 
+// A checkpoint holds the moments and the step count; the master copy comes
+// with the weights. Restoring the two must not depend on their order: a
+// load_state after load_master once overwrote the master with a stale one.
+TEST(AdamWShards, StateAndMasterLoadInEitherOrder) {
+  const int64_t n = 20;
+  std::vector<ParamRange> all = {{0, 12, true}, {12, 8, false}};
+  std::vector<float> weights = ramp(n, 1.0f), stale = ramp(n, -3.0f);
+  const std::vector<float> g = ramp(n, 0.2f);
+  // The "checkpoint": moments and a step count, and no master copy.
+  AdamW saved(optim(), all);
+  for (int step = 0; step < 3; ++step)
+    saved.step(Tensor::f32(stale.data(), {n}), Tensor::f32(const_cast<float*>(g.data()), {n}), 1e-2);
+  AdamW host = saved.copy_to(Device::CPU);
+  EXPECT_FALSE(host.has_master());
+  EXPECT_EQ(host.step_count(), 3);
+
+  auto restored = [&](bool state_first) {
+    AdamW o(optim(), all, Device::CPU, /*master_weights=*/true);
+    o.load_master(Tensor::f32(stale.data(), {n}));  // what init left there
+    if (state_first) o.load_state(host);
+    o.load_master(Tensor::f32(weights.data(), {n}));
+    if (!state_first) o.load_state(host);
+    return o;
+  };
+  for (bool state_first : {true, false}) {
+    SCOPED_TRACE(state_first ? "state first" : "weights first");
+    AdamW o = restored(state_first);
+    EXPECT_EQ(o.step_count(), 3);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(o.master().f32()[i], weights[i]) << i;
+      ASSERT_EQ(o.exp_avg().f32()[i], saved.exp_avg().f32()[i]) << i;
+      ASSERT_EQ(o.exp_avg_sq().f32()[i], saved.exp_avg_sq().f32()[i]) << i;
+    }
+  }
+}
+
+TEST(AdamWShards, AStepWithANeverLoadedMasterAborts) {
+  const int64_t n = 4;
+  std::vector<float> p(n, 1.0f), g(n, 0.5f);
+  AdamW mixed(optim(), {{0, n, true}}, Device::CPU, /*master_weights=*/true);
+  EXPECT_DEATH(mixed.step(Tensor::f32(p.data(), {n}), Tensor::f32(g.data(), {n}), 1e-2),
+               "master copy that was never loaded");
+  mixed.load_master(Tensor::f32(p.data(), {n}));
+  mixed.step(Tensor::f32(p.data(), {n}), Tensor::f32(g.data(), {n}), 1e-2);
+  EXPECT_EQ(mixed.step_count(), 1);
+}
+
 TEST(AdamWShards, DefaultRangesDecayOnlyLinearWeights) {
   ModelConfig m;
   m.vocab_size = 16;

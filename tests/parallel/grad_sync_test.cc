@@ -216,6 +216,72 @@ TEST(GradSync, AutoBucketCapIsTheSameOnEveryRankOfTheGroup) {
   }
 }
 
+// bf16 working weights: the f32 master copy comes from load_full_weights
+// alone, exactly (start() leaves it alone), and a checkpoint's optimizer
+// state loads before or after the weights with the same result.
+TEST(GradSync, Bf16MasterComesFromTheFullWeightsInEitherLoadOrder) {
+  auto full = make_buffer(0.5f);  // f32 values bf16 cannot hold exactly
+  AdamW saved(optim(), default_param_ranges(full->params(), optim()));
+  fill_grads(*full, 0);
+  saved.step(make_buffer(2.0f)->flat_params(), full->flat_grads(), 1e-2);  // moments and a step count
+  auto gathered = [&](bool state_first) {
+    auto b = std::make_shared<ParamAndGradBuffer>(llama_param_table(small_model()), DType::BF16);
+    LocalGradSync local(b, optim());
+    if (state_first) local.optimizer().load_state(saved);
+    local.load_full_weights(*full);
+    if (!state_first) local.optimizer().load_state(saved);
+    local.start();
+    EXPECT_EQ(local.optimizer().step_count(), 1);
+    ParamAndGradBuffer out(llama_param_table(small_model()));
+    local.gather_full_weights(out);
+    std::vector<float> w(out.flat_params().f32(), out.flat_params().f32() + out.numel());
+    // One step: the moments and the master both take part.
+    fill_grads(*b, 1);
+    run_micro_batch(local, *b, true, 0);
+    local.clip_and_step(1e-2, 0);
+    local.gather_full_weights(out);
+    w.insert(w.end(), out.flat_params().f32(), out.flat_params().f32() + out.numel());
+    return w;
+  };
+  const std::vector<float> a = gathered(true), b = gathered(false);
+  const std::vector<float> want(full->flat_params().f32(), full->flat_params().f32() + full->numel());
+  ASSERT_EQ(std::vector<float>(a.begin(), a.begin() + full->numel()), want) << "master != the loaded f32 weights";
+  EXPECT_EQ(a, b);
+}
+
+// ZeRO moves the master copy with the buckets when re-bucketing: the full
+// f32 weights gathered before and after are the same, and the next step runs
+// (a master copy the new layout never loaded would abort it).
+TEST(GradSync, ZeroRebucketKeepsTheBf16MasterCopy) {
+  auto group = FakeGroup::create(2, "dp");
+  auto full = make_buffer(0.5f);
+  run_ranks(2, [&](int r) {
+    auto b = std::make_shared<ParamAndGradBuffer>(llama_param_table(small_model()), DType::BF16);
+    ZeroOptions o;
+    o.bucket_cap_mb = 0.004;
+    ZeroGradSync zero(b, group->member(r), o, optim());
+    zero.load_full_weights(*full);
+    zero.start();
+    zero.prepare_step(1e-2, 0);
+    fill_grads(*b, r);
+    run_micro_batch(zero, *b, true, 0);
+    zero.clip_and_step(1e-2, 0);
+    ParamAndGradBuffer before(llama_param_table(small_model())), after(llama_param_table(small_model()));
+    zero.gather_full_weights(before);
+    const int buckets = zero.bucket_count();
+    zero.rebucket(0.002, 1);
+    EXPECT_NE(zero.bucket_count(), buckets);
+    zero.gather_full_weights(after);
+    for (int64_t i = 0; i < full->numel(); ++i)
+      ASSERT_EQ(before.flat_params().f32()[i], after.flat_params().f32()[i]) << "rank " << r << " elem " << i;
+    zero.prepare_step(1e-2, 0);
+    fill_grads(*b, r);
+    run_micro_batch(zero, *b, true, 0);
+    zero.clip_and_step(1e-2, 0);
+    EXPECT_EQ(zero.optimizer().step_count(), 2);
+  });
+}
+
 TEST(StepBoundary, OneRanksStopStopsAllAndRankZerosCapWins) {
   namespace fs = std::filesystem;
   const fs::path cap = fs::temp_directory_path() / ("weft-cap-" + std::to_string(::getpid()));

@@ -60,6 +60,9 @@ void AdamW::step(Tensor flat_params, const Tensor& flat_grads, double lr) {
 
 void AdamW::step_range(size_t i, Tensor param, const Tensor& grad, double lr) {
   WEFT_CHECK(step_ >= 1, "step_range before begin_step");
+  WEFT_CHECK(!master_weights_ || master_loaded_,
+             "AdamW: a step with a master copy that was never loaded (load_master; a strategy "
+             "loads it in load_full_weights, which must come before the first step)");
   const ParamRange& r = ranges_.at(i);
   WEFT_CHECK(param.numel() == r.numel && grad.numel() == r.numel,
              "optimizer range " + std::to_string(i) + " holds " + std::to_string(r.numel) +
@@ -83,6 +86,7 @@ void AdamW::load_master(const Tensor& flat_params) {
     assign(master().slice0(state_offset_[i], state_offset_[i] + r.numel),
            flat_params.slice0(r.offset, r.offset + r.numel));
   }
+  master_loaded_ = true;
 }
 
 void AdamW::store_master(Tensor flat_params) const {
@@ -95,20 +99,18 @@ void AdamW::store_master(Tensor flat_params) const {
 }
 
 AdamW AdamW::copy_to(Device device) const {
-  AdamW out(cfg_, ranges_, device, master_weights_);
+  AdamW out(cfg_, ranges_, device);
   out.load_state(*this);
   return out;
 }
 
 void AdamW::load_state(const AdamW& other) {
-  WEFT_CHECK(other.ranges_.size() == ranges_.size() && other.state_numel_ == state_numel_ &&
-                 other.master_weights_ == master_weights_,
+  WEFT_CHECK(other.ranges_.size() == ranges_.size() && other.state_numel_ == state_numel_,
              "load_state: optimizers of different layouts");
   step_ = other.step_;
   if (state_numel_ == 0) return;
   ops::transfer(exp_avg(), other.exp_avg());
   ops::transfer(exp_avg_sq(), other.exp_avg_sq());
-  if (master_weights_) ops::transfer(master(), other.master());
 }
 
 double lr_at(const OptimConfig& cfg, int64_t step, int64_t total_steps) {

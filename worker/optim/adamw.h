@@ -55,13 +55,18 @@ class AdamW {
   // master = the owned ranges of flat_params (after init or a checkpoint
   // load); flat_params may be of any float dtype and on any device (an f32
   // host copy keeps the master exact when the working weights are bf16).
+  // The only way the master copy is set: a step before it aborts.
   void load_master(const Tensor& flat_params);
   // The master copy's owned ranges into flat_params (any dtype and device);
   // a no-op without a master copy.
   void store_master(Tensor flat_params) const;
 
-  // A copy of this optimizer's ranges and state on `device` (checkpoints of
-  // device state go through a host copy), and the state back from such a copy.
+  // What a checkpoint holds of the optimizer: the moments and the step count,
+  // never the master copy (that is the weights', loaded with them through
+  // load_master). copy_to: the ranges and that state on `device`, without a
+  // master copy (checkpoints of device state go through a host copy);
+  // load_state: that state from an optimizer of the same ranges, leaving the
+  // master copy alone, so weights and state load in either order.
   AdamW copy_to(Device device) const;
   void load_state(const AdamW& other);
   Device device() const { return m_.device(); }
@@ -85,6 +90,7 @@ class AdamW {
   std::vector<int64_t> state_offset_;
   int64_t state_numel_ = 0;
   bool master_weights_ = false;
+  bool master_loaded_ = false;  // load_master ran (only meaningful with master_weights_)
   Buffer m_, v_, master_;
   int64_t step_ = 0;
 };

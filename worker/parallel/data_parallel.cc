@@ -1,11 +1,11 @@
 #include "parallel/data_parallel.h"
 
-#include "kernels/stream_timer.h"
-#include "parallel/host_scalars.h"
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
+#include "kernels/stream_timer.h"
+#include "parallel/host_scalars.h"
 
 namespace weft {
 
@@ -54,13 +54,9 @@ void DataParallel::plan(double cap_mb) {
 void DataParallel::start() {
   // Start from rank 0's weights whatever happened before (DDP does the same).
   dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait();
-  if (!master_loaded_) opt_.load_master(buf_->flat_params());
 }
 
-void DataParallel::load_full_weights(const ParamAndGradBuffer& full) {
-  load_replicated_weights(*buf_, opt_, full);
-  master_loaded_ = true;
-}
+void DataParallel::load_full_weights(const ParamAndGradBuffer& full) { load_replicated_weights(*buf_, opt_, full); }
 
 void DataParallel::gather_full_weights(ParamAndGradBuffer& full) { store_replicated_weights(*buf_, opt_, full); }
 

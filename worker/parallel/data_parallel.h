@@ -70,7 +70,6 @@ class DataParallel : public GradSync {
   DataParallelOptions opt_dp_;
   BucketSizing sizing_;               // resolved; the tuner's rebucket replaces the cap
   AdamW opt_;
-  bool master_loaded_ = false;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
   std::vector<int> pending_;          // params not yet ready, per bucket

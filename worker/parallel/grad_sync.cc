@@ -1,12 +1,11 @@
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "parallel/data_parallel.h"
 #include "parallel/isp.h"
 #include "parallel/zero.h"
-
-#include <cmath>
 
 namespace weft {
 
@@ -57,14 +56,7 @@ void store_replicated_weights(const ParamAndGradBuffer& buffer, const AdamW& opt
   opt.store_master(full.flat_params());
 }
 
-void LocalGradSync::start() {
-  if (!master_loaded_) opt_.load_master(buf_->flat_params());
-}
-
-void LocalGradSync::load_full_weights(const ParamAndGradBuffer& full) {
-  load_replicated_weights(*buf_, opt_, full);
-  master_loaded_ = true;
-}
+void LocalGradSync::load_full_weights(const ParamAndGradBuffer& full) { load_replicated_weights(*buf_, opt_, full); }
 
 void LocalGradSync::gather_full_weights(ParamAndGradBuffer& full) { store_replicated_weights(*buf_, opt_, full); }
 

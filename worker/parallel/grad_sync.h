@@ -102,8 +102,8 @@ class GradSync {
   void set_norm_scope(NormScope scope) { norm_scope_ = std::move(scope); }
 
   // After initialisation or a checkpoint load, before the first step: makes
-  // every rank hold the same parameters (rank 0's) and loads the optimizer's
-  // master copy from them.
+  // every rank hold the same working parameters (rank 0's). The optimizer's
+  // master copy is not touched: it comes from load_full_weights.
   virtual void start() = 0;
 
   // Before the first micro-batch of a step: the learning rate and clip norm
@@ -157,12 +157,14 @@ class GradSync {
   virtual std::string describe() const = 0;  // one line for the startup log
 
   // Initial weights and checkpoints at full precision, through a host f32
-  // full model: load_full_weights takes this rank's part of `full` (and sets
-  // the optimizer's master copy from it exactly, so that start() does not
-  // derive it from the rounded working weights); gather_full_weights is
-  // collective and fills every parameter of `full` with the master copy
-  // where there is one, else the working weights. The trainer uses them
-  // whenever the working weights are not f32 host memory, or are sharded.
+  // full model: load_full_weights takes this rank's part of `full` and is the
+  // one source of the optimizer's master copy, set from `full` exactly (never
+  // from the rounded working weights; a strategy with a master copy, i.e.
+  // non-f32 working weights, needs it before the first step, and AdamW aborts
+  // otherwise); gather_full_weights is collective and fills every parameter
+  // of `full` with the master copy where there is one, else the working
+  // weights. The trainer uses them whenever the working weights are not f32
+  // host memory, or are sharded, which covers every config with a master copy.
   virtual void load_full_weights(const ParamAndGradBuffer& full) = 0;
   virtual void gather_full_weights(ParamAndGradBuffer& full) = 0;
 
@@ -211,7 +213,7 @@ class LocalGradSync : public GradSync {
  public:
   LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim);
 
-  void start() override;
+  void start() override {}  // one rank: its parameters are everyone's
   void load_full_weights(const ParamAndGradBuffer& full) override;
   void gather_full_weights(ParamAndGradBuffer& full) override;
   void begin_micro_batch(bool) override {}
@@ -228,7 +230,6 @@ class LocalGradSync : public GradSync {
  private:
   std::shared_ptr<ParamAndGradBuffer> buf_;
   AdamW opt_;
-  bool master_loaded_ = false;
   StepCommStats stats_;
 };
 

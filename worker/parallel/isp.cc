@@ -228,13 +228,13 @@ void IspGradSync::zero_grads() { shard_->zero_grads(); }
 void IspGradSync::start() {
   inner_->start();
   // Every wp rank starts from the same replicated norm weights; the inner
-  // start made the wdp group agree, these make wp agree as well.
+  // start made the wdp group agree, these make wp agree as well. (ISP runs
+  // in f32 only: its optimizer has no master copy to reload afterwards.)
   if (wp_size() > 1) {
     std::vector<comm::WorkPtr> ws;
     for (size_t i = 0; i < full_.size(); ++i)
       if (full_[i].kind == ParamKind::Norm) ws.push_back(wp_->broadcast(flat(shard_->param(int(i))), 0, "norm weights"));
     for (auto& w : ws) w->wait();
-    inner_->start();  // reload the optimizer's master copy
   }
 }
 

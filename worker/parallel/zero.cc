@@ -1,12 +1,12 @@
 #include "parallel/zero.h"
 
-#include "parallel/host_scalars.h"
-
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "parallel/host_scalars.h"
 
 namespace weft {
 
@@ -164,9 +164,12 @@ void ZeroGradSync::rebucket(double cap_mb, int64_t step) {
   Buffer full(static_cast<size_t>(numel) * parts * sizeof(float), buf_->device());
   full.zero();
   Tensor all = full.as(DType::F32, {numel * parts});
-  auto scatter_state = [&](const AdamW& a, bool to_full) {
-    const Tensor state[3] = {a.exp_avg(), a.exp_avg_sq(), master ? a.master() : Tensor()};
-    for (int k = 0; k < parts; ++k)
+  // The moments part by part; the master copy, laid out like the parameters,
+  // through store_master / load_master (how the new optimizer's is loaded).
+  Tensor all_master = master ? all.slice0(2 * numel, 3 * numel) : Tensor();
+  auto scatter_moments = [&](const AdamW& a, bool to_full) {
+    const Tensor state[2] = {a.exp_avg(), a.exp_avg_sq()};
+    for (int k = 0; k < 2; ++k)
       for (size_t i = 0; i < a.ranges().size(); ++i) {
         const ParamRange& r = a.ranges()[i];
         Tensor f = all.slice0(k * numel + r.offset, k * numel + r.offset + r.numel);
@@ -174,23 +177,21 @@ void ZeroGradSync::rebucket(double cap_mb, int64_t step) {
         to_full ? ops::copy(f, s) : ops::copy(s, f);
       }
   };
-  scatter_state(opt_, true);
+  scatter_moments(opt_, true);
+  if (master) opt_.store_master(all_master);
   dp_->all_reduce(all, comm::ReduceOp::Sum, "optimizer state re-shard")->wait();
   const int64_t steps = opt_.step_count();
   plan(cap_mb);
   opt_.set_step_count(steps);
-  scatter_state(opt_, false);
+  scatter_moments(opt_, false);
+  if (master) opt_.load_master(all_master);
   spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(buckets_));
 }
 
-void ZeroGradSync::start() {
-  dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait();
-  if (!master_loaded_) opt_.load_master(buf_->flat_params());
-}
+void ZeroGradSync::start() { dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait(); }
 
 void ZeroGradSync::load_full_weights(const ParamAndGradBuffer& full) {
   load_replicated_weights(*buf_, opt_, full);  // master: the owned ranges only
-  master_loaded_ = true;
 }
 
 void ZeroGradSync::gather_full_weights(ParamAndGradBuffer& full) {

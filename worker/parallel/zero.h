@@ -125,7 +125,6 @@ class ZeroGradSync : public GradSync, private WeightHook {
   std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
   AdamW opt_;
-  bool master_loaded_ = false;
   Buffer shard_grads_;                  // stage 2: the owned gradient shard, compact
   Buffer wire_;                         // bf16 staging, same layout as the gradients
 

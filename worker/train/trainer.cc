@@ -39,6 +39,13 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
+// The "layout" a checkpoint records for optimizer ranges `o` of rank `rank`.
+std::string optimizer_layout(int rank, int shards, const AdamW& o) {
+  std::string l = std::to_string(rank) + " of " + std::to_string(shards) + ":";
+  for (const ParamRange& r : o.ranges()) l += " " + std::to_string(r.offset) + "+" + std::to_string(r.numel);
+  return l;
+}
+
 }  // namespace
 
 double TrainSummary::overlap_ratio() const {
@@ -129,6 +136,37 @@ void Trainer::log_progress(const StepReport& r, double elapsed, int64_t steps_th
                r.tokens_per_second, sync, hms(eta));
 }
 
+std::optional<int64_t> Trainer::resume(const std::string& dir, const OptimizerShard& shard) {
+  // Where the checkpoint is read into, and what the strategy then takes:
+  //  - weights: the model itself, or with via_full() a host f32 full model
+  //    the strategy keeps its part of (and its master copy from);
+  //  - optimizer state: the strategy's optimizer itself when it lives on the
+  //    host, else a host copy loaded back after; for sharded weights the
+  //    ranges in the full model's layout, whatever layout wrote them, of
+  //    which this rank keeps its part.
+  // Weights and optimizer state load independently: AdamW::load_state
+  // leaves the master copy, which comes with the weights, alone.
+  std::optional<Llama> full;
+  if (via_full()) full.emplace(cfg_.model);
+  std::optional<AdamW> staged;
+  OptimizerShard where = shard;
+  if (sync_->shards_weights()) {
+    staged.emplace(sync_->export_optimizer(/*owned_only=*/false));
+    where = OptimizerShard{rank_.rank, rank_.world, rank_.world, optimizer_layout(rank_.rank, rank_.world, *staged)};
+  } else if (sync_->optimizer().device() != Device::CPU) {
+    staged.emplace(sync_->optimizer().copy_to(Device::CPU));
+  }
+  const auto meta = load_latest_checkpoint(dir, full ? *full : model_, staged ? *staged : sync_->optimizer(), where);
+  if (!meta) return std::nullopt;
+  if (full) sync_->load_full_weights(full->buffer());
+  if (sync_->shards_weights())
+    sync_->import_optimizer(*staged);
+  else if (staged)
+    sync_->optimizer().load_state(*staged);
+  spdlog::info("resumed from {}/step-{} (loss {:.4f})", dir, meta->step, meta->last_loss);
+  return meta->step;
+}
+
 TrainSummary Trainer::run(const std::atomic<int>* stop) {
   const TrainConfig& t = cfg_.train;
   TrainSummary s;
@@ -143,53 +181,16 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   s.bucket_cap_mb = sync_->bucket_cap_mb();
 
   const std::string ckpt_dir = checkpoint_dir();
-  bool resumed = false;
   // Replicated state: every rank loads rank 0's file; sharded: its own.
   const OptimizerShard shard = sync_->optimizer_shards() > 1
                                    ? OptimizerShard{rank_.dp->rank(), sync_->optimizer_shards(),
                                                     rank_.world, sync_->optimizer_layout()}
                                    : OptimizerShard{0, 1, rank_.world, {}};
-  auto optimizer_layout = [](int rank, int shards, const AdamW& o) {
-    std::string l = std::to_string(rank) + " of " + std::to_string(shards) + ":";
-    for (const ParamRange& r : o.ranges()) l += " " + std::to_string(r.offset) + "+" + std::to_string(r.numel);
-    return l;
-  };
-  if (cfg_.checkpoint.resume && sync_->shards_weights()) {
-    // The checkpoint is a full model and optimizer ranges in its layout,
-    // whatever layout wrote them: load both in full, keep this rank's part.
-    Llama full(cfg_.model);
-    AdamW state = sync_->export_optimizer(/*owned_only=*/false);
-    const OptimizerShard mine{rank_.rank, rank_.world, rank_.world, optimizer_layout(rank_.rank, rank_.world, state)};
-    if (auto meta = load_latest_checkpoint(ckpt_dir, full, state, mine)) {
-      sync_->load_full_weights(full.buffer());
-      sync_->import_optimizer(state);
-      s.start_step = meta->step;
-      resumed = true;
-      spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
-    }
-  } else if (cfg_.checkpoint.resume && via_full()) {
-    // Weights at full precision on the host; the optimizer state through a
-    // host copy when it lives on a device.
-    Llama full(cfg_.model);
-    AdamW& opt = sync_->optimizer();
-    AdamW host = opt.copy_to(Device::CPU);
-    if (auto meta = load_latest_checkpoint(ckpt_dir, full, host, shard)) {
-      opt.load_state(host);
-      sync_->load_full_weights(full.buffer());  // after load_state: the master comes from the weights
-      s.start_step = meta->step;
-      resumed = true;
-      spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
-    }
-  } else if (cfg_.checkpoint.resume) {
-    if (auto meta = load_latest_checkpoint(ckpt_dir, model_, sync_->optimizer(), shard)) {
-      s.start_step = meta->step;
-      resumed = true;
-      spdlog::info("resumed from {}/step-{} (loss {:.4f})", ckpt_dir, meta->step, meta->last_loss);
-    }
-  }
+  const std::optional<int64_t> resumed_at = cfg_.checkpoint.resume ? resume(ckpt_dir, shard) : std::nullopt;
+  if (resumed_at) s.start_step = *resumed_at;
   // A run started from HF weights that has checkpointed since resumes from
   // its own checkpoint above; init_from only seeds step 0.
-  if (!resumed && !cfg_.init_from.empty()) init_from_hf(cfg_.init_from);
+  if (!resumed_at && !cfg_.init_from.empty()) init_from_hf(cfg_.init_from);
   sync_->start();
 
   Batch batch;

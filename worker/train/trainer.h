@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@
 #include "train/step_report.h"
 
 namespace weft {
+
+struct OptimizerShard;  // train/checkpoint.h
 
 struct TrainSummary {
   int64_t start_step = 0;      // 0, or the step a checkpoint resumed at
@@ -98,6 +101,10 @@ class Trainer {
   // Sequence-parallel ranks per sequence (1 unless ISP splits sequences).
   int sp() const { return rank_.sp ? rank_.sp->size() : 1; }
   void init_from_hf(const std::string& dir);  // throws ConfigError for a bad directory
+  // Loads the latest checkpoint in `dir`, if there is one, into the model,
+  // the strategy and its optimizer (`shard`: this rank's optimizer file when
+  // the weights are not sharded); returns the step training resumes at.
+  std::optional<int64_t> resume(const std::string& dir, const OptimizerShard& shard);
   void log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const;
   void write_summary(const TrainSummary& s) const;
 
