@@ -1,7 +1,12 @@
 #include "comm/gloo_communicator.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 #include <type_traits>
 
 #include <gloo/allgather.h>
@@ -154,15 +159,39 @@ class GlooWork : public Work {
 
 // ---------------------------------------------------------- construction --
 
+// The device's event-loop thread (created inside CreateDevice, inheriting the
+// creating thread's policy) runs SCHED_BATCH, so that its wake-ups do not
+// preempt a running thread. Gloo's loop only *tries* the pair lock and, when a
+// collective's thread holds it (Pair::send does its writev under it), spins
+// on epoll_wait until it is free; woken onto the CPU of the lock holder it
+// preempted, it spun there for the rest of its slice (~4 ms) while the holder
+// waited behind it: 300 k epoll_wait/s, and 2-4 ms per small all-reduce on
+// one lane against 0.5 ms without (docs/benchmarks.md, issue #18). A batch
+// thread still runs as soon as a CPU is free, and the policy needs no
+// privilege; where it cannot be set the device is created as before.
 std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& bind_addr) {
   gloo::transport::tcp::attr attr;
   attr.hostname = bind_addr;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::exception_ptr error;
+  std::thread([&] {
+#ifdef SCHED_BATCH
+    sched_param param{};
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);  // best effort
+#endif
+    try {
+      device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
   try {
-    return gloo::transport::tcp::CreateDevice(attr);
+    if (error) std::rethrow_exception(error);
   } catch (const std::exception& e) {
     throw CommError("cannot create the Gloo TCP device on '" + bind_addr +
                     "' (" + contract::kEnvBindAddr + "): " + e.what());
   }
+  return device;
 }
 
 std::shared_ptr<GlooCommunicator> GlooCommunicator::create(
