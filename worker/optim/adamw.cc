@@ -113,6 +113,12 @@ void AdamW::load_state(const AdamW& other) {
   ops::transfer(exp_avg_sq(), other.exp_avg_sq());
 }
 
+std::string optimizer_layout(int rank, int shards, const AdamW& o) {
+  std::string l = std::to_string(rank) + " of " + std::to_string(shards) + ":";
+  for (const ParamRange& r : o.ranges()) l += " " + std::to_string(r.offset) + "+" + std::to_string(r.numel);
+  return l;
+}
+
 double lr_at(const OptimConfig& cfg, int64_t step, int64_t total_steps) {
   if (cfg.warmup_steps > 0 && step < cfg.warmup_steps)
     return cfg.lr * static_cast<double>(step + 1) / cfg.warmup_steps;

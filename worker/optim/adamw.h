@@ -98,6 +98,10 @@ class AdamW {
 // Cosine decay to lr*min_lr_ratio after a linear warmup; step is 0-based.
 double lr_at(const OptimConfig& cfg, int64_t step, int64_t total_steps);
 
+// The layout a checkpoint records for the optimizer ranges `o` held by rank
+// `rank` of `shards` ("R of N: offset+numel ..."); a resume compares it.
+std::string optimizer_layout(int rank, int shards, const AdamW& o);
+
 // Global L2 norm of grads; scales them to max_norm when larger (max_norm > 0).
 // Returns the norm before clipping.
 double clip_grad_norm(Tensor flat_grads, double max_norm);

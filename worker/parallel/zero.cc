@@ -89,11 +89,7 @@ std::string ZeroGradSync::describe() const {
       o_.bf16_wire ? "bf16" : "fp32", opt_.state_bytes() / 1048576.0);
 }
 
-std::string ZeroGradSync::optimizer_layout() const {
-  std::string s = fmt::format("{} of {}:", dp_->rank(), dp_->size());
-  for (const ParamRange& r : opt_.ranges()) s += fmt::format(" {}+{}", r.offset, r.numel);
-  return s;
-}
+std::string ZeroGradSync::optimizer_layout() const { return weft::optimizer_layout(dp_->rank(), dp_->size(), opt_); }
 
 StateBytes ZeroGradSync::state_bytes() const {
   // Stage 2 keeps only the owned shard between micro-batches; the full-size
@@ -235,15 +231,16 @@ void ZeroGradSync::prepare_step(double lr, double max_norm) {
   prepared_ = true;
   // Stepping before the last reduction needs the clip factor, known only then.
   step_early_ = o_.overlap != ZeroOverlap::None && !(max_norm > 0);
+  reset_step_stats();
+}
+
+void ZeroGradSync::reset_step_stats() {
   stats_ = StepCommStats{};
   stats_.bucket_seconds.assign(buckets_.size(), 0);
 }
 
 void ZeroGradSync::begin_micro_batch(bool last) {
-  if (!prepared_ && micro_ == 0) {
-    stats_ = StepCommStats{};
-    stats_.bucket_seconds.assign(buckets_.size(), 0);
-  }
+  if (!prepared_ && micro_ == 0) reset_step_stats();
   last_ = last;
   next_launch_ = next_complete_ = 0;
   for (const Bucket& b : buckets_) {

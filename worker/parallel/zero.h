@@ -93,6 +93,7 @@ class ZeroGradSync : public GradSync, private WeightHook {
 
   // Buckets and the owned ranges for `cap_mb`; builds a fresh optimizer.
   void plan(double cap_mb);
+  void reset_step_stats();  // this step's StepCommStats, empty, one slot per bucket
   bool communicates() const { return o_.stage == 2 || last_; }
   std::vector<int64_t> shard_counts(const Bucket& b) const;
   Tensor owned_grad(size_t range) const;  // the reduced gradient of optimizer range i

@@ -39,13 +39,6 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
-// The "layout" a checkpoint records for optimizer ranges `o` of rank `rank`.
-std::string optimizer_layout(int rank, int shards, const AdamW& o) {
-  std::string l = std::to_string(rank) + " of " + std::to_string(shards) + ":";
-  for (const ParamRange& r : o.ranges()) l += " " + std::to_string(r.offset) + "+" + std::to_string(r.numel);
-  return l;
-}
-
 }  // namespace
 
 double TrainSummary::overlap_ratio() const {
