@@ -96,30 +96,36 @@ void CollectiveChecks::issue_all(Communicator& c) {
                           if (!b->guards_ok()) expect_near("all_reduce guard " + tag, 0, 1);
                         }});
 
-      // reduce_scatter: equal split, then uneven counts (one rank may get none).
-      for (bool uneven : {false, true}) {
+      // reduce_scatter: equal split, uneven counts (one rank may get none),
+      // in place (the output is this rank's share inside the input, as ZeRO
+      // calls it), and shares of several of the ring's 1 MiB segments.
+      for (const char* variant : {"equal", "uneven", "in-place", "segmented"}) {
+        const std::string v = variant;
+        const bool uneven = v == "uneven", in_place = v == "in-place";
         std::vector<int64_t> counts;
         for (int r = 0; r < n; ++r)
-          counts.push_back(uneven ? (r == n - 1 && n > 1 ? 0 : 5 + 3 * r) : 37);
+          counts.push_back(uneven ? (r == n - 1 && n > 1 ? 0 : 5 + 3 * r) : v == "segmented" ? 700001 : 37);
         int64_t total = 0, off = 0;
         for (int r = 0; r < n; ++r) total += counts[r], off += r < me ? counts[r] : 0;
         auto in = std::make_shared<Buf>(dt, total);
         auto out = std::make_shared<Buf>(dt, counts[me]);
         for (int64_t i = 0; i < total; ++i) in->set(i, value(dt, grank, i));
         keep.push_back(in), keep.push_back(out);
-        works.push_back(c.reduce_scatter(in->view(), out->view(), op,
-                                         uneven ? counts : std::vector<int64_t>{}));
-        std::string t2 = "reduce_scatter " + tag + (uneven ? " uneven" : "");
+        Tensor output = in_place ? in->view().slice0(off, off + counts[me]) : out->view();
+        works.push_back(c.reduce_scatter(in->view(), output, op, uneven ? counts : std::vector<int64_t>{}));
+        std::string t2 = "reduce_scatter " + tag + " " + v;
         checks.push_back({t2, [=](Mismatches& expect_near) {
+                            auto got = [&](int64_t i) { return in_place ? in->get(off + i) : out->get(i); };
                             for (int64_t i = 0; i < counts[me]; ++i) {
                               double s = 0;
                               for (int r : m) s += value(dt, r, off + i);
-                              expect_near(t2 + " i=" + std::to_string(i), out->get(i),
-                                          op == ReduceOp::Avg ? s / n : s, tol(dt, op));
+                              expect_near(t2 + " i=" + std::to_string(i), got(i), op == ReduceOp::Avg ? s / n : s,
+                                          tol(dt, op));
                             }
                             for (int64_t i = 0; i < total; ++i)
-                              expect_near(t2 + " input kept", in->get(i), value(dt, grank, i));
-                            if (!out->guards_ok()) expect_near("reduce_scatter guard " + t2, 0, 1);
+                              if (!in_place || i < off || i >= off + counts[me])
+                                expect_near(t2 + " input kept", in->get(i), value(dt, grank, i));
+                            if (!out->guards_ok() || !in->guards_ok()) expect_near("reduce_scatter guard " + t2, 0, 1);
                           }});
       }
     }

@@ -37,6 +37,8 @@ using Clock = std::chrono::steady_clock;
 // Slot prefix for weft's own ring reduce-scatter; Gloo's collectives use
 // small prefixes (1..10), so this cannot collide with them.
 constexpr uint8_t kRingSlotPrefix = 0xA7;
+// Segment of the ring reduce-scatter's messages (see ring_reduce_scatter).
+constexpr size_t kRingSegmentBytes = size_t{1} << 20;
 
 // Lets Gloo's full-mesh rendezvous run over weft's TCP store.
 class StoreAdapter : public gloo::rendezvous::Store {
@@ -359,7 +361,7 @@ void GlooCommunicator::comm_loop(Lane& lane) {
     std::string error;
     lane.failed_peer = -1;
     try {
-      op.run(RunCtx{lane.context, &lane.failed_peer}, op.tag);
+      op.run(RunCtx{lane.context, &lane.failed_peer, &lane.scratch}, op.tag);
       // comm.simulate: the collective takes as long as on the modelled network.
       simulate_network(op, lanes_.size() > 1 && &lane == lanes_[0].get());
     } catch (const std::exception& e) {
@@ -425,10 +427,19 @@ WorkPtr GlooCommunicator::reduce_scatter(const Tensor& input, const Tensor& outp
 }
 
 // A ring reduce-scatter (Gloo's ReduceScatterHalvingDoubling has no timeout
-// and allocates the whole buffer per call). Input stays untouched: partial
-// sums travel in a chunk-sized buffer. At step s rank r sends chunk
-// (r-s-1) mod n and receives chunk (r-s-2) mod n, so after n-1 steps the chunk
-// it completes is its own.
+// and allocates the whole buffer per call). Input stays untouched, except
+// where the output aliases it: partial sums travel through the lane's
+// scratch. At step s rank r sends chunk (r-s-1) mod n and receives chunk
+// (r-s-2) mod n, so after n-1 steps the chunk it completes is its own.
+//
+// Each step moves its chunk in segments of up to kRingSegmentBytes, all
+// posted at once, and reduces every segment as soon as it has arrived, so the
+// additions overlap the transfer of the segments behind them (one message per
+// chunk left the link idle while the whole chunk was added). The last step
+// receives straight into the output and adds the input's share there, so two
+// ranks need no staging at all unless the output aliases the input (ZeRO's
+// in-place bucket shards); earlier steps alternate between two partial-sum
+// buffers, so a step's sends never read what its additions write.
 void GlooCommunicator::ring_reduce_scatter(const RunCtx& rc, const Tensor& in, const Tensor& out,
                                            ReduceOp op, const std::vector<int64_t>& counts,
                                            uint32_t tag) {
@@ -439,11 +450,23 @@ void GlooCommunicator::ring_reduce_scatter(const RunCtx& rc, const Tensor& in, c
     std::memmove(out.data, in.data, out.nbytes());
     return;
   }
-  int64_t max_chunk = *std::max_element(counts.begin(), counts.end());
-  std::vector<char> acc(static_cast<size_t>(max_chunk) * es), recv(acc.size());
+  const size_t chunk = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * es;
+  const auto [in_lo, in_hi] = extent(in);
+  const auto [out_lo, out_hi] = extent(out);
+  const bool aliased = out_lo < in_hi && in_lo < out_hi;
+  // Scratch: [recv | acc0 | acc1]; recv only when the last step cannot land
+  // in the output or there are steps before it, acc only for n > 2.
+  const size_t recv_bytes_cap = (aliased || n > 2) ? chunk : 0;
+  const size_t acc_bytes_cap = n > 2 ? chunk : 0;
+  std::vector<char>& scratch = *rc.scratch;
+  if (scratch.size() < recv_bytes_cap + 2 * acc_bytes_cap) scratch.resize(recv_bytes_cap + 2 * acc_bytes_cap);
+  char* recv = scratch.data();
+  char* acc[2] = {scratch.data() + recv_bytes_cap, scratch.data() + recv_bytes_cap + acc_bytes_cap};
+
   auto in_buf = rc.context->createUnboundBuffer(in.data, in.nbytes());
-  auto acc_buf = rc.context->createUnboundBuffer(acc.data(), acc.size());
-  auto recv_buf = rc.context->createUnboundBuffer(recv.data(), recv.size());
+  auto out_buf = rc.context->createUnboundBuffer(out.data, out.nbytes());
+  std::unique_ptr<gloo::transport::UnboundBuffer> scratch_buf;
+  if (!scratch.empty()) scratch_buf = rc.context->createUnboundBuffer(scratch.data(), scratch.size());
   const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
   const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag);
   const auto deadline = Clock::now() + ctx_.timeout();
@@ -451,29 +474,35 @@ void GlooCommunicator::ring_reduce_scatter(const RunCtx& rc, const Tensor& in, c
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
+  const size_t seg = std::max(es, kRingSegmentBytes / es * es);
   ReduceFn add = sum_fn(in.dtype);
   for (int s = 0; s < n - 1; ++s) {
-    int send_idx = ((rank_ - s - 1) % n + n) % n;
-    int recv_idx = ((rank_ - s - 2) % n + n) % n;
-    size_t send_bytes = static_cast<size_t>(counts[send_idx]) * es;
-    size_t recv_bytes = static_cast<size_t>(counts[recv_idx]) * es;
-    if (recv_bytes) recv_buf->recv(left, slot, 0, recv_bytes);
-    if (send_bytes) {
-      if (s == 0) in_buf->send(right, slot, static_cast<size_t>(off[send_idx]) * es, send_bytes);
-      else acc_buf->send(right, slot, 0, send_bytes);
-    }
-    if (recv_bytes) {
+    const int send_idx = ((rank_ - s - 1) % n + n) % n;
+    const int recv_idx = ((rank_ - s - 2) % n + n) % n;
+    const size_t send_bytes = static_cast<size_t>(counts[send_idx]) * es;
+    const size_t recv_bytes = static_cast<size_t>(counts[recv_idx]) * es;
+    const bool last = s == n - 2;
+    // Where this step's bytes come from and go, as (buffer, offset) pairs.
+    gloo::transport::UnboundBuffer* src = s == 0 ? in_buf.get() : scratch_buf.get();
+    const size_t src_off = s == 0 ? static_cast<size_t>(off[send_idx]) * es : static_cast<size_t>(acc[s % 2] - recv);
+    const bool into_out = last && !aliased;
+    gloo::transport::UnboundBuffer* dst_buf = into_out ? out_buf.get() : scratch_buf.get();
+    char* landed = into_out ? static_cast<char*>(out.data) : recv;
+    char* sum = last ? static_cast<char*>(out.data) : acc[(s + 1) % 2];
+    const char* mine = element_at(in, off[recv_idx]);
+    for (size_t o = 0; o < recv_bytes; o += seg) dst_buf->recv(left, slot, o, std::min(seg, recv_bytes - o));
+    for (size_t o = 0; o < send_bytes; o += seg) src->send(right, slot, src_off + o, std::min(seg, send_bytes - o));
+    for (size_t o = 0; o < recv_bytes; o += seg) {
       *rc.failed_peer = left;
-      recv_buf->waitRecv(left_ms());
+      dst_buf->waitRecv(left_ms());
+      *rc.failed_peer = -1;
+      add(sum + o, mine + o, landed + o, std::min(seg, recv_bytes - o) / es);
     }
-    if (send_bytes) {
+    for (size_t o = 0; o < send_bytes; o += seg) {
       *rc.failed_peer = right;
-      (s == 0 ? in_buf : acc_buf)->waitSend(left_ms());
+      src->waitSend(left_ms());
     }
     *rc.failed_peer = -1;
-    if (!recv_bytes) continue;
-    void* dst = (s == n - 2) ? out.data : static_cast<void*>(acc.data());
-    add(dst, element_at(in, off[recv_idx]), recv.data(), static_cast<size_t>(counts[recv_idx]));
   }
   if (op == ReduceOp::Avg) scale(out.data, out.dtype, out.numel(), 1.0f / static_cast<float>(n));
 }

@@ -106,6 +106,7 @@ class GlooCommunicator : public Communicator {
   struct RunCtx {
     std::shared_ptr<gloo::Context> context;
     int* failed_peer;
+    std::vector<char>* scratch;  // the lane's, kept between collectives (grow-only)
   };
   // One queued collective. `run` gets its lane and tag; failures throw.
   struct Op {
@@ -122,6 +123,7 @@ class GlooCommunicator : public Communicator {
     std::condition_variable cv;
     std::deque<Op> queue;
     int failed_peer = -1;  // only touched by the lane's thread
+    std::vector<char> scratch;  // likewise: the ring reduce-scatter's staging
     std::thread thread;
   };
   // A collective issued and not yet known to be complete, for the overlap check.
