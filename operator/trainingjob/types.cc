@@ -90,6 +90,7 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
       read(*b, "maxMB", s.bucket_tuning.max_mb, "spec.tuning.bucketSize", errors);
       read(*b, "stepsPerTrial", s.bucket_tuning.steps_per_trial, "spec.tuning.bucketSize", errors);
       read(*b, "maxTrials", s.bucket_tuning.max_trials, "spec.tuning.bucketSize", errors);
+      read(*b, "confirmRounds", s.bucket_tuning.confirm_rounds, "spec.tuning.bucketSize", errors);
     }
   }
   return s;
@@ -121,6 +122,9 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
     e.push_back({"spec.restartPolicy.backoffSeconds", "must be in [0, maxBackoffSeconds]"});
   if (s.bucket_tuning.enabled && !(s.bucket_tuning.min_mb > 0 && s.bucket_tuning.min_mb <= s.bucket_tuning.max_mb))
     e.push_back({"spec.tuning.bucketSize", "needs 0 < minMB <= maxMB"});
+  if (s.bucket_tuning.enabled && (s.bucket_tuning.confirm_rounds < 0 || s.bucket_tuning.confirm_rounds > 8))
+    e.push_back({"spec.tuning.bucketSize.confirmRounds", "must be in [0, 8], got " +
+                                                            std::to_string(s.bucket_tuning.confirm_rounds)});
   if (s.ttl_seconds_after_finished && *s.ttl_seconds_after_finished < 0)
     e.push_back({"spec.ttlSecondsAfterFinished", "must be >= 0"});
   // Volumes and env names that would shadow the operator's own.

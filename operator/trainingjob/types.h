@@ -26,6 +26,7 @@ struct BucketTuningSpec {
   double min_mb = 1, max_mb = 256;
   int steps_per_trial = 20;
   int max_trials = 8;
+  int confirm_rounds = 2;  // final-check rounds after the search (tuner/search.h, step 5)
 };
 
 struct TrainingJobSpec {

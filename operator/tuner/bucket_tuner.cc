@@ -87,7 +87,10 @@ TuneResult BucketTuner::tune(const TuneRequest& req) {
                               " within [" +
                               mb_text(req.tuning.min_mb) + ", " + mb_text(req.tuning.max_mb) + "], at most " +
                               std::to_string(req.tuning.max_trials) + " trials of " +
-                              std::to_string(req.tuning.steps_per_trial) + " steps"});
+                              std::to_string(req.tuning.steps_per_trial) + " steps" +
+                              (req.tuning.confirm_rounds > 0
+                                   ? ", then a final check of " + std::to_string(req.tuning.confirm_rounds) + " rounds"
+                                   : std::string())});
   }
   // Whatever happens below, the ConfigMap holds what status says is current
   // (it may lag after a failed write or an operator restart between the two).
@@ -100,7 +103,7 @@ TuneResult BucketTuner::tune(const TuneRequest& req) {
   }
 
   const SearchSpace space{req.tuning.min_mb, req.tuning.max_mb, start_mb, std::max(1, req.tuning.max_trials),
-                          opts_.min_improvement};
+                          opts_.min_improvement, std::max(0, req.tuning.confirm_rounds)};
   // Asks the search what comes after the scored trials, and records it.
   auto decide = [&] {
     std::vector<ScoredTrial> done;

@@ -48,29 +48,67 @@ class Replay {
   std::optional<SearchStep> propose(double mb, double same_factor, const char* why) {
     for (const ScoredTrial& t : seen_)
       if (close(t.bucket_mb, mb, same_factor)) return std::nullopt;
+    // The search's own budget; final-check trials (after it) do not count.
+    if (static_cast<int>(next_) >= space_.max_trials) return done("maxTrials reached");
     if (next_ < completed_.size()) {
       seen_.push_back(completed_[next_++]);
       return std::nullopt;
     }
-    if (static_cast<int>(completed_.size()) >= space_.max_trials) return done("maxTrials reached");
     return SearchStep{false, mb, why};
   }
 
+  // The search is over: the final check's next trial, or the choice.
   SearchStep done(const std::string& why) const {
-    const auto& all = completed_;
-    if (all.empty()) return SearchStep{true, space_.start_mb, why};
-    const ScoredTrial& best = best_of(all);
+    if (seen_.empty()) return SearchStep{true, space_.start_mb, why};
+    std::vector<ScoredTrial> scores = seen_;
+    std::string how = why;
+    const std::vector<double> candidates = space_.confirm_rounds > 0 ? final_check_sizes() : std::vector<double>{};
+    if (candidates.size() >= 2) {
+      // Round r visits the candidates rotated by r; the i-th trial after the
+      // search is the i-th visit.
+      std::vector<double> visits;
+      for (int r = 0; r < space_.confirm_rounds; ++r)
+        for (size_t i = 0; i < candidates.size(); ++i) visits.push_back(candidates[(i + r) % candidates.size()]);
+      const size_t checked = completed_.size() - next_;
+      if (checked < visits.size())
+        return SearchStep{false, visits[checked],
+                          fmt("final check, round %.0f of %.0f", static_cast<double>(checked / candidates.size() + 1),
+                              static_cast<double>(space_.confirm_rounds))};
+      scores.clear();  // the choice rests on the check alone: median per size, start first
+      for (double mb : candidates) {
+        std::vector<double> s;
+        for (size_t i = 0; i < visits.size(); ++i)
+          if (visits[i] == mb) s.push_back(completed_[next_ + i].score);
+        std::sort(s.begin(), s.end());
+        const size_t n = s.size();
+        scores.push_back({mb, n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2});
+      }
+      how += fmt("; final check of %.0f sizes over %.0f rounds", static_cast<double>(candidates.size()),
+                 static_cast<double>(space_.confirm_rounds));
+    }
+    const ScoredTrial& best = best_of(scores);
     // A gain within the noise is no reason to move the job off its own size.
-    const ScoredTrial& start = all.front();
+    const ScoredTrial& start = scores.front();
     if (best.score > start.score * (1 - space_.min_improvement))
       return SearchStep{true, start.bucket_mb,
-                        why + fmt("; kept the start size: the best (%.4g MiB) gains under the threshold", best.bucket_mb)};
-    return SearchStep{true, best.bucket_mb, why + fmt("; best %.4g MiB", best.bucket_mb)};
+                        how + fmt("; kept the start size: the best (%.4g MiB) gains under the threshold", best.bucket_mb)};
+    return SearchStep{true, best.bucket_mb, how + fmt("; best %.4g MiB", best.bucket_mb)};
   }
 
   const std::vector<ScoredTrial>& seen() const { return seen_; }
 
  private:
+  // The start, then the two best other sizes of the search (best first).
+  std::vector<double> final_check_sizes() const {
+    std::vector<ScoredTrial> others(seen_.begin() + 1, seen_.end());
+    std::stable_sort(others.begin(), others.end(),
+                     [](const ScoredTrial& a, const ScoredTrial& b) { return a.score < b.score; });
+    std::vector<double> sizes{seen_.front().bucket_mb};
+    for (const ScoredTrial& t : others)
+      if (sizes.size() < 3 && t.bucket_mb != sizes.front()) sizes.push_back(t.bucket_mb);
+    return sizes;
+  }
+
   const SearchSpace& space_;
   const std::vector<ScoredTrial>& completed_;
   std::vector<ScoredTrial> seen_;

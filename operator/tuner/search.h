@@ -18,6 +18,15 @@
 //     max_trials trials have completed. The choice is the best trial, unless it
 //     beats the start size by less than min_improvement: then the start
 //     stays (a gain within the noise is no reason to move the job).
+//  5. with confirm_rounds > 0, a final check before that choice: the start
+//     and the two best other sizes of steps 1-4 are measured again,
+//     confirm_rounds rounds of them back to back (the order rotated each
+//     round), and the choice is made as in 4 on the medians of these new
+//     trials alone. Steps 1-4 measure each size once at a different time, so
+//     a machine whose speed drifts over minutes can rank them wrongly (and
+//     the best of many single noisy trials is biased low); sizes measured
+//     in alternation share the same drift. These trials come on top of
+//     max_trials (3 x confirm_rounds at most).
 #pragma once
 
 #include <string>
@@ -30,6 +39,7 @@ struct SearchSpace {
   double start_mb = 25;             // > 0; may lie outside the bounds (it is measured, never proposed again)
   int max_trials = 8;               // completed trials, the start's included; >= 1
   double min_improvement = 0.02;    // relative gain a refinement round must bring to go on
+  int confirm_rounds = 0;           // rounds of the final check (step 5); 0: none
 };
 
 struct ScoredTrial {

@@ -5,18 +5,30 @@
 // into the cap file exactly as the operator writes the ConfigMap key.
 // Steady state: after the cap is final on both ranks, skip --warmup steps,
 // then mean step time over --measure steps from rank 0's weft_step_seconds.
+//
+// --compare "1,4,25" then measures the same way, in the same job, the final
+// cap and each listed cap in turn, --rounds times (the order rotates each
+// round), by writing the cap file as the tuner does. Every size is thus timed
+// in windows interleaved with the others' in one process, so a drift of the
+// machine's load over minutes touches all sizes alike, where separate jobs
+// one after another (the plain --fixed-mb sweep) take it as a difference
+// between sizes. A cap changed live gives the same buckets as a job started
+// with it (BucketCapFile tests); the first steps after a switch are skipped.
 // Prints one JSON line. Run through tests/bench/tuning_bench.sh.
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "scrape/http_scraper.h"
@@ -60,8 +72,10 @@ int main(int argc, char** argv) {
   std::string config, bin_dir = WEFT_BIN_DIR, work = "/tmp/weft-tuner-bench";
   double fixed_mb = 0, min_mb = 0.5, max_mb = 64, start_mb = 25;
   bool tune = false;
-  int steps_per_trial = 10, max_trials = 8, warmup = 10, measure = 30;
+  int steps_per_trial = 10, max_trials = 8, warmup = 10, measure = 30, confirm_rounds = 0;
   double deadline_s = 900;
+  std::string compare;
+  int rounds = 3;
   app.add_option("--config", config, "worker config (YAML)")->required();
   app.add_option("--fixed-mb", fixed_mb, "run at this cap");
   app.add_flag("--tune", tune, "run under the BucketTuner");
@@ -70,10 +84,13 @@ int main(int argc, char** argv) {
   app.add_option("--max-mb", max_mb);
   app.add_option("--steps-per-trial", steps_per_trial);
   app.add_option("--max-trials", max_trials);
+  app.add_option("--confirm-rounds", confirm_rounds, "rounds of the tuner's final check (spec confirmRounds)");
   app.add_option("--warmup", warmup, "steps skipped once the cap is final");
   app.add_option("--measure", measure, "steps measured");
   app.add_option("--work", work, "scratch directory");
   app.add_option("--deadline", deadline_s, "seconds before giving up");
+  app.add_option("--compare", compare, "comma-separated caps (MiB) to time against the final cap, interleaved");
+  app.add_option("--rounds", rounds, "rounds of --compare windows");
   CLI11_PARSE(app, argc, argv);
   if (tune == (fixed_mb > 0)) {
     std::cerr << "give exactly one of --tune, --fixed-mb\n";
@@ -105,7 +122,7 @@ int main(int argc, char** argv) {
   req.name = "tuned";
   req.uid = "bench";
   req.tuning = {.enabled = true, .min_mb = min_mb, .max_mb = max_mb, .steps_per_trial = steps_per_trial,
-                .max_trials = max_trials};
+                .max_trials = max_trials, .confirm_rounds = confirm_rounds};
   req.start_mb = start_mb;
   req.replicas = 2;
   req.ranks = {{0, "r0"}, {1, "r1"}};
@@ -134,32 +151,82 @@ int main(int argc, char** argv) {
     }
     std::this_thread::sleep_for(r.requeue_after.value_or(2s));
   }
-  // Steady state at final_mb.
-  std::optional<weft::tuner::RankSample> a, b;
-  for (;;) {
-    if (Clock::now() > give_up) {
-      std::cerr << "no steady state in time\n";
-      stop();
-      return 1;
+  // One measurement window at `mb`: switch (if needed), wait until both
+  // ranks report the cap, skip `warmup` steps, then the mean step time and
+  // exposed comm over the next `measure` steps (rank 0's counters).
+  struct Window {
+    double step_s, exposed_s;
+    double steps;
+  };
+  double current_mb = final_mb;
+  auto window = [&](double mb) -> std::optional<Window> {
+    if (mb != current_mb) {
+      std::ofstream(cap_file + ".tmp") << weft::tuner::format_mb(mb);
+      std::filesystem::rename(cap_file + ".tmp", cap_file);
+      current_mb = mb;
     }
-    auto s0 = sample(base), s1 = sample(base + 1);
-    if (s0 && s1 && weft::tuner::reports_cap(s0->cap_bytes, final_mb) &&
-        weft::tuner::reports_cap(s1->cap_bytes, final_mb)) {
-      if (!a) {
-        a = s0;
-      } else if (s0->step >= a->step + warmup && !b) {
-        b = s0;
-      } else if (b && s0->step >= b->step + measure) {
-        const double mean = (s0->step_seconds_sum - b->step_seconds_sum) / (s0->step_seconds_count - b->step_seconds_count);
-        const double exposed = (s0->exposed_seconds - b->exposed_seconds) / (s0->step_seconds_count - b->step_seconds_count);
-        stop();
-        nlohmann::json out = {{"mode", tune ? "tuned" : "fixed"}, {"bucket_mb", final_mb},
-                              {"step_s", mean}, {"exposed_comm_s", exposed},
-                              {"steps_measured", s0->step - b->step}, {"trials", trials}};
-        std::cout << out.dump() << std::endl;
-        return 0;
+    std::optional<weft::tuner::RankSample> a, b;
+    while (Clock::now() < give_up) {
+      auto s0 = sample(base), s1 = sample(base + 1);
+      if (s0 && s1 && weft::tuner::reports_cap(s0->cap_bytes, mb) && weft::tuner::reports_cap(s1->cap_bytes, mb)) {
+        if (!a) {
+          a = s0;
+        } else if (!b && s0->step >= a->step + warmup) {
+          b = s0;
+        } else if (b && s0->step >= b->step + measure) {
+          const double n = s0->step_seconds_count - b->step_seconds_count;
+          return Window{(s0->step_seconds_sum - b->step_seconds_sum) / n,
+                        (s0->exposed_seconds - b->exposed_seconds) / n, s0->step - b->step};
+        }
+      }
+      std::this_thread::sleep_for(300ms);
+    }
+    return std::nullopt;
+  };
+  auto w = window(final_mb);
+  if (!w) {
+    std::cerr << "no steady state in time\n";
+    stop();
+    return 1;
+  }
+  nlohmann::json out = {{"mode", tune ? "tuned" : "fixed"}, {"bucket_mb", final_mb},
+                        {"step_s", w->step_s}, {"exposed_comm_s", w->exposed_s},
+                        {"steps_measured", w->steps}, {"trials", trials}};
+  if (!compare.empty()) {
+    std::vector<double> sizes{final_mb};
+    std::stringstream list(compare);
+    for (std::string item; std::getline(list, item, ',');) {
+      const double mb = std::stod(item);
+      if (std::find(sizes.begin(), sizes.end(), mb) == sizes.end()) sizes.push_back(mb);
+    }
+    std::map<double, std::vector<Window>> windows;
+    for (int round = 0; round < rounds; ++round) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const double mb = sizes[(i + round) % sizes.size()];
+        auto cw = window(mb);
+        if (!cw) {
+          std::cerr << "compare: no window at " << mb << " MiB in time\n";
+          stop();
+          return 1;
+        }
+        std::cerr << "compare round " << round << ": " << mb << " MiB " << cw->step_s * 1e3 << " ms/step\n";
+        windows[mb].push_back(*cw);
       }
     }
-    std::this_thread::sleep_for(300ms);
+    nlohmann::json cmp = nlohmann::json::array();
+    for (double mb : sizes) {
+      std::vector<double> steps, exposed;
+      for (const auto& x : windows[mb]) {
+        steps.push_back(x.step_s);
+        exposed.push_back(x.exposed_s);
+      }
+      cmp.push_back({{"bucket_mb", mb}, {"step_s", weft::tuner::median(steps)},
+                     {"exposed_comm_s", weft::tuner::median(exposed)}, {"windows_step_s", steps}});
+    }
+    out["compare"] = cmp;
+    out["rounds"] = rounds;
   }
+  stop();
+  std::cout << out.dump() << std::endl;
+  return 0;
 }

@@ -67,13 +67,14 @@ class SimJob {
   double cap_mb_;
 };
 
-TuneRequest request(std::optional<tj::TuningStatus> status) {
+TuneRequest request(std::optional<tj::TuningStatus> status, int confirm_rounds = 0) {
   TuneRequest q;
   q.ns = "ns";
   q.name = "job";
   q.uid = "uid-1";
   q.attempt = 0;
-  q.tuning = {.enabled = true, .min_mb = 1, .max_mb = 256, .steps_per_trial = 10, .max_trials = 8};
+  q.tuning = {.enabled = true, .min_mb = 1, .max_mb = 256, .steps_per_trial = 10, .max_trials = 8,
+              .confirm_rounds = confirm_rounds};
   q.start_mb = 25;
   q.replicas = 2;
   q.ranks = {{0, "10.0.0.0"}, {1, "10.0.0.1"}};
@@ -86,13 +87,14 @@ double curve(double mb) { return 0.2 + std::ceil(100 / mb) * 0.02 + std::min(mb,
 
 // Runs reconciles until the tuner converges (or `limit` polls pass); a new
 // tuner object may be swapped in at poll `restart_at` (an operator restart).
-tj::TuningStatus drive(SimJob& job, int limit, int restart_at = -1, std::vector<TuneEvent>* events = nullptr) {
+tj::TuningStatus drive(SimJob& job, int limit, int restart_at = -1, std::vector<TuneEvent>* events = nullptr,
+                       int confirm_rounds = 0) {
   auto make = [&] { return std::make_unique<BucketTuner>(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); }); };
   auto tuner = make();
   std::optional<tj::TuningStatus> st;
   for (int i = 0; i < limit; ++i) {
     if (i == restart_at) tuner = make();
-    TuneResult r = tuner->tune(request(st));
+    TuneResult r = tuner->tune(request(st, confirm_rounds));
     EXPECT_TRUE(r.status.has_value());
     st = r.status;
     if (events) events->insert(events->end(), r.events.begin(), r.events.end());
@@ -178,6 +180,47 @@ TEST(BucketTuner, AnOperatorRestartContinuesTheSameSearch) {
   for (size_t i = 0; i < straight.trials.size(); ++i)
     EXPECT_EQ(straight.trials[i].bucket_mb, restarted.trials[i].bucket_mb) << i;
   EXPECT_EQ(straight.chosen_bucket_mb, restarted.chosen_bucket_mb);
+}
+
+// spec.tuning.bucketSize.confirmRounds: after the search's trials the
+// start and the two best sizes run again, 2 rounds, each a trial of its own
+// (its own window, its own events), and an operator restart in the middle
+// of the check carries on with the same visits.
+TEST(BucketTuner, TheFinalCheckRunsTheTopSizesAgainAndSurvivesARestart) {
+  // `curve` is flat from 100 MiB up (one bucket); a slight slope there keeps
+  // the choice from hanging on rounding in a tie.
+  const auto sloped = [](double mb) { return curve(mb) + mb * 1e-5; };
+  SimJob a(sloped, 25);
+  std::vector<TuneEvent> events;
+  tj::TuningStatus st = drive(a, 800, -1, &events, 2);
+  ASSERT_EQ(st.state, tj::TuningState::Converged);
+  ASSERT_GT(st.trials.size(), 6u);
+  const size_t search = st.trials.size() - 6;  // 3 sizes x 2 rounds after it
+  EXPECT_LE(search, 8u);
+  EXPECT_EQ(st.trials[search].bucket_mb, 25) << "the check starts with the start size";
+  for (size_t i = search; i < st.trials.size(); ++i) {
+    ASSERT_TRUE(st.trials[i].median_step_seconds);
+    EXPECT_NEAR(*st.trials[i].median_step_seconds, sloped(st.trials[i].bucket_mb), 1e-6) << i;
+  }
+  double best = INFINITY;
+  for (int i = 0; i <= 1000; ++i) best = std::min(best, sloped(std::pow(256.0, i / 1000.0)));
+  EXPECT_LE(sloped(*st.chosen_bucket_mb), 1.05 * best) << *st.chosen_bucket_mb;
+  EXPECT_NE(events.front().message.find("then a final check of 2 rounds"), std::string::npos) << events.front().message;
+  EXPECT_NE(events.back().message.find("final check of 3 sizes over 2 rounds"), std::string::npos)
+      << events.back().message;
+  // Restarts at these polls land in the check (the probe shows it).
+  for (int restart_at : {30, 36, 42}) {
+    SimJob probe(sloped, 25);
+    const tj::TuningStatus then = drive(probe, restart_at, -1, nullptr, 2);
+    ASSERT_GE(then.trials.size(), search + 1) << restart_at << ": not in the check yet";
+    ASSERT_EQ(then.state, tj::TuningState::Searching) << restart_at << ": already over";
+    SimJob b(sloped, 25);
+    tj::TuningStatus restarted = drive(b, 800, restart_at, nullptr, 2);
+    ASSERT_EQ(restarted.trials.size(), st.trials.size()) << restart_at;
+    for (size_t i = 0; i < st.trials.size(); ++i)
+      EXPECT_EQ(restarted.trials[i].bucket_mb, st.trials[i].bucket_mb) << restart_at << " " << i;
+    EXPECT_EQ(restarted.chosen_bucket_mb, st.chosen_bucket_mb) << restart_at;
+  }
 }
 
 TEST(BucketTuner, NothingCountsUntilEveryRankReportsTheTrialsCap) {

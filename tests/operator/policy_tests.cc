@@ -203,6 +203,11 @@ TEST(SpecValidation, Table) {
        "spec.template.env"},
       {"tuning bounds", MakeJob("a", "n").Spec("tuning", {{"bucketSize", {{"enabled", true}, {"minMB", 8}, {"maxMB", 2}}}}).Obj(),
        "spec.tuning.bucketSize"},
+      {"tuning final check out of range",
+       MakeJob("a", "n").Spec("tuning", {{"bucketSize", {{"enabled", true}, {"confirmRounds", 9}}}}).Obj(),
+       "spec.tuning.bucketSize.confirmRounds"},
+      {"tuning final check of 2 rounds",
+       MakeJob("a", "n").Spec("tuning", {{"bucketSize", {{"enabled", true}, {"confirmRounds", 2}}}}).Obj(), ""},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
