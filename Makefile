@@ -90,6 +90,7 @@ test-asan: test-deps
 bench: build
 	/usr/bin/python3 tests/bench/train_throughput.py $(BUILD)
 	/usr/bin/python3 tests/bench/dp_step_time.py $(BUILD)
+	/usr/bin/python3 tests/bench/gemm_floor.py
 	tests/bench/operator_bench.sh $(BUILD)
 	tests/bench/cluster_scale.sh $(BUILD)
 
