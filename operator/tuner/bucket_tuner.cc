@@ -123,10 +123,13 @@ TuneResult BucketTuner::tune(const TuneRequest& req) {
     std::string msg = "chose " + mb_text(next.bucket_mb) + " after " + std::to_string(done.size()) + " trials (" +
                       next.why + ")";
     if (!done.empty()) {
-      double chosen_score = done.front().score;
-      for (const ScoredTrial& t : done)
+      // The latest trial of each (after a final check, one of its own).
+      double chosen_score = done.front().score, start_score = done.front().score;
+      for (const ScoredTrial& t : done) {
         if (t.bucket_mb == next.bucket_mb) chosen_score = t.score;
-      msg += ": median step " + ms_text(chosen_score) + " vs " + ms_text(done.front().score) + " at the start size " +
+        if (t.bucket_mb == done.front().bucket_mb) start_score = t.score;
+      }
+      msg += ": median step " + ms_text(chosen_score) + " vs " + ms_text(start_score) + " at the start size " +
              mb_text(done.front().bucket_mb);
     }
     out.events.push_back({"Normal", kReasonConverged, msg});
