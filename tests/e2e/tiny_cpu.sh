@@ -18,16 +18,17 @@ progress_filled() {
     && [ -n "$(tj_field tiny-cpu .status.progress.overlapRatio)" ] && [ -n "$(tj_field tiny-cpu .status.progress.tokensPerSecond)" ]
 }
 wait_for 60 "status.progress from the ranks" progress_filled
-# The STEP column prints status.progress.step. A scrape may land between the
-# two reads, so compare only a row read while the step stood still.
+# The STEP column prints status.progress.step, LOSS and TOKENS/S beside it
+# the scraped loss and throughput. A scrape may land between the two reads, so
+# compare only a row read while the step stood still.
 step_column_matches() {
   local before after
   before=$(tj_field tiny-cpu .status.progress.step)
   row=$(kubectl get tj tiny-cpu -n "$NS" --no-headers)
   after=$(tj_field tiny-cpu .status.progress.step)
-  [ "$before" = "$after" ] && echo "$row" | awk -v s="$after" '$4 == s {ok = 1} END {exit !ok}'
+  [ "$before" = "$after" ] && echo "$row" | awk -v s="$after" '$4 == s && $5 + 0 > 0 && $6 + 0 > 0 {ok = 1} END {exit !ok}'
 }
-wait_for 30 "the STEP column showing status.progress.step" step_column_matches
+wait_for 30 "the STEP, LOSS and TOKENS/S columns showing status.progress" step_column_matches
 log "progress: $(tj_field tiny-cpu .status.progress) | kubectl get tj: $row"
 wait_for 300 "phase Succeeded" phase_is tiny-cpu Succeeded
 log "Succeeded: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
