@@ -1,4 +1,4 @@
-"""weft <-> transformers, both ways, with transformers itself (issue #20).
+"""weft <-> transformers, both ways, with transformers itself.
 
 usage: python3 hf_transformers_check.py --bin BUILD/bin --workdir DIR [--device cuda] [--weft-device cuda]
 
