@@ -21,6 +21,7 @@
 #include "train/checkpoint.h"
 #include "train/comm_options.h"
 #include "train/device.h"
+#include "train/output_dirs.h"
 #include "train/trainer.h"
 
 namespace {
@@ -124,6 +125,21 @@ int main(int argc, char** argv) {
   }
   const int rank = groups->rank();
   try {
+    // Where the run writes is checked now, not at its first checkpoint.
+    // Rank 0 writes the summary and checkpoints (ZeRO ranks their optimizer
+    // shards too); the gang has formed, so no writer of this job is running
+    // and what interrupted writes left behind can go.
+    const std::string ckpt_dir =
+        cfg.checkpoint.dir.empty() ? cfg.train.out_dir + "/checkpoints" : cfg.checkpoint.dir;
+    const bool writes_checkpoints = rank == 0 || cfg.parallel.strategy == "zero";
+    if (rank == 0) weft::require_writable_dir(cfg.train.out_dir, "train.out_dir");
+    if (writes_checkpoints) weft::require_writable_dir(ckpt_dir, "checkpoint.dir");
+    if (rank == 0) {
+      const weft::StaleTemporaries stale = weft::remove_stale_temporaries(ckpt_dir);
+      if (stale.removed > 0)
+        spdlog::info("removed {} leftovers of interrupted checkpoint writes from {}, {:.1f} MiB freed",
+                     stale.removed, ckpt_dir, stale.bytes / 1048576.0);
+    }
     weft::TrainerComm tc;
     tc.rank = rank;
     tc.world = groups->world_size();
@@ -138,6 +154,9 @@ int main(int argc, char** argv) {
       tc.wdp = groups->wdp;
     }
     weft::Trainer trainer(cfg, tc);
+    if (writes_checkpoints)
+      weft::require_free_space(ckpt_dir, weft::checkpoint_bytes_estimate(trainer.model().num_params()),
+                               "checkpoint.dir");
     // Metrics: the registry belongs to TrainMetrics; only main serves it. A
     // busy port costs the metrics, never the training run.
     std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};

@@ -1,0 +1,104 @@
+// Where a run writes, checked at start-up as a user meets it: a checkpoint
+// directory that cannot be created or has no room fails the run before its
+// first step (exit 4, naming the field and the directory) instead of at the
+// first checkpoint, and the leftovers of interrupted checkpoint writes are
+// removed at start-up while complete checkpoints stay.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/run_process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using weft::testing::fresh_dir;
+using weft::testing::run_process;
+using weft::testing::write_file;
+const std::string kWorker = weft::testing::bin("weft-worker");
+
+// checkpoint.every 0: before the start-up check the only checkpoint was the
+// one after the last step, so a bad directory cost the whole run.
+const char* kRun =
+    "train: {steps: 40, seq_len: 16, micro_batch: 2, log_every: 1}\ndata: {branching: 3}\n"
+    "metrics: {port: 0}\ncheckpoint: {every: 0}\n";
+
+TEST(OutputDirs, AnUncreatableCheckpointDirFailsBeforeTheFirstStep) {
+  const fs::path d = fresh_dir("ckptbad");
+  write_file(d / "not-a-dir", "a regular file\n");
+  const std::string cfg = write_file(d / "c.yaml", kRun);
+  const std::string bad = (d / "not-a-dir/ckpt").string();
+  auto r = run_process({kWorker, cfg, "--out", (d / "out").string(), "--checkpoint-dir", bad});
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_NE(r.output.find("checkpoint.dir " + bad + ": cannot create it"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/40"), std::string::npos) << "trained before failing:\n" << r.output;
+  fs::remove_all(d);
+}
+
+TEST(OutputDirs, AnUncreatableOutDirFailsBeforeTheFirstStep) {
+  const fs::path d = fresh_dir("outbad");
+  write_file(d / "not-a-dir", "a regular file\n");
+  const std::string cfg = write_file(d / "c.yaml", kRun);
+  const std::string bad = (d / "not-a-dir/out").string();
+  auto r = run_process({kWorker, cfg, "--out", bad});
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_NE(r.output.find("train.out_dir " + bad + ": cannot create it"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/40"), std::string::npos) << "trained before failing:\n" << r.output;
+  fs::remove_all(d);
+}
+
+TEST(OutputDirs, AVolumeTooSmallForOneCheckpointFailsBeforeTheFirstStep) {
+  // A 100 KiB tmpfs as out_dir, in a private mount namespace.
+  if (::geteuid() != 0 || std::system("unshare -m true >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs root and unshare -m to mount a small tmpfs";
+  const fs::path d = fresh_dir("ckptsmall");
+  fs::create_directories(d / "small");
+  const std::string cfg = write_file(d / "c.yaml", kRun);
+  const std::string log = (d / "log").string();
+  const std::string cmd = "unshare -m sh -c 'mount -t tmpfs -o size=100k weft-small " + (d / "small").string() +
+                          " && exec " + kWorker + " " + cfg + " --out " + (d / "small").string() + "' >" + log +
+                          " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(log);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 4) << out;
+  EXPECT_NE(out.find("checkpoint.dir " + (d / "small/checkpoints").string() + ": 0.1 MiB free, but one checkpoint"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("step 1/40"), std::string::npos) << "trained before failing:\n" << out;
+  fs::remove_all(d);
+}
+
+TEST(OutputDirs, LeftoversOfInterruptedWritesAreRemovedAndCompleteCheckpointsKept) {
+  const fs::path d = fresh_dir("ckptstale");
+  const fs::path ckpt = d / "out/checkpoints";
+  // What a kill during a write leaves: a staging directory and a half-written
+  // pointer file; beside them a complete checkpoint that must survive.
+  fs::create_directories(ckpt / ".tmp-step-7-4242");
+  write_file(ckpt / ".tmp-step-7-4242/model.safetensors", std::string(1 << 20, 'x'));
+  fs::create_directories(ckpt / ".tmp-step-9-shards");
+  write_file(ckpt / "latest.tmp", "step-7");
+  fs::create_directories(ckpt / "step-5");
+  write_file(ckpt / "step-5/keep-me", "complete");
+  const std::string cfg = write_file(d / "c.yaml", "train: {steps: 2, seq_len: 16, micro_batch: 2}\n"
+                                                   "data: {branching: 3}\nmetrics: {port: 0}\n");
+  auto r = run_process({kWorker, cfg, "--out", (d / "out").string(), "--no-resume"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("removed 3 leftovers of interrupted checkpoint writes from " + ckpt.string() +
+                          ", 1.0 MiB freed"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(ckpt / ".tmp-step-7-4242"));
+  EXPECT_FALSE(fs::exists(ckpt / ".tmp-step-9-shards"));
+  EXPECT_FALSE(fs::exists(ckpt / "latest.tmp"));
+  EXPECT_TRUE(fs::exists(ckpt / "step-5/keep-me"));
+  EXPECT_TRUE(fs::exists(ckpt / "step-2/model.safetensors"));
+  fs::remove_all(d);
+}
+
+}  // namespace
