@@ -1,8 +1,8 @@
 // Bucketed data parallelism: gradient all-reduce overlapped with backward
-// (the semantics of PyTorch DDP's reducer), as a GradSync.
+// (semantics of picotron's BucketManager and PyTorch DDP), as a GradSync.
 //
-// Owns the bucket engine (layout, readiness, in-flight all-reduces), the
-// overlap accounting of the current step and the (replicated) optimizer.
+// Owns the bucket layout, per-bucket readiness, the in-flight Work handles,
+// the overlap accounting of the current step and the (replicated) optimizer.
 // Shares the parameter/gradient buffer with the model; does not own the
 // communicator's process (main does).
 //
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "parallel/bucket_engine.h"
+#include "parallel/grad_buckets.h"
 #include "parallel/grad_sync.h"
 #include "tensor/tensor.h"
 
@@ -51,22 +51,32 @@ class DataParallel : public GradSync {
   bool writes_optimizer_state() const override { return dp_->rank() == 0; }
   const StepCommStats& last_step() const override { return stats_; }
   const comm::Communicator* group() const override { return dp_.get(); }
-  int bucket_count() const override { return engine_.size(); }
-  double bucket_cap_mb() const override { return engine_.sizing().cap_mb; }
+  int bucket_count() const override { return static_cast<int>(buckets_.size()); }
+  double bucket_cap_mb() const override { return sizing_.cap_mb; }
   StateBytes state_bytes() const override;
   std::string describe() const override;
 
-  const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
+  void plan(double cap_mb);
+  void launch(int bucket);
+  void launch_ready_in_order();
   // Waits for every bucket of the last micro-batch, in order.
   void wait_buckets();
 
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
   DataParallelOptions opt_dp_;
-  BucketEngine engine_;  // the tuner's rebucket replaces its cap
+  BucketSizing sizing_;               // resolved; the tuner's rebucket replaces the cap
   AdamW opt_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_param_;
+  std::vector<int> pending_;          // params not yet ready, per bucket
+  std::vector<comm::WorkPtr> works_;  // per bucket, this micro-batch
+  std::vector<CommSpans::Clock::time_point> issued_;  // when each bucket's reduction was issued
+  Buffer wire_;                       // bf16 staging, same layout as the gradients
+  int next_launch_ = 0;
   bool sync_ = true;
   float loss_wire_ = 0;               // the step's loss, averaged in place
   StepCommStats stats_;

@@ -184,6 +184,10 @@ class GradSync {
 
  protected:
   NormScope norm_scope_;
+
+  // Called once per bucket, in bucket order, when its reduction for the last
+  // micro-batch has completed (ZeRO's interleaved step runs here).
+  virtual void on_bucket_reduced(int bucket) { (void)bucket; }
 };
 
 // The groups of the rank grid a strategy may use (any may be null: size 1).
