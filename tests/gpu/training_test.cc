@@ -127,7 +127,7 @@ TEST(GpuTraining, SingleRankNcclDataParallelPath) {
   init.init(cfg.train.seed);
 
   auto train = [&](GradSync& sync, Llama& model) {
-    sync.load_full_weights(init.buffer());
+    sync.state().load_full_weights(init.buffer());
     sync.start();
     std::vector<double> losses;
     for (int s = 0; s < steps; ++s) {

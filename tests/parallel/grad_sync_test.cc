@@ -19,6 +19,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/isp.h"
 #include "parallel/step_boundary.h"
+#include "parallel/strategy_factory.h"
 #include "parallel/zero.h"
 #include "support/fake_communicator.h"
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "parallel/strategy_factory.h"
 #include "parallel/zero.h"
 #include "support/fake_communicator.h"
 #include "support/run_process.h"

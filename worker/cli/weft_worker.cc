@@ -145,8 +145,8 @@ int main(int argc, char** argv) {
     tc.world = groups->world_size();
     tc.dp = groups->dp;
     tc.context = &groups->context();
-    const bool isp = cfg.parallel.strategy == "isp";
-    if (isp) {
+    const weft::StrategyTraits traits = weft::strategy_traits(cfg.parallel);
+    if (traits.grid_groups) {
       // Every rank agrees on stops (the step boundary runs over tc.dp).
       tc.dp = groups->world;
       tc.sp = groups->sp;
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     // Metrics: the registry belongs to TrainMetrics; only main serves it. A
     // busy port costs the metrics, never the training run.
     std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};
-    if (isp) metric_groups.insert(metric_groups.end(), {groups->sp, groups->wp, groups->wdp});
+    if (traits.grid_groups) metric_groups.insert(metric_groups.end(), {groups->sp, groups->wp, groups->wdp});
     weft::TrainMetrics metrics(cfg, rank, groups->world_size(), metric_groups);
     trainer.set_observer(&metrics);
     metrics.set_bucket_cap_mb(trainer.grad_sync().bucket_cap_mb());

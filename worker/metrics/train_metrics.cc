@@ -1,4 +1,5 @@
 #include "metrics/train_metrics.h"
+#include "train/trainer.h"  // StrategyTraits
 
 #include <cstdio>
 #include <algorithm>
@@ -140,7 +141,7 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
              {&memory.Add({{"kind", "grad"}}), &StepReport::memory_grad_bytes},
              {&memory.Add({{"kind", "optimizer"}}), &StepReport::memory_optimizer_bytes},
              {&memory.Add({{"kind", "activation"}}), &StepReport::memory_activation_bytes}};
-  if (cfg.parallel.strategy == "isp")
+  if (strategy_traits(cfg.parallel).weight_pool)
     memory_.push_back({&memory.Add({{"kind", "isp_pool"}}), &StepReport::memory_isp_pool_bytes});
   if (cfg.device == "cuda") {
     memory_.push_back({&memory.Add({{"kind", "device_held"}}), &StepReport::memory_device_held_bytes});

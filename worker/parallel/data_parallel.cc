@@ -20,35 +20,22 @@ DataParallelOptions data_parallel_options(const ParallelConfig& p) {
 
 DataParallel::DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                            DataParallelOptions opt, const OptimConfig& optim)
-    : buf_(std::move(buffer)), dp_(std::move(dp)), opt_dp_(opt), opt_(replicated_adamw(*buf_, optim)) {
-  if (opt_dp_.bf16_wire)
-    wire_ = Buffer(static_cast<size_t>(buf_->numel()) * dtype_size(DType::BF16), buf_->device());
-  sizing_ = resolve_bucket_sizing(buf_->params(), opt_dp_.bucket_cap_mb, opt_dp_.first_bucket_mb, dp_->size());
-  plan(sizing_.cap_mb);
-}
+    : buf_(buffer),
+      dp_(dp),
+      opt_dp_(opt),
+      opt_(replicated_adamw(*buf_, optim)),
+      engine_(std::move(buffer), std::move(dp), BucketCollective::AllReduceAvg,
+              {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire}) {}
 
 std::string DataParallel::describe() const {
   return fmt::format("data parallel over {} ranks (group {}), bucket {}, {}, overlap {}, wire {}", dp_->size(),
-                     dp_->name(), sizing_.describe(), describe_buckets(buckets_), opt_dp_.overlap ? "on" : "off",
-                     opt_dp_.bf16_wire ? "bf16" : "fp32");
+                     dp_->name(), engine_.sizing().describe(), describe_buckets(engine_.buckets()),
+                     opt_dp_.overlap ? "on" : "off", opt_dp_.bf16_wire ? "bf16" : "fp32");
 }
 
 void DataParallel::rebucket(double cap_mb, int64_t step) {
-  plan(cap_mb);
-  spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(buckets_));
-}
-
-void DataParallel::plan(double cap_mb) {
-  WEFT_CHECK(cap_mb > 0, "bucket cap must be positive");
-  sizing_ = sizing_.with_cap(cap_mb);
-  buckets_ = plan_buckets(buf_->params(), cap_mb, sizing_.first_bucket_mb, dp_->size(),
-                          sizing_.last_bucket_mb);
-  bucket_of_param_.assign(buf_->params().size(), 0);
-  for (const Bucket& b : buckets_)
-    for (int p = b.first_param; p <= b.last_param; ++p) bucket_of_param_[p] = b.index;
-  pending_.assign(buckets_.size(), 0);
-  works_.assign(buckets_.size(), nullptr);
-  issued_.assign(buckets_.size(), {});
+  engine_.plan(cap_mb);
+  spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(engine_.buckets()));
 }
 
 void DataParallel::start() {
@@ -62,39 +49,14 @@ void DataParallel::gather_full_weights(ParamAndGradBuffer& full) { store_replica
 
 void DataParallel::begin_micro_batch(bool last) {
   sync_ = last;
-  next_launch_ = 0;
-  for (const Bucket& b : buckets_) {
-    pending_[b.index] = b.num_params();
-    works_[b.index] = nullptr;
-  }
+  engine_.begin();
   if (last) stats_ = StepCommStats{};
 }
 
 void DataParallel::on_grad_ready(int param) {
   if (!sync_) return;  // no_sync: keep accumulating locally
-  int b = bucket_of_param_.at(param);
-  WEFT_CHECK(pending_[b] > 0, "parameter " + buf_->params()[param].name + " reported ready twice");
-  --pending_[b];
-  if (opt_dp_.overlap) launch_ready_in_order();
-}
-
-void DataParallel::launch_ready_in_order() {
-  while (next_launch_ < static_cast<int>(buckets_.size()) && pending_[next_launch_] == 0)
-    launch(next_launch_++);
-}
-
-void DataParallel::launch(int index) {
-  const Bucket& b = buckets_[index];
-  const std::string label = "bucket " + std::to_string(index);
-  Tensor grads = buf_->flat_grads().slice0(b.begin, b.end);
-  issued_[index] = CommSpans::Clock::now();
-  if (opt_dp_.bf16_wire) {
-    Tensor wire = wire_.as(DType::BF16, {buf_->numel()}).slice0(b.begin, b.end);
-    ops::cast(wire, grads);
-    works_[index] = dp_->all_reduce(wire, comm::ReduceOp::Avg, label);
-  } else {
-    works_[index] = dp_->all_reduce(grads, comm::ReduceOp::Avg, label);
-  }
+  engine_.mark_ready(param);
+  if (opt_dp_.overlap) engine_.launch_ready_in_order();
 }
 
 double DataParallel::finish_micro_batch(double loss) {
@@ -109,27 +71,19 @@ double DataParallel::finish_micro_batch(double loss) {
 }
 
 void DataParallel::wait_buckets() {
-  for (int p : pending_)
-    WEFT_CHECK(p == 0, "backward finished with parameters whose gradients were never reported");
+  engine_.check_all_ready();
   // Exposed time: from the end of backward compute until every bucket is
   // reduced (the launches below are part of it when overlap is off), as the
   // compute stream sees it (on a GPU the waits below only order the stream).
   ops::StreamTimer exposed(buf_->device());
-  launch_ready_in_order();
-  stats_.bucket_seconds.assign(buckets_.size(), 0);
-  for (const Bucket& b : buckets_) {
-    works_[b.index]->wait();
-    if (opt_dp_.bf16_wire)
-      ops::cast(buf_->flat_grads().slice0(b.begin, b.end),
-                wire_.as(DType::BF16, {buf_->numel()}).slice0(b.begin, b.end));
-    on_bucket_reduced(b.index);
+  engine_.launch_ready_in_order();
+  stats_.bucket_seconds.assign(engine_.size(), 0);
+  for (int b = 0; b < engine_.size(); ++b) {
+    engine_.wait(b);
+    on_bucket_reduced(b);
   }
   stats_.exposed_seconds = exposed.stop();  // on a GPU: every bucket's events have completed now
-  for (const Bucket& b : buckets_) {
-    stats_.bucket_seconds[b.index] = works_[b.index]->comm_seconds();
-    stats_.spans.add(issued_[b.index], *works_[b.index]);
-    works_[b.index] = nullptr;
-  }
+  for (int b = 0; b < engine_.size(); ++b) engine_.account(b, stats_);
   stats_.comm_seconds = stats_.spans.busy_seconds();
 }
 

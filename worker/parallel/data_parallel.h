@@ -1,8 +1,9 @@
 // Bucketed data parallelism: gradient all-reduce overlapped with backward
-// (semantics of picotron's BucketManager and PyTorch DDP), as a GradSync.
+// (as PyTorch DDP does), as a GradSync.
 //
-// Owns the bucket layout, per-bucket readiness, the in-flight Work handles,
-// the overlap accounting of the current step and the (replicated) optimizer.
+// Owns a BucketEngine (the bucket layout, readiness, launches and in-flight
+// reductions, with an Avg all-reduce per bucket), the overlap accounting of
+// the current step and the (replicated) optimizer.
 // Shares the parameter/gradient buffer with the model; does not own the
 // communicator's process (main does).
 //
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "parallel/bucket_engine.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/grad_sync.h"
 #include "tensor/tensor.h"
@@ -33,8 +35,9 @@ struct DataParallelOptions {
 // The parallel section's bucket, overlap and wire settings.
 DataParallelOptions data_parallel_options(const ParallelConfig& p);
 
-class DataParallel : public GradSync {
+class DataParallel : public GradSync, public StrategyState {
  public:
+  StrategyState& state() override { return *this; }
   DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                DataParallelOptions opt, const OptimConfig& optim);
 
@@ -51,32 +54,22 @@ class DataParallel : public GradSync {
   bool writes_optimizer_state() const override { return dp_->rank() == 0; }
   const StepCommStats& last_step() const override { return stats_; }
   const comm::Communicator* group() const override { return dp_.get(); }
-  int bucket_count() const override { return static_cast<int>(buckets_.size()); }
-  double bucket_cap_mb() const override { return sizing_.cap_mb; }
+  int bucket_count() const override { return engine_.size(); }
+  double bucket_cap_mb() const override { return engine_.sizing().cap_mb; }
   StateBytes state_bytes() const override;
   std::string describe() const override;
 
-  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
 
  private:
-  void plan(double cap_mb);
-  void launch(int bucket);
-  void launch_ready_in_order();
   // Waits for every bucket of the last micro-batch, in order.
   void wait_buckets();
 
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
   DataParallelOptions opt_dp_;
-  BucketSizing sizing_;               // resolved; the tuner's rebucket replaces the cap
   AdamW opt_;
-  std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_param_;
-  std::vector<int> pending_;          // params not yet ready, per bucket
-  std::vector<comm::WorkPtr> works_;  // per bucket, this micro-batch
-  std::vector<CommSpans::Clock::time_point> issued_;  // when each bucket's reduction was issued
-  Buffer wire_;                       // bf16 staging, same layout as the gradients
-  int next_launch_ = 0;
+  BucketEngine engine_;
   bool sync_ = true;
   float loss_wire_ = 0;               // the step's loss, averaged in place
   StepCommStats stats_;

@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "parallel/data_parallel.h"
-#include "parallel/isp.h"
-#include "parallel/zero.h"
 
 namespace weft {
 
@@ -67,44 +64,6 @@ double LocalGradSync::clip_and_step(double lr, double max_norm) {
 StateBytes LocalGradSync::state_bytes() const {
   return {static_cast<int64_t>(buf_->param_bytes()), static_cast<int64_t>(buf_->grad_bytes()),
           opt_.state_bytes()};
-}
-
-Storage model_storage(const ParallelConfig& p) {
-  return p.strategy == "isp" ? Storage::Provided : Storage::Owned;
-}
-
-std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
-                                         std::shared_ptr<ParamAndGradBuffer> buffer,
-                                         comm::CommunicatorPtr dp) {
-  return make_grad_sync(cfg, std::move(buffer), SyncGroups{std::move(dp), nullptr, nullptr, nullptr});
-}
-
-std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
-                                         std::shared_ptr<ParamAndGradBuffer> buffer,
-                                         const SyncGroups& groups) {
-  const ParallelConfig& p = cfg.parallel;
-  comm::CommunicatorPtr dp = groups.dp;
-  auto size = [](const comm::CommunicatorPtr& c) { return c ? c->size() : 1; };
-  if (p.strategy == "isp") {
-    if (size(groups.sp) != p.sp || size(groups.wp) != p.wp)
-      throw ConfigError("parallel.strategy: 'isp' with sp " + std::to_string(p.sp) + ", wp " + std::to_string(p.wp) +
-                        " needs sp and wp groups of those sizes (got " + std::to_string(size(groups.sp)) + " and " +
-                        std::to_string(size(groups.wp)) + ")");
-    return std::make_unique<IspGradSync>(cfg, std::move(buffer), IspGroups{groups.sp, groups.wp, groups.wdp});
-  }
-  if (p.sp != 1 || p.wp != 1)
-    throw ConfigError("parallel.strategy: '" + p.strategy + "' with sp " + std::to_string(p.sp) + ", wp " +
-                      std::to_string(p.wp) + " needs strategy isp");
-  const int world = dp ? dp->size() : 1;
-  if (p.strategy == "zero") {
-    if (world < 2)
-      throw ConfigError("parallel.strategy: 'zero' shards the optimizer state over the data-parallel "
-                        "ranks and needs at least 2 (world size is " + std::to_string(world) +
-                        "); use strategy dp to train on one rank");
-    return std::make_unique<ZeroGradSync>(std::move(buffer), std::move(dp), zero_options(p), cfg.optim);
-  }
-  if (world == 1) return std::make_unique<LocalGradSync>(std::move(buffer), cfg.optim);
-  return std::make_unique<DataParallel>(std::move(buffer), std::move(dp), data_parallel_options(p), cfg.optim);
 }
 
 void CommSpans::add(Clock::time_point issued, comm::Work& w) {

@@ -14,7 +14,9 @@
 //   norm = clip_and_step(lr, max_norm)       global norm before clipping
 //
 // Implementations: LocalGradSync (one rank), DataParallel (bucketed all-reduce),
-// ZeroGradSync (sharded optimizer state, parallel/zero.h).
+// ZeroGradSync (sharded optimizer state, parallel/zero.h), IspGradSync
+// (parallel/isp.h); parallel/strategy_factory.h builds the config's. Each
+// also exposes its StrategyState (parallel/sync_state.h) for checkpoints.
 // Invariants: every rank of a group calls the same methods in the same order
 // (collectives are issued in that order); on_grad_ready(i) is called once per
 // parameter per micro-batch, in the model's backward order.
@@ -31,6 +33,7 @@
 #include "model/sequence_exchange.h"
 #include "optim/adamw.h"
 #include "config/config.h"
+#include "parallel/sync_state.h"
 
 namespace weft {
 
@@ -131,22 +134,6 @@ class GradSync {
     (void)step;
   }
 
-  // Makes the full parameters present on this rank and waits for every
-  // collective still in flight (ZeRO's overlapped parameter gathers); before
-  // checkpoints, re-bucketing and the end of a run.
-  virtual void flush() {}
-
-  // Checkpoints: this rank's optimizer state, and whether this rank writes it
-  // (replicated state is written by rank 0 alone).
-  virtual AdamW& optimizer() = 0;
-  virtual bool writes_optimizer_state() const = 0;
-  // Ranks the optimizer state is sharded over (1: replicated); a checkpoint
-  // written with N shards resumes only with N (optim-rank-R per shard).
-  virtual int optimizer_shards() const { return 1; }
-  // What identifies this rank's shard layout (the owned ranges); a resumed
-  // shard must have been written with the same. Empty: replicated.
-  virtual std::string optimizer_layout() const { return {}; }
-
   // Accounting of the last step, and what the metrics and logs name.
   virtual const StepCommStats& last_step() const = 0;
   // The group gradients are synchronised over; nullptr when training alone.
@@ -156,31 +143,14 @@ class GradSync {
   virtual StateBytes state_bytes() const = 0;
   virtual std::string describe() const = 0;  // one line for the startup log
 
-  // Initial weights and checkpoints at full precision, through a host f32
-  // full model: load_full_weights takes this rank's part of `full` and is the
-  // one source of the optimizer's master copy, set from `full` exactly (never
-  // from the rounded working weights; a strategy with a master copy, i.e.
-  // non-f32 working weights, needs it before the first step, and AdamW aborts
-  // otherwise); gather_full_weights is collective and fills every parameter
-  // of `full` with the master copy where there is one, else the working
-  // weights. The trainer uses them whenever the working weights are not f32
-  // host memory, or are sharded, which covers every config with a master copy.
-  virtual void load_full_weights(const ParamAndGradBuffer& full) = 0;
-  virtual void gather_full_weights(ParamAndGradBuffer& full) = 0;
+  // What the strategy keeps between steps: optimizer, full weights, shards
+  // (parallel/sync_state.h); checkpoints and initial weights go through it.
+  virtual StrategyState& state() = 0;
+  const StrategyState& state() const { return const_cast<GradSync*>(this)->state(); }
 
-  // Strategies that keep only a shard of the weights on a rank (ISP) provide
-  // the model's views themselves: the model's buffer is then
-  // Storage::Provided, initial weights and checkpoints always go through the
-  // full model, and attention may be split.
-  virtual bool shards_weights() const { return false; }
+  // A strategy that splits sequences (ISP with sp > 1) gives the model its
+  // attention exchange; nullptr otherwise.
   virtual SequenceExchange* sequence_exchange() { return nullptr; }
-  // Checkpoints of such a strategy: its optimizer state with ranges in the
-  // full model's flat layout (what reshard_optimizer reads, so any layout
-  // resumes it). owned_only: each element once over all ranks (what this rank
-  // writes); else every range this rank steps (what it loads). import takes
-  // back a state exported with owned_only false.
-  virtual AdamW export_optimizer(bool owned_only) { (void)owned_only; return AdamW(OptimConfig{}, {}); }
-  virtual void import_optimizer(const AdamW& state) { (void)state; }
 
  protected:
   NormScope norm_scope_;
@@ -190,29 +160,12 @@ class GradSync {
   virtual void on_bucket_reduced(int bucket) { (void)bucket; }
 };
 
-// The groups of the rank grid a strategy may use (any may be null: size 1).
-struct SyncGroups {
-  comm::CommunicatorPtr dp, sp, wp, wdp;
-};
-
-// How the model's buffer holds its weights for this config's strategy.
-Storage model_storage(const ParallelConfig& p);
-
-// The strategy the config names, over `dp` (nullptr or size 1: alone), or for
-// ISP over sp, wp and wdp. `buffer` must have model_storage(cfg.parallel).
-// Throws ConfigError for a strategy this build cannot run.
-std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
-                                         std::shared_ptr<ParamAndGradBuffer> buffer,
-                                         comm::CommunicatorPtr dp);
-std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
-                                         std::shared_ptr<ParamAndGradBuffer> buffer,
-                                         const SyncGroups& groups);
-
 // One rank: nothing to synchronise; the optimizer owns every parameter.
-class LocalGradSync : public GradSync {
+class LocalGradSync : public GradSync, public StrategyState {
  public:
   LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim);
 
+  StrategyState& state() override { return *this; }
   void start() override {}  // one rank: its parameters are everyone's
   void load_full_weights(const ParamAndGradBuffer& full) override;
   void gather_full_weights(ParamAndGradBuffer& full) override;

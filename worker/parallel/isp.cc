@@ -319,7 +319,7 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
 }
 
 void IspGradSync::flush() {
-  inner_->flush();
+  inner_->state().flush();
   for (int s = 0; s < 2; ++s)
     if (!gathers_[s].empty()) wait_gather(slot_unit_[s]);
 }
@@ -366,10 +366,10 @@ int64_t IspGradSync::model_offset(int64_t shard_offset) const {
 }
 
 AdamW IspGradSync::export_optimizer(bool owned_only) {
-  const AdamW& opt = inner_->optimizer();
+  const AdamW& opt = inner_->state().optimizer();
   // Replicated state is written once: norms by wp rank 0, and with plain DP
   // over wdp (every wdp rank holds the same state) by wdp rank 0.
-  const bool wdp_first = !wdp_ || wdp_->rank() == 0 || inner_->optimizer_shards() > 1;
+  const bool wdp_first = !wdp_ || wdp_->rank() == 0 || inner_->state().optimizer_shards() > 1;
   const bool wp_first = !wp_ || wp_->rank() == 0;
   std::vector<ParamRange> ranges;
   std::vector<size_t> from;
@@ -391,7 +391,7 @@ AdamW IspGradSync::export_optimizer(bool owned_only) {
 }
 
 void IspGradSync::import_optimizer(const AdamW& state) {
-  AdamW& opt = inner_->optimizer();
+  AdamW& opt = inner_->state().optimizer();
   WEFT_CHECK(state.ranges().size() == opt.ranges().size(), "import_optimizer: another range list");
   for (size_t k = 0; k < opt.ranges().size(); ++k) {
     const int64_t n = opt.ranges()[k].numel, src = state.state_offset(k), dst = opt.state_offset(k);

@@ -1,12 +1,13 @@
-// ISP as a GradSync (semantics of InternEvo's ISPCommunicator, seed
-// internevo_isp; docs/architecture.md "ISP"): weight-parallel linears over
+// ISP as a GradSync (docs/architecture.md "ISP"; the intern sequence
+// parallelism of InternEvo's ISPCommunicator): weight-parallel linears over
 // `wp` with a prefetched, double-buffered all-gather pool, gradient
 // reduce-scatter over `wp`, shard gradients reduced over `wdp` by an inner
 // strategy (plain DP or ZeRO), and the Ulysses all-to-all over `sp`.
 //
 // Owns the shard buffer (this rank's dim-0 rows of every linear, embedding and
 // LM head weight, and a full copy of every norm weight: what the optimizer,
-// the wdp buckets and checkpoints see), the inner GradSync, the weight pool
+// the wdp buckets and checkpoints see), the inner GradSync (DataParallel or
+// ZeroGradSync, whose BucketEngine syncs the shard over wdp), the weight pool
 // and the gradient scratch. The model's buffer (Storage::Provided) is not
 // owned; this strategy installs itself as its WeightHook and WeightProvider,
 // and gives the model its SequenceExchange.
@@ -53,8 +54,9 @@ struct IspOptions {
 // its rows [r*out/wp, (r+1)*out/wp) (the same for every r), laid out anew.
 std::vector<ParamInfo> isp_shard_table(const std::vector<ParamInfo>& full, int wp);
 
-class IspGradSync : public GradSync, private WeightHook, private WeightProvider, private SequenceExchange {
+class IspGradSync : public GradSync, public StrategyState, private WeightHook, private WeightProvider, private SequenceExchange {
  public:
+  StrategyState& state() override { return *this; }
   // `model_buffer` holds the full table with Storage::Provided.
   IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBuffer> model_buffer, IspGroups groups);
   ~IspGradSync() override;
@@ -81,8 +83,8 @@ class IspGradSync : public GradSync, private WeightHook, private WeightProvider,
   void rebucket(double cap_mb, int64_t step) override { inner_->rebucket(cap_mb, step); }
   void flush() override;
 
-  AdamW& optimizer() override { return inner_->optimizer(); }
-  bool writes_optimizer_state() const override { return inner_->writes_optimizer_state(); }
+  AdamW& optimizer() override { return inner_->state().optimizer(); }
+  bool writes_optimizer_state() const override { return inner_->state().writes_optimizer_state(); }
   const StepCommStats& last_step() const override { return last_; }
   const comm::Communicator* group() const override { return wdp_.get(); }
   int bucket_count() const override { return inner_->bucket_count(); }

@@ -60,12 +60,10 @@ ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
       o_(opt),
       optim_cfg_(optim),
       all_ranges_(default_param_ranges(buf_->params(), optim)),
+      engine_(buf_, dp_, BucketCollective::ReduceScatterAvg, {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire}),
       opt_(optim, {}, buf_->device()) {
   WEFT_CHECK(o_.stage == 1 || o_.stage == 2, "ZeRO stage must be 1 or 2");
-  if (o_.bf16_wire)
-    wire_ = Buffer(static_cast<size_t>(buf_->numel()) * dtype_size(DType::BF16), buf_->device());
-  sizing_ = resolve_bucket_sizing(buf_->params(), o_.bucket_cap_mb, o_.first_bucket_mb, dp_->size());
-  plan(sizing_.cap_mb);
+  plan_shards();
   buf_->set_weight_hook(this);
 }
 
@@ -84,7 +82,7 @@ std::string ZeroGradSync::describe() const {
   return fmt::format(
       "ZeRO stage {} over {} ranks (group {}), bucket {}, {}, overlap {}, param gather {}, wire {}, "
       "optimizer state {:.2f} MiB on this rank",
-      o_.stage, dp_->size(), dp_->name(), sizing_.describe(), describe_buckets(buckets_), zero_overlap_name(o_.overlap),
+      o_.stage, dp_->size(), dp_->name(), engine_.sizing().describe(), describe_buckets(engine_.buckets()), zero_overlap_name(o_.overlap),
       o_.overlap_param_gather ? "overlapped with forward" : "in the step",
       o_.bf16_wire ? "bf16" : "fp32", opt_.state_bytes() / 1048576.0);
 }
@@ -100,15 +98,17 @@ StateBytes ZeroGradSync::state_bytes() const {
 }
 
 void ZeroGradSync::plan(double cap_mb) {
-  WEFT_CHECK(cap_mb > 0, "bucket cap must be positive");
-  sizing_ = sizing_.with_cap(cap_mb);
+  engine_.plan(cap_mb);
+  plan_shards();
+}
+
+void ZeroGradSync::plan_shards() {
   const int n = dp_->size(), me = dp_->rank();
   const auto& params = buf_->params();
-  buckets_ = plan_buckets(params, cap_mb, sizing_.first_bucket_mb, n, sizing_.last_bucket_mb);
-  bucket_of_param_.assign(params.size(), 0);
+  const std::vector<Bucket>& buckets = engine_.buckets();
   int n_layers = 0;
   for (const ParamInfo& p : params) n_layers = std::max(n_layers, p.layer + 1);
-  last_pos_.assign(buckets_.size(), 0);
+  last_pos_.assign(buckets.size(), 0);
   forward_buckets_.assign(n_layers + 2, {});
   std::vector<ParamRange> owned;
   first_range_.clear();
@@ -118,14 +118,13 @@ void ZeroGradSync::plan(double cap_mb) {
     while (i + 1 < static_cast<int>(params.size()) && params[i + 1].offset <= offset) ++i;
     return i;
   };
-  for (const Bucket& b : buckets_) {
+  for (const Bucket& b : buckets) {
     first_range_.push_back(owned.size());
     for (const ParamRange& r : ranges_within(all_ranges_, b.shard_begin(me, n), b.shard_end(me, n))) {
       owned.push_back(r);
       param_of_range_.push_back(param_at(r.offset));
     }
     for (int p = b.first_param; p <= b.last_param; ++p) {
-      bucket_of_param_[p] = b.index;
       const int pos = backward_pos(params[p].layer, n_layers);
       last_pos_[b.index] = std::max(last_pos_[b.index], pos);
       auto& fb = forward_buckets_[pos];
@@ -140,12 +139,9 @@ void ZeroGradSync::plan(double cap_mb) {
                /*master_weights=*/buf_->param_dtype() != DType::F32);
   if (o_.stage == 2)
     shard_grads_ = Buffer(static_cast<size_t>(opt_.state_numel()) * sizeof(float), buf_->device());
-  pending_.assign(buckets_.size(), 0);
-  rs_.assign(buckets_.size(), nullptr);
-  ag_.assign(buckets_.size(), nullptr);
-  rs_issued_.assign(buckets_.size(), {});
-  ag_issued_.assign(buckets_.size(), {});
-  stepped_.assign(buckets_.size(), 0);
+  ag_.assign(buckets.size(), nullptr);
+  ag_issued_.assign(buckets.size(), {});
+  stepped_.assign(buckets.size(), 0);
 }
 
 void ZeroGradSync::rebucket(double cap_mb, int64_t step) {
@@ -181,7 +177,7 @@ void ZeroGradSync::rebucket(double cap_mb, int64_t step) {
   opt_.set_step_count(steps);
   scatter_moments(opt_, false);
   if (master) opt_.load_master(all_master);
-  spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(buckets_));
+  spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(engine_.buckets()));
 }
 
 void ZeroGradSync::start() { dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait(); }
@@ -236,17 +232,14 @@ void ZeroGradSync::prepare_step(double lr, double max_norm) {
 
 void ZeroGradSync::reset_step_stats() {
   stats_ = StepCommStats{};
-  stats_.bucket_seconds.assign(buckets_.size(), 0);
+  stats_.bucket_seconds.assign(engine_.size(), 0);
 }
 
 void ZeroGradSync::begin_micro_batch(bool last) {
   if (!prepared_ && micro_ == 0) reset_step_stats();
   last_ = last;
-  next_launch_ = next_complete_ = 0;
-  for (const Bucket& b : buckets_) {
-    pending_[b.index] = b.num_params();
-    rs_[b.index] = nullptr;
-  }
+  next_complete_ = 0;
+  engine_.begin();
   if (last) {
     opt_.begin_step();
     shard_sumsq_ = 0;
@@ -256,49 +249,15 @@ void ZeroGradSync::begin_micro_batch(bool last) {
 
 void ZeroGradSync::on_grad_ready(int param) {
   if (!communicates()) return;  // stage 1: accumulate locally until the last micro-batch
-  const int b = bucket_of_param_.at(param);
-  WEFT_CHECK(pending_[b] > 0, "parameter " + buf_->params()[param].name + " reported ready twice");
-  --pending_[b];
-  launch_ready_in_order();
-}
-
-void ZeroGradSync::launch_ready_in_order() {
-  while (next_launch_ < static_cast<int>(buckets_.size()) && pending_[next_launch_] == 0)
-    launch(next_launch_++);
-}
-
-void ZeroGradSync::launch(int index) {
-  const Bucket& b = buckets_[index];
-  const int n = dp_->size(), me = dp_->rank();
-  const std::string label = "bucket " + std::to_string(index);
-  // The result lands on this rank's share inside the bucket itself.
-  if (o_.bf16_wire) {
-    Tensor wire = wire_.as(DType::BF16, {buf_->numel()});
-    ops::cast(wire.slice0(b.begin, b.end), buf_->flat_grads().slice0(b.begin, b.end));
-    rs_issued_[index] = CommSpans::Clock::now();
-    rs_[index] = dp_->reduce_scatter(wire.slice0(b.begin, b.end),
-                                     wire.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
-                                     comm::ReduceOp::Avg, shard_counts(b), label);
-  } else {
-    Tensor g = buf_->flat_grads();
-    rs_issued_[index] = CommSpans::Clock::now();
-    rs_[index] = dp_->reduce_scatter(g.slice0(b.begin, b.end),
-                                     g.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
-                                     comm::ReduceOp::Avg, shard_counts(b), label);
-  }
+  engine_.mark_ready(param);
+  engine_.launch_ready_in_order();
 }
 
 void ZeroGradSync::complete(int index) {
-  const Bucket& b = buckets_[index];
-  const int n = dp_->size(), me = dp_->rank();
-  stats_.exposed_seconds += timed_wait(rs_[index]);
-  stats_.bucket_seconds[index] += rs_[index]->comm_seconds();
-  stats_.spans.add(rs_issued_[index], *rs_[index]);
+  const Bucket& b = engine_.buckets()[index];
+  stats_.exposed_seconds += engine_.wait(index);  // the owned shard is f32 again
+  engine_.account(index, stats_);
   stats_.comm_seconds = stats_.spans.busy_seconds();
-  rs_[index] = nullptr;
-  const int64_t sb = b.shard_begin(me, n), se = b.shard_end(me, n);
-  if (o_.bf16_wire)
-    ops::cast(buf_->flat_grads().slice0(sb, se), wire_.as(DType::BF16, {buf_->numel()}).slice0(sb, se));
   if (o_.stage == 2) {
     // Keep the owned shard; the bucket's full gradients are free for the next
     // micro-batch's backward.
@@ -316,8 +275,8 @@ void ZeroGradSync::complete(int index) {
 }
 
 void ZeroGradSync::complete_ready(int done_pos, bool block) {
-  while (next_complete_ < next_launch_ && last_pos_[next_complete_] < done_pos &&
-         (block || rs_[next_complete_]->completed()))
+  while (next_complete_ < engine_.launched() && last_pos_[next_complete_] < done_pos &&
+         (block || engine_.completed(next_complete_)))
     complete(next_complete_++);
 }
 
@@ -339,9 +298,8 @@ double ZeroGradSync::finish_micro_batch(double loss) {
     ++micro_;
     return loss;
   }
-  for (int p : pending_)
-    WEFT_CHECK(p == 0, "backward finished with parameters whose gradients were never reported");
-  launch_ready_in_order();
+  engine_.check_all_ready();
+  engine_.launch_ready_in_order();
   comm::WorkPtr loss_work;
   if (last_) {
     loss_wire_ = static_cast<float>(loss);
@@ -350,7 +308,7 @@ double ZeroGradSync::finish_micro_batch(double loss) {
   // Gathers are issued only now, after every reduce-scatter, in bucket order:
   // each rank polls completions at its own pace, and collectives must be
   // issued in the same order everywhere.
-  for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
+  for (int b = 0; b < engine_.size(); ++b) {
     if (b == next_complete_) complete(next_complete_++);
     if (last_ && stepped_[b] && !o_.overlap_param_gather) launch_gather(b);
   }
@@ -370,7 +328,7 @@ void ZeroGradSync::step_bucket(int index, double lr) {
 }
 
 void ZeroGradSync::launch_gather(int index) {
-  const Bucket& b = buckets_[index];
+  const Bucket& b = engine_.buckets()[index];
   const int n = dp_->size(), me = dp_->rank();
   Tensor p = buf_->flat_params();
   ag_issued_[index] = CommSpans::Clock::now();
@@ -388,7 +346,7 @@ void ZeroGradSync::wait_gather(int index) {
 }
 
 double ZeroGradSync::clip_and_step(double lr, double max_norm) {
-  WEFT_CHECK(next_complete_ == static_cast<int>(buckets_.size()),
+  WEFT_CHECK(next_complete_ == engine_.size(),
              "clip_and_step before the last micro-batch finished");
   // The owned shards partition the parameters: the global norm is the root of
   // the summed shard norms, the same as the unsharded gradient's.
@@ -402,17 +360,17 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
                "clipping after shards were stepped");
     for (size_t i = 0; i < opt_.ranges().size(); ++i) ops::scale(owned_grad(i), static_cast<float>(c));
   }
-  for (const Bucket& b : buckets_)
+  for (const Bucket& b : engine_.buckets())
     if (!stepped_[b.index]) step_bucket(b.index, lr);
   if (o_.overlap_param_gather) {
     // In forward order (the embedding's bucket is the last one), so the first
     // layers' weights arrive first; the next forward waits per layer.
-    for (int b = static_cast<int>(buckets_.size()) - 1; b >= 0; --b)
+    for (int b = engine_.size() - 1; b >= 0; --b)
       if (!ag_[b]) launch_gather(b);
   } else {
-    for (const Bucket& b : buckets_)
+    for (const Bucket& b : engine_.buckets())
       if (!ag_[b.index]) launch_gather(b.index);
-    for (const Bucket& b : buckets_) wait_gather(b.index);
+    for (const Bucket& b : engine_.buckets()) wait_gather(b.index);
   }
   prepared_ = step_early_ = false;
   micro_ = 0;
@@ -420,7 +378,7 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
 }
 
 void ZeroGradSync::flush() {
-  for (const Bucket& b : buckets_) wait_gather(b.index);
+  for (const Bucket& b : engine_.buckets()) wait_gather(b.index);
 }
 
 }  // namespace weft

@@ -1,11 +1,11 @@
-// ZeRO stage 1/2 as a GradSync (semantics of PyTorch's ddp_zero_hook seed,
-// docs/architecture.md "ZeRO"): each of the N data-parallel ranks owns shard r
+// ZeRO stage 1/2 as a GradSync (docs/architecture.md "ZeRO"; the optimizer
+// sharding PyTorch's ZeroRedundancyOptimizer with a DDP comm hook does): each of the N data-parallel ranks owns shard r
 // of every gradient bucket (Bucket::shard_begin/shard_end), keeps the AdamW
 // moments (and a master copy, for bf16 weights) for its shards only, and
 // all-gathers its updated shard of every bucket back into the full parameters.
 //
-// Owns the bucket layout, the sharded optimizer, the in-flight reduce-scatter
-// and all-gather Work, and (stage 2) the owned gradient shard. Installs itself
+// Owns a BucketEngine (the bucket layout, readiness, launches and in-flight
+// Avg reduce-scatters), the sharded optimizer, the in-flight all-gather Work, and (stage 2) the owned gradient shard. Installs itself
 // as the buffer's WeightHook: forward waits for a bucket's gather before using
 // its weights (overlap_param_gather), backward tells it which layers are done
 // (the interleaved step touches a bucket only after every layer using it).
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "parallel/bucket_engine.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/grad_sync.h"
 #include "tensor/tensor.h"
@@ -58,8 +59,9 @@ struct ZeroOptions {
 // The parallel section's zero and bucket settings.
 ZeroOptions zero_options(const ParallelConfig& p);
 
-class ZeroGradSync : public GradSync, private WeightHook {
+class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
  public:
+  StrategyState& state() override { return *this; }
   ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                ZeroOptions opt, const OptimConfig& optim);
   ~ZeroGradSync() override;
@@ -81,25 +83,25 @@ class ZeroGradSync : public GradSync, private WeightHook {
   std::string optimizer_layout() const override;
   const StepCommStats& last_step() const override { return stats_; }
   const comm::Communicator* group() const override { return dp_.get(); }
-  int bucket_count() const override { return static_cast<int>(buckets_.size()); }
-  double bucket_cap_mb() const override { return sizing_.cap_mb; }
+  int bucket_count() const override { return engine_.size(); }
+  double bucket_cap_mb() const override { return engine_.sizing().cap_mb; }
   StateBytes state_bytes() const override;
   std::string describe() const override;
 
-  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
 
  private:
   void before_use(int layer, WeightUse use) override;
 
   // Buckets and the owned ranges for `cap_mb`; builds a fresh optimizer.
   void plan(double cap_mb);
+  // The owned ranges of the engine's current buckets; builds a fresh optimizer.
+  void plan_shards();
   void reset_step_stats();  // this step's StepCommStats, empty, one slot per bucket
   bool communicates() const { return o_.stage == 2 || last_; }
   std::vector<int64_t> shard_counts(const Bucket& b) const;
   Tensor owned_grad(size_t range) const;  // the reduced gradient of optimizer range i
 
-  void launch_ready_in_order();
-  void launch(int bucket);
   // Waits for bucket b's reduce-scatter and takes its result: bf16 back to
   // f32, stage 2 accumulation; on the last micro-batch its share of the norm,
   // and its step when stepping early.
@@ -115,25 +117,21 @@ class ZeroGradSync : public GradSync, private WeightHook {
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
   ZeroOptions o_;
-  BucketSizing sizing_;  // resolved; the tuner's rebucket replaces the cap
   OptimConfig optim_cfg_;
   std::vector<ParamRange> all_ranges_;  // one per parameter, with its decay group
 
-  std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_param_;
+  BucketEngine engine_;
   std::vector<size_t> first_range_;     // per bucket + 1: its optimizer ranges
   std::vector<int> param_of_range_;     // per optimizer range: its parameter
   std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
   AdamW opt_;
   Buffer shard_grads_;                  // stage 2: the owned gradient shard, compact
-  Buffer wire_;                         // bf16 staging, same layout as the gradients
 
-  std::vector<int> pending_;            // params not yet ready, per bucket
-  std::vector<comm::WorkPtr> rs_, ag_;  // per bucket
-  std::vector<CommSpans::Clock::time_point> rs_issued_, ag_issued_;
+  std::vector<comm::WorkPtr> ag_;       // per bucket
+  std::vector<CommSpans::Clock::time_point> ag_issued_;
   std::vector<char> stepped_;
-  int next_launch_ = 0, next_complete_ = 0;
+  int next_complete_ = 0;
   int micro_ = 0;
   bool last_ = true;
   bool prepared_ = false, step_early_ = false;

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -435,6 +437,93 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
   std::string all;
   for (const std::string& p : problems) all += "\n  " + p;
   throw CheckpointError("no valid checkpoint in " + dir + " (remove the directory to start over):" + all);
+}
+
+RunCheckpoints::RunCheckpoints(const WorkerConfig& cfg, std::string dir, StrategyState& state, Llama& model,
+                               bool via_full, int rank, int world, comm::Communicator* group)
+    : cfg_(cfg),
+      dir_(std::move(dir)),
+      state_(state),
+      model_(model),
+      via_full_(via_full),
+      rank_(rank),
+      world_(world),
+      group_(group) {}
+
+OptimizerShard RunCheckpoints::shard() const {
+  // Replicated state: every rank loads rank 0's file; sharded: its own.
+  if (state_.optimizer_shards() > 1)
+    return OptimizerShard{group_->rank(), state_.optimizer_shards(), world_, state_.optimizer_layout()};
+  return OptimizerShard{0, 1, world_, {}};
+}
+
+std::optional<CheckpointMeta> RunCheckpoints::resume() {
+  // Read into the model or a host f32 full model; the optimizer state into
+  // the strategy's optimizer itself when it lives on the host, else a host
+  // copy loaded back after; for sharded weights the ranges in the full
+  // model's layout, of which this rank keeps its part.
+  std::optional<Llama> full;
+  if (via_full_) full.emplace(cfg_.model);
+  std::optional<AdamW> staged;
+  OptimizerShard where = shard();
+  if (state_.shards_weights()) {
+    staged.emplace(state_.export_optimizer(/*owned_only=*/false));
+    where = OptimizerShard{rank_, world_, world_, optimizer_layout(rank_, world_, *staged)};
+  } else if (state_.optimizer().device() != Device::CPU) {
+    staged.emplace(state_.optimizer().copy_to(Device::CPU));
+  }
+  auto meta = load_latest_checkpoint(dir_, full ? *full : model_, staged ? *staged : state_.optimizer(), where);
+  if (!meta) return std::nullopt;
+  if (full) state_.load_full_weights(full->buffer());
+  if (state_.shards_weights())
+    state_.import_optimizer(*staged);
+  else if (staged)
+    state_.optimizer().load_state(*staged);
+  return meta;
+}
+
+std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_completed, double last_loss) {
+  state_.flush();  // overlapped parameter gathers land before the weights are written
+  // The weights at full precision: the model itself, or a full host f32
+  // copy gathered from the strategy (collective for sharded weights and
+  // ZeRO's master copy, so every rank takes part).
+  const bool sharded_weights = state_.shards_weights();
+  std::unique_ptr<Llama> full;
+  if (via_full_ && (sharded_weights || state_.writes_optimizer_state())) {
+    full = std::make_unique<Llama>(cfg_.model);
+    state_.gather_full_weights(full->buffer());
+  }
+  if (!sharded_weights && !state_.writes_optimizer_state()) return std::nullopt;  // replicated: one rank writes
+  const Llama& weights = full ? *full : model_;
+  std::optional<AdamW> host_opt;  // device optimizer state goes through the host
+  if (!sharded_weights && state_.optimizer().device() != Device::CPU)
+    host_opt.emplace(state_.optimizer().copy_to(Device::CPU));
+  const AdamW& opt = host_opt ? *host_opt : state_.optimizer();
+  CheckpointMeta meta;
+  meta.step = steps_completed;
+  meta.last_loss = last_loss;
+  meta.world_size = world_;
+  meta.config_yaml = to_yaml(cfg_);
+  meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
+  const int keep = cfg_.checkpoint.keep;
+  const auto t0 = std::chrono::steady_clock::now();
+  Saved saved;
+  if (sharded_weights) {
+    // The full model (HF-named) and every rank's optimizer ranges in its
+    // layout, each element written by one rank.
+    const AdamW owned = state_.export_optimizer(/*owned_only=*/true);
+    saved.path = world_ > 1 ? save_sharded_checkpoint(dir_, *full, owned, meta, keep,
+                                                      OptimizerShard{rank_, world_, world_,
+                                                                     optimizer_layout(rank_, world_, owned)},
+                                                      *group_)
+                            : save_checkpoint(dir_, *full, owned, meta, keep, 0);
+  } else {
+    const OptimizerShard where = shard();
+    saved.path = where.shards > 1 ? save_sharded_checkpoint(dir_, weights, opt, meta, keep, where, *group_)
+                                  : save_checkpoint(dir_, weights, opt, meta, keep, 0);
+  }
+  saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return saved;
 }
 
 }  // namespace weft

@@ -19,6 +19,7 @@
 #include "model/llama.h"
 #include "optim/adamw.h"
 #include "config/config.h"
+#include "parallel/sync_state.h"
 #include "train/hf_weights.h"
 #include "train/safetensors.h"
 
@@ -87,5 +88,48 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // Writes just the model weights (HF names) to a safetensors file, for the
 // PyTorch reference tests.
 void save_model_weights(const std::string& path, const Llama& model);
+
+// A training run's checkpoints, driven through the strategy's StrategyState:
+// where the weights and optimizer state come from and go to, which rank
+// writes what, and which optimizer file each rank reads.
+//  - weights: the model itself, or with `via_full` (working weights not f32
+//    host memory, or sharded) a host f32 full model the strategy gathers into
+//    and loads from (its master copy comes from there too);
+//  - optimizer state: replicated, written by the one rank that
+//    writes_optimizer_state; sharded over the group (optim-rank-R); or, for
+//    sharded weights, every rank's ranges in the full model's layout, which
+//    any layout resumes.
+// Weights and optimizer state load independently: AdamW::load_state leaves
+// the master copy, which comes with the weights, alone.
+class RunCheckpoints {
+ public:
+  // `group`: the data-parallel group (sharded files); null when alone.
+  RunCheckpoints(const WorkerConfig& cfg, std::string dir, StrategyState& state, Llama& model,
+                 bool via_full, int rank, int world, comm::Communicator* group);
+
+  const std::string& dir() const { return dir_; }
+  // Loads the latest checkpoint of dir(), if there is one, into the model
+  // and the strategy; returns its meta.
+  std::optional<CheckpointMeta> resume();
+  struct Saved {
+    std::string path;
+    double seconds = 0;  // writing the files
+  };
+  // Collective over the strategy's group: a checkpoint after
+  // `steps_completed` steps. Empty when this rank writes nothing.
+  std::optional<Saved> save(int64_t steps_completed, double last_loss);
+
+ private:
+  // This rank's optimizer file when the weights are not sharded.
+  OptimizerShard shard() const;
+
+  const WorkerConfig& cfg_;
+  std::string dir_;
+  StrategyState& state_;
+  Llama& model_;
+  bool via_full_;
+  int rank_, world_;
+  comm::Communicator* group_;
+};
 
 }  // namespace weft

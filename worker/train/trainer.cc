@@ -51,6 +51,7 @@ double TrainSummary::overlap_ratio() const {
 Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
     : cfg_(cfg),
       rank_(std::move(comm)),
+      traits_(strategy_traits(cfg.parallel)),
       source_(make_source(cfg)),
       buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), working_dtype(cfg),
                                                    model_device(cfg), model_storage(cfg.parallel))),
@@ -63,12 +64,16 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
                       std::to_string(source_->vocab_size()) + " tokens in " + source_->describe() +
                       ")");
   model_.set_sequence_exchange(sync_->sequence_exchange());
-  model_.set_recompute_blocks(cfg.parallel.strategy == "isp" ? cfg.parallel.isp.recompute_blocks : 0);
+  model_.set_recompute_blocks(traits_.recompute_blocks);
   init_weights();
+  checkpoints_ = std::make_unique<RunCheckpoints>(cfg_, checkpoint_dir(), sync_->state(), model_, via_full(),
+                                                  rank_.rank, rank_.world, rank_.dp.get());
 }
 
+Trainer::~Trainer() = default;
+
 bool Trainer::via_full() const {
-  return sync_->shards_weights() || buffer_->param_dtype() != DType::F32 || buffer_->device() != Device::CPU;
+  return traits_.shards_weights || buffer_->param_dtype() != DType::F32 || buffer_->device() != Device::CPU;
 }
 
 void Trainer::init_weights() {
@@ -77,7 +82,7 @@ void Trainer::init_weights() {
   // its working dtype and on its device; the master copy keeps the f32 draw.
   Llama full(cfg_.model);
   full.init(cfg_.train.seed);
-  sync_->load_full_weights(full.buffer());
+  sync_->state().load_full_weights(full.buffer());
 }
 
 void Trainer::init_from_hf(const std::string& dir) {
@@ -93,7 +98,7 @@ void Trainer::init_from_hf(const std::string& dir) {
     if (via_full()) {
       Llama full(cfg_.model);
       load_hf_weights(w, full);
-      sync_->load_full_weights(full.buffer());
+      sync_->state().load_full_weights(full.buffer());
     } else {
       load_hf_weights(w, model_);
     }
@@ -129,35 +134,150 @@ void Trainer::log_progress(const StepReport& r, double elapsed, int64_t steps_th
                r.tokens_per_second, sync, hms(eta));
 }
 
-std::optional<int64_t> Trainer::resume(const std::string& dir, const OptimizerShard& shard) {
-  // Where the checkpoint is read into, and what the strategy then takes:
-  //  - weights: the model itself, or with via_full() a host f32 full model
-  //    the strategy keeps its part of (and its master copy from);
-  //  - optimizer state: the strategy's optimizer itself when it lives on the
-  //    host, else a host copy loaded back after; for sharded weights the
-  //    ranges in the full model's layout, whatever layout wrote them, of
-  //    which this rank keeps its part.
-  // Weights and optimizer state load independently: AdamW::load_state
-  // leaves the master copy, which comes with the weights, alone.
-  std::optional<Llama> full;
-  if (via_full()) full.emplace(cfg_.model);
-  std::optional<AdamW> staged;
-  OptimizerShard where = shard;
-  if (sync_->shards_weights()) {
-    staged.emplace(sync_->export_optimizer(/*owned_only=*/false));
-    where = OptimizerShard{rank_.rank, rank_.world, rank_.world, optimizer_layout(rank_.rank, rank_.world, *staged)};
-  } else if (sync_->optimizer().device() != Device::CPU) {
-    staged.emplace(sync_->optimizer().copy_to(Device::CPU));
+int64_t Trainer::resume_or_init() {
+  if (cfg_.checkpoint.resume) {
+    if (const auto meta = checkpoints_->resume()) {
+      spdlog::info("resumed from {}/step-{} (loss {:.4f})", checkpoints_->dir(), meta->step, meta->last_loss);
+      return meta->step;
+    }
   }
-  const auto meta = load_latest_checkpoint(dir, full ? *full : model_, staged ? *staged : sync_->optimizer(), where);
-  if (!meta) return std::nullopt;
-  if (full) sync_->load_full_weights(full->buffer());
-  if (sync_->shards_weights())
-    sync_->import_optimizer(*staged);
-  else if (staged)
-    sync_->optimizer().load_state(*staged);
-  spdlog::info("resumed from {}/step-{} (loss {:.4f})", dir, meta->step, meta->last_loss);
-  return meta->step;
+  // A run started from HF weights that has checkpointed since resumes from
+  // its own checkpoint above; init_from only seeds step 0.
+  if (!cfg_.init_from.empty()) init_from_hf(cfg_.init_from);
+  return 0;
+}
+
+void Trainer::log_start(const TrainSummary& s) const {
+  spdlog::info("model: {} parameters ({} layers, d_model {}, heads {}/{} kv, ffn {}, vocab {})",
+               s.num_params, cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads,
+               cfg_.model.n_kv_heads, cfg_.model.ffn(), cfg_.model.vocab_size);
+  spdlog::info("data: {}", source_->describe());
+  if (sync_->group()) spdlog::info("{}", sync_->describe());
+}
+
+bool Trainer::agree_at_boundary(int64_t step, const std::atomic<int>* stop) {
+  // Every rank stops, and switches bucket caps, at the same step.
+  const StepAgreement agreed = boundary_.agree(stop && stop->load(), sync_->bucket_cap_mb());
+  if (agreed.stop) return false;
+  if (agreed.new_cap_mb > 0) {
+    const double before = sync_->bucket_cap_mb();
+    sync_->rebucket(agreed.new_cap_mb, step);
+    cap_step_ = step + 1;
+    spdlog::info("rank {}: bucket cap {:.6g} -> {:.6g} MiB from step {} (agreed by all ranks)", rank_.rank, before,
+                 agreed.new_cap_mb, step + 1);
+  }
+  return true;
+}
+
+void Trainer::read_micro_batch(int64_t step, int micro, const int32_t*& in, const int32_t*& tgt) {
+  const TrainConfig& t = cfg_.train;
+  // With sequence parallelism the sp ranks of a dp index read the same
+  // sequences and each keeps its T = seq_len/sp positions.
+  const int B = t.micro_batch, T = t.seq_len / sp();
+  const int data_rank = rank_.rank / sp(), data_world = rank_.world / sp();
+  source_->fill(batch_, B, t.seq_len, BatchIndex{step, micro, t.grad_accum, data_rank, data_world});
+  in = batch_.inputs.data();
+  tgt = batch_.targets.data();
+  if (sp() == 1) return;
+  const int sp_rank = rank_.sp->rank();
+  inputs_.resize(size_t(B) * T);
+  targets_.resize(size_t(B) * T);
+  for (int b = 0; b < B; ++b) {
+    const size_t from = size_t(b) * t.seq_len + size_t(sp_rank) * T;
+    std::copy_n(batch_.inputs.begin() + from, T, inputs_.begin() + size_t(b) * T);
+    std::copy_n(batch_.targets.begin() + from, T, targets_.begin() + size_t(b) * T);
+  }
+  in = inputs_.data();
+  tgt = targets_.data();
+}
+
+double Trainer::forward_backward(int64_t step, TrainSummary& s) {
+  const TrainConfig& t = cfg_.train;
+  const int B = t.micro_batch, T = t.seq_len / sp();
+  const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
+  model_.zero_grads();
+  double loss = 0;
+  for (int micro = 0; micro < t.grad_accum; ++micro) {
+    sync_->begin_micro_batch(micro + 1 == t.grad_accum);
+    auto tp = Clock::now();
+    const int32_t *in = nullptr, *tgt = nullptr;
+    read_micro_batch(step, micro, in, tgt);
+    s.data_seconds += seconds_since(tp);
+    tp = Clock::now();
+    loss += model_.forward(in, tgt, B, T) / t.grad_accum;
+    s.forward_seconds += seconds_since(tp);
+    tp = Clock::now();
+    model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
+    s.backward_seconds += seconds_since(tp);
+    loss = sync_->finish_micro_batch(loss);
+  }
+  return loss;
+}
+
+void Trainer::record_sync(TrainSummary& s) const {
+  if (!sync_->group()) return;
+  const StepCommStats& c = sync_->last_step();
+  s.comm_seconds.push_back(c.comm_seconds);
+  s.isp_gather_seconds.push_back(c.weight_gather_seconds);
+  s.isp_prefetch_wait_seconds.push_back(c.prefetch_wait_seconds);
+  s.exposed_seconds.push_back(c.exposed_seconds);
+  s.bucket_seconds.resize(c.bucket_seconds.size());
+  for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
+  s.bucket_count = sync_->bucket_count();
+  s.bucket_cap_mb = sync_->bucket_cap_mb();
+}
+
+StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss, double lr, double norm,
+                                const double (&phase_before)[4]) const {
+  const StepCommStats& c = sync_->last_step();
+  StepReport r;
+  r.step = step + 1;
+  r.total_steps = cfg_.train.steps;
+  r.loss = loss;
+  r.lr = lr;
+  r.grad_norm = norm;
+  r.step_seconds = s.step_seconds.back();
+  r.tokens = micro_batch_tokens() * cfg_.train.grad_accum * rank_.world;
+  r.tokens_per_second = r.tokens / r.step_seconds;
+  if (cfg_.metrics.peak_tflops > 0)
+    r.mfu = r.tokens_per_second / rank_.world * flops_per_token() / (cfg_.metrics.peak_tflops * 1e12);
+  r.data_seconds = s.data_seconds - phase_before[0];
+  r.forward_seconds = s.forward_seconds - phase_before[1];
+  r.backward_seconds = s.backward_seconds - phase_before[2];
+  r.optimizer_seconds = s.optimizer_seconds - phase_before[3];
+  const StateBytes mem = sync_->state_bytes();
+  r.memory_param_bytes = mem.params;
+  r.memory_grad_bytes = mem.grads;
+  r.memory_optimizer_bytes = mem.optimizer;
+  r.memory_activation_bytes = static_cast<int64_t>(model_.activation_bytes());
+  r.memory_isp_pool_bytes = mem.isp_pool;
+  if (buffer_->device() == Device::CUDA) {
+    const ops::CudaMemory dm = ops::cuda_memory();
+    r.memory_device_held_bytes = dm.held;
+    r.memory_device_in_use_bytes = dm.in_use;
+  }
+  r.isp_prefetch_wait_seconds = c.prefetch_wait_seconds;
+  if (const comm::Communicator* group = sync_->group()) {
+    r.sync_group = group->name();
+    r.comm_seconds = c.comm_seconds;
+    r.exposed_comm_seconds = c.exposed_seconds;
+    r.overlap_ratio = c.overlap_ratio();
+    r.bucket_seconds = c.bucket_seconds;
+    r.bucket_count = sync_->bucket_count();
+    r.bucket_cap_bytes = static_cast<int64_t>(sync_->bucket_cap_mb() * 1024 * 1024);
+    r.bucket_cap_step = cap_step_;
+    r.bucket_cap_rejected = boundary_.rejected_caps();
+  }
+  return r;
+}
+
+void Trainer::save(TrainSummary& s, int64_t steps_completed, double last_loss) {
+  const auto saved = checkpoints_->save(steps_completed, last_loss);
+  if (!saved) return;  // replicated state: another rank writes it
+  s.last_checkpoint = saved->path;
+  s.checkpoint_seconds += saved->seconds;
+  spdlog::info("checkpoint written: {}", s.last_checkpoint);
+  if (observer_) observer_->on_checkpoint(steps_completed);
 }
 
 TrainSummary Trainer::run(const std::atomic<int>* stop) {
@@ -165,146 +285,26 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   TrainSummary s;
   s.num_params = model_.num_params();
   s.entropy_floor = source_->entropy_floor();
-  spdlog::info("model: {} parameters ({} layers, d_model {}, heads {}/{} kv, ffn {}, vocab {})",
-               s.num_params, cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads,
-               cfg_.model.n_kv_heads, cfg_.model.ffn(), cfg_.model.vocab_size);
-  spdlog::info("data: {}", source_->describe());
-  const comm::Communicator* group = sync_->group();
-  if (group) spdlog::info("{}", sync_->describe());
+  log_start(s);
   s.bucket_cap_mb = sync_->bucket_cap_mb();
-
-  const std::string ckpt_dir = checkpoint_dir();
-  // Replicated state: every rank loads rank 0's file; sharded: its own.
-  const OptimizerShard shard = sync_->optimizer_shards() > 1
-                                   ? OptimizerShard{rank_.dp->rank(), sync_->optimizer_shards(),
-                                                    rank_.world, sync_->optimizer_layout()}
-                                   : OptimizerShard{0, 1, rank_.world, {}};
-  const std::optional<int64_t> resumed_at = cfg_.checkpoint.resume ? resume(ckpt_dir, shard) : std::nullopt;
-  if (resumed_at) s.start_step = *resumed_at;
-  // A run started from HF weights that has checkpointed since resumes from
-  // its own checkpoint above; init_from only seeds step 0.
-  if (!resumed_at && !cfg_.init_from.empty()) init_from_hf(cfg_.init_from);
+  s.start_step = resume_or_init();
   sync_->start();
 
-  Batch batch;
-  // With sequence parallelism the sp ranks of a dp index read the same
-  // sequences and each keeps its T = seq_len/sp positions.
-  const int B = t.micro_batch, T = t.seq_len / sp();
-  const int data_rank = rank_.rank / sp(), data_world = rank_.world / sp();
-  const int sp_rank = rank_.sp ? rank_.sp->rank() : 0;
-  std::vector<int32_t> inputs, targets;
-  const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
   const auto t0 = Clock::now();
-  auto save = [&](int64_t steps_completed, double last_loss) {
-    sync_->flush();  // overlapped parameter gathers land before the weights are written
-    // The weights at full precision: the model itself, or a full host f32
-    // copy gathered from the strategy (collective for sharded weights and
-    // ZeRO's master copy, so every rank takes part).
-    std::unique_ptr<Llama> full;
-    if (via_full() && (sync_->shards_weights() || sync_->writes_optimizer_state())) {
-      full = std::make_unique<Llama>(cfg_.model);
-      sync_->gather_full_weights(full->buffer());
-    }
-    if (!sync_->shards_weights() && !sync_->writes_optimizer_state())
-      return;  // replicated state: one rank writes it
-    const Llama& weights = full ? *full : model_;
-    std::optional<AdamW> host_opt;  // device optimizer state goes through the host
-    if (!sync_->shards_weights() && sync_->optimizer().device() != Device::CPU)
-      host_opt.emplace(sync_->optimizer().copy_to(Device::CPU));
-    const AdamW& opt = host_opt ? *host_opt : sync_->optimizer();
-    CheckpointMeta meta;
-    meta.step = steps_completed;
-    meta.last_loss = last_loss;
-    meta.world_size = rank_.world;
-    meta.config_yaml = to_yaml(cfg_);
-    meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
-    const auto tc = Clock::now();
-    if (sync_->shards_weights()) {
-      // The full model (HF-named) and every rank's optimizer ranges in its
-      // layout, each element written by one rank.
-      const AdamW owned = sync_->export_optimizer(/*owned_only=*/true);
-      s.last_checkpoint =
-          rank_.world > 1
-              ? save_sharded_checkpoint(ckpt_dir, *full, owned, meta, cfg_.checkpoint.keep,
-                                        OptimizerShard{rank_.rank, rank_.world, rank_.world,
-                                                       optimizer_layout(rank_.rank, rank_.world, owned)},
-                                        *rank_.dp)
-              : save_checkpoint(ckpt_dir, *full, owned, meta, cfg_.checkpoint.keep, 0);
-    } else {
-    s.last_checkpoint =
-        shard.shards > 1
-            ? save_sharded_checkpoint(ckpt_dir, weights, opt, meta, cfg_.checkpoint.keep,
-                                      OptimizerShard{shard.rank, shard.shards, shard.world,
-                                                     sync_->optimizer_layout()},
-                                      *rank_.dp)
-            : save_checkpoint(ckpt_dir, weights, opt, meta, cfg_.checkpoint.keep, 0);
-    }
-    s.checkpoint_seconds += seconds_since(tc);
-    spdlog::info("checkpoint written: {}", s.last_checkpoint);
-    if (observer_) observer_->on_checkpoint(steps_completed);
-  };
-
   int64_t step = s.start_step;
-  double loss = 0;
   for (; step < t.steps; ++step) {
     if (rank_.context) rank_.context->set_step(step + 1);
     const auto ts = Clock::now();
-    // Every rank stops, and switches bucket caps, at the same step.
-    const StepAgreement agreed = boundary_.agree(stop && stop->load(), sync_->bucket_cap_mb());
-    if (agreed.stop) {
+    if (!agree_at_boundary(step, stop)) {
       s.stopped_early = true;
       break;
-    }
-    if (agreed.new_cap_mb > 0) {
-      const double before = sync_->bucket_cap_mb();
-      sync_->rebucket(agreed.new_cap_mb, step);
-      cap_step_ = step + 1;
-      spdlog::info("rank {}: bucket cap {:.6g} -> {:.6g} MiB from step {} (agreed by all ranks)", rank_.rank, before,
-                   agreed.new_cap_mb, step + 1);
     }
     const double phase_before[4] = {s.data_seconds, s.forward_seconds, s.backward_seconds,
                                     s.optimizer_seconds};
     const double lr = lr_at(cfg_.optim, step, t.steps);
     sync_->prepare_step(lr, cfg_.optim.grad_clip);
-    model_.zero_grads();
-    loss = 0;
-    for (int micro = 0; micro < t.grad_accum; ++micro) {
-      sync_->begin_micro_batch(micro + 1 == t.grad_accum);
-      auto tp = Clock::now();
-      source_->fill(batch, B, t.seq_len, BatchIndex{step, micro, t.grad_accum, data_rank, data_world});
-      const int32_t* in = batch.inputs.data();
-      const int32_t* tgt = batch.targets.data();
-      if (sp() > 1) {
-        inputs.resize(size_t(B) * T);
-        targets.resize(size_t(B) * T);
-        for (int b = 0; b < B; ++b) {
-          const size_t from = size_t(b) * t.seq_len + size_t(sp_rank) * T;
-          std::copy_n(batch.inputs.begin() + from, T, inputs.begin() + size_t(b) * T);
-          std::copy_n(batch.targets.begin() + from, T, targets.begin() + size_t(b) * T);
-        }
-        in = inputs.data();
-        tgt = targets.data();
-      }
-      s.data_seconds += seconds_since(tp);
-      tp = Clock::now();
-      loss += model_.forward(in, tgt, B, T) / t.grad_accum;
-      s.forward_seconds += seconds_since(tp);
-      tp = Clock::now();
-      model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
-      s.backward_seconds += seconds_since(tp);
-      loss = sync_->finish_micro_batch(loss);
-    }
-    const StepCommStats& c = sync_->last_step();
-    if (group) {
-      s.comm_seconds.push_back(c.comm_seconds);
-      s.isp_gather_seconds.push_back(c.weight_gather_seconds);
-      s.isp_prefetch_wait_seconds.push_back(c.prefetch_wait_seconds);
-      s.exposed_seconds.push_back(c.exposed_seconds);
-      s.bucket_seconds.resize(c.bucket_seconds.size());
-      for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
-      s.bucket_count = sync_->bucket_count();
-      s.bucket_cap_mb = sync_->bucket_cap_mb();
-    }
+    const double loss = forward_backward(step, s);
+    record_sync(s);
     const auto to = Clock::now();
     const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
     s.optimizer_seconds += seconds_since(to);
@@ -314,78 +314,47 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
                                std::to_string(step + 1) + "; lower optim.lr or check the data");
     s.losses.push_back(loss);
 
-    StepReport r;
-    r.step = step + 1;
-    r.total_steps = t.steps;
-    r.loss = loss;
-    r.lr = lr;
-    r.grad_norm = norm;
-    r.step_seconds = s.step_seconds.back();
-    r.tokens = int64_t(B) * T * t.grad_accum * rank_.world;  // T: this rank's positions
-    r.tokens_per_second = r.tokens / r.step_seconds;
-    if (cfg_.metrics.peak_tflops > 0)
-      r.mfu = r.tokens_per_second / rank_.world * flops_per_token() / (cfg_.metrics.peak_tflops * 1e12);
-    r.data_seconds = s.data_seconds - phase_before[0];
-    r.forward_seconds = s.forward_seconds - phase_before[1];
-    r.backward_seconds = s.backward_seconds - phase_before[2];
-    r.optimizer_seconds = s.optimizer_seconds - phase_before[3];
-    const StateBytes mem = sync_->state_bytes();
-    r.memory_param_bytes = mem.params;
-    r.memory_grad_bytes = mem.grads;
-    r.memory_optimizer_bytes = mem.optimizer;
-    r.memory_activation_bytes = static_cast<int64_t>(model_.activation_bytes());
-    r.memory_isp_pool_bytes = mem.isp_pool;
-    if (buffer_->device() == Device::CUDA) {
-      const ops::CudaMemory dm = ops::cuda_memory();
-      r.memory_device_held_bytes = dm.held;
-      r.memory_device_in_use_bytes = dm.in_use;
-    }
-    r.isp_prefetch_wait_seconds = c.prefetch_wait_seconds;
-    if (group) {
-      r.sync_group = group->name();
-      r.comm_seconds = c.comm_seconds;
-      r.exposed_comm_seconds = c.exposed_seconds;
-      r.overlap_ratio = c.overlap_ratio();
-      r.bucket_seconds = c.bucket_seconds;
-      r.bucket_count = sync_->bucket_count();
-      r.bucket_cap_bytes = static_cast<int64_t>(sync_->bucket_cap_mb() * 1024 * 1024);
-      r.bucket_cap_step = cap_step_;
-      r.bucket_cap_rejected = boundary_.rejected_caps();
-    }
+    const StepReport r = step_report(s, step, loss, lr, norm, phase_before);
     if (observer_) observer_->on_step(r);
-    const int64_t done = step - s.start_step + 1;
     if (t.log_every > 0 && ((step + 1) % t.log_every == 0 || step + 1 == t.steps))
-      log_progress(r, seconds_since(t0), done);
+      log_progress(r, seconds_since(t0), step - s.start_step + 1);
     if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
-      save(step + 1, loss);
+      save(s, step + 1, loss);
   }
-  sync_->flush();
+  sync_->state().flush();
+  finish(s, step, seconds_since(t0));
+  if (step > s.start_step || s.stopped_early) save(s, step, s.final_loss);
+  s.peak_rss_bytes = peak_rss_bytes();
+  log_end(s);
+  if (rank_.rank == 0) write_summary(s);
+  return s;
+}
+
+void Trainer::finish(TrainSummary& s, int64_t step, double wall_seconds) {
   s.memory = sync_->state_bytes();
   s.steps_done = step;
-  s.wall_seconds = seconds_since(t0);
-  s.tokens = (step - s.start_step) * int64_t(B) * T * t.grad_accum * rank_.world;
+  s.wall_seconds = wall_seconds;
+  s.tokens = (step - s.start_step) * micro_batch_tokens() * cfg_.train.grad_accum * rank_.world;
   s.tokens_per_second = s.wall_seconds > 0 ? s.tokens / s.wall_seconds : 0;
   s.final_loss = s.losses.empty() ? 0 : s.losses.back();
   const size_t tail = std::min<size_t>(10, s.losses.size());
   for (size_t i = s.losses.size() - tail; i < s.losses.size(); ++i) s.tail_loss += s.losses[i] / tail;
-  if (step > s.start_step || s.stopped_early) save(step, s.final_loss);
-  s.peak_rss_bytes = peak_rss_bytes();
+}
 
+void Trainer::log_end(const TrainSummary& s) const {
+  const size_t tail = std::min<size_t>(10, s.losses.size());
   spdlog::info("{} after {} steps: loss {:.4f} (last {} mean {:.4f}{}), {:.0f} tok/s, {} wall, peak RSS {:.0f} MiB",
                s.stopped_early ? "stopped" : "done", s.steps_done, s.final_loss, tail, s.tail_loss,
                s.entropy_floor >= 0 ? fmt::format(", floor {:.4f}, gap {:.4f}", s.entropy_floor,
                                                   s.tail_loss - s.entropy_floor)
                                     : std::string(),
                s.tokens_per_second, hms(s.wall_seconds), s.peak_rss_bytes / 1048576.0);
-  if (group) {
-    double comm = 0, exposed = 0;
-    for (double c : s.comm_seconds) comm += c;
-    for (double e : s.exposed_seconds) exposed += e;
-    spdlog::info("gradient sync: {} buckets ({:.3g} MiB cap), comm {:.3f} s, exposed {:.3f} s, overlap ratio {:.3f}",
-                 s.bucket_count, s.bucket_cap_mb, comm, exposed, s.overlap_ratio());
-  }
-  if (rank_.rank == 0) write_summary(s);
-  return s;
+  if (!sync_->group()) return;
+  double comm = 0, exposed = 0;
+  for (double c : s.comm_seconds) comm += c;
+  for (double e : s.exposed_seconds) exposed += e;
+  spdlog::info("gradient sync: {} buckets ({:.3g} MiB cap), comm {:.3f} s, exposed {:.3f} s, overlap ratio {:.3f}",
+               s.bucket_count, s.bucket_cap_mb, comm, exposed, s.overlap_ratio());
 }
 
 void Trainer::write_summary(const TrainSummary& s) const {

@@ -3,7 +3,8 @@
 //
 // Owns the parameter/gradient buffer, the model, the gradient sync strategy
 // (which owns the optimizer), the step boundary, the data source and the
-// run's accounting. Strategy choices live in make_grad_sync, not here.
+// run's accounting. Strategy choices live in make_grad_sync and its
+// StrategyTraits, checkpoints in RunCheckpoints (train/checkpoint.h), not here.
 // Invariants: the batch of (step, micro) is a pure function of the config, so
 // a run resumed from a checkpoint at step k reproduces the uninterrupted run's
 // losses exactly on the CPU; a stop request is honoured at a step boundary,
@@ -23,13 +24,14 @@
 #include "model/param_and_grad_buffer.h"
 #include "optim/adamw.h"
 #include "parallel/grad_sync.h"
+#include "parallel/strategy_factory.h"
 #include "parallel/step_boundary.h"
 #include "config/config.h"
 #include "train/step_report.h"
 
 namespace weft {
 
-struct OptimizerShard;  // train/checkpoint.h
+class RunCheckpoints;  // train/checkpoint.h
 
 struct TrainSummary {
   int64_t start_step = 0;      // 0, or the step a checkpoint resumed at
@@ -77,6 +79,7 @@ struct TrainerComm {
 class Trainer {
  public:
   explicit Trainer(const WorkerConfig& cfg, TrainerComm comm = {});
+  ~Trainer();
 
   // Trains until config steps or *stop becomes non-zero. Throws ConfigError,
   // DataError or CheckpointError for the caller to map to an exit code.
@@ -84,7 +87,7 @@ class Trainer {
 
   Llama& model() { return model_; }
   GradSync& grad_sync() { return *sync_; }
-  AdamW& optimizer() { return sync_->optimizer(); }
+  AdamW& optimizer() { return sync_->state().optimizer(); }
   // Receives a StepReport after every step (the metrics unit); not owned.
   void set_observer(StepObserver* o) { observer_ = o; }
   // Model FLOPs per token for forward + backward (6N plus attention).
@@ -98,25 +101,46 @@ class Trainer {
   // copy that the strategy loads from and gathers into (via_full()).
   void init_weights();
   bool via_full() const;
-  // Sequence-parallel ranks per sequence (1 unless ISP splits sequences).
+  // Sequence-parallel ranks per sequence (1 unless the strategy splits sequences).
   int sp() const { return rank_.sp ? rank_.sp->size() : 1; }
   void init_from_hf(const std::string& dir);  // throws ConfigError for a bad directory
-  // Loads the latest checkpoint in `dir`, if there is one, into the model,
-  // the strategy and its optimizer (`shard`: this rank's optimizer file when
-  // the weights are not sharded); returns the step training resumes at.
-  std::optional<int64_t> resume(const std::string& dir, const OptimizerShard& shard);
+  // The step training starts at: a resumed checkpoint's, else 0 (from
+  // init_from's weights when set).
+  int64_t resume_or_init();
+  void log_start(const TrainSummary& s) const;
+  // Stop requests and bucket caps agreed by every rank; false: stop now.
+  bool agree_at_boundary(int64_t step, const std::atomic<int>* stop);
+  // Forward and backward over the step's micro-batches, gradients synced;
+  // returns the loss averaged over them and the ranks.
+  double forward_backward(int64_t step, TrainSummary& s);
+  // This rank's part of micro-batch (step, micro): the whole sequences, or
+  // its positions of each when sequences are split.
+  void read_micro_batch(int64_t step, int micro, const int32_t*& in, const int32_t*& tgt);
+  void record_sync(TrainSummary& s) const;
+  StepReport step_report(const TrainSummary& s, int64_t step, double loss, double lr, double norm,
+                         const double (&phase_before)[4]) const;
+  void save(TrainSummary& s, int64_t steps_completed, double last_loss);
+  // The summary's totals once the loop ended at `step`.
+  void finish(TrainSummary& s, int64_t step, double wall_seconds);
+  void log_end(const TrainSummary& s) const;
   void log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const;
   void write_summary(const TrainSummary& s) const;
+  // Tokens of one micro-batch on this rank (T: its positions).
+  int64_t micro_batch_tokens() const { return int64_t(cfg_.train.micro_batch) * (cfg_.train.seq_len / sp()); }
 
   WorkerConfig cfg_;
   TrainerComm rank_;
+  StrategyTraits traits_;
   std::unique_ptr<TokenSource> source_;
   std::shared_ptr<ParamAndGradBuffer> buffer_;
   Llama model_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<RunCheckpoints> checkpoints_;
   StepBoundary boundary_;
   int64_t cap_step_ = 0;  // step that applied the current bucket cap (StepReport::bucket_cap_step)
   StepObserver* observer_ = nullptr;
+  Batch batch_;
+  std::vector<int32_t> inputs_, targets_;  // this rank's positions when sequences are split
 };
 
 }  // namespace weft
