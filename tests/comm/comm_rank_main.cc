@@ -11,6 +11,10 @@
 //                       4-byte all-reduce issued after it must finish first
 //                       with lanes >= 2 (express lane), and after it with 1
 //   rendezvous          init, barrier, all-reduce of the ranks
+//   formed              init; rank 0 then connects to its own store as a new
+//                       client with the right token (refused: the gang formed)
+//                       and every rank set/gets through its existing
+//                       connection and all-reduces
 //   die K MS [LANES]    timeout MS; rank K is SIGKILLed after the first
 //                       step, the others keep reducing (must exit 3); with
 //                       LANES, every step keeps every lane busy
@@ -78,6 +82,38 @@ int scenario_rendezvous() {
   int n = pg->world_size();
   expect_near("sum of ranks", x, n * (n - 1) / 2.0);
   std::printf("rank %d of %d: sum of ranks %g\n", pg->rank(), n, x);
+  return g_failures ? 10 : 0;
+}
+
+int scenario_formed() {
+  GroupOptions opt;
+  opt.timeout = std::chrono::seconds(20);
+  opt.rendezvous_timeout = std::chrono::seconds(20);
+  ProcessEnv env = read_process_env(current_environment());
+  auto pg = init_process_groups(env, opt);
+  if (pg->rank() == 0) {
+    StoreOptions so;
+    so.host = env.master_addr;
+    so.port = env.master_port;
+    so.token = env.token;
+    so.attempt = env.attempt;
+    so.timeout = std::chrono::seconds(5);
+    try {
+      TcpStore late(so);
+      std::printf("late client admitted\n");
+      ++g_failures;
+    } catch (const RendezvousError& e) {
+      std::printf("late client refused: %s\n", e.what());
+    }
+  }
+  TcpStore& store = *pg->store();
+  store.set("after/" + std::to_string(pg->rank()), "x");
+  store.wait({"after/0", "after/1"}, std::chrono::seconds(20));
+  float x = static_cast<float>(pg->rank());
+  pg->world->all_reduce(Tensor::f32(&x, Shape{1}), ReduceOp::Sum)->wait();
+  int n = pg->world_size();
+  expect_near("sum of ranks", x, n * (n - 1) / 2.0);
+  std::printf("rank %d of %d after formation: sum of ranks %g\n", pg->rank(), n, x);
   return g_failures ? 10 : 0;
 }
 
@@ -183,6 +219,7 @@ int main(int argc, char** argv) {
     if (mode == "ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]));
     if (mode == "express" && argc == 3) return scenario_express(std::stoi(argv[2]));
     if (mode == "rendezvous") return scenario_rendezvous();
+    if (mode == "formed") return scenario_formed();
     if ((mode == "die" || mode == "hang") && (argc == 4 || argc == 5))
       return scenario_failure(mode == "die", std::stoi(argv[2]), std::stoi(argv[3]),
                               argc == 5 ? std::stoi(argv[4]) : 1);
@@ -193,7 +230,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft_comm_rank: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | ordering LANES | express LANES | rendezvous | "
+  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | ordering LANES | express LANES | rendezvous | formed | "
                        "die K MS [LANES] | hang K MS [LANES]\n");
   return 2;
 }

@@ -41,5 +41,18 @@ TEST(Rendezvous, WrongTokenIsRejectedWithAClearError) {
   EXPECT_THAT(res[1].output, HasSubstr("rejected this rank's token"));
 }
 
+TEST(Rendezvous, TheStoreRefusesNewcomersOnceTheGangFormedAndKeepsServingIt) {
+  LaunchSpec spec;
+  spec.world = 2;
+  spec.args = {"formed"};
+  auto res = launch_ranks(bin_path("weft_comm_rank"), spec);
+  for (int r = 0; r < spec.world; ++r) {
+    EXPECT_EQ(res[r].code, 0) << "rank " << r << ":\n" << res[r].output;
+    EXPECT_THAT(res[r].output, HasSubstr("after formation: sum of ranks 1"));
+  }
+  EXPECT_THAT(res[0].output, HasSubstr("late client refused"));
+  EXPECT_THAT(res[0].output, HasSubstr("already formed"));
+}
+
 }  // namespace
 }  // namespace weft::comm::testing

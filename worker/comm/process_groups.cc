@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include "comm/gloo_communicator.h"
@@ -104,6 +106,12 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   pg->ctx_->set_global_rank(env.rank);
   if (backend == "gloo") pg->ctx_->set_network(opt.network);
   if (env.world > 1) {
+    // The job's description in the store's hello: a rank refused by a store
+    // whose description differs is told the port belongs to another job.
+    // Ranks of one loopback job share their launcher (weft-run); pods, each
+    // with its own MASTER_ADDR, only the world size.
+    const std::string job = "world " + std::to_string(env.world) +
+                            (is_loopback_name(env.master_addr) ? ", launched by pid " + std::to_string(getppid()) : "");
     if (env.rank == 0) {
       // WEFT_BIND_ADDR (the pod's own address) when given; else on loopback
       // serve only loopback (tests, weft-run); in a pod, all interfaces:
@@ -111,13 +119,16 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
       std::string bind = !env.bind_addr.empty()                ? env.bind_addr
                          : is_loopback_name(env.master_addr) ? env.master_addr
                                                              : "";
-      pg->server_ = std::make_unique<TcpStoreServer>(bind, env.master_port, env.token);
+      TcpStoreServerOptions server_opt;
+      server_opt.job = job;
+      pg->server_ = std::make_unique<TcpStoreServer>(bind, env.master_port, env.token, server_opt);
     }
     StoreOptions so;
     so.host = env.master_addr;
     so.port = env.master_port;
     so.token = env.token;
     so.attempt = env.attempt;
+    so.job = job;
     so.timeout = opt.rendezvous_timeout;
     pg->store_ = std::make_unique<TcpStore>(so);
   }
@@ -148,6 +159,10 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   pg->wp = make("wp", g.wp);
   pg->wdp = make("wdp", g.wdp);
   if (store) store->add("ready", 1);
+  // Every rank is connected now (the world group's rendezvous read a key each
+  // rank wrote through its connection), so the store refuses newcomers; the
+  // members keep being served.
+  if (pg->server_) pg->server_->close_membership();
   spdlog::info("comm: rank {}/{} ready ({}; dp {}, sp {}, wp {}, wdp {})", env.rank, env.world,
                backend, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size());
   return pg;

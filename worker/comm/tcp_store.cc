@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,14 +26,34 @@ using Clock = std::chrono::steady_clock;
 // Wire format: every message is a u32 length followed by that many bytes.
 // Requests start with a command byte; responses with a status byte.
 enum Cmd : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kWait = 5 };
-enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadToken = 2, kBadRequest = 3 };
-constexpr uint32_t kMaxMessage = 64u << 20;  // values are addresses and ids, never data
+enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadToken = 2, kBadRequest = 3, kMembershipClosed = 4 };
+// The largest reply a client accepts.
+constexpr uint32_t kMaxReply = kMaxStoreValue + 64;
 
 void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
 void put_i64(std::string& s, int64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
 void put_str(std::string& s, const std::string& v) {
   put_u32(s, static_cast<uint32_t>(v.size()));
   s += v;
+}
+
+std::string framed(const std::string& m) {
+  std::string f;
+  put_u32(f, static_cast<uint32_t>(m.size()));
+  return f + m;
+}
+
+// Compares two secrets in time that depends on their lengths only, never on
+// where they first differ.
+bool same_secret(const std::string& a, const std::string& b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() != b.size() ? 1u : 0u;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0u;
+    unsigned y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0u;
+    diff |= x ^ y;
+  }
+  return diff == 0;
 }
 
 // Cursor over a received message; any overrun marks it bad.
@@ -92,15 +113,13 @@ bool recv_all(int fd, void* p, size_t n, Clock::time_point deadline) {
 }
 
 bool send_msg(int fd, const std::string& m) {
-  std::string framed;
-  put_u32(framed, static_cast<uint32_t>(m.size()));
-  framed += m;
-  return send_all(fd, framed.data(), framed.size());
+  std::string f = framed(m);
+  return send_all(fd, f.data(), f.size());
 }
 
 bool recv_msg(int fd, std::string& m, Clock::time_point deadline) {
   uint32_t n = 0;
-  if (!recv_all(fd, &n, 4, deadline) || n > kMaxMessage) return false;
+  if (!recv_all(fd, &n, 4, deadline) || n > kMaxReply) return false;
   m.resize(n);
   return recv_all(fd, m.data(), n, deadline);
 }
@@ -144,8 +163,23 @@ int connect_with_timeout(const addrinfo* ai, std::chrono::milliseconds limit) {
 
 // ---------------------------------------------------------------- server --
 
-TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port, std::string token)
-    : token_(std::move(token)) {
+struct TcpStoreServer::Conn {
+  int fd = -1;
+  std::string peer;              // "address:port", for the log
+  bool member = false;           // passed the token check
+  bool closing = false;          // close once `out` is sent
+  Clock::time_point hello_by;    // before the token check: the deadline for it
+  std::string in, out;           // bytes received and not parsed; to send
+  // A get or wait whose keys are not all there yet.
+  bool waiting = false;
+  uint8_t wait_cmd = 0;
+  std::vector<std::string> wait_keys;
+  Clock::time_point wait_until;
+};
+
+TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port, std::string token,
+                               TcpStoreServerOptions options)
+    : token_(std::move(token)), opt_(std::move(options)) {
   std::string where = (bind_host.empty() ? std::string("*") : bind_host) + ":" + std::to_string(port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -159,7 +193,7 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port, std:
                           gai_strerror(gai));
   std::string last_error = "no usable address";
   for (addrinfo* ai = res; ai && listen_fd_ < 0; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) continue;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -179,114 +213,296 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port, std:
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
   port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
                                         : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-  acceptor_ = std::thread([this] { accept_loop(); });
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    ::close(listen_fd_);
+    throw RendezvousError(std::string("rendezvous store: eventfd: ") + std::strerror(errno));
+  }
+  thread_ = std::thread([this] { loop(); });
 }
 
 TcpStoreServer::~TcpStoreServer() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-    for (int fd : client_fds_) ::shutdown(fd, SHUT_RDWR);
-  }
-  cv_.notify_all();
-  acceptor_.join();
-  for (auto& t : client_threads_) t.join();
+  stop_ = true;
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+  thread_.join();
   ::close(listen_fd_);
+  ::close(wake_fd_);
 }
 
-void TcpStoreServer::accept_loop() {
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (stop_) return;
-    }
-    // Poll with a short timeout so the destructor never waits on accept().
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, 100) <= 0) continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+void TcpStoreServer::close_membership() {
+  membership_closed_ = true;
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+TcpStoreServer::Counts TcpStoreServer::counts() const {
+  std::lock_guard<std::mutex> lk(counts_mu_);
+  return counts_;
+}
+
+// Refusals are logged at most once a second: a flood must not flood the log.
+void TcpStoreServer::log_refusal(const std::string& what) {
+  auto now = Clock::now();
+  if (now < next_refusal_log_) {
+    ++refusals_unlogged_;
+    return;
+  }
+  if (refusals_unlogged_ > 0)
+    spdlog::warn("rendezvous store: {} (and {} more refused connections not logged)", what, refusals_unlogged_);
+  else
+    spdlog::warn("rendezvous store: {}", what);
+  refusals_unlogged_ = 0;
+  next_refusal_log_ = now + std::chrono::seconds(1);
+}
+
+void TcpStoreServer::accept_new(std::vector<std::unique_ptr<Conn>>& conns) {
+  for (int i = 0; i < 64; ++i) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN, or out of descriptors: the next round tries again
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stop_) {
-      ::close(fd);
-      return;
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    uint16_t peer_port = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                                       : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+    c->peer = addr_string(reinterpret_cast<sockaddr*>(&ss)) + ":" + std::to_string(peer_port);
+    c->hello_by = Clock::now() + opt_.hello_timeout;
+    // Hold at most max_pending connections before their token check: the
+    // newest displaces the oldest, so a client that says hello at once gets
+    // through however many idle ones are open.
+    size_t pending = 0;
+    Conn* oldest = nullptr;
+    for (auto& o : conns)
+      if (!o->member && o->fd >= 0) {
+        ++pending;
+        if (!oldest || o->hello_by < oldest->hello_by) oldest = o.get();
+      }
+    if (pending >= std::max<size_t>(opt_.max_pending, 1) && oldest) {
+      log_refusal("closed " + oldest->peer + ": no token within " + std::to_string(opt_.max_pending) +
+                  " newer connections");
+      ::close(oldest->fd);
+      oldest->fd = -1;
     }
-    client_fds_.push_back(fd);
-    client_threads_.emplace_back([this, fd] { serve(fd); });
+    conns.push_back(std::move(c));
   }
 }
 
-void TcpStoreServer::serve(int fd) {
-  std::string req;
-  bool authed = false;
-  while (recv_msg(fd, req, Clock::time_point::max())) {
-    Reader r{req};
-    uint8_t cmd = r.u8();
-    std::string resp;
-    if (!authed) {
-      std::string tok = r.str();
-      if (cmd != kHello || r.bad || tok != token_) {
-        resp.push_back(static_cast<char>(kBadToken));
-        send_msg(fd, resp);
+// Reads what the socket has (at most 64 KiB a call) and handles every
+// complete message. False: close the connection.
+bool TcpStoreServer::read_some(Conn& c) {
+  char buf[65536];
+  ssize_t k = ::recv(c.fd, buf, sizeof buf, 0);
+  if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+  if (k <= 0) return false;
+  c.in.append(buf, static_cast<size_t>(k));
+  size_t pos = 0;
+  while (!c.waiting && !c.closing && c.in.size() - pos >= 4) {
+    uint32_t n = 0;
+    std::memcpy(&n, c.in.data() + pos, 4);
+    const uint32_t cap = c.member ? kMaxStoreValue + 64 : kMaxHello;
+    if (n > cap) {
+      if (c.member)
+        spdlog::warn("rendezvous store: closed member {}: a message of {} bytes exceeds the {} byte limit",
+                     c.peer, n, cap);
+      else
+        log_refusal("closed " + c.peer + ": its first message declares " + std::to_string(n) +
+                    " bytes; a hello is at most " + std::to_string(cap));
+      return false;
+    }
+    if (c.in.size() - pos < 4 + size_t{n}) break;
+    std::string msg = c.in.substr(pos + 4, n);
+    pos += 4 + size_t{n};
+    if (c.member) handle(c, msg);
+    else hello(c, msg);
+  }
+  c.in.erase(0, pos);
+  return true;
+}
+
+void TcpStoreServer::hello(Conn& c, const std::string& msg) {
+  Reader r{msg};
+  uint8_t cmd = r.u8();
+  std::string tok = r.str();
+  std::string job = !r.bad && r.pos < msg.size() ? r.str() : std::string();
+  std::string resp;
+  if (cmd != kHello || r.bad) {
+    log_refusal("refused " + c.peer + ": its first message is not a hello");
+    resp.push_back(static_cast<char>(kBadRequest));
+  } else if (!same_secret(tok, token_)) {
+    log_refusal("refused " + c.peer + ": wrong " + contract::kEnvRdzvToken +
+                (job.empty() ? std::string() : " (its job: " + job + ")"));
+    resp.push_back(static_cast<char>(kBadToken));
+    put_str(resp, opt_.job);
+  } else if (membership_closed_) {
+    log_refusal("refused " + c.peer + ": the gang has formed; the store takes no new members");
+    resp.push_back(static_cast<char>(kMembershipClosed));
+  } else {
+    c.member = true;
+    resp.push_back(static_cast<char>(kOk));
+  }
+  c.closing = !c.member;
+  c.out += framed(resp);
+}
+
+void TcpStoreServer::handle(Conn& c, const std::string& req) {
+  Reader r{req};
+  uint8_t cmd = r.u8();
+  std::string resp;
+  if (cmd == kSet) {
+    std::string key = r.str(), value = r.str();
+    if (r.bad) return void(c.closing = true);
+    kv_[key] = std::move(value);
+    resp.push_back(static_cast<char>(kOk));
+  } else if (cmd == kAdd) {
+    std::string key = r.str();
+    int64_t delta = r.i64();
+    if (r.bad) return void(c.closing = true);
+    int64_t now = 0;
+    auto it = kv_.find(key);
+    if (it != kv_.end()) now = std::strtoll(it->second.c_str(), nullptr, 10);
+    now += delta;
+    kv_[key] = std::to_string(now);
+    resp.push_back(static_cast<char>(kOk));
+    put_i64(resp, now);
+  } else if (cmd == kGet || cmd == kWait) {
+    std::vector<std::string> keys;
+    uint32_t n = cmd == kGet ? 1 : r.u32();
+    for (uint32_t i = 0; i < n && !r.bad; ++i) keys.push_back(r.str());
+    int64_t wait_ms = r.i64();
+    if (r.bad) return void(c.closing = true);
+    // Parked; answer_waiters replies once the keys exist or at the deadline.
+    c.waiting = true;
+    c.wait_cmd = cmd;
+    c.wait_keys = std::move(keys);
+    wait_ms = std::clamp<int64_t>(wait_ms, 0, int64_t{1} << 40);
+    c.wait_until = Clock::now() + std::chrono::milliseconds(wait_ms);
+    return;
+  } else {
+    resp.push_back(static_cast<char>(kBadRequest));
+  }
+  c.out += framed(resp);
+}
+
+// Replies to the parked gets and waits whose keys all exist or whose
+// deadline passed.
+void TcpStoreServer::answer_waiters(std::vector<std::unique_ptr<Conn>>& conns) {
+  const auto now = Clock::now();
+  for (auto& c : conns) {
+    if (c->fd < 0 || !c->waiting) continue;
+    const std::string* missing = nullptr;
+    for (auto& k : c->wait_keys)
+      if (!kv_.count(k)) {
+        missing = &k;
         break;
       }
-      authed = true;
-      resp.push_back(static_cast<char>(kOk));
-    } else if (cmd == kSet) {
-      std::string key = r.str(), value = r.str();
-      if (r.bad) break;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        kv_[key] = std::move(value);
-      }
-      cv_.notify_all();
-      resp.push_back(static_cast<char>(kOk));
-    } else if (cmd == kAdd) {
-      std::string key = r.str();
-      int64_t delta = r.i64();
-      if (r.bad) break;
-      int64_t now = 0;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto it = kv_.find(key);
-        if (it != kv_.end()) now = std::strtoll(it->second.c_str(), nullptr, 10);
-        now += delta;
-        kv_[key] = std::to_string(now);
-      }
-      cv_.notify_all();
-      resp.push_back(static_cast<char>(kOk));
-      put_i64(resp, now);
-    } else if (cmd == kGet || cmd == kWait) {
-      std::vector<std::string> keys;
-      uint32_t n = cmd == kGet ? 1 : r.u32();
-      for (uint32_t i = 0; i < n && !r.bad; ++i) keys.push_back(r.str());
-      int64_t wait_ms = r.i64();
-      if (r.bad) break;
-      std::unique_lock<std::mutex> lk(mu_);
-      auto all_there = [&] {
-        for (auto& k : keys)
-          if (!kv_.count(k)) return false;
-        return true;
-      };
-      cv_.wait_for(lk, std::chrono::milliseconds(wait_ms), [&] { return stop_ || all_there(); });
-      if (stop_) break;
-      if (!all_there()) {
-        resp.push_back(static_cast<char>(kTimedOut));
-        for (auto& k : keys)
-          if (!kv_.count(k)) { put_str(resp, k); break; }
-      } else {
-        resp.push_back(static_cast<char>(kOk));
-        if (cmd == kGet) put_str(resp, kv_[keys[0]]);
-      }
+    if (missing && now < c->wait_until) continue;
+    std::string resp;
+    if (missing) {
+      resp.push_back(static_cast<char>(kTimedOut));
+      put_str(resp, *missing);
     } else {
-      resp.push_back(static_cast<char>(kBadRequest));
+      resp.push_back(static_cast<char>(kOk));
+      if (c->wait_cmd == kGet) put_str(resp, kv_[c->wait_keys[0]]);
     }
-    if (!send_msg(fd, resp)) break;
+    c->waiting = false;
+    c->wait_keys.clear();
+    c->out += framed(resp);
   }
-  std::lock_guard<std::mutex> lk(mu_);
-  client_fds_.erase(std::remove(client_fds_.begin(), client_fds_.end(), fd), client_fds_.end());
-  ::close(fd);
+}
+
+void TcpStoreServer::loop() {
+  std::vector<std::unique_ptr<Conn>> conns;
+  std::vector<pollfd> pfds;
+  while (!stop_) {
+    const auto now = Clock::now();
+    auto next = now + std::chrono::seconds(1);
+    pfds.clear();
+    pfds.push_back({wake_fd_, POLLIN, 0});
+    pfds.push_back({listen_fd_, POLLIN, 0});
+    for (auto& c : conns) {
+      short ev = 0;
+      if (!c->waiting && !c->closing) ev |= POLLIN;
+      if (!c->out.empty()) ev |= POLLOUT;
+      pfds.push_back({c->fd, ev, 0});
+      if (!c->member) next = std::min(next, c->hello_by);
+      if (c->waiting) next = std::min(next, c->wait_until);
+    }
+    int wait_ms = static_cast<int>(std::clamp<int64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1, 0, 1000));
+    int r = ::poll(pfds.data(), pfds.size(), wait_ms);
+    if (r < 0 && errno != EINTR) {
+      spdlog::error("rendezvous store: poll: {}", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (stop_) break;
+    if (r > 0 && (pfds[0].revents & POLLIN)) {
+      uint64_t v;
+      (void)!::read(wake_fd_, &v, sizeof v);
+    }
+    // Index i + 2 of pfds is conns[i]; accept_new only appends after this.
+    const size_t polled = conns.size();
+    for (size_t i = 0; r > 0 && i < polled; ++i) {
+      Conn& c = *conns[i];
+      short rev = pfds[i + 2].revents;
+      if (c.fd < 0 || rev == 0) continue;
+      bool ok = true;
+      if (rev & (POLLIN | POLLHUP | POLLERR)) {
+        if (!c.waiting && !c.closing) {
+          ok = read_some(c);
+        } else if (rev & (POLLHUP | POLLERR)) {
+          ok = false;
+        }
+      }
+      if (ok && !c.out.empty()) {
+        ssize_t k = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+        if (k > 0) c.out.erase(0, static_cast<size_t>(k));
+        else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ok = false;
+      }
+      if (!ok || (c.closing && c.out.empty())) {
+        ::close(c.fd);
+        c.fd = -1;
+      }
+    }
+    if (r > 0 && (pfds[1].revents & POLLIN)) accept_new(conns);
+    // Sets and adds may complete parked gets; deadlines may have passed.
+    answer_waiters(conns);
+    const auto after = Clock::now();
+    for (auto& c : conns) {
+      if (c->fd < 0) continue;
+      if (!c->member && after >= c->hello_by) {
+        log_refusal("closed " + c->peer + ": no valid hello within " +
+                    std::to_string(opt_.hello_timeout.count()) + " ms");
+        ::close(c->fd);
+        c->fd = -1;
+        continue;
+      }
+      // Replies just queued go out now rather than after the next poll.
+      if (!c->out.empty()) {
+        ssize_t k = ::send(c->fd, c->out.data(), c->out.size(), MSG_NOSIGNAL);
+        if (k > 0) c->out.erase(0, static_cast<size_t>(k));
+        else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          ::close(c->fd);
+          c->fd = -1;
+          continue;
+        }
+        if (c->closing && c->out.empty()) {
+          ::close(c->fd);
+          c->fd = -1;
+        }
+      }
+    }
+    conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& c) { return c->fd < 0; }), conns.end());
+    Counts n;
+    n.open = conns.size();
+    for (auto& c : conns) n.members += c->member;
+    std::lock_guard<std::mutex> lk(counts_mu_);
+    counts_ = n;
+  }
+  for (auto& c : conns)
+    if (c->fd >= 0) ::close(c->fd);
 }
 
 // ---------------------------------------------------------------- client --
@@ -317,6 +533,13 @@ TcpStore::TcpStore(StoreOptions options)
       }
       freeaddrinfo(res);
     }
+    if (fd_ >= 0 && !hello()) {
+      // Closed before answering: a store busy with other connections drops
+      // the oldest ones that have not said hello; try again.
+      ::close(fd_);
+      fd_ = -1;
+      last_error = "the store at " + endpoint() + " closed the connection before answering the token check";
+    }
     if (fd_ >= 0) break;
     if (Clock::now() >= deadline)
       throw RendezvousError(fmt::format("rendezvous: no store at {} ({}:{}) after {:.1f} s: {}", endpoint(),
@@ -333,27 +556,39 @@ TcpStore::TcpStore(StoreOptions options)
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
+}
+
+// Presents the token on the fresh connection fd_. False: the store closed the
+// connection without an answer. Throws when the store answered "no".
+bool TcpStore::hello() {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len);
   local_addr_ = addr_string(reinterpret_cast<sockaddr*>(&ss));
 
-  std::string hello(1, static_cast<char>(kHello));
-  put_str(hello, opt_.token);
+  std::string m(1, static_cast<char>(kHello));
+  put_str(m, opt_.token);
+  put_str(m, opt_.job);
+  if (m.size() > kMaxHello)
+    throw RendezvousError(fmt::format("rendezvous: {} and the job description take {} bytes; at most {} fit a hello",
+                                      contract::kEnvRdzvToken, m.size(), kMaxHello));
   std::string resp;
-  if (!send_msg(fd_, hello) || !recv_msg(fd_, resp, Clock::now() + opt_.timeout) || resp.empty()) {
-    ::close(fd_);
-    fd_ = -1;
+  if (!send_msg(fd_, m) || !recv_msg(fd_, resp, Clock::now() + opt_.timeout) || resp.empty()) return false;
+  if (resp[0] == kOk) return true;
+  ::close(fd_);
+  fd_ = -1;
+  if (resp[0] == kMembershipClosed)
     throw RendezvousError("rendezvous: the store at " + endpoint() +
-                          " closed the connection during the token check");
-  }
-  if (resp[0] != kOk) {
-    ::close(fd_);
-    fd_ = -1;
-    throw TokenRejectedError("rendezvous: the store at " + endpoint() +
-                             " rejected this rank's token: " + contract::kEnvRdzvToken +
-                             " must be the same on every rank");
-  }
+                          " takes no new members: its gang has already formed (a rank that restarts alone "
+                          "cannot rejoin; the whole gang restarts)");
+  Reader r{resp, 1};
+  std::string theirs = resp[0] == kBadToken ? r.str() : std::string();
+  if (!r.bad && !theirs.empty() && !opt_.job.empty() && theirs != opt_.job)
+    throw TokenRejectedError("rendezvous: the store at " + endpoint() + " belongs to another job (" + theirs +
+                             "; this rank's job: " + opt_.job + "): two jobs share " + contract::kEnvMasterPort +
+                             " on " + opt_.host);
+  throw TokenRejectedError("rendezvous: the store at " + endpoint() + " rejected this rank's token: " +
+                           contract::kEnvRdzvToken + " must be the same on every rank");
 }
 
 TcpStore::~TcpStore() {
@@ -374,6 +609,9 @@ std::string TcpStore::request(const std::string& payload, std::chrono::milliseco
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {
+  if (key.size() + value.size() + prefix_.size() > kMaxStoreValue)
+    throw RendezvousError(fmt::format("rendezvous: key '{}' with a value of {} bytes exceeds the store's limit of {} bytes",
+                                      key, value.size(), kMaxStoreValue));
   std::string m(1, static_cast<char>(kSet));
   put_str(m, full_key(key));
   put_str(m, value);

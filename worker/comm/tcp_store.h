@@ -9,6 +9,15 @@
 // of a job never see each other's keys; clients retry DNS resolution and
 // connect with backoff until the rendezvous timeout, so ranks may start in any
 // order. Values are opaque bytes.
+//
+// The server faces whatever can reach MASTER_PORT, so nothing a peer sends
+// before its token is checked costs more than a few KiB: one thread serves
+// every connection from a poll loop, buffers grow only with bytes that really
+// arrived, a hello is at most kMaxHello bytes, a connection that has not
+// presented its token within hello_timeout is closed, and at most
+// max_pending such connections are held (a new one displaces the oldest).
+// Once the gang has formed (close_membership) new connections are refused;
+// the members already connected are still served.
 #pragma once
 
 #include <atomic>
@@ -17,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,38 +44,79 @@ struct TokenRejectedError : RendezvousError {
   using RendezvousError::RendezvousError;
 };
 
+// Largest hello a client may send (token and job description).
+inline constexpr uint32_t kMaxHello = 4096;
+// Largest request or reply after the token check: values are addresses and
+// ids, never training data.
+inline constexpr uint32_t kMaxStoreValue = 16u << 20;
+
+// The job a store or a rank belongs to, as a short non-secret description
+// ("world 4, launched by pid 812"). A rank whose token is refused compares it
+// with the store's to tell a port shared with another job from a wrong token.
+// Empty: unknown (no comparison).
+struct TcpStoreServerOptions {
+  std::string job;
+  // A connection must have presented its token within this time.
+  std::chrono::milliseconds hello_timeout{5000};
+  // Connections still before their token check held at once.
+  size_t max_pending = 64;
+};
+
 class TcpStoreServer {
  public:
   // Listens on bind_host:port (bind_host "" = all interfaces, port 0 = any
   // free port). Throws RendezvousError naming the address when it cannot.
-  TcpStoreServer(const std::string& bind_host, uint16_t port, std::string token);
+  TcpStoreServer(const std::string& bind_host, uint16_t port, std::string token,
+                 TcpStoreServerOptions options = TcpStoreServerOptions());
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   uint16_t port() const { return port_; }
 
+  // The gang has formed: every later hello, even with the right token, is
+  // answered "membership closed" and the connection closed. Members already
+  // connected keep being served.
+  void close_membership();
+
+  // Connections open now, and how many of them have passed the token check.
+  struct Counts {
+    size_t open = 0;
+    size_t members = 0;
+  };
+  Counts counts() const;
+
  private:
-  void accept_loop();
-  void serve(int fd);
+  struct Conn;
+  void loop();
+  void accept_new(std::vector<std::unique_ptr<Conn>>& conns);
+  bool read_some(Conn& c);
+  void handle(Conn& c, const std::string& msg);
+  void hello(Conn& c, const std::string& msg);
+  void answer_waiters(std::vector<std::unique_ptr<Conn>>& conns);
+  void log_refusal(const std::string& what);
 
   const std::string token_;
+  const TcpStoreServerOptions opt_;
   int listen_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: stop and close_membership wake the loop
   uint16_t port_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;  // signalled on every set/add and on stop
-  bool stop_ = false;
-  std::map<std::string, std::string> kv_;
-  std::vector<int> client_fds_;
-  std::vector<std::thread> client_threads_;
-  std::thread acceptor_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> membership_closed_{false};
+  std::map<std::string, std::string> kv_;  // the loop thread's alone
+  std::chrono::steady_clock::time_point next_refusal_log_{};
+  size_t refusals_unlogged_ = 0;
+  mutable std::mutex counts_mu_;
+  Counts counts_;
+  std::thread thread_;
 };
 
 struct StoreOptions {
   std::string host;       // MASTER_ADDR (name or address)
   uint16_t port = 0;      // MASTER_PORT
   std::string token;      // WEFT_RDZV_TOKEN (may be empty; must match the server's)
+  std::string job;        // this rank's job description (TcpStoreServerOptions::job)
   int attempt = 0;        // WEFT_ATTEMPT -> key prefix
   std::chrono::milliseconds timeout{600000};  // rendezvous timeout
 };
@@ -75,7 +124,9 @@ struct StoreOptions {
 class TcpStore {
  public:
   // Connects (retrying DNS and connect with backoff until options.timeout) and
-  // presents the token. Throws RendezvousError on timeout or token mismatch.
+  // presents the token. Throws RendezvousError on timeout or when the gang
+  // has already formed, TokenRejectedError when the token is refused (the
+  // message says whether the store belongs to another job).
   explicit TcpStore(StoreOptions options);
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
@@ -97,6 +148,7 @@ class TcpStore {
   std::string endpoint() const { return opt_.host + ":" + std::to_string(opt_.port); }
 
  private:
+  bool hello();
   std::string request(const std::string& payload, std::chrono::milliseconds server_wait);
   std::string full_key(const std::string& key) const;
 
