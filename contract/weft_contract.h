@@ -81,6 +81,16 @@ constexpr bool is_file_in(std::string_view path, std::string_view dir, std::stri
 static_assert(is_file_in(kConfigPath, kConfigMountDir, kConfigKey));
 static_assert(is_file_in(kBucketCapPath, kConfigMountDir, kBucketCapKey));
 
+// ---- Gradient bucket cap ----------------------------------------------------
+// One bound wherever a bucket cap is given: the worker's
+// parallel.bucket_cap_mb and first_bucket_mb (where 0 means auto), the cap
+// file above, the TrainingJob's spec and its tuning range. A cap is a finite
+// number of MiB in (0, kMaxBucketCapMb]: 4 GiB is far above any useful
+// bucket, and keeps a cap's bytes exact in int64 and double (a cap of 1e14
+// MiB used to overflow into one-parameter buckets).
+inline constexpr double kMaxBucketCapMb = 4096;
+constexpr bool valid_bucket_cap_mb(double mb) { return mb > 0 && mb <= kMaxBucketCapMb; }  // NaN: false
+
 // ---- Metrics -----------------------------------------------------------------
 // A rank serves Prometheus metrics on metrics.port + LOCAL_RANK, so ranks that
 // share a host (weft-run) get consecutive ports; a pod's only rank uses the

@@ -1,6 +1,7 @@
 // Config parsing, validation, presets, env overrides and the YAML round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -172,8 +173,38 @@ TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
     validate(neg);
     FAIL() << "validate accepted bucket_cap_mb -1";
   } catch (const ConfigError& err) {
-    EXPECT_STREQ(err.what(), "parallel.bucket_cap_mb: must be > 0 or auto, got -1");
+    EXPECT_STREQ(err.what(), "parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got -1");
   }
+}
+
+TEST(Config, BucketCapsFollowTheOneContractBound) {
+  // One rule with the cap file and the operator (contract::valid_bucket_cap_mb):
+  // 1e14 MiB used to pass and overflow into one-parameter buckets.
+  struct Case {
+    const char* yaml;
+    const char* message;
+  } cases[] = {
+      {"parallel: {bucket_cap_mb: 1e14}\n",
+       "parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got 1e+14"},
+      {"parallel: {bucket_cap_mb: 4097}\n",
+       "parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got 4097"},
+      {"parallel: {first_bucket_mb: 1e14}\n",
+       "parallel.first_bucket_mb: must be 0 (the cap, or the rule's first bucket when auto) or a number of MiB in "
+       "(0, 4096], got 1e+14"},
+  };
+  for (const Case& c : cases) {
+    WorkerConfig cfg = parse_config(c.yaml);
+    try {
+      validate(cfg);
+      ADD_FAILURE() << "validate accepted " << c.yaml;
+    } catch (const ConfigError& err) {
+      EXPECT_NE(std::string(err.what()).find(c.message), std::string::npos) << err.what();
+    }
+  }
+  WorkerConfig nan = preset("tiny");
+  nan.parallel.bucket_cap_mb = std::nan("");
+  EXPECT_THROW(validate(nan), ConfigError);
+  EXPECT_NO_THROW(validate(parse_config("parallel: {bucket_cap_mb: 4096, first_bucket_mb: 4096}\n")));
 }
 
 TEST(Config, ValidateWithoutOriginNamesFieldOnly) {

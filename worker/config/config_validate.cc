@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "config/config.h"
+#include "weft_contract.h"
 
 namespace weft {
 namespace {
@@ -180,8 +181,12 @@ void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, c
             "'" + p.strategy + "' keeps whole sequences and weights on every rank; parallel.sp " + num(p.sp) +
                 " and parallel.wp " + num(p.wp) + " need strategy isp");
   if (p.strategy == "isp") check_isp(c, p, m, t);
-  c.require(p.bucket_cap_mb >= 0, "parallel.bucket_cap_mb", "must be > 0 or auto, got " + num(p.bucket_cap_mb));
-  c.non_negative(p.first_bucket_mb, "parallel.first_bucket_mb");
+  c.require(p.bucket_cap_mb == 0 || contract::valid_bucket_cap_mb(p.bucket_cap_mb), "parallel.bucket_cap_mb",
+            "must be auto or a number of MiB in (0, " + num(contract::kMaxBucketCapMb) + "], got " +
+                num(p.bucket_cap_mb));
+  c.require(p.first_bucket_mb == 0 || contract::valid_bucket_cap_mb(p.first_bucket_mb), "parallel.first_bucket_mb",
+            "must be 0 (the cap, or the rule's first bucket when auto) or a number of MiB in (0, " +
+                num(contract::kMaxBucketCapMb) + "], got " + num(p.first_bucket_mb));
   c.require(p.zero.stage == 1 || p.zero.stage == 2, "parallel.zero.stage",
             "must be 1 or 2, got " + num(p.zero.stage) + " (stage 3, sharded parameters, is not implemented)");
   c.choice(p.zero.overlap, {"none", "after_backward", "interleaved"}, "parallel.zero.overlap");
