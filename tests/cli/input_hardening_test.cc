@@ -331,7 +331,7 @@ TEST(StartupSignals, SigtermWhileBuildingTheModelExitsAtOnce) {
   // gpt2-124m takes seconds to build and minutes to step on a small machine:
   // a stop honoured only at the first step would write a checkpoint first.
   auto r = run_process({kWorker, "--preset", "gpt2-124m", "--steps", "5", "--out", (d / "out").string()},
-                       {"WEFT_METRICS_PORT=0"}, SIGTERM, "building the model", 300s);
+                       {"WEFT_METRICS_PORT=0", "WEFT_DEVICE=cpu"}, SIGTERM, "building the model", 300s);
   EXPECT_EQ(r.code, 143) << r.output;
   EXPECT_TRUE(has(r.output, "stopped by a signal while joining the job or building the model; nothing to save"))
       << r.output;
