@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -21,9 +20,11 @@ namespace {
 
 // Sizes are computed in double: a config with 10^9 layers must yield a huge
 // estimate, not an overflowed one.
+// Each part saturates at 2^60 bytes, so their sum cannot overflow either.
 int64_t clamp_bytes(double b) {
+  constexpr int64_t kMax = int64_t{1} << 60;
   if (!(b > 0)) return 0;
-  if (b >= 9.0e18) return std::numeric_limits<int64_t>::max() / 4;
+  if (b >= static_cast<double>(kMax)) return kMax;
   return static_cast<int64_t>(b);
 }
 
