@@ -1,6 +1,8 @@
 // llm.c shard reader and writer: round trip, sampling, validation errors.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -220,6 +222,36 @@ TEST(ShardSource, FromConfigChecksVocabulary) {
   EXPECT_TRUE(fails_with([&] { make_source(cfg); },
                          "data.shards: '" + dir.file("*.bin") +
                              "' holds token id 50256 but model.vocab_size is 256"));
+}
+
+// Only regular files are shards: a FIFO would block the open until a writer
+// comes, a directory or device is never a shard.
+TEST(ShardSource, PathsThatAreNotRegularFilesAreRefusedNamingThem) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("f.bin").c_str(), 0600), 0);
+  EXPECT_TRUE(fails_with([&] { make_shard_source(dir.file("f.bin"), 1); }, dir.file("f.bin") + ": not a regular file (a FIFO)"));
+  std::filesystem::create_directory(dir.file("d.bin"));
+  EXPECT_TRUE(fails_with([&] { make_shard_source(dir.file("d.bin"), 1); }, dir.file("d.bin") + ": not a regular file (a directory)"));
+  EXPECT_TRUE(fails_with([&] { make_shard_source("/dev/null", 1); }, "/dev/null: not a regular file (a character device)"));
+}
+
+// A shard that shrinks or is rewritten while mapped is bad data naming the
+// file, not a SIGBUS or tokens beyond the vocabulary.
+TEST(ShardSource, AShardChangedWhileMappedIsBadData) {
+  TempDir dir;
+  write_shard(dir.file("a.bin"), ramp(4000, 0));
+  auto source = make_shard_source(dir.file("a.bin"), 5);
+  Batch b;
+  source->fill(b, 4, 16, BatchIndex{});
+  std::filesystem::resize_file(dir.file("a.bin"), 1024 + 2 * 100);
+  EXPECT_TRUE(fails_with([&] { source->fill(b, 4, 16, BatchIndex{}); },
+                         dir.file("a.bin") + ": shard changed while the run reads it (mapped 9024 bytes, the file now has 1224)"));
+  // Rewritten in place with the same size but other tokens.
+  write_shard(dir.file("b.bin"), ramp(4000, 0));
+  auto b_source = make_shard_source(dir.file("b.bin"), 5);
+  write_shard(dir.file("b.bin"), std::vector<int32_t>(4000, 60000));
+  EXPECT_TRUE(fails_with([&] { b_source->fill(b, 4, 16, BatchIndex{}); },
+                         dir.file("b.bin") + ": shard changed while the run reads it (token 60000 is beyond the largest id 3999"));
 }
 
 }  // namespace

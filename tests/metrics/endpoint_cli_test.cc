@@ -73,7 +73,8 @@ TEST(WeftRunMetrics, AnUnreadableConfigIsReportedNotFatal) {
                                  "/bin/true", "--", "/nonexistent/config.yaml"},
                                 {}, 30);
   EXPECT_EQ(code, 0) << out;  // the worker (here /bin/true) decides about the config
-  EXPECT_THAT(out, HasSubstr("weft-run: cannot tell where metrics are served"));
+  EXPECT_THAT(out, HasSubstr("weft-run: bad config: "));
+  EXPECT_THAT(out, HasSubstr("/nonexistent/config.yaml"));
 }
 
 TEST(WorkerMetrics, BusyPortWarnsAndTrainingContinues) {

@@ -9,7 +9,8 @@
 // as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (unless already set). Every
 // output line is prefixed with "[rank R] ". Gang semantics: the first rank to
 // exit non-zero makes weft-run SIGTERM the others (SIGKILL after --grace
-// seconds) and exit with that rank's code. SIGINT/SIGTERM are forwarded to every rank; a second one
+// seconds) and exit with that rank's code (a rank killed that way is
+// reported as hung, and its 137 is not taken for the cause). SIGINT/SIGTERM are forwarded to every rank; a second one
 // kills them. At start it prints where each rank serves Prometheus metrics
 // (metrics.port + local rank, metrics/metrics_port.h).
 #include <arpa/inet.h>
@@ -17,6 +18,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -52,6 +54,7 @@ struct Rank {
   int index = 0;
   pid_t pid = -1;
   bool running = false;
+  bool killed = false;  // weft-run sent it SIGKILL (it ignored SIGTERM for --grace seconds)
   int code = -1;
   int out_fd = -1, err_fd = -1;
   std::string out_partial, err_partial;
@@ -123,7 +126,7 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
 // tiny) and the WEFT_* environment the ranks inherit. Only used to print
 // where each rank serves metrics; the worker still validates it itself.
 weft::WorkerConfig config_from_worker_args(const std::vector<std::string>& args) {
-  std::string path, preset = "tiny";
+  std::string path, preset = "tiny", init_from;
   static const char* kValued[] = {"--preset", "--steps", "--out", "--checkpoint-dir", "--init-from"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -131,13 +134,23 @@ weft::WorkerConfig config_from_worker_args(const std::vector<std::string>& args)
       preset = a.substr(9);
     } else if (a == "--preset" && i + 1 < args.size()) {
       preset = args[++i];
+    } else if (a.rfind("--init-from=", 0) == 0) {
+      init_from = a.substr(12);
+    } else if (a == "--init-from" && i + 1 < args.size()) {
+      init_from = args[++i];
     } else if (std::find(std::begin(kValued), std::end(kValued), a) != std::end(kValued)) {
       ++i;  // skip the option's value
     } else if (!a.empty() && a[0] != '-' && path.empty()) {
       path = a;
     }
   }
-  weft::WorkerConfig cfg = path.empty() ? weft::preset(preset) : weft::load_config_file(path);
+  weft::WorkerConfig cfg;
+  if (!path.empty())
+    cfg = weft::load_config_file(path, init_from);
+  else if (!init_from.empty())
+    cfg = weft::parse_config("preset: " + preset + "\n", "--preset", init_from);
+  else
+    cfg = weft::preset(preset);
   std::map<std::string, std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv(*e);
@@ -154,6 +167,11 @@ void print_metrics_endpoints(const std::vector<std::string>& worker_args, int np
   weft::MetricsConfig m;
   try {
     m = config_from_worker_args(worker_args).metrics;
+  } catch (const weft::ConfigError& e) {
+    // The worker (not necessarily weft-worker) decides; weft-worker exits 1 with the same message.
+    std::printf("weft-run: bad config: %s\n", e.what());
+    std::fflush(stdout);
+    return;
   } catch (const std::exception& e) {
     std::printf("weft-run: cannot tell where metrics are served: %s\n", e.what());
     std::fflush(stdout);
@@ -188,7 +206,12 @@ int main(int argc, char** argv) {
   app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when a rank fails");
   app.prefix_command();  // everything after the options goes to the worker
   app.footer("Everything after the options (or after --) is passed to every rank.");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; a usage error is bad input like any other (exit 1).
+    return app.exit(e) == 0 ? kExitDone : kExitBadConfig;
+  }
   std::vector<std::string> worker_args = app.remaining();
   if (!worker_args.empty() && worker_args.front() == "--") worker_args.erase(worker_args.begin());
 
@@ -223,6 +246,7 @@ int main(int argc, char** argv) {
   fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
 
   std::vector<Rank> ranks(nproc);
+  const pid_t launcher = getpid();
   for (int r = 0; r < nproc; ++r) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -232,6 +256,11 @@ int main(int argc, char** argv) {
     }
     pid_t pid = fork();
     if (pid == 0) {
+      // A rank dies with its launcher (weft-run killed with SIGKILL cannot
+      // stop its ranks). If the launcher died before prctl took effect, the
+      // child has been re-parented already: exit instead of training alone.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(kExitPeerLost);
       setpgid(0, 0);  // terminal signals reach weft-run only; it forwards them
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       dup2(out[1], 1);
@@ -256,7 +285,7 @@ int main(int argc, char** argv) {
     setpgid(pid, pid);
     close(out[1]);
     close(err[1]);
-    ranks[r] = Rank{r, pid, true, -1, out[0], err[0], {}, {}};
+    ranks[r] = Rank{r, pid, true, false, -1, out[0], err[0], {}, {}};
   }
 
   int failed_rank = -1, exit_code = 0, signals_seen = 0;
@@ -320,6 +349,16 @@ int main(int argc, char** argv) {
         if (r.pid != pid) continue;
         r.running = false;
         r.code = decode(status);
+        // A rank weft-run killed itself after --grace is a consequence, not
+        // the cause: it hung (or ignored SIGTERM) after another rank failed.
+        // Its 137 is not reported as the gang's code.
+        if (r.killed && r.code == 128 + SIGKILL) {
+          std::fprintf(stderr,
+                       "weft-run: rank %d did not stop within %g s of SIGTERM (hung?); weft-run killed it "
+                       "(code 137 is weft-run's own SIGKILL)\n",
+                       r.index, grace_s);
+          continue;
+        }
         // A rank that lost a peer exits 3 as a consequence; if the rank that
         // caused it (crashed, killed, bad input) is reaped later, report that
         // one. Exits from our own SIGTERM (143) are never a root cause.
@@ -341,6 +380,7 @@ int main(int argc, char** argv) {
       }
     }
     if (Clock::now() >= kill_at) {
+      for (auto& r : ranks) r.killed = r.running;
       signal_all(ranks, SIGKILL);
       kill_at = Clock::time_point::max();
     }

@@ -21,6 +21,7 @@
 #include "train/checkpoint.h"
 #include "train/comm_options.h"
 #include "train/device.h"
+#include "train/memory_estimate.h"
 #include "train/output_dirs.h"
 #include "train/trainer.h"
 
@@ -31,10 +32,11 @@ std::atomic<int> g_stop_signal{0};  // written by the signal handler only
 void on_signal(int sig) { g_stop_signal.store(sig); }
 
 // Before training starts there is nothing to save, and a rank may block for
-// the whole rendezvous timeout in DNS, connect or the store's wait: a signal
-// then ends the process at once, saying where it was.
+// the whole rendezvous timeout in DNS, connect or the store's wait, or spend
+// minutes building a large model: a signal then ends the process at once.
 void on_signal_before_training(int sig) {
-  const char msg[] = "weft-worker: stopped by a signal while joining the job (rendezvous); nothing to save\n";
+  const char msg[] =
+      "weft-worker: stopped by a signal while joining the job or building the model; nothing to save\n";
   ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
   ::_exit(sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted);
@@ -69,7 +71,13 @@ int main(int argc, char** argv) {
                  "comes from its config.json)");
   app.add_flag("--no-resume", no_resume, "start from scratch even if a checkpoint exists");
   app.add_flag("--print-config", print_config, "print the resolved config and exit");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; a usage error is bad input like any other (exit 1).
+    const int code = app.exit(e);
+    return code == 0 ? weft::contract::kExitDone : weft::contract::kExitBadConfig;
+  }
 
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   weft::WorkerConfig cfg;
@@ -90,8 +98,10 @@ int main(int argc, char** argv) {
     std::cerr << "weft-worker: bad config: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
   }
+  const auto env = weft::comm::current_environment();
   if (print_config) {
-    std::cout << weft::to_yaml(cfg);
+    std::cout << weft::to_yaml(cfg) << "# memory estimate per rank: "
+              << weft::estimate_memory(cfg, weft::world_size_from_env(env)).describe() << "\n";
     return weft::contract::kExitDone;
   }
 
@@ -99,6 +109,8 @@ int main(int argc, char** argv) {
   try {
     const weft::DevicePlacement placed = weft::place_rank(cfg, weft::comm::current_environment());
     if (placed.gpu >= 0) spdlog::info("device: {}", placed.describe());
+    // A model that cannot fit is refused before anything is allocated.
+    weft::check_memory_fits(cfg, env);
   } catch (const weft::ConfigError& e) {
     std::cerr << "weft-worker: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
@@ -110,9 +122,6 @@ int main(int argc, char** argv) {
   try {
     groups = weft::comm::init_process_groups(
         weft::comm::read_process_env(weft::comm::current_environment()), weft::group_options(cfg));
-    // From here a signal asks for a checkpoint at the next step all ranks agree on.
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
   } catch (const weft::comm::TokenRejectedError& e) {
     std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
     return weft::comm::kExitBadConfig;
@@ -131,7 +140,8 @@ int main(int argc, char** argv) {
     // and what interrupted writes left behind can go.
     const std::string ckpt_dir =
         cfg.checkpoint.dir.empty() ? cfg.train.out_dir + "/checkpoints" : cfg.checkpoint.dir;
-    const bool writes_checkpoints = rank == 0 || cfg.parallel.strategy == "zero";
+    const weft::StrategyTraits traits = weft::strategy_traits(cfg.parallel);
+    const bool writes_checkpoints = rank == 0 || traits.every_rank_writes;
     if (rank == 0) weft::require_writable_dir(cfg.train.out_dir, "train.out_dir");
     if (writes_checkpoints) weft::require_writable_dir(ckpt_dir, "checkpoint.dir");
     if (rank == 0) {
@@ -145,7 +155,6 @@ int main(int argc, char** argv) {
     tc.world = groups->world_size();
     tc.dp = groups->dp;
     tc.context = &groups->context();
-    const weft::StrategyTraits traits = weft::strategy_traits(cfg.parallel);
     if (traits.grid_groups) {
       // Every rank agrees on stops (the step boundary runs over tc.dp).
       tc.dp = groups->world;
@@ -153,10 +162,15 @@ int main(int argc, char** argv) {
       tc.wp = groups->wp;
       tc.wdp = groups->wdp;
     }
+    spdlog::info("building the model (memory estimate per rank {})",
+                 weft::format_bytes(weft::estimate_memory(cfg, tc.world).total()));
     weft::Trainer trainer(cfg, tc);
     if (writes_checkpoints)
       weft::require_free_space(ckpt_dir, weft::checkpoint_bytes_estimate(trainer.model().num_params()),
                                "checkpoint.dir");
+    // From here a signal asks for a checkpoint at the next step all ranks agree on.
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
     // Metrics: the registry belongs to TrainMetrics; only main serves it. A
     // busy port costs the metrics, never the training run.
     std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};

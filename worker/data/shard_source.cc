@@ -5,6 +5,8 @@
 // consecutive pieces of one token stream.
 #include <fcntl.h>
 #include <glob.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,45 +27,94 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// A read-only mapping of a whole file; unmapped on destruction.
+std::string file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a regular file";
+}
+
+// A read-only mapping of a whole regular file; unmapped on destruction. The
+// descriptor stays open so reads can check that the file still has the size
+// that was mapped (a shrunk file turns reads past its end into SIGBUS).
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw DataError(path + ": cannot open shard (" + errno_text() + ")");
+    // Only regular files: opening a FIFO blocks until a writer comes, a
+    // device may never end. Checked before the open and again on the
+    // descriptor (the path may change in between); O_NONBLOCK keeps the open
+    // itself from blocking.
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
+    if (::stat(path.c_str(), &st) != 0) throw DataError(path + ": cannot stat shard (" + errno_text() + ")");
+    if (!S_ISREG(st.st_mode)) throw DataError(path + ": not a regular file (" + file_kind(st.st_mode) + ")");
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) throw DataError(path + ": cannot open shard (" + errno_text() + ")");
+    if (::fstat(fd_, &st) != 0) {
       std::string err = errno_text();
-      ::close(fd);
+      ::close(fd_);
       throw DataError(path + ": cannot stat shard (" + err + ")");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw DataError(path + ": not a regular file (" + file_kind(st.st_mode) + ")");
     }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
       if (p == MAP_FAILED) {
         std::string err = errno_text();
-        ::close(fd);
+        ::close(fd_);
         throw DataError(path + ": cannot map shard (" + err + ")");
       }
       data_ = static_cast<const unsigned char*>(p);
       // Rows are read at random offsets: readahead would only waste I/O.
       ::madvise(p, size_, MADV_RANDOM);
     }
-    ::close(fd);  // the mapping keeps the file alive
   }
   ~MappedFile() {
     if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
   }
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
   const unsigned char* data() const { return data_; }
   size_t size() const { return size_; }
+  // The file's size now (-1 when fstat fails).
+  int64_t current_size() const {
+    struct stat st {};
+    return ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+  }
 
  private:
+  int fd_ = -1;
   const unsigned char* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// A read from a mapping whose file shrank underneath raises SIGBUS. While a
+// thread copies rows out of the mappings it points t_bus_jump at a jump
+// buffer; the handler jumps back there and the read fails as bad data. A
+// SIGBUS anywhere else gets the default action (the fault repeats on return).
+thread_local sigjmp_buf* t_bus_jump = nullptr;
+
+void on_sigbus(int, siginfo_t*, void*) {
+  if (t_bus_jump != nullptr) siglongjmp(*t_bus_jump, 1);
+  ::signal(SIGBUS, SIG_DFL);
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, nullptr);
+  });
+}
 
 struct Shard {
   std::string path;
@@ -128,6 +180,7 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
 class ShardSource final : public TokenSource {
  public:
   ShardSource(std::string pattern, uint64_t seed) : pattern_(std::move(pattern)), seed_(seed) {
+    install_sigbus_handler();
     for (const std::string& path : expand_glob(pattern_)) shards_.push_back(open_shard(path));
     uint16_t max_token = 0;
     for (const Shard& s : shards_) {
@@ -152,11 +205,45 @@ class ShardSource final : public TokenSource {
       }
       windows_end[i] = (windows += shards_[i].count - T);
     }
-    for (int b = 0; b < B; ++b) {
+    // A shard truncated or rewritten while mapped is bad data, named: its
+    // size is checked before the reads, a shrink during them ends in SIGBUS
+    // (caught in copy_rows), and a token beyond the largest id read at start
+    // means the bytes changed.
+    for (const Shard& s : shards_) check_unchanged(s);
+    size_t reading = 0;
+    const int r = copy_rows(batch, B, T, row0, windows, windows_end.data(), &reading);
+    if (r == kReadFault) {
+      const Shard& s = shards_[reading];
+      throw DataError(s.path + ": shard changed while the run reads it (a read past its end raised SIGBUS; " +
+                      "mapped " + std::to_string(s.file->size()) + " bytes, the file has " +
+                      std::to_string(s.file->current_size()) + "); shards must not be modified during training");
+    }
+    if (r >= 0)
+      throw DataError(shards_[reading].path + ": shard changed while the run reads it (token " + std::to_string(r) +
+                      " is beyond the largest id " + std::to_string(vocab_ - 1) +
+                      " read at start); shards must not be modified during training");
+  }
+
+  static constexpr int kReadFault = -2;
+
+  // Copies the B rows out of the mappings under the SIGBUS guard. Returns -1
+  // when all is well, kReadFault after a SIGBUS, or a token id beyond the
+  // vocabulary; *reading is then the shard. Only trivially destructible
+  // locals live here: a siglongjmp back skips no destructor.
+  int copy_rows(Batch& batch, int B, int T, int64_t row0, int64_t windows, const int64_t* windows_end,
+                volatile size_t* reading) const {
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 1) != 0) {
+      t_bus_jump = nullptr;
+      return kReadFault;
+    }
+    t_bus_jump = &jump;
+    int bad_token = -1;
+    for (int b = 0; b < B && bad_token < 0; ++b) {
       SplitMix64 rng(hash_seed(seed_, kDomainShardRow, static_cast<uint64_t>(row0 + b)));
       const int64_t w = static_cast<int64_t>(rng.below(static_cast<uint64_t>(windows)));
-      const size_t i = std::upper_bound(windows_end.begin(), windows_end.end(), w) -
-                       windows_end.begin();
+      const size_t i = std::upper_bound(windows_end, windows_end + shards_.size(), w) - windows_end;
+      *reading = i;  // volatile: stored before the reads that may fault
       const int64_t offset = w - (windows_end[i] - (shards_[i].count - T));
       const uint16_t* src = shards_[i].tokens + offset;
       int32_t* in = batch.inputs.data() + int64_t{b} * T;
@@ -165,10 +252,22 @@ class ShardSource final : public TokenSource {
         in[t] = src[t];
         tgt[t] = src[t + 1];
       }
+      for (int t = 0; t <= T; ++t)
+        if (src[t] >= vocab_) bad_token = src[t];
     }
+    t_bus_jump = nullptr;
+    return bad_token;
   }
 
   int vocab_size() const override { return vocab_; }
+
+  static void check_unchanged(const Shard& s) {
+    const int64_t now = s.file->current_size();
+    if (now != static_cast<int64_t>(s.file->size()))
+      throw DataError(s.path + ": shard changed while the run reads it (mapped " + std::to_string(s.file->size()) +
+                      " bytes, the file now has " + std::to_string(now) +
+                      "); shards must not be modified during training");
+  }
 
   std::string describe() const override {
     return "llm.c shards '" + pattern_ + "' (" + std::to_string(shards_.size()) + " files, " +

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "train/memory_estimate.h"
+
 namespace weft {
 
 using prometheus::Counter;
@@ -155,6 +157,11 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
             {"device", cfg.device},
             {"world_size", std::to_string(world)}})
       .Set(1);
+  gauges(*registry_, rank, "weft_memory_estimate_bytes",
+         "Bytes this rank was estimated to need at its peak before the model was built (weights, "
+         "gradients, optimizer state, activations, runtime); compare with weft_memory_bytes")
+      .Add({})
+      .Set(static_cast<double>(estimate_memory(cfg, world).total()));
   train_steps_.Set(static_cast<double>(cfg.train.steps));
   bucket_cap_bytes_.Set(cfg.parallel.bucket_cap_mb * 1024 * 1024);
   // comm.simulate: dashboards and benchmarks must be able to tell emulated

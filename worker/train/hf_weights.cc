@@ -1,6 +1,7 @@
 #include "train/hf_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -61,6 +62,27 @@ bool ignorable(const std::string& name, bool tied) {
   if (tied && name == "lm_head.weight") return true;  // tied: the embedding is the head
   const std::string inv = "rotary_emb.inv_freq";
   return name.size() >= inv.size() && name.compare(name.size() - inv.size(), inv.size(), inv) == 0;
+}
+
+// A NaN or Inf weight would only show as a NaN loss at step 1: name the
+// tensor and element at load instead. dst is a host F32 or BF16 tensor.
+void check_finite(const std::string& file, const std::string& name, int64_t first, const Tensor& dst) {
+  const int64_t n = dst.numel();
+  int64_t bad = -1;
+  float value = 0;
+  if (dst.dtype == DType::F32) {
+    const float* p = static_cast<const float*>(dst.data);
+    for (int64_t i = 0; i < n && bad < 0; ++i)
+      if (!std::isfinite(p[i])) bad = i, value = p[i];
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(dst.data);
+    for (int64_t i = 0; i < n && bad < 0; ++i)
+      if ((p[i] & 0x7f80) == 0x7f80) bad = i, value = bf16_to_f32(p[i]);  // exponent all ones
+  }
+  if (bad < 0) return;
+  throw CheckpointError(file + ": tensor '" + name + "' holds a non-finite weight (" +
+                        (std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf") + " at element " +
+                        std::to_string(first + bad) + ")");
 }
 
 }  // namespace
@@ -132,8 +154,10 @@ void HfWeights::read(const std::string& name, int64_t first, Tensor dst) const {
     throw CheckpointError(file.path() + ": tensor '" + name + "' is " + e.dtype +
                           "; weights must be F32, BF16 or F16");
   const int64_t n = dst.numel();
-  if (e.dtype == "F32" && dst.dtype == DType::F32) return file.read_raw(name, first, n, dst.data);
-  if (e.dtype == "BF16" && dst.dtype == DType::BF16) return file.read_raw(name, first, n, dst.data);
+  if ((e.dtype == "F32" && dst.dtype == DType::F32) || (e.dtype == "BF16" && dst.dtype == DType::BF16)) {
+    file.read_raw(name, first, n, dst.data);
+    return check_finite(file.path(), name, first, dst);
+  }
   // Convert in chunks so a large tensor needs no second full-size copy.
   constexpr int64_t kChunk = 1 << 20;
   std::vector<char> buf;
@@ -156,6 +180,7 @@ void HfWeights::read(const std::string& name, int64_t first, Tensor dst) const {
         static_cast<uint16_t*>(dst.data)[done + i] = f32_to_bf16(v);
     }
   }
+  check_finite(file.path(), name, first, dst);
 }
 
 void check_hf_weights(const HfWeights& w, const std::vector<ParamInfo>& params, bool tied) {

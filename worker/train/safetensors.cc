@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -77,16 +78,23 @@ void parse_entries(const std::string& path, const char* hbegin, const char* hend
     v.dtype = e["dtype"].get<std::string>();
     const size_t esize = safetensors_dtype_size(v.dtype);
     if (esize == 0) fail(path, "tensor '" + it.key() + "' has unsupported dtype " + e["dtype"].dump());
+    // The shape comes from the file: its product (and the byte count) must
+    // not wrap around to a size that happens to match the offsets.
     int64_t n = 1;
     for (const auto& d : e["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail(path, "tensor '" + it.key() + "' has a bad shape");
+      if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > INT64_MAX) ||
+          d.get<int64_t>() < 0)
+        fail(path, "tensor '" + it.key() + "' has a bad shape " + e["shape"].dump());
       v.shape.push_back(d.get<int64_t>());
-      n *= v.shape.back();
+      if (__builtin_mul_overflow(n, v.shape.back(), &n))
+        fail(path, "tensor '" + it.key() + "' has shape " + e["shape"].dump() +
+                       ", whose element count overflows 64 bits");
     }
     v.numel = n;
     uint64_t b = e["data_offsets"][0].get<uint64_t>(), end = e["data_offsets"][1].get<uint64_t>();
-    v.bytes = static_cast<uint64_t>(n) * esize;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(n), static_cast<uint64_t>(esize), &v.bytes))
+      fail(path, "tensor '" + it.key() + "' has shape " + e["shape"].dump() +
+                     ", whose byte count overflows 64 bits");
     if (b > end || end > data_size)
       fail(path, "truncated: tensor '" + it.key() + "' ends at byte " + std::to_string(end) +
                      " of a " + std::to_string(data_size) + "-byte data section");
@@ -94,7 +102,8 @@ void parse_entries(const std::string& path, const char* hbegin, const char* hend
       fail(path, "tensor '" + it.key() + "' has " + std::to_string(end - b) +
                      " bytes, its shape needs " + std::to_string(v.bytes));
     v.offset = data_begin + b;
-    covered += v.bytes;
+    if (__builtin_add_overflow(covered, v.bytes, &covered))
+      fail(path, "tensors cover more than 2^64 bytes");
     tensors[it.key()] = std::move(v);
   }
   if (covered != data_size)
@@ -238,7 +247,7 @@ const SafetensorsIndex::Entry& SafetensorsIndex::at(const std::string& name) con
 void SafetensorsIndex::read_raw(const std::string& name, int64_t first, int64_t count,
                                 void* dst) const {
   const Entry& e = at(name);
-  if (first < 0 || count < 0 || first + count > e.numel)
+  if (first < 0 || count < 0 || first > e.numel || count > e.numel - first)
     fail(path_, "tensor '" + name + "': elements [" + std::to_string(first) + ", " +
                     std::to_string(first + count) + ") outside its " + std::to_string(e.numel));
   const size_t esize = safetensors_dtype_size(e.dtype);
