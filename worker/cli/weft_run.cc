@@ -10,9 +10,11 @@
 // output line is prefixed with "[rank R] ". Gang semantics: the first rank to
 // exit non-zero makes weft-run SIGTERM the others (SIGKILL after --grace
 // seconds) and exit with that rank's code (a rank killed that way is
-// reported as hung, and its 137 is not taken for the cause). SIGINT/SIGTERM are forwarded to every rank; a second one
-// kills them. At start it prints where each rank serves Prometheus metrics
-// (metrics.port + local rank, metrics/metrics_port.h).
+// reported as hung, and its 137 is not taken for the cause). SIGINT/SIGTERM
+// are forwarded to every rank; a second one kills them. Ranks die with
+// weft-run (PR_SET_PDEATHSIG), even when it is killed with SIGKILL. At start
+// it prints where each rank serves Prometheus metrics (metrics.port + local
+// rank, metrics/metrics_port.h).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
