@@ -120,7 +120,9 @@ const BadConfig kBadConfigs[] = {
     {"parallel:\n  bucket_cap_mb: Auto\n", "parallel.bucket_cap_mb: expected auto or a number > 0, got 'Auto'"},
     {"parallel:\n  bucket_cap_mb: .inf\n", "parallel.bucket_cap_mb: expected auto or a number > 0, got '.inf'"},
     {"parallel:\n  bucket_cap_mb: [auto]\n", "parallel.bucket_cap_mb: expected a single value"},
-    {"parallel:\n  first_bucket_mb: -1\n", "parallel.first_bucket_mb: must be >= 0, got -1"},
+    {"parallel:\n  first_bucket_mb: -1\n",
+     "parallel.first_bucket_mb: must be 0 (the cap, or the rule's first bucket when auto) or a number of MiB in "
+     "(0, 4096], got -1"},
     // comm
     {"comm:\n  backend: mpi\n", "comm.backend: 'mpi' is not one of auto, gloo, nccl"},
     {"comm:\n  backend: nccl\n", "comm.backend: 'nccl' needs device 'cuda'"},
@@ -193,9 +195,8 @@ TEST(Config, BucketCapsFollowTheOneContractBound) {
        "(0, 4096], got 1e+14"},
   };
   for (const Case& c : cases) {
-    WorkerConfig cfg = parse_config(c.yaml);
     try {
-      validate(cfg);
+      validate(parse_config(c.yaml));  // parse_config validates too
       ADD_FAILURE() << "validate accepted " << c.yaml;
     } catch (const ConfigError& err) {
       EXPECT_NE(std::string(err.what()).find(c.message), std::string::npos) << err.what();
