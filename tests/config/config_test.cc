@@ -1,6 +1,7 @@
 // Config parsing, validation, presets, env overrides and the YAML round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "weft_contract.h"
 
 namespace weft {
 namespace {
@@ -120,6 +122,9 @@ const BadConfig kBadConfigs[] = {
     {"parallel:\n  bucket_cap_mb: .inf\n", "parallel.bucket_cap_mb: expected auto or a number > 0, got '.inf'"},
     {"parallel:\n  bucket_cap_mb: [auto]\n", "parallel.bucket_cap_mb: expected a single value"},
     {"parallel:\n  first_bucket_mb: -1\n", "parallel.first_bucket_mb: must be >= 0, got -1"},
+    {"parallel:\n  bucket_cap_mb: 1e14\n",
+     "test.yaml:2: parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got 1e+14"},
+    {"parallel:\n  bucket_cap_mb: 4097\n", "parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got 4097"},
     // comm
     {"comm:\n  backend: mpi\n", "comm.backend: 'mpi' is not one of auto, gloo, nccl"},
     {"comm:\n  backend: nccl\n", "comm.backend: 'nccl' needs device 'cuda'"},
@@ -172,8 +177,25 @@ TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
     validate(neg);
     FAIL() << "validate accepted bucket_cap_mb -1";
   } catch (const ConfigError& err) {
-    EXPECT_STREQ(err.what(), "parallel.bucket_cap_mb: must be > 0 or auto, got -1");
+    EXPECT_STREQ(err.what(), "parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got -1");
   }
+  // Above contract::kMaxBucketCapMb, and not a number at all: the same rule.
+  // (1e14 MiB once overflowed the bucket planner into one-parameter buckets.)
+  for (double bad : {4096.5, 1e14, INFINITY, NAN}) {
+    WorkerConfig c = preset("tiny");
+    c.parallel.bucket_cap_mb = bad;
+    try {
+      validate(c);
+      ADD_FAILURE() << "validate accepted bucket_cap_mb " << bad;
+    } catch (const ConfigError& err) {
+      EXPECT_NE(std::string(err.what()).find("parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got"),
+                std::string::npos)
+          << err.what();
+    }
+  }
+  WorkerConfig max = preset("tiny");
+  max.parallel.bucket_cap_mb = contract::kMaxBucketCapMb;
+  EXPECT_NO_THROW(validate(max)) << "the bound itself is valid";
 }
 
 TEST(Config, ValidateWithoutOriginNamesFieldOnly) {
@@ -399,6 +421,8 @@ TEST(Config, BadEnvOverridesNameTheVariable) {
       {{{"WEFT_BUCKET_CAP_MB", "big"}}, "WEFT_BUCKET_CAP_MB: expected auto or a number > 0, got 'big'"},
       {{{"WEFT_BUCKET_CAP_MB", "-1"}}, "WEFT_BUCKET_CAP_MB: expected auto or a number > 0, got '-1'"},
       {{{"WEFT_BUCKET_CAP_MB", "0"}}, "WEFT_BUCKET_CAP_MB: expected auto or a number > 0, got '0'"},
+      {{{"WEFT_BUCKET_CAP_MB", "1e14"}},
+       "WEFT_BUCKET_CAP_MB=1e14: parallel.bucket_cap_mb: must be auto or a number of MiB in (0, 4096], got 1e+14"},
       {{{"WEFT_METRICS_PORT", "99999"}}, "WEFT_METRICS_PORT=99999: metrics.port: must be in"},
       {{{"WEFT_DEVICE", "tpu"}}, "WEFT_DEVICE=tpu: device: 'tpu' is not one of cpu, cuda"},
   };

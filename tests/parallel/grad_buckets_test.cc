@@ -4,6 +4,7 @@
 
 #include "model/llama.h"
 #include "parallel/bucket_cap_file.h"
+#include "weft_contract.h"
 #include "support/run_process.h"
 
 namespace weft {
@@ -198,7 +199,10 @@ TEST(BucketCapFile, RejectsMalformedAndOutOfRangeValuesAndCountsThem) {
   auto dir = testing::fresh_dir("capfile-reject");
   std::string path = (dir / "bucket_cap_mb").string();
   BucketCapFile f(path);
-  const char* bad[] = {"abc", "12MB", "nan", "inf", "1e999", "-4", "0", "-0", "1e-400", "104857600", "8 9"};
+  // 4097 and 65536: above contract::kMaxBucketCapMb; 1e14: what once
+  // overflowed into buckets of one parameter each.
+  const char* bad[] = {"abc", "12MB", "nan", "inf", "-inf", "1e999", "-4", "0", "-0", "1e-400", "104857600", "1e14",
+                       "65536", "4097", "8 9"};
   int64_t n = 0;
   for (const char* text : bad) {
     testing::write_file(path, text);
@@ -207,8 +211,8 @@ TEST(BucketCapFile, RejectsMalformedAndOutOfRangeValuesAndCountsThem) {
     EXPECT_FALSE(f.poll().has_value());
     EXPECT_EQ(f.rejected(), n) << "the same content is counted once";
   }
-  testing::write_file(path, "65536");
-  EXPECT_EQ(f.poll(), 65536.0) << "the upper bound itself is valid";
+  testing::write_file(path, "4096");
+  EXPECT_EQ(f.poll(), contract::kMaxBucketCapMb) << "the upper bound itself is valid";
   testing::write_file(path, "1e-9");
   EXPECT_EQ(f.poll(), 1e-9) << "tiny caps are valid: a bucket per parameter";
   EXPECT_EQ(f.rejected(), n);

@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "config/config.h"
+#include "weft_contract.h"
 
 namespace weft {
 namespace {
@@ -180,7 +181,8 @@ void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, c
             "'" + p.strategy + "' keeps whole sequences and weights on every rank; parallel.sp " + num(p.sp) +
                 " and parallel.wp " + num(p.wp) + " need strategy isp");
   if (p.strategy == "isp") check_isp(c, p, m, t);
-  c.require(p.bucket_cap_mb >= 0, "parallel.bucket_cap_mb", "must be > 0 or auto, got " + num(p.bucket_cap_mb));
+  c.require(contract::valid_bucket_cap_mb(p.bucket_cap_mb, /*allow_auto=*/true), "parallel.bucket_cap_mb",
+            std::string("must be auto or ") + contract::kBucketCapRule + ", got " + num(p.bucket_cap_mb));
   c.non_negative(p.first_bucket_mb, "parallel.first_bucket_mb");
   c.require(p.zero.stage == 1 || p.zero.stage == 2, "parallel.zero.stage",
             "must be 1 or 2, got " + num(p.zero.stage) + " (stage 3, sharded parameters, is not implemented)");

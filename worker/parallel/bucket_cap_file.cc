@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "weft_contract.h"
+
 namespace weft {
 
 std::optional<double> BucketCapFile::poll() {
@@ -34,10 +36,10 @@ std::optional<double> BucketCapFile::poll() {
     spdlog::warn("{}: rejected bucket cap '{}': not a number of MiB; keeping the current cap", path_, text);
     return std::nullopt;
   }
-  if (!(v > 0) || v > kMaxFileCapMb) {
+  if (!contract::valid_bucket_cap_mb(v)) {
     ++rejected_;
-    spdlog::warn("{}: rejected bucket cap {} MiB: outside (0, {}] MiB; keeping the current cap", path_, v,
-                 kMaxFileCapMb);
+    spdlog::warn("{}: rejected bucket cap {} MiB: not {}; keeping the current cap", path_, v,
+                 contract::kBucketCapRule);
     return std::nullopt;
   }
   return v;

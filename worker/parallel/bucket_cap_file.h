@@ -9,11 +9,6 @@
 
 namespace weft {
 
-// The caps a file may ask for: above 0 and at most 64 GiB. Beyond, a value is
-// a typo or a unit mistake (bytes for MiB), not a bucket size. Tiny caps are
-// valid: they put every parameter in a bucket of its own.
-inline constexpr double kMaxFileCapMb = 64 * 1024;
-
 class BucketCapFile {
  public:
   explicit BucketCapFile(std::string path) : path_(std::move(path)) {}
@@ -21,8 +16,9 @@ class BucketCapFile {
   // The cap in MiB if the file's value changed since the last call (the first
   // call reports the current value). A missing file is not an error (the
   // ConfigMap may not have the key yet), nor is an empty one (no size asked
-  // for: the operator's value for bucket_cap_mb auto); content that is not one number in
-  // (0, kMaxFileCapMb] is rejected: logged and counted once per
+  // for: the operator's value for bucket_cap_mb auto); content that is not
+  // one valid cap (contract::valid_bucket_cap_mb: a number of MiB in
+  // (0, contract::kMaxBucketCapMb]) is rejected: logged and counted once per
   // distinct content, and the cap in force stays.
   std::optional<double> poll();
   // Distinct contents rejected so far.
