@@ -181,7 +181,7 @@ TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
   }
   // Above contract::kMaxBucketCapMb, and not a number at all: the same rule.
   // (1e14 MiB once overflowed the bucket planner into one-parameter buckets.)
-  for (double bad : {4096.5, 1e14, INFINITY, NAN}) {
+  for (double bad : {4096.5, 1e14, double(INFINITY), double(NAN)}) {
     WorkerConfig c = preset("tiny");
     c.parallel.bucket_cap_mb = bad;
     try {
