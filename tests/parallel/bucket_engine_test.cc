@@ -141,6 +141,12 @@ TEST(BucketEngine, ReduceScatterAveragesOnlyThisRanksShard) {
       for (const Bucket& b : e.buckets()) {
         EXPECT_EQ(e.result_begin(b.index), b.shard_begin(r, 2));
         EXPECT_EQ(e.result_end(b.index), b.shard_end(r, 2));
+        // The counts the reduce-scatter (and ZeRO's gathers) use: each rank's
+        // shard, together the whole bucket.
+        const std::vector<int64_t> counts = e.shard_counts(b.index);
+        ASSERT_EQ(counts.size(), 2u);
+        EXPECT_EQ(counts[r], b.shard_end(r, 2) - b.shard_begin(r, 2));
+        EXPECT_EQ(counts[0] + counts[1], b.end - b.begin);
         // Every value here is a multiple of 1/8 below 2^8: exact in bf16.
         for (int64_t i = b.shard_begin(r, 2); i < b.shard_end(r, 2); ++i)
           ASSERT_EQ(g[i], (grad_of(0, i) + grad_of(1, i)) * 0.5f) << i;

@@ -157,7 +157,7 @@ TEST(GradSync, Bf16WireRoundsTheAverage) {
   }
 }
 
-// A strategy sees each bucket once, in order, when its reduction completed.
+// A DataParallel subclass sees each bucket once, in order, when its reduction completed.
 class RecordingDataParallel : public DataParallel {
  public:
   using DataParallel::DataParallel;

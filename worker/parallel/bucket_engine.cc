@@ -38,6 +38,14 @@ int64_t BucketEngine::result_end(int b) const {
   return collective_ == BucketCollective::AllReduceAvg ? k.end : k.shard_end(group_->rank(), group_->size());
 }
 
+std::vector<int64_t> BucketEngine::shard_counts(int b) const {
+  const Bucket& k = buckets_[b];
+  const int n = group_->size();
+  std::vector<int64_t> counts(n);
+  for (int r = 0; r < n; ++r) counts[r] = k.shard_end(r, n) - k.shard_begin(r, n);
+  return counts;
+}
+
 void BucketEngine::begin() {
   next_launch_ = 0;
   for (const Bucket& b : buckets_) {
@@ -78,11 +86,8 @@ void BucketEngine::launch(int index) {
     return;
   }
   // The result lands on this rank's share inside the bucket itself.
-  const int n = group_->size();
-  std::vector<int64_t> counts(n);
-  for (int r = 0; r < n; ++r) counts[r] = b.shard_end(r, n) - b.shard_begin(r, n);
   works_[index] = group_->reduce_scatter(in, whole.slice0(result_begin(index), result_end(index)),
-                                         comm::ReduceOp::Avg, counts, label);
+                                         comm::ReduceOp::Avg, shard_counts(index), label);
 }
 
 double BucketEngine::wait(int index) {

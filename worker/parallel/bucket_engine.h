@@ -63,6 +63,8 @@ class BucketEngine {
   // (all-reduce) or this rank's shard (reduce-scatter).
   int64_t result_begin(int b) const;
   int64_t result_end(int b) const;
+  // Elements of bucket b each rank's reduce-scatter shard holds, by rank.
+  std::vector<int64_t> shard_counts(int b) const;
 
   // A micro-batch whose gradients are reduced: every parameter pending again.
   void begin();

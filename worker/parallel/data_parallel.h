@@ -61,6 +61,11 @@ class DataParallel : public GradSync, public StrategyState {
 
   const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
 
+ protected:
+  // Called once per bucket, in bucket order, when its all-reduce for the
+  // last micro-batch has completed.
+  virtual void on_bucket_reduced(int bucket) { (void)bucket; }
+
  private:
   // Waits for every bucket of the last micro-batch, in order.
   void wait_buckets();

@@ -154,10 +154,6 @@ class GradSync {
 
  protected:
   NormScope norm_scope_;
-
-  // Called once per bucket, in bucket order, when its reduction for the last
-  // micro-batch has completed (ZeRO's interleaved step runs here).
-  virtual void on_bucket_reduced(int bucket) { (void)bucket; }
 };
 
 // One rank: nothing to synchronise; the optimizer owns every parameter.

@@ -1,5 +1,5 @@
-// ISP as a GradSync (docs/architecture.md "ISP"; the intern sequence
-// parallelism of InternEvo's ISPCommunicator): weight-parallel linears over
+// ISP (intern sequence parallelism) as a GradSync (docs/architecture.md
+// "ISP"): weight-parallel linears over
 // `wp` with a prefetched, double-buffered all-gather pool, gradient
 // reduce-scatter over `wp`, shard gradients reduced over `wdp` by an inner
 // strategy (plain DP or ZeRO), and the Ulysses all-to-all over `sp`.

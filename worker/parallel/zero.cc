@@ -200,12 +200,6 @@ void ZeroGradSync::gather_full_weights(ParamAndGradBuffer& full) {
   assign(full.flat_params(), t);
 }
 
-std::vector<int64_t> ZeroGradSync::shard_counts(const Bucket& b) const {
-  std::vector<int64_t> c(dp_->size());
-  for (int r = 0; r < dp_->size(); ++r) c[r] = b.shard_end(r, dp_->size()) - b.shard_begin(r, dp_->size());
-  return c;
-}
-
 Tensor ZeroGradSync::owned_grad(size_t i) const {
   const ParamRange& r = opt_.ranges()[i];
   if (o_.stage == 2) {
@@ -333,7 +327,7 @@ void ZeroGradSync::launch_gather(int index) {
   Tensor p = buf_->flat_params();
   ag_issued_[index] = CommSpans::Clock::now();
   ag_[index] = dp_->all_gather(p.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
-                               p.slice0(b.begin, b.end), shard_counts(b),
+                               p.slice0(b.begin, b.end), engine_.shard_counts(index),
                                "gather bucket " + std::to_string(index));
 }
 

@@ -1,14 +1,16 @@
-// ZeRO stage 1/2 as a GradSync (docs/architecture.md "ZeRO"; the optimizer
-// sharding PyTorch's ZeroRedundancyOptimizer with a DDP comm hook does): each of the N data-parallel ranks owns shard r
-// of every gradient bucket (Bucket::shard_begin/shard_end), keeps the AdamW
-// moments (and a master copy, for bf16 weights) for its shards only, and
-// all-gathers its updated shard of every bucket back into the full parameters.
+// ZeRO stage 1/2 as a GradSync (docs/architecture.md "ZeRO"; optimizer
+// sharding as PyTorch's ZeroRedundancyOptimizer with a DDP comm hook does):
+// each of the N data-parallel ranks owns shard r of every gradient bucket
+// (Bucket::shard_begin/shard_end), keeps the AdamW moments (and a master
+// copy, for bf16 weights) for its shards only, and all-gathers its updated
+// shard of every bucket back into the full parameters.
 //
 // Owns a BucketEngine (the bucket layout, readiness, launches and in-flight
-// Avg reduce-scatters), the sharded optimizer, the in-flight all-gather Work, and (stage 2) the owned gradient shard. Installs itself
-// as the buffer's WeightHook: forward waits for a bucket's gather before using
-// its weights (overlap_param_gather), backward tells it which layers are done
-// (the interleaved step touches a bucket only after every layer using it).
+// Avg reduce-scatters), the sharded optimizer, the in-flight all-gather Work,
+// and (stage 2) the owned gradient shard. Installs itself as the buffer's
+// WeightHook: forward waits for a bucket's gather before using its weights
+// (overlap_param_gather), backward tells it which layers are done (the
+// interleaved step touches a bucket only after every layer using it).
 //
 // Per optimizer step: prepare_step(lr, clip); per micro-batch: full buckets
 // are reduce-scattered (Avg) in index order (stage 1: last micro-batch only,
@@ -99,7 +101,6 @@ class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
   void plan_shards();
   void reset_step_stats();  // this step's StepCommStats, empty, one slot per bucket
   bool communicates() const { return o_.stage == 2 || last_; }
-  std::vector<int64_t> shard_counts(const Bucket& b) const;
   Tensor owned_grad(size_t range) const;  // the reduced gradient of optimizer range i
 
   // Waits for bucket b's reduce-scatter and takes its result: bf16 back to
