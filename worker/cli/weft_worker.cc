@@ -138,8 +138,7 @@ int main(int argc, char** argv) {
     // Rank 0 writes the summary and checkpoints (ZeRO ranks their optimizer
     // shards too); the gang has formed, so no writer of this job is running
     // and what interrupted writes left behind can go.
-    const std::string ckpt_dir =
-        cfg.checkpoint.dir.empty() ? cfg.train.out_dir + "/checkpoints" : cfg.checkpoint.dir;
+    const std::string ckpt_dir = weft::checkpoint_dir(cfg);
     const weft::StrategyTraits traits = weft::strategy_traits(cfg.parallel);
     const bool writes_checkpoints = rank == 0 || traits.every_rank_writes;
     if (rank == 0) weft::require_writable_dir(cfg.train.out_dir, "train.out_dir");

@@ -1,11 +1,11 @@
 #include "metrics/train_metrics.h"
-#include "train/trainer.h"  // StrategyTraits
 
 #include <cstdio>
 #include <algorithm>
 #include <cmath>
 
 #include "train/memory_estimate.h"
+#include "train/trainer.h"  // StrategyTraits
 
 namespace weft {
 

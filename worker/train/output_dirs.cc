@@ -70,6 +70,10 @@ void require_free_space(const std::string& dir, int64_t need_bytes, const std::s
         what, dir, mib(free_bytes), mib(need_bytes), what));
 }
 
+std::string checkpoint_dir(const WorkerConfig& cfg) {
+  return cfg.checkpoint.dir.empty() ? cfg.train.out_dir + "/checkpoints" : cfg.checkpoint.dir;
+}
+
 int64_t checkpoint_bytes_estimate(int64_t num_params) {
   // model.safetensors (f32) + exp_avg + exp_avg_sq (f32), and 64 KiB of
   // headers, config and metadata.

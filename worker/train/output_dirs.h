@@ -8,7 +8,12 @@
 #include <cstdint>
 #include <string>
 
+#include "config/config.h"
+
 namespace weft {
+
+// Where checkpoints go: checkpoint.dir, or <train.out_dir>/checkpoints.
+std::string checkpoint_dir(const WorkerConfig& cfg);
 
 // Creates `dir` if needed and proves it writable by creating, writing,
 // syncing and removing a probe file. Throws CheckpointError naming `what`

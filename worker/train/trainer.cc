@@ -13,6 +13,7 @@
 
 #include "config/hf_config.h"
 #include "train/checkpoint.h"
+#include "train/output_dirs.h"
 #include "train/device.h"
 #include "train/hf_weights.h"
 
@@ -111,7 +112,7 @@ void Trainer::init_from_hf(const std::string& dir) {
 }
 
 std::string Trainer::checkpoint_dir() const {
-  return cfg_.checkpoint.dir.empty() ? cfg_.train.out_dir + "/checkpoints" : cfg_.checkpoint.dir;
+  return weft::checkpoint_dir(cfg_);
 }
 
 double Trainer::flops_per_token() const {
