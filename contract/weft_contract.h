@@ -73,6 +73,30 @@ inline constexpr const char* kConfigPath = "/etc/weft/config.yaml";
 inline constexpr const char* kBucketCapKey = "bucket_cap_mb";
 inline constexpr const char* kBucketCapPath = "/etc/weft/bucket_cap_mb";  // WEFT_BUCKET_CAP_FILE
 
+// ---- The gradient bucket cap ------------------------------------------------
+// One rule for a bucket cap in MiB wherever one is given: the worker's
+// parallel.bucket_cap_mb (config YAML, WEFT_BUCKET_CAP_MB), the cap file
+// (kBucketCapKey above), and the operator's spec.worker.parallel.bucket_cap_mb
+// and spec.tuning.bucketSize.minMB/maxMB (the CRD schema's maximum). A cap is
+// a number of MiB in (0, kMaxBucketCapMb]. 4 GiB of fp32 gradients is already
+// one bucket for a model of a billion parameters; anything larger is a typo or
+// a unit mistake (bytes for MiB), and the bound keeps a cap's bytes exact in
+// int64 and double (a cap of 1e14 MiB used to overflow into one-parameter
+// buckets). Tiny caps are valid: they put every parameter in a bucket of its
+// own. The worker's first_bucket_mb follows the same rule, 0 meaning auto.
+inline constexpr double kMaxBucketCapMb = 4096;
+// Whether `mb` is a valid cap; with allow_auto, 0 (the config's `auto`) is
+// too. NaN and infinities are not.
+constexpr bool valid_bucket_cap_mb(double mb, bool allow_auto = false) {
+  if (allow_auto && mb == 0) return true;
+  return mb > 0 && mb <= kMaxBucketCapMb;  // NaN fails both comparisons, +inf the second
+}
+// The rule in words, for error messages: "a number of MiB in (0, 4096]".
+inline constexpr const char* kBucketCapRule = "a number of MiB in (0, 4096]";
+static_assert(kMaxBucketCapMb == 4096, "kBucketCapRule and the CRD's maximum spell out this bound");
+static_assert(valid_bucket_cap_mb(kMaxBucketCapMb) && !valid_bucket_cap_mb(0) && valid_bucket_cap_mb(0, true) &&
+              !valid_bucket_cap_mb(-1, true) && !valid_bucket_cap_mb(1e14));
+
 constexpr bool is_file_in(std::string_view path, std::string_view dir, std::string_view name) {
   return path.size() == dir.size() + 1 + name.size() && path.substr(0, dir.size()) == dir &&
          path[dir.size()] == '/' && path.substr(dir.size() + 1) == name;
@@ -80,16 +104,6 @@ constexpr bool is_file_in(std::string_view path, std::string_view dir, std::stri
 // The paths above are those keys inside the mount.
 static_assert(is_file_in(kConfigPath, kConfigMountDir, kConfigKey));
 static_assert(is_file_in(kBucketCapPath, kConfigMountDir, kBucketCapKey));
-
-// ---- Gradient bucket cap ----------------------------------------------------
-// One bound wherever a bucket cap is given: the worker's
-// parallel.bucket_cap_mb and first_bucket_mb (where 0 means auto), the cap
-// file above, the TrainingJob's spec and its tuning range. A cap is a finite
-// number of MiB in (0, kMaxBucketCapMb]: 4 GiB is far above any useful
-// bucket, and keeps a cap's bytes exact in int64 and double (a cap of 1e14
-// MiB used to overflow into one-parameter buckets).
-inline constexpr double kMaxBucketCapMb = 4096;
-constexpr bool valid_bucket_cap_mb(double mb) { return mb > 0 && mb <= kMaxBucketCapMb; }  // NaN: false
 
 // ---- Metrics -----------------------------------------------------------------
 // A rank serves Prometheus metrics on metrics.port + LOCAL_RANK, so ranks that

@@ -83,8 +83,7 @@ Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& e
       events_(events),
       metrics_(metrics),
       now_(std::move(now)),
-      tuner_metrics_(metrics ? std::make_unique<tuner::TunerMetrics>(metrics->registry()) : nullptr),
-      tuner_(tuner_metrics_.get()) {}
+      tuner_metrics_(metrics ? std::make_unique<tuner::TunerMetrics>(metrics->registry()) : nullptr) {}
 
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   Context cx;
@@ -314,8 +313,10 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
                      cx.generation, cx.now_s);
   }
   if (!view.all_running) return finish(cx, ReconcileResult::done());
-  // Both may ask for a requeue: the earlier one wins.
+  // Observe, then decide and apply. Both may ask for a requeue: the earlier
+  // one wins.
   const auto next_scrape = scrape_progress(cx);
+  observe_tuning(cx);
   ReconcileResult result = tune_bucket_size(cx);
   if (next_scrape && (result.kind == ReconcileResult::Kind::Done ||
                       (result.kind == ReconcileResult::Kind::RequeueAfter && *next_scrape < result.after)))

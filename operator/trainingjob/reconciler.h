@@ -9,8 +9,10 @@
 // change); then the restart policy fails or restarts the gang, or the success
 // policy completes it; otherwise wait for the old gang and the backoff,
 // launch the missing ranks and report progress. While every rank runs, the
-// bucket-size tuner (tuner/bucket_tuner.h) is one more policy step there,
-// writing status.tuning and the ConfigMap's bucket_cap_mb.
+// bucket-size tuner (tuner/bucket_tuner.h) is one more policy step there:
+// observe (scrape rank 0 for status.progress, and every rank for the tuner
+// while it searches), decide (the tuner's pure decide_tuning), apply (write
+// status.tuning, the ConfigMap's bucket_cap_mb, events and metrics).
 //
 // Invariants:
 //  - Cached objects are never modified; status is built on a copy.
@@ -50,6 +52,7 @@
 #include "trainingjob/progress.h"
 #include "trainingjob/restart_policy.h"
 #include "tuner/bucket_tuner.h"
+#include "tuner/tuner_metrics.h"
 
 namespace weft::tj {
 
@@ -112,7 +115,8 @@ class Reconciler {
   ReconcileResult refuse_pods(Context& cx);
   ReconcileResult report_progress(Context& cx);
   std::optional<std::chrono::milliseconds> scrape_progress(Context& cx);  // next scrape due in
-  ReconcileResult tune_bucket_size(Context& cx);  // reconciler_tuning.cc
+  void observe_tuning(Context& cx);               // reconciler_tuning.cc: the tuner's samples
+  ReconcileResult tune_bucket_size(Context& cx);  // reconciler_tuning.cc: decide and apply
 
   // The one way into Succeeded or Failed.
   void mark_terminal(Context& cx, const Terminal& how);
@@ -132,7 +136,9 @@ class Reconciler {
   std::mutex progress_mu_;
   std::map<std::string, TimePoint> progress_tried_;  // ns/name -> last scrape try
   std::unique_ptr<tuner::TunerMetrics> tuner_metrics_;
-  tuner::BucketTuner tuner_;
+  tuner::TunerOptions tuner_opts_;
+  std::mutex tuning_mu_;
+  std::map<std::string, tuner::OpenTrial> tuning_open_;  // job uid -> the open trial's window
   std::mutex written_mu_;
   std::map<std::string, std::string> written_rv_;  // key -> resourceVersion of our last status write
 };

@@ -30,6 +30,8 @@ struct Reconciler::Context {
   std::vector<kube::ObjectPtr> current, stale;     // pods of status.attempt / of older attempts
   GangObservation gang;                            // the current attempt's live pods
   std::set<int> present;                           // ranks of the current attempt with a live pod
+  // Set by observe_tuning(): the running ranks' samples for the tuner.
+  std::vector<tuner::RankObservation> tuning_ranks;
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
 

@@ -1,40 +1,71 @@
-// The reconciler's tuning step: hands the running gang to the bucket-size
-// tuner (tuner/bucket_tuner.h) and applies what it returns — the ConfigMap
-// key the workers poll, status.tuning, events. Kept apart from the reconcile
-// flow so that the tuner is one call there.
+// The reconciler's tuning steps. observe_tuning scrapes the running ranks'
+// /metrics while the tuner needs samples; tune_bucket_size hands them with
+// status.tuning and the spec to the tuner's pure decision
+// (tuner/bucket_tuner.h) and applies what it returns: the ConfigMap key the
+// workers poll, status.tuning, events and the tuner's metrics.
 #include <spdlog/spdlog.h>
 
-#include "weft_contract.h"
+#include "scrape/http_scraper.h"
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/reconciler_context.h"
+#include "weft_contract.h"
 
 namespace weft::tj {
 using namespace detail;
+
+void Reconciler::observe_tuning(Context& cx) {
+  if (!cx.spec.bucket_tuning.enabled || !tuner::needs_samples(cx.status.tuning)) return;
+  const int port = cx.spec.metrics_port();
+  for (const auto& p : cx.current) {
+    if (terminating(*p) || !(*p).contains("status")) continue;
+    const Json& ps = (*p)["status"];
+    if (ps.value("phase", "") != "Running" || ps.value("podIP", "").empty()) continue;
+    tuner::RankObservation o{label_int(*p, kLabelRank, -1), std::nullopt, "not scraped"};
+    // One missing sample voids the round: the ranks after it are not scraped,
+    // except rank 0, whose cap an auto-sized job starts from.
+    const bool round_void = !cx.tuning_ranks.empty() && !cx.tuning_ranks.back().sample;
+    if (!round_void || o.rank == 0) {
+      scrape::ScrapeResult got = scrape::scrape({ps.value("podIP", ""), port, "/metrics"}, std::chrono::seconds(3));
+      if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
+      o.error = got.ok() ? (o.sample ? "" : "no weft_step/weft_bucket_cap_bytes/weft_step_seconds yet") : got.error;
+    }
+    cx.tuning_ranks.push_back(std::move(o));
+  }
+}
 
 ReconcileResult Reconciler::tune_bucket_size(Context& cx) {
   if (!cx.spec.bucket_tuning.enabled) return ReconcileResult::done();
   tuner::TuneRequest req;
   req.ns = cx.ns;
   req.name = cx.name;
-  req.uid = (*cx.job)["metadata"].value("uid", "");
   req.attempt = cx.status.attempt;
   req.tuning = cx.spec.bucket_tuning;
   req.start_mb = cx.spec.bucket_cap_mb().value_or(0);  // 0: auto, the size the ranks report
   req.replicas = cx.spec.replicas;
-  req.metrics_port = cx.spec.metrics_port();
   req.status = cx.status.tuning;
-  for (const auto& p : cx.current) {
-    if (terminating(*p) || !(*p).contains("status")) continue;
-    const Json& ps = (*p)["status"];
-    if (ps.value("phase", "") != "Running" || ps.value("podIP", "").empty()) continue;
-    req.ranks.push_back({label_int(*p, kLabelRank, -1), ps.value("podIP", "")});
+  req.ranks = cx.tuning_ranks;
+  const std::string uid = (*cx.job)["metadata"].value("uid", "");
+
+  tuner::TuneDecision d;
+  {
+    std::lock_guard lock(tuning_mu_);
+    auto it = tuning_open_.find(uid);
+    d = tuner::decide_tuning(req, it == tuning_open_.end() ? nullptr : &it->second, tuner_opts_);
+    if (d.open) tuning_open_[uid] = std::move(*d.open);
+    else if (it != tuning_open_.end()) tuning_open_.erase(it);
   }
 
-  tuner::TuneResult r = tuner_.tune(req);
-  if (r.write_mb) {
-    const std::string want = tuner::format_mb(*r.write_mb);
+  if (d.scrape_failed) {
+    for (const auto& r : req.ranks)
+      if (!r.sample) {
+        spdlog::debug("{}: tuner scrape of rank {}: {}", cx.key(), r.rank, r.error);
+        break;
+      }
+  }
+  if (d.write_mb) {
+    const std::string want = tuner::format_mb(*d.write_mb);
     kube::ObjectPtr cm = caches_.configmaps.get(cx.ns, configmap_name(cx.name));
     const bool same = cm && (*cm).contains("data") && (*cm)["data"].value(contract::kBucketCapKey, "") == want;
     if (!same) {
@@ -44,9 +75,20 @@ ReconcileResult Reconciler::tune_bucket_size(Context& cx) {
       else cx.note(res.error());  // retried: status says what the ConfigMap must hold
     }
   }
-  if (r.status) cx.status.tuning = std::move(r.status);
-  for (auto& e : r.events) cx.event(e.type, e.reason, e.message);
-  return r.requeue_after ? ReconcileResult::requeue_after(*r.requeue_after) : ReconcileResult::done();
+  if (tuner_metrics_) {
+    if (d.scrape_failed) tuner_metrics_->scrape_failed();
+    if (d.completed) tuner_metrics_->trial_completed(cx.ns, cx.name, d.completed->bucket_mb,
+                                                      d.completed->median_step_seconds);
+    if (d.status)
+      tuner_metrics_->set_bucket(cx.ns, cx.name, d.status->current_bucket_mb,
+                                 d.status->state == TuningState::Converged);
+  }
+  if (d.status) cx.status.tuning = std::move(d.status);
+  for (auto& e : d.events) {
+    if (e.reason == std::string(tuner::kReasonConverged)) spdlog::info("{}: bucket-size tuning {}", cx.key(), e.message);
+    cx.event(e.type, e.reason, e.message);
+  }
+  return d.requeue_after ? ReconcileResult::requeue_after(*d.requeue_after) : ReconcileResult::done();
 }
 
 }  // namespace weft::tj

@@ -115,15 +115,20 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
                                       " % " + std::to_string(s.wp()) + " != 0)"});
   if (strat != "isp" && (s.sp() > 1 || s.wp() > 1))
     e.push_back({"spec.worker.parallel", "sp and wp above 1 require strategy isp"});
+  // The cap rule shared with the worker and its cap file (weft_contract.h).
   if (s.bucket_cap_malformed() || (s.bucket_cap_mb() && !contract::valid_bucket_cap_mb(*s.bucket_cap_mb())))
-    e.push_back({"spec.worker.parallel.bucket_cap_mb", "must be auto or a number of MiB in (0, 4096]"});
+    e.push_back({"spec.worker.parallel.bucket_cap_mb",
+                 std::string("must be auto or ") + contract::kBucketCapRule + ", got " +
+                     s.worker["parallel"]["bucket_cap_mb"].dump()});
   if (s.restart.max_restarts < 0) e.push_back({"spec.restartPolicy.maxRestarts", "must be >= 0"});
   if (s.restart.backoff_seconds < 0 || s.restart.backoff_seconds > s.restart.max_backoff_seconds)
     e.push_back({"spec.restartPolicy.backoffSeconds", "must be in [0, maxBackoffSeconds]"});
-  if (s.bucket_tuning.enabled &&
-      !(contract::valid_bucket_cap_mb(s.bucket_tuning.min_mb) && contract::valid_bucket_cap_mb(s.bucket_tuning.max_mb) &&
-        s.bucket_tuning.min_mb <= s.bucket_tuning.max_mb))
-    e.push_back({"spec.tuning.bucketSize", "needs 0 < minMB <= maxMB <= 4096"});
+  if (s.bucket_tuning.enabled && !(s.bucket_tuning.min_mb > 0 && s.bucket_tuning.min_mb <= s.bucket_tuning.max_mb))
+    e.push_back({"spec.tuning.bucketSize", "needs 0 < minMB <= maxMB"});
+  for (const auto& [field, mb] : {std::pair{"minMB", s.bucket_tuning.min_mb}, std::pair{"maxMB", s.bucket_tuning.max_mb}})
+    if (s.bucket_tuning.enabled && !contract::valid_bucket_cap_mb(mb))
+      e.push_back({std::string("spec.tuning.bucketSize.") + field,
+                   std::string("must be ") + contract::kBucketCapRule + ", got " + Json(mb).dump()});
   if (s.bucket_tuning.enabled && (s.bucket_tuning.confirm_rounds < 0 || s.bucket_tuning.confirm_rounds > 8))
     e.push_back({"spec.tuning.bucketSize.confirmRounds", "must be in [0, 8], got " +
                                                             std::to_string(s.bucket_tuning.confirm_rounds)});
@@ -174,15 +179,6 @@ void TrainingJobStatus::set_condition(const std::string& type, bool status, cons
 
 void TrainingJobStatus::remove_condition(const std::string& type) {
   std::erase_if(conditions, [&](const Condition& c) { return c.type == type; });
-}
-
-const char* tuning_state_name(TuningState s) {
-  switch (s) {
-    case TuningState::Searching: return "Searching";
-    case TuningState::Converged: return "Converged";
-    case TuningState::Stopped: return "Stopped";
-  }
-  return "Searching";
 }
 
 namespace {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tuning/types.h"
+
 namespace weft::tj {
 
 using Json = nlohmann::json;
@@ -21,13 +23,13 @@ struct RestartSpec {
   int max_backoff_seconds = 300;
 };
 
-struct BucketTuningSpec {
-  bool enabled = false;
-  double min_mb = 1, max_mb = 256;
-  int steps_per_trial = 20;
-  int max_trials = 8;
-  int confirm_rounds = 2;  // final-check rounds after the search (tuner/search.h, step 5)
-};
+// The tuning types live in tuning/types.h (shared with tuner/); these names
+// keep them in the TrainingJob's vocabulary.
+using tuning::BucketTuningSpec;
+using tuning::TuningState;
+using tuning::tuning_state_name;
+using tuning::TuningTrial;
+using tuning::TuningStatus;
 
 struct TrainingJobSpec {
   int replicas = 1;
@@ -54,35 +56,6 @@ struct TrainingJobSpec {
   // The port a pod's rank serves /metrics on: worker.metrics.port (a pod runs
   // one rank, LOCAL_RANK unset, so the base port itself); 0 = metrics off.
   int metrics_port() const;
-};
-
-// status.tuning: the bucket-size tuner's record, written by the tuner (a
-// policy called from reconcile) and absent until it starts. Sizes in MiB.
-enum class TuningState {
-  Searching,  // trials are running; currentBucketMB is the size under trial
-  Converged,  // chosenBucketMB is decided and written to the ConfigMap
-  Stopped,    // tuning ended without a choice; the ranks keep currentBucketMB
-};
-const char* tuning_state_name(TuningState s);  // "Searching", "Converged", "Stopped"
-
-struct TuningTrial {
-  double bucket_mb = 0;  // size tried, > 0
-  long steps = 0;        // steps measured at this size so far
-  // Set once the trial is complete (steps reached stepsPerTrial).
-  std::optional<double> median_step_seconds;
-  std::optional<double> exposed_comm_seconds;  // median exposed communication per step
-  std::optional<double> score;                 // the tuner's score; lower is better
-
-  bool operator==(const TuningTrial&) const = default;
-};
-
-struct TuningStatus {
-  TuningState state = TuningState::Searching;
-  double current_bucket_mb = 0;            // what the ConfigMap holds now, > 0
-  std::optional<double> chosen_bucket_mb;  // set exactly when state is Converged
-  std::vector<TuningTrial> trials;         // in the order they ran
-
-  bool operator==(const TuningStatus&) const = default;
 };
 
 struct Condition {

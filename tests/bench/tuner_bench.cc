@@ -1,6 +1,6 @@
 // Bucket-size tuning benchmark on one machine: runs weft-run -n 2 with a cap
 // file and measures steady-state step time, either at one fixed cap
-// (--fixed-mb, the offline sweep) or under the operator's own BucketTuner
+// (--fixed-mb, the offline sweep) or under the operator's own tuning decision (decide_tuning)
 // (--tune), which scrapes the two ranks' /metrics and writes each next size
 // into the cap file exactly as the operator writes the ConfigMap key.
 // Steady state: after the cap is final on both ranks, skip --warmup steps,
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   int rounds = 3;
   app.add_option("--config", config, "worker config (YAML)")->required();
   app.add_option("--fixed-mb", fixed_mb, "run at this cap");
-  app.add_flag("--tune", tune, "run under the BucketTuner");
+  app.add_flag("--tune", tune, "run under the operator's tuning decision");
   app.add_option("--start-mb", start_mb, "the job's own cap (the tuner's start)");
   app.add_option("--min-mb", min_mb);
   app.add_option("--max-mb", max_mb);
@@ -114,18 +114,25 @@ int main(int argc, char** argv) {
   };
   const auto give_up = Clock::now() + std::chrono::milliseconds(static_cast<long>(deadline_s * 1000));
 
-  weft::tuner::BucketTuner tuner(nullptr, [&](const weft::scrape::Endpoint& ep) {
-    return weft::scrape::scrape({"127.0.0.1", base + (ep.host == "r1"), "/metrics"}, 3s);
-  });
+  // The reconciler's observe step for the two local ranks.
+  auto observe = [&] {
+    std::vector<weft::tuner::RankObservation> ranks;
+    for (int r = 0; r < 2; ++r) {
+      weft::scrape::ScrapeResult got = weft::scrape::scrape({"127.0.0.1", base + r, "/metrics"}, 3s);
+      weft::tuner::RankObservation o{r, std::nullopt, got.error};
+      if (got.ok()) o.sample = weft::tuner::read_rank_sample(got.metrics);
+      ranks.push_back(std::move(o));
+    }
+    return ranks;
+  };
+  std::optional<weft::tuner::OpenTrial> open;
   weft::tuner::TuneRequest req;
   req.ns = "bench";
   req.name = "tuned";
-  req.uid = "bench";
   req.tuning = {.enabled = true, .min_mb = min_mb, .max_mb = max_mb, .steps_per_trial = steps_per_trial,
                 .max_trials = max_trials, .confirm_rounds = confirm_rounds};
   req.start_mb = start_mb;
   req.replicas = 2;
-  req.ranks = {{0, "r0"}, {1, "r1"}};
   double final_mb = first;
   nlohmann::json trials = nlohmann::json::array();
   bool final = !tune;
@@ -135,15 +142,17 @@ int main(int argc, char** argv) {
       stop();
       return 1;
     }
-    weft::tuner::TuneResult r = tuner.tune(req);
-    req.status = r.status;
+    if (weft::tuner::needs_samples(req.status)) req.ranks = observe();
+    weft::tuner::TuneDecision r = weft::tuner::decide_tuning(req, open ? &*open : nullptr);
+    open = r.open;
+    if (r.status) req.status = r.status;
     for (const auto& e : r.events) std::cerr << e.reason << ": " << e.message << "\n";
     if (r.write_mb && *r.write_mb != final_mb) {
       std::ofstream(cap_file + ".tmp") << weft::tuner::format_mb(*r.write_mb);
       std::filesystem::rename(cap_file + ".tmp", cap_file);
       final_mb = *r.write_mb;
     }
-    if (req.status && req.status->state == weft::tj::TuningState::Converged) {
+    if (req.status && req.status->state == weft::tuning::TuningState::Converged) {
       final = true;
       for (const auto& t : req.status->trials)
         trials.push_back({{"mb", t.bucket_mb}, {"median_step_s", t.median_step_seconds.value_or(0)}});

@@ -2,7 +2,7 @@
 # A whole local Kubernetes cluster on this machine, no containers needed:
 # the testenv control plane (etcd, kube-apiserver, controller-manager,
 # scheduler v1.20.2), the TrainingJob CRD and RBAC, weft-node (the node
-# agent: pods run as local processes, see operator/node/agent.h) and
+# agent: pods run as local processes, see localcluster/node/agent.h) and
 # weft-operator running as the chart's ServiceAccount (not admin).
 #
 # Usage: tests/kube/cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Checks the worker's layering: every quoted #include of a worker unit must
-follow an edge of ALLOWED (a unit sees only the headers of what it links, see
-worker/CMakeLists.txt and docs/architecture.md), and only operator/kube may
-include cpprest. Prints each violation as file:line and exits 1 if any.
+"""Checks the layering of the worker and of the operator: every quoted
+#include of a worker unit must follow an edge of ALLOWED (a unit sees only the
+headers of what it links, see worker/CMakeLists.txt and docs/architecture.md),
+every quoted #include "dir/..." in an operator unit must name its own unit or
+one of OPERATOR[unit]'s allowed units (operator/CMakeLists.txt,
+localcluster/CMakeLists.txt), and only operator/kube may include cpprest. Both
+tables must be acyclic. Prints each violation as file:line and exits 1 if any.
 
 Usage: check_layering.py SOURCE_DIR
 """
@@ -31,14 +34,95 @@ FORBIDDEN = {
     "parallel": {"model/llama.h"},
     "optim": {"model/llama.h"},
 }
+# The operator's units: unit -> (its sources, relative to the root; units whose
+# headers it may include besides its own). "main" is the weft-operator
+# program; "node" is the local-cluster node agent (weft-node), which only
+# tests and local clusters use. tuning/ holds the types that trainingjob/
+# (the reconciler) and tuner/ (the bucket-size decision) share, so that the
+# reconciler calls the tuner and the tuner never sees the reconciler.
+OPERATOR = {
+    "kube": ("operator/kube", set()),
+    "scrape": ("operator/scrape", set()),
+    "tuning": ("operator/tuning", set()),
+    "tuner": ("operator/tuner", {"tuning", "scrape"}),
+    "trainingjob": ("operator/trainingjob", {"kube", "scrape", "tuning", "tuner"}),
+    "main": ("operator/main.cc", {"kube", "trainingjob"}),
+    "node": ("localcluster/node", {"kube"}),
+}
 HEADER = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CPPREST = re.compile(r'^\s*#\s*include\s+[<"]cpprest/')
 
 
+def cycles(table, name):
+    """A violation for each unit of `table` (unit -> allowed units) on a cycle."""
+    out, state = [], {}
+
+    def visit(u, path):
+        if state.get(u) == "done":
+            return
+        if state.get(u) == "open":
+            out.append(f"{name}: include cycle " + " -> ".join(path[path.index(u):] + [u]))
+            return
+        state[u] = "open"
+        for v in sorted(table.get(u, ())):
+            visit(v, path + [u])
+        state[u] = "done"
+
+    for u in sorted(table):
+        visit(u, [])
+    return out
+
+
+def source_files(path):
+    if os.path.isfile(path):
+        yield path
+        return
+    for dirpath, _, files in os.walk(path):
+        for f in sorted(files):
+            if f.endswith((".h", ".cc")):
+                yield os.path.join(dirpath, f)
+
+
+def check_operator(root, bad):
+    """The operator's units against OPERATOR."""
+    op_allowed = {u: allowed for u, (_, allowed) in OPERATOR.items()}
+    bad.extend(cycles(op_allowed, "OPERATOR"))
+    prefix = {"node": "node"}  # include prefix of a unit, when not its name
+    known = {prefix.get(u, u): u for u in OPERATOR}
+    # Every folder and source under operator/ belongs to a unit of the table.
+    listed = {path for path, _ in OPERATOR.values()}
+    for entry in sorted(os.listdir(os.path.join(root, "operator"))):
+        rel = f"operator/{entry}"
+        full = os.path.join(root, rel)
+        if (os.path.isdir(full) or entry.endswith((".h", ".cc"))) and rel not in listed:
+            bad.append(f"{rel}: operator unit missing from the OPERATOR table in {sys.argv[0]}")
+    for unit, (path, allowed) in OPERATOR.items():
+        full = os.path.join(root, path)
+        if not os.path.exists(full):
+            bad.append(f"{path}: listed in the OPERATOR table but missing")
+            continue
+        for f in source_files(full):
+            with open(f, encoding="utf-8") as src:
+                for n, line in enumerate(src, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    target = known.get(m.group(1))
+                    if target == unit:
+                        continue
+                    if target is None:
+                        bad.append(f"{os.path.relpath(f, root)}:{n}: {unit} includes {m.group(1)}/, "
+                                   f"which is no operator unit")
+                    elif target not in allowed:
+                        bad.append(f"{os.path.relpath(f, root)}:{n}: {unit} may not include {m.group(1)}/ "
+                                   f"(allowed: {', '.join(sorted(allowed)) or 'none'})")
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    bad = []
+    bad = cycles(ALLOWED, "ALLOWED")
+    check_operator(root, bad)
     worker = os.path.join(root, "worker")
     for unit in sorted(os.listdir(worker)):
         udir = os.path.join(worker, unit)
@@ -63,7 +147,7 @@ def main():
                             bad.append(f"{os.path.relpath(path, root)}:{n}: {unit}/ may not include {h.group(1)}")
                         if CPPREST.match(line):
                             bad.append(f"{os.path.relpath(path, root)}:{n}: only operator/kube may include cpprest")
-    for dirpath, _, files in os.walk(os.path.join(root, "operator")):
+    for dirpath, _, files in [*os.walk(os.path.join(root, "operator")), *os.walk(os.path.join(root, "localcluster"))]:
         if os.path.relpath(dirpath, root).startswith(os.path.join("operator", "kube")):
             continue
         for f in files:

@@ -1,6 +1,8 @@
-// BucketTuner against simulated ranks: canned expositions that follow the
-// ConfigMap value the tuner writes (one poll late, as the workers' step
-// agreement is), with a step time that depends on the cap.
+// The tuner's decision (decide_tuning) against simulated ranks: canned
+// expositions that follow the ConfigMap value the tuner writes (one poll
+// late, as the workers' step agreement is), with a step time that depends on
+// the cap. The tests play the reconciler's part: observe (parse each rank's
+// exposition into a sample), decide, keep the window the decision returns.
 #include "tuner/bucket_tuner.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include <cmath>
 #include <functional>
 
+#include "scrape/http_scraper.h"
 #include "tuner/trial_window.h"
 
 namespace weft::tuner {
@@ -44,6 +47,17 @@ class SimJob {
     r.metrics = parsed.exposition;
     return r;
   }
+  // The reconciler's observe step: every rank's exposition read as a sample.
+  std::vector<RankObservation> observe() {
+    std::vector<RankObservation> out;
+    for (int rank = 0; rank < static_cast<int>(ranks_.size()); ++rank) {
+      scrape::ScrapeResult got = scrape({"10.0.0." + std::to_string(rank), 9400, "/metrics"});
+      RankObservation o{rank, std::nullopt, got.error};
+      if (got.ok()) o.sample = read_rank_sample(got.metrics);
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
   // Time passes between two reconciles: the ranks train, and apply the
   // value the ConfigMap held at the previous poll.
   void advance(std::optional<double> written) {
@@ -67,38 +81,54 @@ class SimJob {
   double cap_mb_;
 };
 
-TuneRequest request(std::optional<tj::TuningStatus> status, int confirm_rounds = 0) {
+TuneRequest request(std::optional<tuning::TuningStatus> status, int confirm_rounds = 0) {
   TuneRequest q;
   q.ns = "ns";
   q.name = "job";
-  q.uid = "uid-1";
   q.attempt = 0;
   q.tuning = {.enabled = true, .min_mb = 1, .max_mb = 256, .steps_per_trial = 10, .max_trials = 8,
               .confirm_rounds = confirm_rounds};
   q.start_mb = 25;
   q.replicas = 2;
-  q.ranks = {{0, "10.0.0.0"}, {1, "10.0.0.1"}};
   q.status = std::move(status);
   return q;
 }
+
+// The reconciler's part around the decision: the samples of this poll, and
+// the open trial's window carried from one call to the next (in memory: a
+// new Tuner is an operator restart).
+class Tuner {
+ public:
+  explicit Tuner(SimJob& job) : job_(job) {}
+  TuneDecision tune(TuneRequest q) {
+    q.ranks = job_.observe();
+    TuneDecision d = decide_tuning(q, open_ ? &*open_ : nullptr);
+    open_ = d.open;
+    return d;
+  }
+
+ private:
+  SimJob& job_;
+  std::optional<OpenTrial> open_;
+};
 
 // Best near 50 MiB; the 25 MiB start is ~10 % slower.
 double curve(double mb) { return 0.2 + std::ceil(100 / mb) * 0.02 + std::min(mb, 100.0) / 2000; }
 
 // Runs reconciles until the tuner converges (or `limit` polls pass); a new
 // tuner object may be swapped in at poll `restart_at` (an operator restart).
-tj::TuningStatus drive(SimJob& job, int limit, int restart_at = -1, std::vector<TuneEvent>* events = nullptr,
+tuning::TuningStatus drive(SimJob& job, int limit, int restart_at = -1, std::vector<TuneEvent>* events = nullptr,
                        int confirm_rounds = 0) {
-  auto make = [&] { return std::make_unique<BucketTuner>(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); }); };
+  auto make = [&] { return std::make_unique<Tuner>(job); };
   auto tuner = make();
-  std::optional<tj::TuningStatus> st;
+  std::optional<tuning::TuningStatus> st;
   for (int i = 0; i < limit; ++i) {
     if (i == restart_at) tuner = make();
-    TuneResult r = tuner->tune(request(st, confirm_rounds));
+    TuneDecision r = tuner->tune(request(st, confirm_rounds));
     EXPECT_TRUE(r.status.has_value());
     st = r.status;
     if (events) events->insert(events->end(), r.events.begin(), r.events.end());
-    if (st->state != tj::TuningState::Searching) {
+    if (st->state != tuning::TuningState::Searching) {
       EXPECT_FALSE(r.requeue_after.has_value());
       break;
     }
@@ -112,8 +142,8 @@ tj::TuningStatus drive(SimJob& job, int limit, int restart_at = -1, std::vector<
 TEST(BucketTuner, StartsFromTheJobsSizeAndConvergesNearTheBest) {
   SimJob job(curve, 25);
   std::vector<TuneEvent> events;
-  tj::TuningStatus st = drive(job, 500, -1, &events);
-  ASSERT_EQ(st.state, tj::TuningState::Converged);
+  tuning::TuningStatus st = drive(job, 500, -1, &events);
+  ASSERT_EQ(st.state, tuning::TuningState::Converged);
   ASSERT_TRUE(st.chosen_bucket_mb);
   EXPECT_EQ(st.current_bucket_mb, *st.chosen_bucket_mb);
   EXPECT_EQ(st.trials.front().bucket_mb, 25);
@@ -143,15 +173,15 @@ TEST(BucketTuner, StartsFromTheJobsSizeAndConvergesNearTheBest) {
 TEST(BucketTuner, AnAutoSizedJobStartsFromWhatRankZeroReports) {
   SimJob job(curve, 3.25);
   for (auto& r : job.ranks_) r.cap_bytes = 0;  // before the first step
-  BucketTuner tuner(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); });
+  Tuner tuner(job);
   TuneRequest q = request(std::nullopt);
   q.start_mb = 0;
-  TuneResult r = tuner.tune(q);
+  TuneDecision r = tuner.tune(q);
   EXPECT_FALSE(r.status.has_value()) << "nothing to start from yet";
   EXPECT_FALSE(r.write_mb.has_value()) << "the ConfigMap keeps its empty value";
   ASSERT_TRUE(r.requeue_after.has_value());
   job.advance(std::nullopt);
-  std::optional<tj::TuningStatus> st;
+  std::optional<tuning::TuningStatus> st;
   std::vector<TuneEvent> events;
   for (int i = 0; i < 500; ++i) {
     q.status = st;
@@ -159,10 +189,10 @@ TEST(BucketTuner, AnAutoSizedJobStartsFromWhatRankZeroReports) {
     ASSERT_TRUE(r.status.has_value());
     st = r.status;
     events.insert(events.end(), r.events.begin(), r.events.end());
-    if (st->state != tj::TuningState::Searching) break;
+    if (st->state != tuning::TuningState::Searching) break;
     job.advance(r.write_mb);
   }
-  ASSERT_EQ(st->state, tj::TuningState::Converged);
+  ASSERT_EQ(st->state, tuning::TuningState::Converged);
   EXPECT_EQ(st->trials.front().bucket_mb, 3.25);
   ASSERT_FALSE(events.empty());
   EXPECT_NE(events.front().message.find("from 3.25 MiB (auto)"), std::string::npos) << events.front().message;
@@ -173,9 +203,9 @@ TEST(BucketTuner, AnAutoSizedJobStartsFromWhatRankZeroReports) {
 
 TEST(BucketTuner, AnOperatorRestartContinuesTheSameSearch) {
   SimJob a(curve, 25), b(curve, 25);
-  tj::TuningStatus straight = drive(a, 500);
-  tj::TuningStatus restarted = drive(b, 500, /*restart_at=*/17);
-  ASSERT_EQ(restarted.state, tj::TuningState::Converged);
+  tuning::TuningStatus straight = drive(a, 500);
+  tuning::TuningStatus restarted = drive(b, 500, /*restart_at=*/17);
+  ASSERT_EQ(restarted.state, tuning::TuningState::Converged);
   ASSERT_EQ(straight.trials.size(), restarted.trials.size());
   for (size_t i = 0; i < straight.trials.size(); ++i)
     EXPECT_EQ(straight.trials[i].bucket_mb, restarted.trials[i].bucket_mb) << i;
@@ -192,8 +222,8 @@ TEST(BucketTuner, TheFinalCheckRunsTheTopSizesAgainAndSurvivesARestart) {
   const auto sloped = [](double mb) { return curve(mb) + mb * 1e-5; };
   SimJob a(sloped, 25);
   std::vector<TuneEvent> events;
-  tj::TuningStatus st = drive(a, 800, -1, &events, 2);
-  ASSERT_EQ(st.state, tj::TuningState::Converged);
+  tuning::TuningStatus st = drive(a, 800, -1, &events, 2);
+  ASSERT_EQ(st.state, tuning::TuningState::Converged);
   ASSERT_GT(st.trials.size(), 6u);
   const size_t search = st.trials.size() - 6;  // 3 sizes x 2 rounds after it
   EXPECT_LE(search, 8u);
@@ -211,11 +241,11 @@ TEST(BucketTuner, TheFinalCheckRunsTheTopSizesAgainAndSurvivesARestart) {
   // Restarts at these polls land in the check (the probe shows it).
   for (int restart_at : {30, 36, 42}) {
     SimJob probe(sloped, 25);
-    const tj::TuningStatus then = drive(probe, restart_at, -1, nullptr, 2);
+    const tuning::TuningStatus then = drive(probe, restart_at, -1, nullptr, 2);
     ASSERT_GE(then.trials.size(), search + 1) << restart_at << ": not in the check yet";
-    ASSERT_EQ(then.state, tj::TuningState::Searching) << restart_at << ": already over";
+    ASSERT_EQ(then.state, tuning::TuningState::Searching) << restart_at << ": already over";
     SimJob b(sloped, 25);
-    tj::TuningStatus restarted = drive(b, 800, restart_at, nullptr, 2);
+    tuning::TuningStatus restarted = drive(b, 800, restart_at, nullptr, 2);
     ASSERT_EQ(restarted.trials.size(), st.trials.size()) << restart_at;
     for (size_t i = 0; i < st.trials.size(); ++i)
       EXPECT_EQ(restarted.trials[i].bucket_mb, st.trials[i].bucket_mb) << restart_at << " " << i;
@@ -225,14 +255,14 @@ TEST(BucketTuner, TheFinalCheckRunsTheTopSizesAgainAndSurvivesARestart) {
 
 TEST(BucketTuner, NothingCountsUntilEveryRankReportsTheTrialsCap) {
   SimJob job(curve, 25);
-  BucketTuner tuner(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); });
-  tj::TuningStatus st;
+  Tuner tuner(job);
+  tuning::TuningStatus st;
   st.current_bucket_mb = 25;
   st.trials = {{.bucket_mb = 25, .steps = 0, .median_step_seconds = 0.3, .exposed_comm_seconds = 0.01, .score = 0.3},
                {.bucket_mb = 1, .steps = 0, .median_step_seconds = {}, .exposed_comm_seconds = {}, .score = {}}};
   // The ranks still run 25 MiB: the 1 MiB trial's window stays closed.
   for (int i = 0; i < 6; ++i) {
-    TuneResult r = tuner.tune(request(st));
+    TuneDecision r = tuner.tune(request(st));
     EXPECT_EQ(r.write_mb, 1);
     EXPECT_EQ(r.status->trials[1].steps, 0);
     job.advance(std::nullopt);
@@ -245,23 +275,91 @@ TEST(BucketTuner, NothingCountsUntilEveryRankReportsTheTrialsCap) {
 TEST(BucketTuner, ScrapeFailuresWaitAndConvergedJobsOnlyKeepTheirValue) {
   SimJob job(curve, 25);
   job.fail_ = true;
-  BucketTuner tuner(nullptr, [&](const scrape::Endpoint& e) { return job.scrape(e); });
-  TuneResult first = tuner.tune(request(std::nullopt));
+  Tuner tuner(job);
+  TuneDecision first = tuner.tune(request(std::nullopt));
   ASSERT_TRUE(first.status);
-  EXPECT_EQ(first.status->state, tj::TuningState::Searching);
+  EXPECT_EQ(first.status->state, tuning::TuningState::Searching);
   EXPECT_EQ(first.status->trials.size(), 1u);
   EXPECT_TRUE(first.requeue_after);
   EXPECT_EQ(first.write_mb, 25);
+  EXPECT_TRUE(first.scrape_failed) << "the reconciler counts it in weft_operator_tuner_scrape_errors";
 
-  tj::TuningStatus done;
-  done.state = tj::TuningState::Converged;
+  tuning::TuningStatus done;
+  done.state = tuning::TuningState::Converged;
   done.current_bucket_mb = 8;
   done.chosen_bucket_mb = 8;
-  TuneResult again = tuner.tune(request(done));
+  TuneDecision again = tuner.tune(request(done));
   EXPECT_EQ(again.write_mb, 8);
   EXPECT_FALSE(again.requeue_after);
   EXPECT_EQ(*again.status, done);
   EXPECT_TRUE(again.events.empty());
+}
+
+// The decision is a function of what it is handed: samples built here, no
+// scraper, no server, no clock. Two ranks at a 4 MiB trial run 2 steps per
+// poll at 0.5 s and 0.3 s a step; the trial needs 4 steps, so the window
+// opens at the first round and the third completes it with the mean over
+// ranks of each interval (0.4 s), and the search moves on. The same inputs
+// give the same decision twice.
+TEST(BucketTuner, TheDecisionNeedsNoNetworkOnlyTheSamplesHandedIn) {
+  const double cap = SimJob::bytes(4);
+  auto rank_at = [&](int rank, double steps, double step_s) {
+    return RankObservation{rank, RankSample{steps, cap, steps * step_s, steps, steps * step_s / 10}, ""};
+  };
+  TuneRequest q;
+  q.ns = "ns";
+  q.name = "job";
+  q.tuning = {.enabled = true, .min_mb = 1, .max_mb = 64, .steps_per_trial = 4, .max_trials = 6, .confirm_rounds = 0};
+  q.start_mb = 4;
+  q.replicas = 2;
+  q.ranks = {rank_at(0, 10, 0.5), rank_at(1, 10, 0.3)};
+  const TuneDecision started = decide_tuning(q, nullptr);
+  ASSERT_TRUE(started.status);
+  ASSERT_EQ(started.status->trials.size(), 1u);
+  EXPECT_EQ(started.status->trials[0].bucket_mb, 4);
+  EXPECT_EQ(started.write_mb, 4);
+  ASSERT_TRUE(started.open) << "the window opened on the first round";
+  EXPECT_TRUE(started.open->window.open());
+  EXPECT_EQ(started.status, decide_tuning(q, nullptr).status) << "same inputs, same decision";
+
+  q.status = started.status;
+  q.ranks = {rank_at(0, 12, 0.5), rank_at(1, 12, 0.3)};
+  const TuneDecision second = decide_tuning(q, &*started.open);
+  EXPECT_EQ(second.status->trials[0].steps, 2);
+  EXPECT_FALSE(second.completed);
+  // Without the carried window the same samples only open a new one.
+  EXPECT_EQ(decide_tuning(q, nullptr).status->trials[0].steps, 0);
+
+  q.status = second.status;
+  q.ranks = {rank_at(0, 14, 0.5), rank_at(1, 14, 0.3)};
+  const TuneDecision third = decide_tuning(q, &*second.open);
+  const tuning::TuningTrial& t = third.status->trials[0];
+  EXPECT_EQ(t.steps, 4);
+  ASSERT_TRUE(t.median_step_seconds);
+  EXPECT_NEAR(*t.median_step_seconds, 0.4, 1e-12);
+  EXPECT_NEAR(*t.exposed_comm_seconds, 0.04, 1e-12);
+  ASSERT_TRUE(third.completed);
+  EXPECT_EQ(third.completed->bucket_mb, 4);
+  ASSERT_EQ(third.status->trials.size(), 2u) << "the search proposes the next size";
+  EXPECT_NE(third.status->trials[1].bucket_mb, 4);
+  EXPECT_EQ(third.write_mb, third.status->trials[1].bucket_mb);
+  EXPECT_FALSE(third.open) << "the completed trial's window is not kept";
+  ASSERT_GE(third.events.size(), 2u);
+  EXPECT_EQ(third.events[0].reason, std::string(kReasonTrialCompleted));
+  EXPECT_EQ(third.events[1].reason, std::string(kReasonTrialStarted));
+
+  // A rank without a sample voids the round, and the decision says so.
+  q.status = third.status;
+  q.ranks = {rank_at(0, 16, 0.5), RankObservation{1, std::nullopt, "connection refused"}};
+  const TuneDecision missing = decide_tuning(q, nullptr);
+  EXPECT_TRUE(missing.scrape_failed);
+  EXPECT_EQ(missing.status->trials[1].steps, 0);
+  // Converged: no samples are needed at all.
+  EXPECT_TRUE(needs_samples(std::nullopt));
+  EXPECT_TRUE(needs_samples(third.status));
+  tuning::TuningStatus done = *third.status;
+  done.state = tuning::TuningState::Converged;
+  EXPECT_FALSE(needs_samples(done));
 }
 
 TEST(TrialWindow, MediansOverIntervalsAndResetOnARestartedRank) {

@@ -1,6 +1,9 @@
 // Table-driven tests of the pure policies: restart, success, phase, TTL and
 // spec validation. Each row is built from the small builders.
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
 
 #include "test_builders.h"
 #include "trainingjob/constants.h"
@@ -204,6 +207,14 @@ TEST(SpecValidation, Table) {
          return j;
        }(),
        "spec.worker.parallel.bucket_cap_mb"},
+      {"bucket at the bound", MakeJob("a", "n").BucketMB(contract::kMaxBucketCapMb).Obj(), ""},
+      {"bucket above the bound", MakeJob("a", "n").BucketMB(4097).Obj(), "spec.worker.parallel.bucket_cap_mb"},
+      {"bucket 1e14", MakeJob("a", "n").BucketMB(1e14).Obj(), "spec.worker.parallel.bucket_cap_mb"},
+      {"bucket NaN", MakeJob("a", "n").BucketMB(NAN).Obj(), "spec.worker.parallel.bucket_cap_mb"},
+      {"bucket inf", MakeJob("a", "n").BucketMB(INFINITY).Obj(), "spec.worker.parallel.bucket_cap_mb"},
+      {"tuning maxMB above the bound",
+       MakeJob("a", "n").Spec("tuning", {{"bucketSize", {{"enabled", true}, {"minMB", 1}, {"maxMB", 5000}}}}).Obj(),
+       "spec.tuning.bucketSize.maxMB"},
       {"backoff above cap", MakeJob("a", "n").Backoff(100, 50).Obj(), "spec.restartPolicy.backoffSeconds"},
       {"reserved volume name", MakeJob("a", "n").Template({{"volumes", {{{"name", "weft-config"}}}}}).Obj(),
        "spec.template.volumes"},
@@ -228,6 +239,29 @@ TEST(SpecValidation, Table) {
       ASSERT_FALSE(errors.empty());
       EXPECT_EQ(errors.front().field, r.want_field) << describe(errors);
     }
+  }
+}
+
+// The bucket cap's one rule (weft_contract.h), in the operator's words: the
+// field, the bound, and the value that broke it.
+TEST(SpecValidation, BucketCapNamesTheFieldAndTheBound) {
+  auto errors = validate(parse_spec(MakeJob("a", "n").BucketMB(1e14).Obj()["spec"]));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "spec.worker.parallel.bucket_cap_mb");
+  EXPECT_EQ(errors[0].message, "must be auto or a number of MiB in (0, 4096], got 100000000000000.0");
+}
+
+// The CRD states the same bound as the schema maximum of the tuning range,
+// so an API server refuses what the operator would refuse.
+TEST(SpecValidation, TheCrdMaximumIsTheContractsBucketCapBound) {
+  YAML::Node crd = YAML::LoadFile(std::string(WEFT_SOURCE_DIR) + "/charts/weft/crds/weft.dev_trainingjobs.yaml");
+  YAML::Node bucket = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                         ["tuning"]["properties"]["bucketSize"]["properties"];
+  ASSERT_TRUE(bucket) << "spec.tuning.bucketSize not found in the CRD";
+  for (const char* f : {"minMB", "maxMB"}) {
+    ASSERT_TRUE(bucket[f]["maximum"]) << f;
+    EXPECT_EQ(bucket[f]["maximum"].as<double>(), contract::kMaxBucketCapMb) << f;
+    EXPECT_TRUE(bucket[f]["exclusiveMinimum"].as<bool>()) << f << ": 0 is not a cap";
   }
 }
 
