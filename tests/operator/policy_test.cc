@@ -192,14 +192,6 @@ TEST(SpecValidation, Table) {
       {"zero replicas", MakeJob("a", "n").Replicas(0).Obj(), "spec.replicas"},
       {"empty image", MakeJob("a", "n").Image("").Obj(), "spec.image"},
       {"bucket 0", MakeJob("a", "n").BucketMB(0).Obj(), "spec.worker.parallel.bucket_cap_mb"},
-      {"bucket above the contract bound", MakeJob("a", "n").BucketMB(1e14).Obj(), "spec.worker.parallel.bucket_cap_mb"},
-      {"tuning range above the contract bound",
-       [] {
-         Json j = MakeJob("a", "n").Obj();
-         j["spec"]["tuning"]["bucketSize"] = {{"enabled", true}, {"minMB", 1}, {"maxMB", 5000}};
-         return j;
-       }(),
-       "spec.tuning.bucketSize"},
       {"bucket neither auto nor a number",
        [] {
          Json j = MakeJob("a", "n").Obj();
