@@ -30,6 +30,7 @@ struct Reconciler::Context {
   std::vector<kube::ObjectPtr> current, stale;     // pods of status.attempt / of older attempts
   GangObservation gang;                            // the current attempt's live pods
   std::set<int> present;                           // ranks of the current attempt with a live pod
+  bool secret_ensured = false;                     // this reconcile created the Secret or found it there
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
 
