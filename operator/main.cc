@@ -43,11 +43,12 @@ std::thread start_signal_thread() {
 
 int main(int argc, char** argv) {
   CLI::App app{"weft-operator: runs TrainingJobs (weft.dev/v1alpha1) as gangs of worker pods"};
-  std::string kubeconfig, ns, lease_ns = "default", lease_name = "weft-operator", identity, log_level = "info";
-  std::string bind_address = "0.0.0.0";
+  std::string kubeconfig, ns, lease_ns = "weft-system", lease_name = "weft-operator", identity, log_level = "info";
+  std::string bind_address = "0.0.0.0", metrics_from;
   int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100, progress_s = 10;
   double qps = 50, lease_s = 15, renew_s = 10, retry_s = 2;
-  bool leader_elect = false;
+  bool leader_elect = false, no_network_policy = false;
+  weft::tj::PodPowers allow;
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig path (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   app.add_option("--namespace", ns, "only watch this namespace (default: all)");
   app.add_option("--workers", workers, "concurrent reconciles")->check(CLI::Range(1, 64));
@@ -58,12 +59,18 @@ int main(int argc, char** argv) {
   app.add_option("--qps", qps, "client-side API request rate limit")->check(CLI::PositiveNumber);
   app.add_option("--burst", burst, "client-side API burst")->check(CLI::Range(1, 10000));
   app.add_flag("--leader-elect", leader_elect, "elect one active replica with a Lease");
-  app.add_option("--lease-namespace", lease_ns, "namespace of the Lease");
+  app.add_option("--lease-namespace", lease_ns, "namespace of the Lease (the operator's own; its Role grants Leases there)");
   app.add_option("--lease-name", lease_name, "name of the Lease");
   app.add_option("--identity", identity, "leader-election identity (default: $POD_NAME or hostname_pid)");
   app.add_option("--lease-duration", lease_s, "seconds a standby waits before taking an unrenewed lease");
   app.add_option("--renew-deadline", renew_s, "seconds the leader keeps trying to renew before stepping down");
   app.add_option("--retry-period", retry_s, "seconds between lease attempts");
+  app.add_flag("--allow-host-path", allow.host_path, "let spec.template.volumes mount hostPath volumes");
+  app.add_flag("--allow-service-account", allow.service_account,
+               "let spec.template set serviceAccountName and project service-account tokens into volumes");
+  app.add_flag("--no-network-policy", no_network_policy, "create no NetworkPolicy per job");
+  app.add_option("--network-policy-metrics-from", metrics_from,
+                 "JSON list of NetworkPolicyPeers admitted to the ranks' metrics port (default: anyone)");
   app.add_option("--bind-address", bind_address, "address for the metrics and probe ports");
   app.add_option("--metrics-port", metrics_port, "Prometheus /metrics port (0 = off)")->check(CLI::Range(0, 65535));
   app.add_option("--health-port", health_port, "/healthz and /readyz port (0 = off)")->check(CLI::Range(0, 65535));
@@ -71,6 +78,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
+  nlohmann::json metrics_peers;  // null: the metrics port is open to anyone
+  if (!metrics_from.empty()) {
+    metrics_peers = nlohmann::json::parse(metrics_from, nullptr, false);
+    bool ok = metrics_peers.is_array();
+    for (const auto& peer : ok ? metrics_peers : nlohmann::json::array()) ok = ok && peer.is_object();
+    if (!ok) {
+      spdlog::error("--network-policy-metrics-from must be a JSON list of NetworkPolicyPeer objects, got: {}",
+                    metrics_from);
+      return 2;
+    }
+  }
   if (identity.empty()) {
     const char* pod = std::getenv("POD_NAME");
     char host[256] = {0};
@@ -101,8 +119,18 @@ int main(int argc, char** argv) {
     exposer->RegisterCollectable(registry);
   }
 
-  weft::tj::Controller controller(
-      api, {ns, workers, std::chrono::seconds(resync_s), std::chrono::seconds(progress_s)}, &metrics);
+  if (allow.host_path) spdlog::warn("--allow-host-path: TrainingJobs may mount the nodes' files into their pods");
+  if (allow.service_account)
+    spdlog::warn("--allow-service-account: TrainingJobs may run their pods as any ServiceAccount of their namespace");
+  weft::tj::Controller controller(api,
+                                  {.ns = ns,
+                                   .workers = workers,
+                                   .resync = std::chrono::seconds(resync_s),
+                                   .progress = std::chrono::seconds(progress_s),
+                                   .allow = allow,
+                                   .network_policy = !no_network_policy,
+                                   .metrics_from = metrics_peers},
+                                  &metrics);
   std::atomic<bool> leading{!leader_elect};
   std::optional<weft::kube::ProbeServer> probes;
   if (health_port > 0) {

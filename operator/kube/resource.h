@@ -35,6 +35,7 @@ inline const Resource kEvents{"", "v1", "events", "Event"};
 inline const Resource kNamespaces{"", "v1", "namespaces", "Namespace", false};
 inline const Resource kNodes{"", "v1", "nodes", "Node", false};
 inline const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease"};
+inline const Resource kNetworkPolicies{"networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"};
 inline const Resource kTrainingJobs{"weft.dev", "v1alpha1", "trainingjobs", "TrainingJob"};
 
 }  // namespace weft::kube

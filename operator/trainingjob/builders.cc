@@ -14,6 +14,7 @@ namespace {
 
 std::string ns_of(const Json& job) { return job["metadata"].value("namespace", "default"); }
 std::string name_of(const Json& job) { return job["metadata"].value("name", ""); }
+std::string uid_of(const Json& job) { return job["metadata"].value("uid", ""); }
 
 Json child_meta(const Json& job, const std::string& name) {
   return {{"name", name},
@@ -56,7 +57,8 @@ std::string format_mb(double mb) {
 
 std::string service_name(const std::string& job) { return job; }
 std::string configmap_name(const std::string& job) { return job + "-config"; }
-std::string secret_name(const std::string& job) { return job + "-rdzv"; }
+std::string secret_name(const std::string& job, const std::string& uid) { return job + "-rdzv-" + uid; }
+std::string network_policy_name(const std::string& job) { return job; }
 std::string pod_name(const std::string& job, int rank) { return job + "-" + std::to_string(rank); }
 std::string master_addr(const std::string& job, const std::string& ns) {
   return pod_name(job, 0) + "." + service_name(job) + "." + ns + ".svc";
@@ -105,9 +107,23 @@ Json build_configmap(const Json& job, const TrainingJobSpec& spec) {
 Json build_secret(const Json& job, const std::string& token) {
   return {{"apiVersion", "v1"},
           {"kind", "Secret"},
-          {"metadata", child_meta(job, secret_name(name_of(job)))},
+          {"metadata", child_meta(job, secret_name(name_of(job), uid_of(job)))},
           {"type", "Opaque"},
           {"stringData", {{kSecretTokenKey, token}}}};
+}
+
+Json build_network_policy(const Json& job, const TrainingJobSpec& spec, const Json& metrics_from) {
+  const Json same_job = {{"matchLabels", child_labels(name_of(job))}};
+  Json ingress = Json::array({{{"from", Json::array({{{"podSelector", same_job}}})}}});
+  if (spec.metrics_port() > 0) {
+    Json metrics = {{"ports", Json::array({{{"protocol", "TCP"}, {"port", spec.metrics_port()}}})}};
+    if (metrics_from.is_array() && !metrics_from.empty()) metrics["from"] = metrics_from;
+    ingress.push_back(metrics);
+  }
+  return {{"apiVersion", "networking.k8s.io/v1"},
+          {"kind", "NetworkPolicy"},
+          {"metadata", child_meta(job, network_policy_name(name_of(job)))},
+          {"spec", {{"podSelector", same_job}, {"policyTypes", Json::array({"Ingress"})}, {"ingress", ingress}}}};
 }
 
 std::string pod_spec_hash(const TrainingJobSpec& spec) {
@@ -164,7 +180,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
       {{"name", kEnvMasterPort}, {"value", std::to_string(spec.master_port)}},
       {{"name", kEnvAttempt}, {"value", std::to_string(attempt)}},
       {{"name", kEnvRdzvToken},
-       {"valueFrom", {{"secretKeyRef", {{"name", secret_name(job_name)}, {"key", kSecretTokenKey}}}}}},
+       {"valueFrom", {{"secretKeyRef", {{"name", secret_name(job_name, uid_of(job))}, {"key", kSecretTokenKey}}}}}},
       // The tuning path: rank 0 polls this ConfigMap key and the ranks switch
       // to a new cap at an agreed step. Overrides parallel.bucket_cap_file.
       {{"name", kEnvBucketCapFile}, {"value", kBucketCapPath}},

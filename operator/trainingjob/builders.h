@@ -1,9 +1,9 @@
 // Builders of the child objects of one TrainingJob (pure: job JSON in,
 // object JSON out). Names: Service `<job>`, ConfigMap `<job>-config`,
-// Secret `<job>-rdzv`, pods `<job>-<rank>` with hostname `<job>-<rank>` and
-// subdomain `<job>`, so rank 0 resolves as `<job>-0.<job>.<ns>.svc`.
-// Every child carries the job's labels and a controller owner reference, so
-// deleting the job garbage-collects them.
+// Secret `<job>-rdzv-<job uid>`, NetworkPolicy `<job>`, pods `<job>-<rank>`
+// with hostname `<job>-<rank>` and subdomain `<job>`, so rank 0 resolves as
+// `<job>-0.<job>.<ns>.svc`. Every child carries the job's labels and a
+// controller owner reference, so deleting the job garbage-collects them.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,7 +18,11 @@ using Json = nlohmann::json;
 
 std::string service_name(const std::string& job);
 std::string configmap_name(const std::string& job);
-std::string secret_name(const std::string& job);
+// The job's uid is part of the name: the operator only creates the Secret
+// (it may not read Secrets), so AlreadyExists must mean "this job's own",
+// never a same-named job's that the garbage collector has yet to delete.
+std::string secret_name(const std::string& job, const std::string& uid);
+std::string network_policy_name(const std::string& job);
 std::string pod_name(const std::string& job, int rank);
 std::string master_addr(const std::string& job, const std::string& ns);
 
@@ -31,6 +35,11 @@ Json build_service(const Json& job, const TrainingJobSpec& spec);
 // tuner owns it.
 Json build_configmap(const Json& job, const TrainingJobSpec& spec);
 Json build_secret(const Json& job, const std::string& token);
+// Ingress to the job's pods: any port from the same job's pods (rendezvous on
+// masterPort, Gloo/NCCL on ephemeral ports), and the metrics port from
+// `metrics_from` (NetworkPolicyPeers, the operator's own pods among them);
+// an empty or null `metrics_from` admits the metrics port from anywhere.
+Json build_network_policy(const Json& job, const TrainingJobSpec& spec, const Json& metrics_from);
 Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attempt);
 
 std::string worker_config_yaml(const Json& worker);  // spec.worker as YAML

@@ -10,7 +10,7 @@
 namespace weft::tj {
 namespace {
 // Children are watched through one label so the operator never caches the
-// cluster's unrelated pods, configmaps or secrets.
+// cluster's unrelated pods, services, configmaps or network policies.
 const std::string kChildSelector = std::string(kLabelManagedBy) + "=" + kManagedBy;
 }  // namespace
 
@@ -22,13 +22,19 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
       pods_(api, kube::kPods, opts_.ns, kChildSelector, std::chrono::seconds(0), kLabelJob),
       services_(api, kube::kServices, opts_.ns, kChildSelector, std::chrono::seconds(0)),
       configmaps_(api, kube::kConfigMaps, opts_.ns, kChildSelector, std::chrono::seconds(0)),
-      secrets_(api, kube::kSecrets, opts_.ns, kChildSelector, std::chrono::seconds(0)),
+      network_policies_(opts_.network_policy ? std::make_unique<kube::Informer>(api, kube::kNetworkPolicies, opts_.ns,
+                                                                                kChildSelector, std::chrono::seconds(0))
+                                             : nullptr),
       events_(api, "weft-operator"),
-      reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, secrets_}, events_, metrics) {
+      reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, network_policies_.get()}, events_, metrics) {
   reconciler_.set_progress(opts_.progress);
+  reconciler_.set_pod_powers(opts_.allow);
+  reconciler_.set_metrics_from(opts_.metrics_from);
+  informers_ = {&jobs_, &pods_, &services_, &configmaps_};
+  if (network_policies_) informers_.push_back(network_policies_.get());
   jobs_.add_handler([this](const kube::Json& job) { queue_.add(kube::object_key(job)); });
-  for (kube::Informer* inf : {&pods_, &services_, &configmaps_, &secrets_})
-    inf->add_handler([this](const kube::Json& child) { enqueue_owner(child); });
+  for (kube::Informer* inf : informers_)
+    if (inf != &jobs_) inf->add_handler([this](const kube::Json& child) { enqueue_owner(child); });
 }
 
 Controller::~Controller() { stop(); }
@@ -42,7 +48,7 @@ void Controller::enqueue_owner(const kube::Json& child) {
 }
 
 void Controller::start_informers() {
-  for (kube::Informer* inf : {&jobs_, &pods_, &services_, &configmaps_, &secrets_})
+  for (kube::Informer* inf : informers_)
     informer_threads_.emplace_back([inf](std::stop_token s) { inf->run(s); });
   gauges_thread_ = std::jthread([this](std::stop_token s) {
     std::mutex mu;
@@ -56,12 +62,14 @@ void Controller::start_informers() {
 }
 
 bool Controller::synced() const {
-  return jobs_.synced() && pods_.synced() && services_.synced() && configmaps_.synced() && secrets_.synced();
+  for (const kube::Informer* inf : informers_)
+    if (!inf->synced()) return false;
+  return true;
 }
 
 bool Controller::wait_synced(std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (const kube::Informer* inf : {&jobs_, &pods_, &services_, &configmaps_, &secrets_}) {
+  for (const kube::Informer* inf : informers_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !inf->wait_synced(left)) return false;
   }

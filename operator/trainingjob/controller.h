@@ -32,6 +32,9 @@ struct ControllerOptions {
   int workers = 4;
   std::chrono::seconds resync{300};
   std::chrono::seconds progress{10};       // status.progress scrape interval per running job; 0 = off
+  PodPowers allow;                         // what spec.template may give the pods beyond the baseline
+  bool network_policy = true;              // one NetworkPolicy per job (builders.h, build_network_policy)
+  Json metrics_from;                       // its metrics-port peers; null = anyone
 };
 
 class Controller {
@@ -59,7 +62,9 @@ class Controller {
   kube::KubeApi& api_;
   ControllerOptions opts_;
   OperatorMetrics* metrics_;
-  kube::Informer jobs_, pods_, services_, configmaps_, secrets_;
+  kube::Informer jobs_, pods_, services_, configmaps_;
+  std::unique_ptr<kube::Informer> network_policies_;  // null when opts_.network_policy is off
+  std::vector<kube::Informer*> informers_;             // all of the above
   kube::WorkQueue queue_;
   kube::EventRecorder events_;
   Reconciler reconciler_;

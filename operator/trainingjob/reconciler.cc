@@ -131,6 +131,7 @@ std::optional<ReconcileResult> Reconciler::read_state(const std::string& key, Co
   cx.generation = job["metadata"].value("generation", 0L);
   cx.spec = parse_spec(job.contains("spec") ? job["spec"] : Json(), &cx.spec_errors);
   for (auto& e : validate(cx.spec)) cx.spec_errors.push_back(std::move(e));
+  for (auto& e : check_pod_powers(cx.spec, powers_)) cx.spec_errors.push_back(std::move(e));
   std::vector<SpecError> status_errors;
   cx.status = parse_status(job.contains("status") ? job["status"] : Json::object(), &status_errors);
   if (!status_errors.empty()) spdlog::warn("{}: ignoring bad status fields: {}", key, describe(status_errors));

@@ -4,7 +4,8 @@
 // difference through KubeApi and writes status at most once.
 //
 // reconcile() reads as its steps: read the state; a finished job only waits
-// for its TTL; refuse an invalid spec; ensure the children; suspend or
+// for its TTL; refuse an invalid spec (or one whose template asks for pod
+// powers the operator does not allow); ensure the children; suspend or
 // resume; observe the current attempt's gang (relaunching it on a spec
 // change); then the restart policy fails or restarts the gang, or the success
 // policy completes it; otherwise wait for the old gang and the backoff,
@@ -49,6 +50,7 @@
 #include "trainingjob/clock.h"
 #include "trainingjob/gang.h"
 #include "trainingjob/operator_metrics.h"
+#include "trainingjob/pod_powers.h"
 #include "trainingjob/progress.h"
 #include "trainingjob/restart_policy.h"
 #include "tuner/bucket_tuner.h"
@@ -56,12 +58,15 @@
 
 namespace weft::tj {
 
+// The reconciler's reads. There is no Secret cache: the operator only
+// creates the rendezvous Secret (see ensure_secret), so it needs no right to
+// read the cluster's Secrets.
 struct Caches {
   kube::Informer& jobs;
   kube::Informer& pods;        // indexed by weft.dev/job
   kube::Informer& services;
   kube::Informer& configmaps;
-  kube::Informer& secrets;
+  kube::Informer* network_policies = nullptr;  // null: no per-job NetworkPolicy
 };
 
 struct ReconcileResult {
@@ -89,6 +94,12 @@ class Reconciler {
   // nullopt when it fails) and how often per job; zero turns it off.
   using ProgressSource = std::function<std::optional<Progress>(const std::string& pod_ip, int port)>;
   void set_progress(std::chrono::seconds every, ProgressSource source = {});
+  // What spec.template may give the pods (trainingjob/pod_powers.h); a job
+  // asking for more is refused as an invalid spec. Default: nothing extra.
+  void set_pod_powers(PodPowers allowed) { powers_ = allowed; }
+  // The NetworkPolicyPeers admitted to the ranks' metrics port by each job's
+  // NetworkPolicy (when Caches::network_policies is set); null = anyone.
+  void set_metrics_from(Json peers) { metrics_from_ = std::move(peers); }
 
  private:
   struct Context;
@@ -123,6 +134,7 @@ class Reconciler {
   // Writes status once (if it changed), records the events, classifies errors.
   ReconcileResult finish(Context& cx, ReconcileResult result);
 
+  bool ensure_secret(Context& cx);  // creates the rendezvous Secret unless this reconcile did; false on error
   int create_pods(Context& cx, const std::vector<int>& ranks);  // pods of cx.status.attempt; returns how many
   void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
 
@@ -131,6 +143,8 @@ class Reconciler {
   kube::EventRecorder& events_;
   OperatorMetrics* metrics_;
   std::function<TimePoint()> now_;
+  PodPowers powers_;
+  Json metrics_from_;
   std::chrono::seconds progress_every_{0};
   ProgressSource progress_source_;
   std::mutex progress_mu_;

@@ -1,5 +1,5 @@
-// Applying the difference to a job's children: the Service, ConfigMap and
-// Secret, and the gang's pods (slow-start creation, guarded deletion, live
+// Applying the difference to a job's children: the Service, ConfigMap,
+// NetworkPolicy and Secret, and the gang's pods (slow-start creation, guarded deletion, live
 // reads of the gang when the cache cannot be trusted).
 #include <algorithm>
 #include <chrono>
@@ -28,6 +28,9 @@ using namespace detail;
 // not the server's throughput, set the launch time (docs/operator.md).
 // Created (or already existing) ranks join cx.gang and cx.present.
 int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
+  // The pods read the token from the Secret; one deleted since the last
+  // launch would leave them unable to start.
+  if (!ranks.empty() && !ensure_secret(cx)) return 0;
   int created = 0, batches = 0;
   size_t next = 0, batch = 1;
   const auto t0 = std::chrono::steady_clock::now();
@@ -69,7 +72,7 @@ bool Reconciler::ensure_children(Context& cx) {
   const Json& job = *cx.job;
   const std::string uid = job["metadata"].value("uid", "");
   // The children a new job lacks are created concurrently: one round trip
-  // before the pods, not three.
+  // before the pods, not four.
   std::vector<std::future<kube::Result<Json>>> creating;
   auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, auto build) {
     ObjectPtr have = cache.get(cx.ns, name);
@@ -87,13 +90,31 @@ bool Reconciler::ensure_children(Context& cx) {
     }));
     return ObjectPtr();
   };
-  ensure(caches_.secrets, kube::kSecrets, secret_name(cx.name), [&] { return build_secret(job, random_token()); });
   ensure(caches_.services, kube::kServices, service_name(cx.name), [&] { return build_service(job, cx.spec); });
   ObjectPtr cm = ensure(caches_.configmaps, kube::kConfigMaps, configmap_name(cx.name),
                         [&] { return build_configmap(job, cx.spec); });
+  ObjectPtr policy;
+  if (caches_.network_policies)
+    policy = ensure(*caches_.network_policies, kube::kNetworkPolicies, network_policy_name(cx.name),
+                    [&] { return build_network_policy(job, cx.spec, metrics_from_); });
+  // The Secret is not cached (the operator may not read Secrets): it is
+  // created with the other children of a new job, and again before each
+  // launch of a gang (create_pods), where AlreadyExists is the usual answer.
+  std::future<kube::Result<Json>> secret;
+  if (!creating.empty())
+    secret = std::async(std::launch::async, [this, &cx, obj = build_secret(job, random_token())] {
+      return api_.create(kube::kSecrets, cx.ns, obj);
+    });
   for (auto& f : creating) {
     auto created = f.get();
     if (!created && !created.error().already_exists()) cx.note(created.error());
+  }
+  if (secret.valid()) {
+    auto created = secret.get();
+    if (created || created.error().already_exists())
+      cx.secret_ensured = true;
+    else
+      cx.note(created.error());
   }
   if (cm) {
     // spec.worker may change between attempts; bucket_cap_mb is the tuner's.
@@ -105,7 +126,26 @@ bool Reconciler::ensure_children(Context& cx) {
       if (!res) cx.note(res.error());
     }
   }
+  if (policy) {
+    // The metrics port (spec.worker) or the operator's metrics peers may change.
+    const Json want = build_network_policy(job, cx.spec, metrics_from_)["spec"];
+    if (!policy->contains("spec") || (*policy)["spec"] != want) {
+      auto res = api_.merge_patch(kube::kNetworkPolicies, cx.ns, network_policy_name(cx.name), {{"spec", want}});
+      if (!res) cx.note(res.error());
+    }
+  }
   return !cx.error;
+}
+
+bool Reconciler::ensure_secret(Context& cx) {
+  if (cx.secret_ensured) return true;
+  auto created = api_.create(kube::kSecrets, cx.ns, build_secret(*cx.job, random_token()));
+  if (!created && !created.error().already_exists()) {
+    cx.note(created.error());
+    return false;
+  }
+  cx.secret_ensured = true;
+  return true;
 }
 
 void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {

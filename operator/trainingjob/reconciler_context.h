@@ -32,6 +32,7 @@ struct Reconciler::Context {
   std::set<int> present;                           // ranks of the current attempt with a live pod
   // Set by observe_tuning(): the running ranks' samples for the tuner.
   std::vector<tuner::RankObservation> tuning_ranks;
+  bool secret_ensured = false;                     // this reconcile created the Secret or found it there
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
 

@@ -34,9 +34,11 @@ stop_pid() {  # stop_pid NAME: SIGTERM, wait up to 5 s, SIGKILL
 }
 
 start_operator() {  # the flags of `up` are kept in DIR/operator.args
+  # --allow-host-path: on this one-machine cluster the examples and the e2e
+  # tests share checkpoints between ranks through a hostPath volume.
   # shellcheck disable=SC2046
   setsid "$BIN/weft-operator" --kubeconfig "$DIR/operator.kubeconfig" --metrics-port 0 --health-port 0 \
-    $(cat "$DIR/operator.args") </dev/null >>"$DIR/logs/weft-operator.log" 2>&1 &
+    --allow-host-path $(cat "$DIR/operator.args") </dev/null >>"$DIR/logs/weft-operator.log" 2>&1 &
   echo $! > "$DIR/weft-operator.pid"
 }
 

@@ -26,12 +26,12 @@ out=$("$HELM" lint "$CHART" 2>&1) || fail "helm lint: $out"
 # The matrix: "values | kinds the rendering must contain | kinds it must not".
 TEAM=hm-team-$ID
 MATRIX=(
-  "|ServiceAccount ClusterRole ClusterRoleBinding Deployment Service ConfigMap|Role NetworkPolicy"
+  "|ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Deployment Service ConfigMap NetworkPolicy|"
   "--set operator.watchNamespace=$TEAM --set replicaCount=1 --set operator.leaderElect=false|ClusterRole Deployment|Role"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM|Role RoleBinding Deployment|ClusterRole ClusterRoleBinding"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM --set operator.leaderElect=false --set replicaCount=1|Role RoleBinding|ClusterRole"
-  "--set networkPolicy.enabled=true --set networkPolicy.jobs[0].name=tiny-cpu --set networkPolicy.jobs[0].namespace=$TEAM --set networkPolicy.jobs[1].name=other --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"name\":\"monitoring\"}}}]|NetworkPolicy ClusterRole|Role"
-  "--set serviceAccount.create=false --set serviceAccount.name=default --set metrics.service.enabled=false --set dashboards.enabled=false --set image.tag=dev|ClusterRole Deployment|ServiceAccount Service ConfigMap"
+  "--set operator.allowHostPath=true --set operator.allowServiceAccount=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"name\":\"monitoring\"}}}]|NetworkPolicy ClusterRole|"
+  "--set serviceAccount.create=false --set serviceAccount.name=default --set metrics.service.enabled=false --set dashboards.enabled=false --set image.tag=dev --set networkPolicy.perJob=false --set networkPolicy.operator=false|ClusterRole Deployment|ServiceAccount Service ConfigMap NetworkPolicy"
 )
 new_ns "$TEAM"
 i=0
@@ -49,10 +49,25 @@ for row in "${MATRIX[@]}"; do
   case "$values" in
     *watchNamespace=*) grep -q -- "--namespace=$TEAM" <<<"$rendered" || fail "[$i] watchNamespace is not passed to the operator" ;;
   esac
+  # The operator's flags follow the values; the per-job policies are the
+  # operator's (tests/operator/integration/job_security_it.cc), the chart
+  # only guards the operator's own pods.
+  args=$(sed -n '/^kind: Deployment$/,$p' <<<"$rendered")
+  has() { grep -qF -- "$1" <<<"$args"; }
   case "$values" in
-    *networkPolicy.enabled=true*)
-      pol=$(kubectl get networkpolicy -n "$TEAM" weft-job-tiny-cpu -o jsonpath='{.spec.podSelector.matchLabels.weft\.dev/job} {.spec.ingress[0].from[0].podSelector.matchLabels.weft\.dev/job} {.spec.ingress[1].ports[0].port}' 2>&1)
-      [ "$pol" = "tiny-cpu tiny-cpu 9400" ] || fail "[$i] NetworkPolicy for tiny-cpu: '$pol'" ;;
+    *allowHostPath=true*) has "- --allow-host-path" && has "- --allow-service-account" || fail "[$i] allow flags not passed" ;;
+    *) ! has "--allow-" || fail "[$i] an --allow- flag without its value" ;;
+  esac
+  case "$values" in
+    *perJob=false*) has "- --no-network-policy" || fail "[$i] networkPolicy.perJob=false does not reach the operator" ;;
+    *) ! has "--no-network-policy" || fail "[$i] --no-network-policy without networkPolicy.perJob=false" ;;
+  esac
+  case "$values" in
+    *metricsFrom=*)
+      has '--network-policy-metrics-from=[{\"namespaceSelector\":{\"matchLabels\":{\"name\":\"monitoring\"}}},' \
+        || fail "[$i] metricsFrom does not reach the operator"
+      pol=$(kubectl get networkpolicy -n "$ns" "m$i-$ID-weft-operator" -o jsonpath='{.spec.ingress[0].ports[0].port} {.spec.ingress[0].from[0].namespaceSelector.matchLabels.name} {.spec.ingress[1].ports[0].port}' 2>&1)
+      [ "$pol" = "8080 monitoring 8081" ] || fail "[$i] the operator's NetworkPolicy: '$pol'" ;;
   esac
   kubectl delete --wait=false -f - <<<"$rendered" >/dev/null 2>&1
   echo "ok [$i] ${values:-(defaults)}"

@@ -10,6 +10,11 @@ that set: a verb the code uses but the chart lacks fails, and so does a grant
 the code never uses. localcluster/node/ (weft-node, the test kubelet) is outside operator/, not the
 operator and is skipped.
 
+Two grants are also checked for where they are: the leader-election Lease
+only by a Role in the release namespace (the operator's own), never by a
+ClusterRole; and with networkPolicy.perJob=false the operator is told to
+create no NetworkPolicies and the chart grants none.
+
 Usage: rbac_exact_check.py SOURCE_DIR [HELM]   (default: tests/kube/get-helm.sh fetches it;
        exit 77 = skipped when it cannot)
 Adding a call: add the verb to charts/weft/templates/_helpers.tpl as well.
@@ -102,23 +107,54 @@ def used_by_code(src, table):
     return used, problems
 
 
-def granted_by_chart(helm, src, flags):
-    out = subprocess.run([helm, "template", "weft", str(src / "charts/weft"), "--namespace", "weft-system"] + flags,
+RELEASE_NAMESPACE = "weft-system"
+# Resources the operator only touches in its own (the release) namespace.
+OWN_NAMESPACE_ONLY = {("coordination.k8s.io", "leases")}
+NETWORK_POLICIES = ("networking.k8s.io", "networkpolicies")
+
+
+def render(helm, src, flags):
+    out = subprocess.run([helm, "template", "weft", str(src / "charts/weft"), "--namespace", RELEASE_NAMESPACE] + flags,
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"FAIL: helm template {' '.join(flags)}: {out.stderr}")
-    granted = set()
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def granted_by_chart(docs):
+    """All (verb, group, resource) the Roles and ClusterRoles grant, and where
+    each (group, resource) is granted: {(group, resource): {"ClusterRole" or "Role/<ns>"}}."""
+    granted, where = set(), {}
     kinds = []
-    for doc in yaml.safe_load_all(out.stdout):
-        if not doc or doc.get("kind") not in ("ClusterRole", "Role"):
+    for doc in docs:
+        if doc.get("kind") not in ("ClusterRole", "Role"):
             continue
         kinds.append(doc["kind"])
+        place = doc["kind"] if doc["kind"] == "ClusterRole" else "Role/" + doc["metadata"].get("namespace", "")
         for rule in doc.get("rules", []):
             for g in rule.get("apiGroups", []):
                 for r in rule.get("resources", []):
+                    where.setdefault((g, r), set()).add(place)
                     for v in rule.get("verbs", []):
                         granted.add((v, g, r))
-    return granted, kinds
+    return granted, where, kinds
+
+
+def placement_errors(where):
+    errors = []
+    for res in sorted(OWN_NAMESPACE_ONLY):
+        bad = sorted(p for p in where.get(res, ()) if p != "Role/" + RELEASE_NAMESPACE)
+        if bad:
+            errors.append(f"{res[1]} must only be granted by a Role in the release namespace "
+                          f"{RELEASE_NAMESPACE}, but {', '.join(bad)} grants them")
+    return errors
+
+
+def operator_args(docs):
+    for doc in docs:
+        if doc.get("kind") == "Deployment":
+            return doc["spec"]["template"]["spec"]["containers"][0].get("args", [])
+    sys.exit("FAIL: the chart renders no Deployment")
 
 
 def compare(used, granted):
@@ -151,16 +187,35 @@ def main():
     missing = compare(used, set(used) - {sorted(used)[0]})
     if len(extra) != 1 or len(missing) != 1:
         sys.exit("FAIL: compare() does not report an extra or a missing grant")
+    # The placement check itself must catch a ClusterRole lease grant.
+    if not placement_errors({("coordination.k8s.io", "leases"): {"ClusterRole", "Role/" + RELEASE_NAMESPACE}}):
+        sys.exit("FAIL: placement_errors() does not report a cluster-wide lease grant")
     failed = False
-    for flags in ([], ["--set", "rbac.namespaced=true", "--set", "operator.watchNamespace=team-a"]):
-        granted, kinds = granted_by_chart(helm, src, flags)
-        errors = compare(used, granted)
-        mode = "namespaced Roles" if flags else "ClusterRole"
+    no_np = {k for k in used if (k[1], k[2]) == NETWORK_POLICIES}
+    if not no_np:
+        print("FAIL: the operator's code creates no NetworkPolicy", file=sys.stderr)
+        failed = True
+    modes = [
+        ("ClusterRole", [], used),
+        ("namespaced Roles", ["--set", "rbac.namespaced=true", "--set", "operator.watchNamespace=team-a"], used),
+        # The operator is started with --no-network-policy: its NetworkPolicy
+        # calls are never made, and nothing grants them.
+        ("ClusterRole, networkPolicy.perJob=false", ["--set", "networkPolicy.perJob=false"],
+         {k: v for k, v in used.items() if k not in no_np}),
+    ]
+    for mode, flags, want in modes:
+        docs = render(helm, src, flags)
+        granted, where, kinds = granted_by_chart(docs)
+        errors = compare(want, granted) + placement_errors(where)
+        perjob_off = "networkPolicy.perJob=false" in flags
+        if perjob_off != ("--no-network-policy" in operator_args(docs)):
+            errors.append("the Deployment's --no-network-policy does not follow networkPolicy.perJob")
         if errors:
             failed = True
             print(f"FAIL ({mode}):\n  " + "\n  ".join(errors), file=sys.stderr)
         else:
-            print(f"ok: {mode} ({', '.join(kinds)}) grant exactly the {len(used)} (verb, resource) pairs")
+            print(f"ok: {mode} ({', '.join(kinds)}) grant exactly the {len(want)} (verb, resource) pairs; "
+                  f"leases only in {RELEASE_NAMESPACE}")
     if failed:
         sys.exit(1)
     print("PASS: chart RBAC is exactly what the operator calls")

@@ -27,7 +27,7 @@ TEST(Builders, PodCarriesTheEnvContract) {
   EXPECT_EQ(env["MASTER_ADDR"]["value"], "llama-0.llama.team-a.svc");
   EXPECT_EQ(env["MASTER_PORT"]["value"], "29500");
   EXPECT_EQ(env["WEFT_ATTEMPT"]["value"], "2");
-  EXPECT_EQ(env["WEFT_RDZV_TOKEN"]["valueFrom"]["secretKeyRef"]["name"], "llama-rdzv");
+  EXPECT_EQ(env["WEFT_RDZV_TOKEN"]["valueFrom"]["secretKeyRef"]["name"], "llama-rdzv-llama-uid");
   EXPECT_EQ(pod["metadata"]["name"], "llama-3");
   EXPECT_EQ(pod["spec"]["hostname"], "llama-3");
   EXPECT_EQ(pod["spec"]["subdomain"], "llama");

@@ -31,8 +31,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{- /* The operator's pods, as a NetworkPolicyPeer: the namespace by its
+kubernetes.io/metadata.name label (set by Kubernetes from 1.21; label the
+namespace yourself before that), the pods by the selector labels. */ -}}
+{{- define "weft.operatorPeer" -}}
+namespaceSelector:
+  matchLabels: {kubernetes.io/metadata.name: {{ .Release.Namespace }}}
+podSelector:
+  matchLabels:
+    {{- include "weft.selectorLabels" . | nindent 4 }}
+{{- end -}}
+
 {{- /* The rules for TrainingJobs and their children: one line per resource,
-so a verb added in the operator's code is added here in one place. */ -}}
+so a verb added in the operator's code is added here in one place. Secrets:
+create only. The operator never reads a Secret (the pods take the rendezvous
+token from theirs by secretKeyRef), and RBAC cannot limit get or list to the
+Secrets it made. */ -}}
 {{- define "weft.jobRules" }}
 - apiGroups: [weft.dev]
   resources: [trainingjobs]
@@ -44,14 +58,22 @@ so a verb added in the operator's code is added here in one place. */ -}}
   resources: [pods]
   verbs: [list, watch, create, delete]
 - apiGroups: [""]
-  resources: [services, secrets]
+  resources: [services]
   verbs: [list, watch, create]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [list, watch, create, patch]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.networkPolicy.perJob }}
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch, create, patch]
+{{- end }}
 {{- end }}
 
 {{- define "weft.leaseRules" }}

@@ -53,10 +53,13 @@ TestNamespace::TestNamespace(const std::string& prefix) : name_(unique_name(pref
 
 TestNamespace::~TestNamespace() { admin_api().remove(kube::kNamespaces, "", name_); }
 
-InProcessOperator::InProcessOperator(const std::string& ns, const std::string& kubeconfig) {
+InProcessOperator::InProcessOperator(const std::string& ns, const std::string& kubeconfig)
+    : InProcessOperator(tj::ControllerOptions{ns, 2, std::chrono::seconds(30)}, kubeconfig) {}
+
+InProcessOperator::InProcessOperator(tj::ControllerOptions opts, const std::string& kubeconfig) {
   api_ = std::make_unique<kube::KubeApi>(kube::load_kubeconfig(kubeconfig.empty() ? kubeconfig_path() : kubeconfig),
                                          kube::ApiOptions{100, 200});
-  controller_ = std::make_unique<tj::Controller>(*api_, tj::ControllerOptions{ns, 2, std::chrono::seconds(30)});
+  controller_ = std::make_unique<tj::Controller>(*api_, std::move(opts));
   controller_->start_informers();
   controller_->start_workers();
 }

@@ -49,6 +49,8 @@ class TestNamespace {
 class InProcessOperator {
  public:
   explicit InProcessOperator(const std::string& ns, const std::string& kubeconfig = "");
+  // opts.ns is the namespace it watches.
+  explicit InProcessOperator(tj::ControllerOptions opts, const std::string& kubeconfig = "");
   ~InProcessOperator();
   kube::KubeApi& api() { return *api_; }
   tj::Controller& controller() { return *controller_; }

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "integration/harness.h"
+#include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
 #include "weft_contract.h"
 
@@ -78,7 +79,7 @@ TEST_F(Reconcile, CreatesTheGangWithTheWorkerContract) {
   ASSERT_TRUE(cm.ok());
   EXPECT_EQ((*cm)["data"]["bucket_cap_mb"], "4");
   EXPECT_EQ(YAML::Load((*cm)["data"]["config.yaml"].get<std::string>())["preset"].as<std::string>(), "tiny");
-  auto secret = admin_api().get(kube::kSecrets, ns(), "llama-rdzv");
+  auto secret = admin_api().get(kube::kSecrets, ns(), tj::secret_name("llama", uid));
   ASSERT_TRUE(secret.ok());
   EXPECT_EQ((*secret)["data"]["token"].get<std::string>().size(), 88u);  // base64 of 64 hex chars
   for (const auto& child : {*svc, *cm, *secret}) EXPECT_EQ(child["metadata"]["ownerReferences"][0]["uid"], uid);
@@ -114,7 +115,8 @@ TEST_F(Reconcile, ReReconcilingAConvergedJobChangesNothing) {
     std::map<std::string, std::string> v;
     for (const auto& p : job_pods(ns(), "steady")) v[p["metadata"]["name"]] = p["metadata"]["resourceVersion"];
     for (auto [res, name] : std::vector<std::pair<kube::Resource, std::string>>{
-             {kube::kServices, "steady"}, {kube::kConfigMaps, "steady-config"}, {kube::kSecrets, "steady-rdzv"},
+             {kube::kServices, "steady"}, {kube::kConfigMaps, "steady-config"}, {kube::kNetworkPolicies, "steady"},
+             {kube::kSecrets, tj::secret_name("steady", (*get_job(ns(), "steady"))["metadata"]["uid"])},
              {kube::kTrainingJobs, "steady"}})
       v[res.plural + "/" + name] = (*admin_api().get(res, ns(), name))["metadata"]["resourceVersion"];
     return v;
@@ -216,7 +218,7 @@ TEST_F(Reconcile, SuspendDeletesPodsAndKeepsStateResumeStartsAFreshAttempt) {
   ASSERT_TRUE(eventually([&] { return phase_of(ns(), "pause") == tj::kPhaseSuspended; }));
   ASSERT_TRUE(eventually([&] { return job_pods(ns(), "pause", true).empty(); }));
   EXPECT_TRUE(admin_api().get(kube::kConfigMaps, ns(), "pause-config").ok());
-  EXPECT_TRUE(admin_api().get(kube::kSecrets, ns(), "pause-rdzv").ok());
+  EXPECT_TRUE(admin_api().get(kube::kSecrets, ns(), tj::secret_name("pause", (*get_job(ns(), "pause"))["metadata"]["uid"])).ok());
   EXPECT_EQ(status_of(ns(), "pause")["restarts"], 0);
   patch_spec("pause", {{"suspend", false}});
   ASSERT_TRUE(eventually([&] { return pods_are("pause", 2, "1"); }));
@@ -277,11 +279,13 @@ TEST_F(Reconcile, JobDeletionCascadesThroughTheGarbageCollector) {
   create(job_json("gone", 2));
   ASSERT_TRUE(eventually([&] { return pods_are("gone", 2, "0"); }));
   ASSERT_TRUE(admin_api().get(kube::kConfigMaps, ns(), "gone-config").ok());
+  const std::string secret = tj::secret_name("gone", (*get_job(ns(), "gone"))["metadata"]["uid"]);
+  ASSERT_TRUE(admin_api().get(kube::kSecrets, ns(), secret).ok());
   ASSERT_TRUE(admin_api().remove(kube::kTrainingJobs, ns(), "gone", kube::Propagation::Background).ok());
   ASSERT_TRUE(eventually(
       [&] {
         return job_pods(ns(), "gone", true).empty() && absent(kube::kServices, "gone") &&
-               absent(kube::kConfigMaps, "gone-config") && absent(kube::kSecrets, "gone-rdzv");
+               absent(kube::kConfigMaps, "gone-config") && absent(kube::kSecrets, secret);
       },
       60s))
       << "children survived their owner";
@@ -349,9 +353,9 @@ TEST_F(Reconcile, PodsTheApiServerRefusesFailTheJobAfterOneAttempt) {
   EXPECT_TRUE(refused) << st.dump();
   std::this_thread::sleep_for(500ms);
   EXPECT_TRUE(job_pods(ns(), "refused", true).empty());
-  // Slow start: one refused pod stops the launch; 3 children + 1 pod + 1 event.
+  // Slow start: one refused pod stops the launch; 4 children + 1 pod + 1 event.
   auto after = op_->api().request_counts();
-  EXPECT_LE(after["create"] - before["create"], 5);
+  EXPECT_LE(after["create"] - before["create"], 6);
 }
 
 }  // namespace
