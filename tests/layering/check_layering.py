@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks the worker's layering: every quoted #include of a worker unit must
 follow an edge of ALLOWED (a unit sees only the headers of what it links, see
-worker/CMakeLists.txt and docs/architecture.md), and only operator/kube may
-include cpprest. Prints each violation as file:line and exits 1 if any.
+worker/CMakeLists.txt and docs/architecture.md), only operator/kube may
+include cpprest, and contract/ (linked by worker and operator alike) includes
+only the standard library and its own headers. Prints each violation as
+file:line and exits 1 if any.
 
 Usage: check_layering.py SOURCE_DIR
 """
@@ -34,11 +36,34 @@ FORBIDDEN = {
 HEADER = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CPPREST = re.compile(r'^\s*#\s*include\s+[<"]cpprest/')
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]')
+
+
+def check_contract(root, bad):
+    """contract/ sees the standard library (<name>, no path, no extension)
+    and its own headers only, so linking it pulls nothing into either side."""
+    cdir = os.path.join(root, "contract")
+    own = set(os.listdir(cdir))
+    for f in sorted(own):
+        if not f.endswith((".h", ".cc")):
+            continue
+        path = os.path.join(cdir, f)
+        with open(path, encoding="utf-8") as src:
+            for n, line in enumerate(src, 1):
+                m = ANY_INCLUDE.match(line)
+                if not m:
+                    continue
+                kind, name = m.groups()
+                std = kind == "<" and "/" not in name and "." not in name
+                if not std and not (kind == '"' and name in own):
+                    bad.append(f"{os.path.relpath(path, root)}:{n}: contract/ may include only the standard "
+                               f"library and contract/ headers, not {kind}{name}{'>' if kind == '<' else kind}")
 
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     bad = []
+    check_contract(root, bad)
     worker = os.path.join(root, "worker")
     for unit in sorted(os.listdir(worker)):
         udir = os.path.join(worker, unit)
