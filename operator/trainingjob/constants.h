@@ -37,6 +37,9 @@ inline constexpr const char* kCondRestarting = "Restarting";
 inline constexpr const char* kCondSuspended = "Suspended";
 inline constexpr const char* kCondSucceeded = "Succeeded";
 inline constexpr const char* kCondFailed = "Failed";
+// True: no memory problem found; False: the pod's memory limit is below the
+// worker's estimate (trainingjob/memory_policy.h).
+inline constexpr const char* kCondMemoryEstimate = "MemoryEstimate";
 
 // Condition and event reasons.
 inline constexpr const char* kReasonCreated = "Created";                // children created
@@ -56,5 +59,11 @@ inline constexpr const char* kReasonResumed = "Resumed";
 inline constexpr const char* kReasonTTLExpired = "TTLExpired";
 inline constexpr const char* kReasonCreateFailed = "CreateFailed";
 inline constexpr const char* kReasonSpecChanged = "SpecChanged";       // gang relaunched for a new spec
+// MemoryEstimate: the limit is below the estimate (also a Warning event),
+// at or above it, not set, or the estimate's inputs cannot be read.
+inline constexpr const char* kReasonLimitBelowEstimate = "LimitBelowEstimate";
+inline constexpr const char* kReasonWithinLimit = "WithinLimit";
+inline constexpr const char* kReasonNoMemoryLimit = "NoMemoryLimit";
+inline constexpr const char* kReasonNotEstimated = "NotEstimated";
 
 }  // namespace weft::tj

@@ -13,6 +13,7 @@
 
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
+#include "trainingjob/memory_policy.h"
 #include "trainingjob/phase_policy.h"
 #include "scrape/http_scraper.h"
 #include "trainingjob/restart_policy.h"
@@ -91,6 +92,10 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   TrainingJobStatus& st = cx.status;
   if (st.phase == kPhaseSucceeded || st.phase == kPhaseFailed) return finished_job(cx);
   if (!cx.spec_errors.empty()) return refuse_spec(cx);
+  // Before any pod starts: a rank that will not fit its memory limit (the
+  // worker would exit 1) is a Warning, not a refusal.
+  if (auto warning = apply_memory_check(st, check_memory(cx.spec), cx.generation, cx.now_s))
+    cx.event("Warning", kReasonLimitBelowEstimate, *warning);
   if (st.phase.empty()) set_phase(st, GangObservation{}, PhaseFacts{});  // Pending
   if (!ensure_children(cx)) return finish(cx, ReconcileResult::done());
   if (cx.spec.suspend) return suspend(cx);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kube/quantity.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
@@ -134,6 +135,15 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
                                                             std::to_string(s.bucket_tuning.confirm_rounds)});
   if (s.ttl_seconds_after_finished && *s.ttl_seconds_after_finished < 0)
     e.push_back({"spec.ttlSecondsAfterFinished", "must be >= 0"});
+  // Every resource amount is a quantity the API server would accept in a pod.
+  for (const char* list : {"limits", "requests"})
+    if (auto l = s.resources.find(list); l != s.resources.end() && l->is_object())
+      for (auto it = l->begin(); it != l->end(); ++it) {
+        const std::string field = std::string("spec.resources.") + list + "." + it.key();
+        const kube::Quantity q = kube::parse_quantity(it.value());
+        if (!q.ok) e.push_back({field, q.error});
+        else if (q.value < 0) e.push_back({field, "must not be negative, got " + it.value().dump()});
+      }
   // Volumes and env names that would shadow the operator's own.
   if (auto v = s.pod_template.find("volumes"); v != s.pod_template.end() && v->is_array())
     for (const auto& vol : *v)

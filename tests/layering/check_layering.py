@@ -52,6 +52,29 @@ OPERATOR = {
 HEADER = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CPPREST = re.compile(r'^\s*#\s*include\s+[<"]cpprest/')
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]')
+
+
+def check_contract(root, bad):
+    """contract/, linked by worker and operator alike, sees the standard
+    library (<name>, no path, no extension) and its own headers only, so
+    linking it pulls nothing into either side."""
+    cdir = os.path.join(root, "contract")
+    own = set(os.listdir(cdir))
+    for f in sorted(own):
+        if not f.endswith((".h", ".cc")):
+            continue
+        path = os.path.join(cdir, f)
+        with open(path, encoding="utf-8") as src:
+            for n, line in enumerate(src, 1):
+                m = ANY_INCLUDE.match(line)
+                if not m:
+                    continue
+                kind, name = m.groups()
+                std = kind == "<" and "/" not in name and "." not in name
+                if not std and not (kind == '"' and name in own):
+                    bad.append(f"{os.path.relpath(path, root)}:{n}: contract/ may include only the standard "
+                               f"library and contract/ headers, not {kind}{name}{'>' if kind == '<' else kind}")
 
 
 def cycles(table, name):
@@ -158,6 +181,7 @@ def main():
                 for n, line in enumerate(src, 1):
                     if CPPREST.match(line):
                         bad.append(f"{os.path.relpath(path, root)}:{n}: only operator/kube may include cpprest")
+    check_contract(root, bad)
     for b in bad:
         print(b)
     print(f"layering: {len(bad)} violation(s)")

@@ -4,11 +4,9 @@
 // change, instead of dying in an allocation (a check failure, std::bad_alloc,
 // or the kernel's OOM killer) after minutes of work.
 //
-// The estimate mirrors what the strategies allocate (parallel/*.h): the
-// working-dtype weights, the f32 gradients, the AdamW moments and f32 master
-// copy (ZeRO: 1/N of them; ISP: of the weight shard), the activations the
-// model keeps for backward (model/llama.h, with recompute_blocks), the
-// transient f32 full model of initialisation, and a fixed runtime overhead.
+// The arithmetic is contract/weft_memory_estimate.h, shared with the operator
+// (which compares it with a pod's memory limit before the pods start); this
+// unit feeds it the resolved WorkerConfig and owns the limits and the check.
 //
 // Limits, the smallest wins: the cgroup's memory.max (v2) or
 // memory.limit_in_bytes (v1) and /proc/meminfo's MemAvailable, both shared by
@@ -26,32 +24,21 @@
 #include <vector>
 
 #include "config/config.h"
+#include "weft_memory_estimate.h"
 
 namespace weft {
 
-inline constexpr const char* kEnvSkipMemoryCheck = "WEFT_SKIP_MEMORY_CHECK";
+using contract::kEnvSkipMemoryCheck;  // WEFT_SKIP_MEMORY_CHECK
 inline constexpr const char* kEnvCgroupMemoryMax = "WEFT_CGROUP_MEMORY_MAX";
 
-struct MemoryEstimate {
-  int64_t params = 0;       // working-dtype weights held (ISP: the shard and the gathered pool)
-  int64_t grads = 0;        // f32 gradients (and bf16 wire staging, ZeRO stage 2's shard, ISP's scratch)
-  int64_t optimizer = 0;    // AdamW moments, plus the f32 master copy when weights are not f32
-  int64_t activations = 0;  // kept for backward, and backward's scratch
-  int64_t init = 0;         // the f32 full model initialisation builds and drops (not with f32 cpu dp/zero)
-  int64_t overhead = 0;     // runtime, libraries, thread buffers, data
-  bool on_device = false;   // device: cuda (params .. activations live on the GPU)
+// The estimate and its parts (weights, gradients, optimizer, activations,
+// initialisation copy, runtime; host and GPU bytes).
+using contract::MemoryEstimate;
+using contract::format_bytes;  // "1.50 GiB", "12.0 MiB"
 
-  int64_t state() const { return params + grads + optimizer; }
-  // Peak host bytes: on cpu the state plus the larger of activations and the
-  // initialisation copy (one is dropped before the other exists).
-  int64_t host_bytes() const;
-  int64_t device_bytes() const { return on_device ? state() + activations : 0; }
-  int64_t total() const { return host_bytes() + device_bytes(); }
-  // "1.23 GiB (weights 0.50 GiB, gradients ..., ...)"
-  std::string describe() const;
-};
-
-// `world` ranks in the job (ZeRO shards over it, ISP divides it by sp * wp).
+// The estimate's inputs from a resolved config: `world` ranks in the job
+// (ZeRO shards over it, ISP divides it by sp * wp).
+contract::MemoryEstimateInputs memory_estimate_inputs(const WorkerConfig& cfg, int world);
 MemoryEstimate estimate_memory(const WorkerConfig& cfg, int world);
 
 struct MemoryLimit {
@@ -70,8 +57,5 @@ void check_memory_fits(const WorkerConfig& cfg, const std::map<std::string, std:
 
 // The rank count of the job from WORLD_SIZE (1 when unset or not a number).
 int world_size_from_env(const std::map<std::string, std::string>& env);
-
-// "1.50 GiB", "12.0 MiB"
-std::string format_bytes(int64_t bytes);
 
 }  // namespace weft

@@ -1,0 +1,58 @@
+// The memory policy: does one rank of the job fit its pod's memory limit?
+// The worker estimates what a rank needs before it builds the model and exits
+// 1 when its limit is below that (worker/train/memory_estimate.h); this
+// policy computes the same estimate (contract/weft_memory_estimate.h) from
+// spec.worker and spec.replicas and compares it with
+// spec.resources.limits.memory, so the user sees the problem before any pod
+// starts. It never refuses a job: the worker's own check is the authority.
+//
+// What is compared: the estimate's host bytes, what the worker checks against
+// its cgroup limit. On cpu that is everything; on cuda (the weights,
+// gradients, optimizer state and activations live on the GPU) it is the
+// initialisation copy and the runtime: the GPU's share is checked by the
+// worker against its GPU, which the operator does not know.
+//
+// The result is the condition MemoryEstimate: True when the operator found no
+// problem (WithinLimit, NoMemoryLimit, NotEstimated), False with reason
+// LimitBelowEstimate (and a Warning event) when the limit is below the
+// estimate.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "trainingjob/types.h"
+#include "weft_memory_estimate.h"
+
+namespace weft::tj {
+
+// The estimate's inputs from spec.worker as the worker resolves its config:
+// the preset (tiny by default), the fields the job sets, a literal WEFT_DEVICE
+// in spec.template.env, and spec.replicas as the world size. nullopt, with
+// the reason in *why_not, when the operator cannot know them: init_from (the
+// model is read from a config.json inside the pod), an unknown preset, or a
+// field of the wrong type (the worker refuses that config itself).
+std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const TrainingJobSpec& spec,
+                                                                     std::string* why_not);
+
+struct MemoryCheck {
+  bool fits = true;         // false: the limit is below the estimate
+  std::string reason;       // kReasonWithinLimit, kReasonLimitBelowEstimate, kReasonNoMemoryLimit, kReasonNotEstimated
+  std::string message;      // for the condition (and the event when !fits)
+  int64_t needed_bytes = 0; // the estimate's host bytes; 0 when not estimated
+  int64_t limit_bytes = -1; // spec.resources.limits.memory; -1 when unset
+};
+
+// Call on a spec that passed validate() (a malformed limit is a SpecError
+// there and reads as unset here).
+MemoryCheck check_memory(const TrainingJobSpec& spec);
+
+// Writes the MemoryEstimate condition from `check`; returns the message of a
+// Warning event to record when the warning is new (the condition was not
+// False with this message before), nullopt otherwise, so a re-reconcile
+// records nothing.
+std::optional<std::string> apply_memory_check(TrainingJobStatus& status, const MemoryCheck& check, long generation,
+                                              const std::string& now);
+
+}  // namespace weft::tj
