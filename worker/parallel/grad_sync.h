@@ -67,6 +67,7 @@ struct StepCommStats {
   // ISP's share of the above (docs/metrics.md): weight all-gathers and the
   // time compute waited for them (the exposed prefetch wait), the gradient
   // reduce-scatters over wp and the sequence all-to-alls (always exposed).
+  // Gathers and reduce-scatters are each the union of their spans, like comm.
   double weight_gather_seconds = 0, prefetch_wait_seconds = 0;
   double reduce_scatter_seconds = 0, all_to_all_seconds = 0;
   CommSpans spans;  // the spans behind comm_seconds, for a wrapping strategy's union (ISP)
