@@ -52,6 +52,9 @@ class CommSpans {
   // gathers), so the union covers both.
   void add(const CommSpans& other);
   double busy_seconds() const;
+  // The spans as [start, end) on the steady clock, in the order they were
+  // added: where each collective ran against compute (the overlap tests).
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> intervals() const;
   void clear() { spans_.clear(); }
 
  private:
