@@ -143,6 +143,22 @@ TEST_F(IspProcesses, WeightMemoryIsOneWpthPlusTwoPoolBlocks) {
   }
 }
 
+// summary.json's per-step sync figures are each step's own: ISP completes
+// its accounting in the optimizer step, so they are read after it (read
+// before it, every entry was the previous step's and the first was empty).
+TEST_F(IspProcesses, SummaryCountsEachStepsOwnCommunication) {
+  const fs::path out = dir_ / "acct";
+  auto r = launch(config("acct", 1, "{strategy: isp, wp: 2}", 1, 2), 2, out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = summary(out);
+  for (const auto& series : {j["gradient_sync"]["comm_seconds"], j["isp"]["weight_gather_seconds"]}) {
+    const auto v = series.get<std::vector<double>>();
+    ASSERT_EQ(v.size(), 2u) << series;
+    EXPECT_GT(v[0], 0.0) << "step 1 reported no communication: " << series;
+    EXPECT_GT(v[1], 0.0) << series;
+  }
+}
+
 // A checkpoint is a full HF model plus optimizer ranges in the full model's
 // layout: the same layout resumes bit-identically, another ISP layout and
 // plain DP on one rank reach the uninterrupted run's weights.

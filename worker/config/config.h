@@ -129,7 +129,7 @@ struct ParallelConfig {
   // sizes buckets from the model (parallel/grad_buckets.h).
   double bucket_cap_mb = kAutoBucketCap;
   double first_bucket_mb = 0;       // smaller first bucket; 0 = same as a numeric cap, the rule's when auto
-  bool overlap = true;              // launch bucket reductions during backward
+  bool overlap = true;              // launch bucket reductions during backward (dp, zero, isp over wdp); false: after it
   bool bf16_wire = false;           // all-reduce gradients in bf16
   ZeroConfig zero;                  // strategy zero, and isp with isp.wdp_strategy zero
   IspConfig isp;                    // strategy isp only

@@ -76,6 +76,15 @@ void CommSpans::add(const CommSpans& other) {
   for (const auto& [a, b] : other.spans_) spans_.emplace_back(a + shift, b + shift);
 }
 
+std::vector<std::pair<CommSpans::Clock::time_point, CommSpans::Clock::time_point>> CommSpans::intervals() const {
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> out;
+  auto at = [this](double s) {
+    return epoch_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  for (const auto& [a, b] : spans_) out.emplace_back(at(a), at(b));
+  return out;
+}
+
 double CommSpans::busy_seconds() const {
   std::vector<std::pair<double, double>> s = spans_;
   std::sort(s.begin(), s.end());

@@ -52,6 +52,9 @@ class CommSpans {
   // gathers), so the union covers both.
   void add(const CommSpans& other);
   double busy_seconds() const;
+  // The spans as [start, end) on the steady clock, in the order they were
+  // added: where each collective ran against compute (the overlap tests).
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> intervals() const;
   void clear() { spans_.clear(); }
 
  private:
@@ -67,6 +70,7 @@ struct StepCommStats {
   // ISP's share of the above (docs/metrics.md): weight all-gathers and the
   // time compute waited for them (the exposed prefetch wait), the gradient
   // reduce-scatters over wp and the sequence all-to-alls (always exposed).
+  // Gathers and reduce-scatters are each the union of their spans, like comm.
   double weight_gather_seconds = 0, prefetch_wait_seconds = 0;
   double reduce_scatter_seconds = 0, all_to_all_seconds = 0;
   CommSpans spans;  // the spans behind comm_seconds, for a wrapping strategy's union (ISP)

@@ -167,8 +167,8 @@ void IspGradSync::wait_gather(int unit) {
   for (size_t i = 0; i < gathers_[s].size(); ++i) {
     const comm::WorkPtr& w = gathers_[s][i];
     gather_wait_s_ += timed_wait(w);
-    gather_s_ += w->comm_seconds();
     spans_.add(gathers_issued_[s][i], *w);
+    gather_spans_.add(gathers_issued_[s][i], *w);
   }
   gathers_[s].clear();
   gathers_issued_[s].clear();
@@ -266,8 +266,8 @@ void IspGradSync::complete_front() {
   pending_.pop_front();
   const double waited = timed_wait(p.work);
   rs_wait_s_ += waited;
-  rs_s_ += p.work->comm_seconds();
   spans_.add(p.issued, *p.work);
+  rs_spans_.add(p.issued, *p.work);
   if (p.slot >= 0) {
     const int64_t off = pool_offset_[p.param], n = full_[p.param].numel, wp = wp_size();
     ops::add_acc(flat(shard_->grad(p.param)),
@@ -302,9 +302,9 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
     slot_unit_[s] = -1;
   }
   last_ = inner_->last_step();
-  last_.weight_gather_seconds = gather_s_;
+  last_.weight_gather_seconds = gather_spans_.busy_seconds();
   last_.prefetch_wait_seconds = gather_wait_s_;
-  last_.reduce_scatter_seconds = rs_s_;
+  last_.reduce_scatter_seconds = rs_spans_.busy_seconds();
   last_.all_to_all_seconds = a2a_s_;
   // Gathers, reduce-scatters and the inner strategy's collectives run side
   // by side on the lanes: their union, not their sum (the all-to-alls are
@@ -313,8 +313,10 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   last_.comm_seconds = spans_.busy_seconds() + a2a_s_;
   last_.spans = spans_;
   spans_.clear();
+  gather_spans_.clear();
+  rs_spans_.clear();
   last_.exposed_seconds += gather_wait_s_ + rs_wait_s_ + a2a_s_;
-  gather_s_ = gather_wait_s_ = rs_s_ = rs_wait_s_ = a2a_s_ = 0;
+  gather_wait_s_ = rs_wait_s_ = a2a_s_ = 0;
   return norm;
 }
 

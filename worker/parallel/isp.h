@@ -143,6 +143,8 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
   std::vector<comm::WorkPtr> gathers_[2];
   std::vector<CommSpans::Clock::time_point> gathers_issued_[2];
   CommSpans spans_;  // this step's gathers and reduce-scatters (they share lanes)
+  // The same, by kind: gathers on two lanes at once count once, as comm does.
+  CommSpans gather_spans_, rs_spans_;
   int gslot_unit_[2] = {-1, -1};  // whose gradients the scratch slot holds
   std::deque<Pending> pending_;
   bool last_micro_ = true;
@@ -150,7 +152,7 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
   Buffer send_, recv_;  // all-to-all staging
 
   // This step's ISP accounting so far; last_ = the inner's plus these.
-  double gather_s_ = 0, gather_wait_s_ = 0, rs_s_ = 0, rs_wait_s_ = 0, a2a_s_ = 0;
+  double gather_wait_s_ = 0, rs_wait_s_ = 0, a2a_s_ = 0;
   StepCommStats last_;
 };
 

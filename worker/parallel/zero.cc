@@ -28,6 +28,7 @@ int backward_pos(int layer, int n_layers) {
 ZeroOptions zero_options(const ParallelConfig& p) {
   ZeroOptions z;
   z.stage = p.zero.stage;
+  z.overlap_reduce = p.overlap;
   z.overlap = parse_zero_overlap(p.zero.overlap);
   z.overlap_param_gather = p.zero.overlap_param_gather;
   z.bucket_cap_mb = p.bucket_cap_mb;
@@ -80,9 +81,10 @@ ZeroGradSync::~ZeroGradSync() {
 
 std::string ZeroGradSync::describe() const {
   return fmt::format(
-      "ZeRO stage {} over {} ranks (group {}), bucket {}, {}, overlap {}, param gather {}, wire {}, "
-      "optimizer state {:.2f} MiB on this rank",
-      o_.stage, dp_->size(), dp_->name(), engine_.sizing().describe(), describe_buckets(engine_.buckets()), zero_overlap_name(o_.overlap),
+      "ZeRO stage {} over {} ranks (group {}), bucket {}, {}, reduce-scatters {} backward, overlap {}, param gather {}, "
+      "wire {}, optimizer state {:.2f} MiB on this rank",
+      o_.stage, dp_->size(), dp_->name(), engine_.sizing().describe(), describe_buckets(engine_.buckets()),
+      o_.overlap_reduce ? "during" : "after", zero_overlap_name(o_.overlap),
       o_.overlap_param_gather ? "overlapped with forward" : "in the step",
       o_.bf16_wire ? "bf16" : "fp32", opt_.state_bytes() / 1048576.0);
 }
@@ -244,7 +246,7 @@ void ZeroGradSync::begin_micro_batch(bool last) {
 void ZeroGradSync::on_grad_ready(int param) {
   if (!communicates()) return;  // stage 1: accumulate locally until the last micro-batch
   engine_.mark_ready(param);
-  engine_.launch_ready_in_order();
+  if (o_.overlap_reduce) engine_.launch_ready_in_order();
 }
 
 void ZeroGradSync::complete(int index) {

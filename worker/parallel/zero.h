@@ -13,7 +13,8 @@
 // interleaved step touches a bucket only after every layer using it).
 //
 // Per optimizer step: prepare_step(lr, clip); per micro-batch: full buckets
-// are reduce-scattered (Avg) in index order (stage 1: last micro-batch only,
+// are reduce-scattered (Avg) in index order, during backward unless
+// overlap_reduce is off (stage 1: last micro-batch only,
 // earlier ones accumulate locally; stage 2: every micro-batch, each result
 // added into the owned shard and the bucket's full gradients zeroed for
 // reuse); the owned shards are stepped
@@ -28,8 +29,8 @@
 // Invariants: the owned shards partition the parameters, so the global
 // gradient norm is sqrt(sum over ranks of the shard norms); clipping needs it
 // before any shard is stepped, so with clipping on (max_norm > 0) the
-// overlapped modes overlap reductions, norms and gathers, and the step itself
-// waits for the last reduction. Every rank issues the same collectives in the
+// reductions still overlap backward but every shard is stepped after the last
+// one completed, as with None. Every rank issues the same collectives in the
 // same order: buckets in index order, gathers in a fixed order.
 #pragma once
 
@@ -52,6 +53,10 @@ const char* zero_overlap_name(ZeroOverlap o);
 
 struct ZeroOptions {
   int stage = 1;                   // 1 or 2
+  // parallel.overlap: reduce-scatter each bucket as soon as backward filled
+  // it; false launches every bucket after backward (the baseline), and the
+  // overlap mode then only orders the steps after backward.
+  bool overlap_reduce = true;
   ZeroOverlap overlap = ZeroOverlap::Interleaved;
   bool overlap_param_gather = false;
   double bucket_cap_mb = 0;        // MiB of fp32 gradients per bucket; 0 = auto (resolve_bucket_sizing)

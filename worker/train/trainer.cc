@@ -305,10 +305,12 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     const double lr = lr_at(cfg_.optim, step, t.steps);
     sync_->prepare_step(lr, cfg_.optim.grad_clip);
     const double loss = forward_backward(step, s);
-    record_sync(s);
     const auto to = Clock::now();
     const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
     s.optimizer_seconds += seconds_since(to);
+    // After the step, like the step report: ZeRO waits for the norm and its
+    // gathers there, and ISP completes its accounting there.
+    record_sync(s);
     s.step_seconds.push_back(seconds_since(ts));
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " +
