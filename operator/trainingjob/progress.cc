@@ -17,11 +17,17 @@ std::optional<Progress> progress_from_metrics(const scrape::Exposition& m) {
 }
 
 nlohmann::json progress_json(const Progress& p, const std::string& now) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  // Rounded to what a reader of `kubectl get tj` can use (the printer
+  // columns show the stored number whole): loss to 4 decimals, tokens/s to a
+  // whole token, the overlap ratio to 3 decimals. The exact values stay on
+  // rank 0's /metrics.
+  auto num = [](double v, double scale) {
+    return std::isfinite(v) ? nlohmann::json(std::round(v * scale) / scale) : nlohmann::json(nullptr);
+  };
   return {{"step", p.step},
-          {"loss", num(p.loss)},
-          {"tokensPerSecond", num(p.tokens_per_second)},
-          {"overlapRatio", num(p.overlap_ratio)},
+          {"loss", num(p.loss, 1e4)},
+          {"tokensPerSecond", num(p.tokens_per_second, 1)},
+          {"overlapRatio", num(p.overlap_ratio, 1e3)},
           {"updatedAt", now}};
 }
 

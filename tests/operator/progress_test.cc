@@ -33,6 +33,23 @@ TEST(Progress, FromACapturedWorkerExposition) {
   EXPECT_EQ(j["step"], 857);
   EXPECT_EQ(j["updatedAt"], "2026-11-23T10:00:00Z");
   EXPECT_TRUE(j["overlapRatio"].is_number());
+  // Status carries what `kubectl get tj` can show in a column.
+  EXPECT_EQ(j["loss"].dump(), "0.8414");
+  EXPECT_EQ(j["tokensPerSecond"].dump(), "9269.0");
+}
+
+TEST(Progress, StatusRoundsToWhatAColumnCanShow) {
+  Progress p;
+  p.step = 68;
+  p.loss = 0.7928609848022461;
+  p.tokens_per_second = 11642.67562033901;
+  p.overlap_ratio = 0.4955281041540248;
+  auto j = progress_json(p, "t");
+  EXPECT_EQ(j["loss"].dump(), "0.7929");
+  EXPECT_EQ(j["tokensPerSecond"].dump(), "11643.0");
+  EXPECT_EQ(j["overlapRatio"].dump(), "0.496");
+  p.loss = 10.81234567;
+  EXPECT_EQ(progress_json(p, "t")["loss"].dump(), "10.8123");
 }
 
 TEST(Progress, OnlyRankZeroAndOnlyWithAStep) {

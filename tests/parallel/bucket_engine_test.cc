@@ -8,24 +8,14 @@
 #include "model/llama.h"
 #include "parallel/bucket_engine.h"
 #include "support/fake_communicator.h"
+#include "support/small_model.h"
 
 namespace weft {
 namespace {
 
 using testing::FakeGroup;
 using testing::run_ranks;
-
-ModelConfig small_model() {
-  ModelConfig m;
-  m.vocab_size = 32;
-  m.d_model = 16;
-  m.n_layers = 2;
-  m.n_heads = 2;
-  m.n_kv_heads = 1;
-  m.ffn_hidden = 32;
-  m.max_seq_len = 8;
-  return m;
-}
+using testing::small_model;
 
 // Rank r's gradient for element i; the two ranks' values differ.
 float grad_of(int rank, int64_t i) { return 0.25f * static_cast<float>((i * (rank + 3)) % 17 - 8); }

@@ -22,24 +22,14 @@
 #include "parallel/strategy_factory.h"
 #include "parallel/zero.h"
 #include "support/fake_communicator.h"
+#include "support/small_model.h"
 
 namespace weft {
 namespace {
 
 using testing::FakeGroup;
 using testing::run_ranks;
-
-ModelConfig small_model() {
-  ModelConfig m;
-  m.vocab_size = 32;
-  m.d_model = 16;
-  m.n_layers = 2;
-  m.n_heads = 2;
-  m.n_kv_heads = 1;
-  m.ffn_hidden = 32;
-  m.max_seq_len = 8;
-  return m;
-}
+using testing::small_model;
 
 OptimConfig optim() {
   OptimConfig o;
