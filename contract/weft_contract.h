@@ -35,9 +35,14 @@ inline constexpr const char* kEnvAttempt = "WEFT_ATTEMPT";
 // Shared secret every rank presents to the rendezvous store.
 inline constexpr const char* kEnvRdzvToken = "WEFT_RDZV_TOKEN";
 
-// Set by weft-run only; unset in pods, where every rank has its own IP:
+// Set by weft-run for every rank it starts (on one machine, and in pods of
+// jobs with spec.procsPerPod > 1, where weft-run is the in-pod launcher of
+// that many ranks), and by the operator in a pod of one rank (0, 1 and the
+// pod's index):
 inline constexpr const char* kEnvLocalRank = "LOCAL_RANK";  // rank on this host (default 0)
 inline constexpr const char* kEnvLocalWorldSize = "LOCAL_WORLD_SIZE";  // ranks on this host
+// This host's index among the launchers: RANK = NODE_RANK·LOCAL_WORLD_SIZE + LOCAL_RANK.
+inline constexpr const char* kEnvNodeRank = "NODE_RANK";
 
 // Read by the worker when set. The address Gloo binds (default: the one that
 // routes to MASTER_ADDR):
@@ -53,10 +58,12 @@ inline constexpr const char* kEnvMetricsPort = "WEFT_METRICS_PORT";       // met
 inline constexpr const char* kEnvDevice = "WEFT_DEVICE";                  // device
 inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // train.out_dir
 
-// The names the operator sets in every pod; a job's pod template may not
-// override them.
-inline constexpr const char* kOperatorEnv[] = {kEnvRank,         kEnvWorldSize, kEnvMasterAddr,
-                                               kEnvMasterPort,   kEnvAttempt,   kEnvRdzvToken,
+// The names the operator sets in every pod (RANK and LOCAL_RANK through
+// weft-run in a pod of several ranks); a job's pod template may not override
+// them.
+inline constexpr const char* kOperatorEnv[] = {kEnvRank,       kEnvWorldSize,     kEnvMasterAddr,
+                                               kEnvMasterPort, kEnvAttempt,       kEnvRdzvToken,
+                                               kEnvLocalRank,  kEnvLocalWorldSize, kEnvNodeRank,
                                                kEnvBucketCapFile};
 
 // ---- Files the operator mounts into every pod ------------------------------

@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-host-path", allow.host_path, "let spec.template.volumes mount hostPath volumes");
   app.add_flag("--allow-service-account", allow.service_account,
                "let spec.template set serviceAccountName and project service-account tokens into volumes");
+  app.add_flag("--allow-host-network", allow.host_network,
+               "let spec.template set hostNetwork: true (GPU clusters whose NCCL needs the node's interfaces)");
   app.add_flag("--no-network-policy", no_network_policy, "create no NetworkPolicy per job");
   app.add_option("--network-policy-metrics-from", metrics_from,
                  "JSON list of NetworkPolicyPeers admitted to the ranks' metrics port (default: anyone)");
@@ -120,6 +122,8 @@ int main(int argc, char** argv) {
   }
 
   if (allow.host_path) spdlog::warn("--allow-host-path: TrainingJobs may mount the nodes' files into their pods");
+  if (allow.host_network)
+    spdlog::warn("--allow-host-network: TrainingJobs may run their pods in the nodes' network namespace");
   if (allow.service_account)
     spdlog::warn("--allow-service-account: TrainingJobs may run their pods as any ServiceAccount of their namespace");
   weft::tj::Controller controller(api,

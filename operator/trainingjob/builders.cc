@@ -59,7 +59,7 @@ std::string service_name(const std::string& job) { return job; }
 std::string configmap_name(const std::string& job) { return job + "-config"; }
 std::string secret_name(const std::string& job, const std::string& uid) { return job + "-rdzv-" + uid; }
 std::string network_policy_name(const std::string& job) { return job; }
-std::string pod_name(const std::string& job, int rank) { return job + "-" + std::to_string(rank); }
+std::string pod_name(const std::string& job, int index) { return job + "-" + std::to_string(index); }
 std::string master_addr(const std::string& job, const std::string& ns) {
   return pod_name(job, 0) + "." + service_name(job) + "." + ns + ".svc";
 }
@@ -128,10 +128,15 @@ Json build_network_policy(const Json& job, const TrainingJobSpec& spec, const Js
 
 std::string pod_spec_hash(const TrainingJobSpec& spec) {
   // nlohmann::json objects are key-sorted, so the dump is canonical.
-  const Json shape = {{"replicas", spec.replicas},     {"image", spec.image},
-                      {"pullPolicy", spec.image_pull_policy}, {"masterPort", spec.master_port},
-                      {"resources", spec.resources},   {"template", spec.pod_template},
-                      {"worker", spec.worker}};
+  Json shape = {{"replicas", spec.replicas},     {"image", spec.image},
+                {"pullPolicy", spec.image_pull_policy}, {"masterPort", spec.master_port},
+                {"resources", spec.resources},   {"template", spec.pod_template},
+                {"worker", spec.worker}};
+  // Added fields enter the hash only when they differ from their defaults,
+  // so pods an older operator created keep their hash (no restart on upgrade).
+  if (spec.procs_per_pod_auto || spec.procs_per_pod != 1)
+    shape["procsPerPod"] = spec.procs_per_pod_auto ? Json("auto") : Json(spec.procs_per_pod);
+  if (spec.shm_size != TrainingJobSpec{}.shm_size) shape["shmSize"] = spec.shm_size;
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : shape.dump()) {
     h ^= c;
@@ -159,23 +164,33 @@ bool is_contract_env(const std::string& name) {
   return false;
 }
 
-Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attempt) {
+Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int attempt) {
   using namespace contract;  // env names and mounted files
   const std::string job_name = name_of(job), ns = ns_of(job);
   const Json& tpl = spec.pod_template;
-  Json meta = child_meta(job, pod_name(job_name, rank));
+  Json meta = child_meta(job, pod_name(job_name, index));
   if (tpl.contains("labels"))
     for (auto it = tpl["labels"].begin(); it != tpl["labels"].end(); ++it) meta["labels"][it.key()] = it.value();
   meta["labels"][kLabelJob] = job_name;  // the user cannot override the operator's own labels
   meta["labels"][kLabelManagedBy] = kManagedBy;
-  meta["labels"][kLabelRank] = std::to_string(rank);
+  meta["labels"][kLabelRank] = std::to_string(index);
   meta["labels"][kLabelAttempt] = std::to_string(attempt);
   if (tpl.contains("annotations")) meta["annotations"] = tpl["annotations"];
   meta["annotations"][kAnnotationSpecHash] = pod_spec_hash(spec);
 
-  Json env = Json::array({
-      {{"name", kEnvRank}, {"value", std::to_string(rank)}},
-      {{"name", kEnvWorldSize}, {"value", std::to_string(spec.replicas)}},
+  // Pod `index` runs ranks index·P .. index·P+P-1 of pods·P. One rank is the
+  // container's process itself; several are started by weft-run, which sets
+  // RANK and LOCAL_RANK for each (torchrun's role in a PyTorchJob pod).
+  const int procs = spec.ranks_per_pod(), world = spec.world_size();
+  Json env = Json::array();
+  if (procs == 1) {
+    env.push_back({{"name", kEnvRank}, {"value", std::to_string(index)}});
+    env.push_back({{"name", kEnvLocalRank}, {"value", "0"}});
+  }
+  for (Json e : Json::array({
+      {{"name", kEnvWorldSize}, {"value", std::to_string(world)}},
+      {{"name", kEnvLocalWorldSize}, {"value", std::to_string(procs)}},
+      {{"name", kEnvNodeRank}, {"value", std::to_string(index)}},
       {{"name", kEnvMasterAddr}, {"value", master_addr(job_name, ns)}},
       {{"name", kEnvMasterPort}, {"value", std::to_string(spec.master_port)}},
       {{"name", kEnvAttempt}, {"value", std::to_string(attempt)}},
@@ -184,7 +199,8 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
       // The tuning path: rank 0 polls this ConfigMap key and the ranks switch
       // to a new cap at an agreed step. Overrides parallel.bucket_cap_file.
       {{"name", kEnvBucketCapFile}, {"value", kBucketCapPath}},
-  });
+  }))
+    env.push_back(std::move(e));
   if (tpl.contains("env"))
     for (const auto& e : tpl["env"])
       if (!is_contract_env(e.value("name", ""))) env.push_back(e);
@@ -192,23 +208,39 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
   // The ConfigMap is mounted as a directory, never through subPath: only a
   // directory mount sees the tuner's later updates of the bucket cap key.
   Json mounts = Json::array({{{"name", kConfigVolume}, {"mountPath", kConfigMountDir}, {"readOnly", true}},
-                             {{"name", kScratchVolume}, {"mountPath", "/tmp"}}});
+                             {{"name", kScratchVolume}, {"mountPath", "/tmp"}},
+                             {{"name", kShmVolume}, {"mountPath", "/dev/shm"}}});
   if (tpl.contains("volumeMounts"))
     for (const auto& m : tpl["volumeMounts"]) mounts.push_back(m);
   Json volumes = Json::array({{{"name", kConfigVolume}, {"configMap", {{"name", configmap_name(job_name)}}}},
                               // The root filesystem is read-only; /tmp is the worker's scratch space.
-                              {{"name", kScratchVolume}, {"emptyDir", Json::object()}}});
+                              {{"name", kScratchVolume}, {"emptyDir", Json::object()}},
+                              // A container runtime's /dev/shm is 64 MiB; NCCL's shared-memory
+                              // transport between the ranks of a pod needs more. Memory-backed,
+                              // so it counts against the pod's memory limit.
+                              {{"name", kShmVolume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", spec.shm_size}}}}});
   if (tpl.contains("volumes"))
     for (const auto& v : tpl["volumes"]) volumes.push_back(v);
 
   Json ports = {{{"name", "rendezvous"}, {"containerPort", spec.master_port}}};
-  if (spec.metrics_port() > 0) ports.push_back({{"name", "metrics"}, {"containerPort", spec.metrics_port()}});
+  // Local rank L serves metrics on the base port + L (contract::metrics_port).
+  if (spec.metrics_port() > 0)
+    for (int l = 0; l < procs && spec.metrics_port() + l <= 65535; ++l)
+      ports.push_back({{"name", l == 0 ? std::string("metrics") : "metrics-" + std::to_string(l)},
+                       {"containerPort", contract::metrics_port(l, spec.metrics_port())}});
+  Json command = {kWorkerBinary}, args = {kConfigPath};
+  if (procs > 1) {
+    command = {kLauncherBinary};
+    args = {"--nproc", std::to_string(procs), "--nnodes", std::to_string(spec.replicas), "--node-rank",
+            std::to_string(index), "--master-addr", master_addr(job_name, ns), "--master-port",
+            std::to_string(spec.master_port), "--", kConfigPath};
+  }
   Json container = {
       {"name", kContainerName},
       {"image", spec.image},
       {"imagePullPolicy", spec.image_pull_policy},
-      {"command", {kWorkerBinary}},
-      {"args", {kConfigPath}},
+      {"command", command},
+      {"args", args},
       {"env", env},
       {"ports", ports},
       {"volumeMounts", mounts},
@@ -226,7 +258,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
   if (spec.resources.is_object() && !spec.resources.empty()) container["resources"] = spec.resources;
 
   Json pod_spec = {
-      {"hostname", pod_name(job_name, rank)},
+      {"hostname", pod_name(job_name, index)},
       {"subdomain", service_name(job_name)},
       // The operator restarts the whole gang; the kubelet must not restart one rank.
       {"restartPolicy", "Never"},
@@ -238,7 +270,9 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attem
       {"containers", Json::array({container})},
       {"volumes", volumes},
   };
-  for (const char* k : {"nodeSelector", "tolerations", "serviceAccountName", "priorityClassName", "schedulerName"})
+  // The scheduling and runtime settings GPU clusters rely on reach the pod
+  // unchanged (hostNetwork only when the operator allows it: pod_powers.h).
+  for (const char* k : kTemplatePodFields)
     if (tpl.contains(k)) pod_spec[k] = tpl[k];
 
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod_spec}};

@@ -1,8 +1,9 @@
 // Builders of the child objects of one TrainingJob (pure: job JSON in,
 // object JSON out). Names: Service `<job>`, ConfigMap `<job>-config`,
-// Secret `<job>-rdzv-<job uid>`, NetworkPolicy `<job>`, pods `<job>-<rank>`
-// with hostname `<job>-<rank>` and subdomain `<job>`, so rank 0 resolves as
-// `<job>-0.<job>.<ns>.svc`. Every child carries the job's labels and a
+// Secret `<job>-rdzv-<job uid>`, NetworkPolicy `<job>`, pods `<job>-<index>`
+// with hostname `<job>-<index>` and subdomain `<job>`, so rank 0 (in pod 0)
+// resolves as `<job>-0.<job>.<ns>.svc`. With spec.procsPerPod P, pod i runs
+// ranks i·P .. i·P+P-1 through weft-run; with P = 1 pod i is rank i. Every child carries the job's labels and a
 // controller owner reference, so deleting the job garbage-collects them.
 #pragma once
 
@@ -23,7 +24,7 @@ std::string configmap_name(const std::string& job);
 // never a same-named job's that the garbage collector has yet to delete.
 std::string secret_name(const std::string& job, const std::string& uid);
 std::string network_policy_name(const std::string& job);
-std::string pod_name(const std::string& job, int rank);
+std::string pod_name(const std::string& job, int index);
 std::string master_addr(const std::string& job, const std::string& ns);
 
 Json owner_reference(const Json& job);
@@ -40,7 +41,8 @@ Json build_secret(const Json& job, const std::string& token);
 // `metrics_from` (NetworkPolicyPeers, the operator's own pods among them);
 // an empty or null `metrics_from` admits the metrics port from anywhere.
 Json build_network_policy(const Json& job, const TrainingJobSpec& spec, const Json& metrics_from);
-Json build_pod(const Json& job, const TrainingJobSpec& spec, int rank, int attempt);
+// Pod `index` (label weft.dev/rank) of the gang's attempt `attempt`.
+Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int attempt);
 
 std::string worker_config_yaml(const Json& worker);  // spec.worker as YAML
 // Stable (FNV-1a 64) hash of every spec field that shapes a pod; stored in

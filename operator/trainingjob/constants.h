@@ -20,6 +20,16 @@ inline constexpr const char* kAnnotationSpecHash = "weft.dev/spec-hash";
 inline constexpr const char* kSecretTokenKey = "token";          // the Secret's key; pods get it as WEFT_RDZV_TOKEN
 inline constexpr const char* kContainerName = "worker";
 inline constexpr const char* kWorkerBinary = "weft-worker";
+inline constexpr const char* kLauncherBinary = "weft-run";       // the in-pod launcher when procsPerPod > 1
+inline constexpr const char* kShmVolume = "weft-shm";            // memory-backed emptyDir at /dev/shm (NCCL's SHM transport)
+inline constexpr const char* kGpuResource = "nvidia.com/gpu";    // what procsPerPod: auto counts
+inline constexpr int kMaxProcsPerPod = 256;
+// spec.template fields copied into every pod's spec unchanged: where it runs
+// and how (GPU clusters' scheduling, runtime and network settings).
+inline constexpr const char* kTemplatePodFields[] = {
+    "nodeSelector",      "affinity",         "tolerations",      "topologySpreadConstraints",
+    "priorityClassName", "schedulerName",    "runtimeClassName", "serviceAccountName",
+    "imagePullSecrets",  "hostNetwork",      "dnsPolicy"};
 inline constexpr const char* kConfigVolume = "weft-config";      // the ConfigMap, at contract::kConfigMountDir
 inline constexpr const char* kScratchVolume = "weft-tmp";        // emptyDir at /tmp (the root filesystem is read-only)
 

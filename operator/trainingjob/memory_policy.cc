@@ -177,7 +177,7 @@ std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const Train
     in.device = dev;
   // ModelConfig::ffn(): 0 means round_up(8 * d_model / 3, 32).
   in.ffn = ffn_hidden > 0 ? ffn_hidden : (8 * in.d_model / 3 + 31) / 32 * 32;
-  in.world = spec.replicas;
+  in.world = spec.world_size();
   return in;
 }
 
@@ -193,12 +193,17 @@ MemoryCheck check_memory(const TrainingJobSpec& spec) {
     return c;
   }
   const contract::MemoryEstimate e = contract::estimate_memory(*in);
-  c.needed_bytes = e.host_bytes();
+  // The pod's limit covers all its ranks (the worker divides it by LOCAL_WORLD_SIZE too).
+  const int procs = spec.ranks_per_pod();
+  c.needed_bytes = e.host_bytes() * procs;
   // As the worker says it; on cuda the host part first, then the whole estimate.
-  const std::string needs =
-      e.on_device ? "a rank needs about " + contract::format_bytes(c.needed_bytes) +
+  std::string needs =
+      e.on_device ? "a rank needs about " + contract::format_bytes(e.host_bytes()) +
                         " of host memory besides its GPU memory (estimate " + e.describe() + ")"
                   : "a rank needs about " + e.describe() + " of host memory";
+  if (procs > 1)
+    needs += ", a pod of " + std::to_string(procs) + " ranks (spec.procsPerPod) about " +
+             contract::format_bytes(c.needed_bytes);
   if (!limit) {
     c.reason = kReasonNoMemoryLimit;
     c.message = needs + "; " + kLimitField + " is not set, so there is no limit to compare with";

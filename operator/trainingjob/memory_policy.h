@@ -1,8 +1,9 @@
-// The memory policy: does one rank of the job fit its pod's memory limit?
+// The memory policy: do the ranks of a pod (spec.procsPerPod of them) fit
+// its memory limit?
 // The worker estimates what a rank needs before it builds the model and exits
 // 1 when its limit is below that (worker/train/memory_estimate.h); this
 // policy computes the same estimate (contract/weft_memory_estimate.h) from
-// spec.worker and spec.replicas and compares it with
+// spec.worker and the job's ranks and compares procsPerPod times it with
 // spec.resources.limits.memory, so the user sees the problem before any pod
 // starts. It never refuses a job: the worker's own check is the authority.
 //
@@ -29,7 +30,7 @@ namespace weft::tj {
 
 // The estimate's inputs from spec.worker as the worker resolves its config:
 // the preset (tiny by default), the fields the job sets, a literal WEFT_DEVICE
-// in spec.template.env, and spec.replicas as the world size. nullopt, with
+// in spec.template.env, and the job's ranks (pods x procsPerPod) as the world size. nullopt, with
 // the reason in *why_not, when the operator cannot know them: init_from (the
 // model is read from a config.json inside the pod), an unknown preset, or a
 // field of the wrong type (the worker refuses that config itself).
@@ -40,7 +41,7 @@ struct MemoryCheck {
   bool fits = true;         // false: the limit is below the estimate
   std::string reason;       // kReasonWithinLimit, kReasonLimitBelowEstimate, kReasonNoMemoryLimit, kReasonNotEstimated
   std::string message;      // for the condition (and the event when !fits)
-  int64_t needed_bytes = 0; // the estimate's host bytes; 0 when not estimated
+  int64_t needed_bytes = 0; // the estimate's host bytes for the pod's ranks; 0 when not estimated
   int64_t limit_bytes = -1; // spec.resources.limits.memory; -1 when unset
 };
 

@@ -6,6 +6,8 @@ namespace weft::tj {
 namespace {
 
 const char* const kHostPathHint = " (the operator runs without --allow-host-path, chart value operator.allowHostPath)";
+const char* const kHostNetworkHint =
+    " (the operator runs without --allow-host-network, chart value operator.allowHostNetwork)";
 const char* const kServiceAccountHint =
     " (the operator runs without --allow-service-account, chart value operator.allowServiceAccount)";
 
@@ -21,6 +23,11 @@ std::vector<SpecError> check_pod_powers(const TrainingJobSpec& spec, const PodPo
       e.push_back({"spec.template.serviceAccountName",
                    "pods may only run as the namespace's default ServiceAccount, not '" + sa->get<std::string>() +
                        "'" + kServiceAccountHint});
+  }
+  if (!allowed.host_network) {
+    auto hn = tpl.find("hostNetwork");
+    if (hn != tpl.end() && hn->is_boolean() && hn->get<bool>())
+      e.push_back({"spec.template.hostNetwork", std::string("the node's network is refused") + kHostNetworkHint});
   }
   auto volumes = tpl.find("volumes");
   if (volumes == tpl.end() || !volumes->is_array()) return e;

@@ -3,8 +3,10 @@
 // template field that would let a pod act as more than a worker must not pass
 // through unchecked: a hostPath volume reads or writes the node's files, and a
 // ServiceAccount (by name, or a projected token) lets the pod call the API
-// server as that account. These are refused unless the operator was started
-// allowing them (--allow-host-path, --allow-service-account).
+// server as that account, and hostNetwork puts the pod in the node's network
+// (its ports and its traffic). These are refused unless the operator was
+// started allowing them (--allow-host-path, --allow-service-account,
+// --allow-host-network).
 //
 // Pure: the spec and the operator's settings in, one SpecError per refused
 // field out, each naming the field and the setting that would allow it. The
@@ -22,6 +24,7 @@ struct PodPowers {
   // spec.template.serviceAccountName other than "default", and projected
   // volumes with a serviceAccountToken source.
   bool service_account = false;
+  bool host_network = false;     // spec.template.hostNetwork: true
 };
 
 std::vector<SpecError> check_pod_powers(const TrainingJobSpec& spec, const PodPowers& allowed);

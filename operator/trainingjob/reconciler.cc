@@ -142,6 +142,7 @@ std::optional<ReconcileResult> Reconciler::read_state(const std::string& key, Co
   if (!status_errors.empty()) spdlog::warn("{}: ignoring bad status fields: {}", key, describe(status_errors));
   cx.status_before = to_json(cx.status);
   cx.status.observed_generation = cx.generation;
+  if (cx.spec_errors.empty()) cx.status.ranks = cx.spec.world_size();
   const std::string uid = job["metadata"].value("uid", "");
   for (auto& pod : caches_.pods.by_index(cx.ns, cx.name))
     if (owned_by(*pod, uid)) cx.pods.push_back(pod);
@@ -309,13 +310,18 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
   const PhaseView view = set_phase(st, cx.gang, PhaseFacts{.restart_in_progress = restarting});
   st.ready_replicas = view.ready;
   if (view.all_running) {
-    st.set_condition(kCondReady, true, kReasonAllRanksRunning, "all ranks running", cx.generation, cx.now_s);
+    st.set_condition(kCondReady, true, kReasonAllRanksRunning,
+                     cx.spec.ranks_per_pod() == 1 ? "all ranks running"
+                                                  : "all pods running (" + std::to_string(cx.spec.world_size()) +
+                                                        " ranks)",
+                     cx.generation, cx.now_s);
     if (restarting)
       st.set_condition(kCondRestarting, false, kReasonAllRanksRunning,
                        "attempt " + std::to_string(st.attempt) + " running", cx.generation, cx.now_s);
   } else {
     st.set_condition(kCondReady, false, kReasonWaitingForRanks,
-                     std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) + " ranks running",
+                     std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) +
+                         (cx.spec.ranks_per_pod() == 1 ? " ranks running" : " pods running"),
                      cx.generation, cx.now_s);
   }
   if (!view.all_running) return finish(cx, ReconcileResult::done());

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kube/quantity.h"
+#include "trainingjob/constants.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
@@ -53,6 +54,22 @@ std::optional<double> TrainingJobSpec::bucket_cap_mb() const {
   return std::nullopt;
 }
 
+std::optional<int> TrainingJobSpec::gpu_limit() const {
+  auto l = resources.find("limits");
+  if (l == resources.end() || !l->is_object()) return std::nullopt;
+  auto g = l->find(kGpuResource);
+  if (g == l->end()) return std::nullopt;
+  const kube::Quantity q = kube::parse_quantity(*g);
+  if (!q.ok || q.value < 0 || q.value > 1e6 || q.value != std::floor(q.value)) return std::nullopt;
+  return static_cast<int>(q.value);
+}
+
+int TrainingJobSpec::ranks_per_pod() const {
+  if (!procs_per_pod_auto) return procs_per_pod;
+  const auto gpus = gpu_limit();
+  return gpus && *gpus > 0 ? *gpus : 1;
+}
+
 bool TrainingJobSpec::bucket_cap_malformed() const {
   const Json& p = parallel_of(worker);
   if (!p.contains("bucket_cap_mb")) return false;
@@ -67,6 +84,15 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
     return s;
   }
   read(spec, "replicas", s.replicas, "spec", errors);
+  if (auto p = spec.find("procsPerPod"); p != spec.end() && !p->is_null()) {
+    if (p->is_string() && p->get<std::string>() == "auto")
+      s.procs_per_pod_auto = true;
+    else if (p->is_number_integer())
+      s.procs_per_pod = p->get<int>();
+    else if (errors)
+      errors->push_back({"spec.procsPerPod", "must be a whole number of ranks or \"auto\", got " + p->dump()});
+  }
+  read(spec, "shmSize", s.shm_size, "spec", errors);
   read(spec, "image", s.image, "spec", errors);
   read(spec, "imagePullPolicy", s.image_pull_policy, "spec", errors);
   read(spec, "masterPort", s.master_port, "spec", errors);
@@ -108,12 +134,30 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
     e.push_back({"spec.worker.parallel.strategy", "must be one of dp, zero, isp; got '" + strat + "'"});
   if (s.sp() < 1) e.push_back({"spec.worker.parallel.sp", "must be >= 1"});
   if (s.wp() < 1) e.push_back({"spec.worker.parallel.wp", "must be >= 1"});
-  if (s.sp() >= 1 && s.replicas % s.sp() != 0)
-    e.push_back({"spec.replicas", "must be divisible by spec.worker.parallel.sp (" + std::to_string(s.replicas) +
-                                      " % " + std::to_string(s.sp()) + " != 0)"});
-  if (s.wp() >= 1 && s.replicas % s.wp() != 0)
-    e.push_back({"spec.replicas", "must be divisible by spec.worker.parallel.wp (" + std::to_string(s.replicas) +
-                                      " % " + std::to_string(s.wp()) + " != 0)"});
+  const auto gpus = s.gpu_limit();
+  if (s.procs_per_pod_auto && !(gpus && *gpus > 0))
+    e.push_back({"spec.procsPerPod", std::string("auto takes the pod's ") + kGpuResource +
+                                         " limit, and spec.resources.limits sets none"});
+  if (!s.procs_per_pod_auto && (s.procs_per_pod < 1 || s.procs_per_pod > kMaxProcsPerPod))
+    e.push_back({"spec.procsPerPod", "must be in [1, " + std::to_string(kMaxProcsPerPod) + "] or auto, got " +
+                                         std::to_string(s.procs_per_pod)});
+  else if (gpus && *gpus > 0 && s.ranks_per_pod() > *gpus)
+    e.push_back({"spec.procsPerPod", "is " + std::to_string(s.procs_per_pod) + ", more than the pod's " +
+                                         std::to_string(*gpus) + " GPUs (spec.resources.limits." + kGpuResource +
+                                         "): every rank needs a GPU of its own"});
+  // ISP groups are ranks, not pods: sp and wp divide pods x procsPerPod.
+  const int world = s.world_size();
+  const std::string ranks = s.ranks_per_pod() == 1 ? "spec.replicas" : "spec.replicas x spec.procsPerPod";
+  if (s.sp() >= 1 && world % s.sp() != 0)
+    e.push_back({"spec.replicas", "the ranks (" + ranks + " = " + std::to_string(world) +
+                                      ") must be divisible by spec.worker.parallel.sp (" + std::to_string(s.sp()) + ")"});
+  if (s.wp() >= 1 && world % s.wp() != 0)
+    e.push_back({"spec.replicas", "the ranks (" + ranks + " = " + std::to_string(world) +
+                                      ") must be divisible by spec.worker.parallel.wp (" + std::to_string(s.wp()) + ")"});
+  if (const kube::Quantity shm = kube::parse_quantity(s.shm_size); !shm.ok)
+    e.push_back({"spec.shmSize", shm.error});
+  else if (shm.value <= 0)
+    e.push_back({"spec.shmSize", "must be positive, got " + s.shm_size});
   if (strat != "isp" && (s.sp() > 1 || s.wp() > 1))
     e.push_back({"spec.worker.parallel", "sp and wp above 1 require strategy isp"});
   // The cap rule shared with the worker and its cap file (weft_contract.h).
@@ -312,6 +356,7 @@ TrainingJobStatus parse_status(const Json& st, std::vector<SpecError>* errors) {
   s.observed_generation = st.value("observedGeneration", 0L);
   s.attempt = st.value("attempt", 0);
   s.ready_replicas = st.value("readyReplicas", 0);
+  s.ranks = st.value("ranks", 0);
   s.restarts = st.value("restarts", 0);
   s.start_time = st.value("startTime", "");
   s.completion_time = st.value("completionTime", "");
@@ -333,6 +378,7 @@ Json to_json(const TrainingJobStatus& s) {
   j["observedGeneration"] = s.observed_generation;
   j["attempt"] = s.attempt;
   j["readyReplicas"] = s.ready_replicas;
+  if (s.ranks > 0) j["ranks"] = s.ranks;
   j["restarts"] = s.restarts;
   if (!s.start_time.empty()) j["startTime"] = s.start_time;
   if (!s.completion_time.empty()) j["completionTime"] = s.completion_time;

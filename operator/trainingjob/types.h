@@ -32,7 +32,13 @@ using tuning::TuningTrial;
 using tuning::TuningStatus;
 
 struct TrainingJobSpec {
-  int replicas = 1;
+  int replicas = 1;  // pods
+  // spec.procsPerPod: ranks per pod, started by weft-run inside the pod (the
+  // role torchrun has in a PyTorchJob pod). `auto` = the pod's nvidia.com/gpu
+  // limit. 1 keeps the pod's only rank as its container's process.
+  int procs_per_pod = 1;
+  bool procs_per_pod_auto = false;
+  std::string shm_size = "1Gi";  // spec.shmSize: the memory-backed /dev/shm of every pod
   std::string image;
   std::string image_pull_policy = "IfNotPresent";
   int master_port = 29500;
@@ -44,6 +50,13 @@ struct TrainingJobSpec {
   bool suspend = false;
   std::optional<int> ttl_seconds_after_finished;
 
+  // Ranks per pod with `auto` resolved (1 when auto has no GPU limit, which
+  // validate() refuses), and the ranks of the job: WORLD_SIZE.
+  int ranks_per_pod() const;
+  int world_size() const { return replicas * ranks_per_pod(); }
+  // resources.limits["nvidia.com/gpu"] when set and a whole number.
+  std::optional<int> gpu_limit() const;
+
   // Read from `worker` (defaults as in worker/train/config.h).
   std::string strategy() const;
   int sp() const;
@@ -53,8 +66,8 @@ struct TrainingJobSpec {
   std::optional<double> bucket_cap_mb() const;
   // Present but neither a number nor "auto".
   bool bucket_cap_malformed() const;
-  // The port a pod's rank serves /metrics on: worker.metrics.port (a pod runs
-  // one rank, LOCAL_RANK unset, so the base port itself); 0 = metrics off.
+  // The port a pod's first rank serves /metrics on: worker.metrics.port (the
+  // base port; a pod's local rank L serves on base + L); 0 = metrics off.
   int metrics_port() const;
 };
 
@@ -68,6 +81,7 @@ struct TrainingJobStatus {
   long observed_generation = 0;
   int attempt = 0;
   int ready_replicas = 0;
+  int ranks = 0;  // WORLD_SIZE of the job: pods x procsPerPod
   int restarts = 0;
   std::string start_time, completion_time, last_restart_time;
   std::string attempt_start_time;  // all pods of `attempt` created; a vanished pod after this is a failure

@@ -3,6 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include "comm/launch_util.h"
 
 namespace weft::comm::testing {
@@ -17,6 +24,7 @@ TEST(WeftRun, GivesEachRankTheEnvironmentContractAndPrefixesLines) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[rank 0] RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="));
   EXPECT_THAT(r.output, HasSubstr("[rank 1] RANK=1 WORLD_SIZE=2"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 NODE_RANK=0"));
   EXPECT_THAT(r.output, HasSubstr("TOKEN=set"));
   EXPECT_THAT(r.output, HasSubstr("ARGS=env --x 1"));
   EXPECT_THAT(r.output, HasSubstr("[rank 1] no newline at end\n"));
@@ -64,6 +72,84 @@ TEST(WeftRun, KilledRealRankStopsTheGangWithItsCode) {
   EXPECT_EQ(r.code, 128 + 9) << r.output;  // SIGKILL, reported as 128+9 like a shell
   EXPECT_THAT(r.output, HasSubstr("rank 2 exited with code 137"));
   EXPECT_LT(r.seconds, 10);
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The in-pod launcher of spec.procsPerPod: launcher K of M starts ranks
+// K·N .. K·N+N-1 of M·N, with its own LOCAL_RANKs and NODE_RANK K.
+TEST(WeftRun, OneOfSeveralLaunchersGivesItsRanksTheirGlobalNumbers) {
+  auto r = run_command({bin_path("weft-run"), "-n", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr",
+                        "job-0.job.ns.svc", "--master-port", "29511", "--worker", fake(), "env"},
+                       20, {{"WEFT_RDZV_TOKEN", "secret"}});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 2] RANK=2 WORLD_SIZE=6 MASTER_ADDR=job-0.job.ns.svc MASTER_PORT=29511"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 2] LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NODE_RANK=1"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 3] RANK=3 WORLD_SIZE=6"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 3] LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 NODE_RANK=1"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("[rank 0]")));
+}
+
+// A failing rank of launcher 1 is named by its global rank, and its code is
+// the launcher's (what fails the pod and restarts the gang).
+TEST(WeftRun, OneOfSeveralLaunchersExitsWithItsFailedRanksCode) {
+  auto r = run_command({bin_path("weft-run"), "-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-port", "29511",
+                        "--worker", fake(), "fail", "3", "7"},
+                       30, {{"WEFT_RDZV_TOKEN", "secret"}});
+  EXPECT_EQ(r.code, 7) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 3] rank 3 failing"));
+  EXPECT_THAT(r.output, HasSubstr("weft-run: rank 3 exited with code 7"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 2] got SIGTERM"));
+}
+
+TEST(WeftRun, SeveralLaunchersNeedOneNodeRankBelowNnodesAPortAndAToken) {
+  const std::string run = bin_path("weft-run");
+  auto no_port = run_command({run, "-n", "2", "--nnodes", "2", "--worker", fake(), "env"}, 10,
+                             {{"WEFT_RDZV_TOKEN", "secret"}});
+  EXPECT_EQ(no_port.code, 1);
+  EXPECT_THAT(no_port.output, HasSubstr("--nnodes 2 needs --master-port"));
+  auto no_token = run_command({run, "-n", "2", "--nnodes", "2", "--master-port", "29511", "--worker", fake(), "env"},
+                              10, {{"WEFT_RDZV_TOKEN", ""}});
+  EXPECT_EQ(no_token.code, 1);
+  EXPECT_THAT(no_token.output, HasSubstr("needs WEFT_RDZV_TOKEN"));
+  auto past = run_command({run, "-n", "2", "--nnodes", "2", "--node-rank", "2", "--master-port", "29511", "--worker",
+                           fake(), "env"},
+                          10, {{"WEFT_RDZV_TOKEN", "secret"}});
+  EXPECT_EQ(past.code, 1);
+  EXPECT_THAT(past.output, HasSubstr("--node-rank 2 is not below --nnodes 2"));
+}
+
+// Two launchers of two ranks each meet at launcher 0's store: the same
+// rendezvous as one launcher of four.
+TEST(WeftRun, TwoLaunchersOfTwoRanksFormOneGangOfFour) {
+  const std::string port = std::to_string(free_port());
+  RankResult node[2];
+  std::thread t[2];
+  for (int k = 0; k < 2; ++k)
+    t[k] = std::thread([&, k] {
+      node[k] = run_command({bin_path("weft-run"), "-n", "2", "--nnodes", "2", "--node-rank", std::to_string(k),
+                             "--master-port", port, "--worker", bin_path("weft_comm_rank"), "--", "rendezvous"},
+                            60, {{"WEFT_RDZV_TOKEN", "shared-secret"}});
+    });
+  for (auto& th : t) th.join();
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(node[k].code, 0) << node[k].output;
+    for (int l = 0; l < 2; ++l) {
+      const int rank = 2 * k + l;
+      EXPECT_THAT(node[k].output, HasSubstr("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
+                                             " of 4: sum of ranks 6"));
+    }
+  }
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ step_column_matches() {
   before=$(tj_field tiny-cpu .status.progress.step)
   row=$(kubectl get tj tiny-cpu -n "$NS" --no-headers)
   after=$(tj_field tiny-cpu .status.progress.step)
-  [ "$before" = "$after" ] && echo "$row" | awk -v s="$after" '$4 == s && $5 + 0 > 0 && $6 + 0 > 0 {ok = 1} END {exit !ok}'
+  [ "$before" = "$after" ] && echo "$row" | awk -v s="$after" '$5 == s && $6 + 0 > 0 && $7 + 0 > 0 {ok = 1} END {exit !ok}'
 }
 wait_for 30 "the STEP, LOSS and TOKENS/S columns showing status.progress" step_column_matches
 log "progress: $(tj_field tiny-cpu .status.progress) | kubectl get tj: $row"

@@ -30,7 +30,7 @@ MATRIX=(
   "--set operator.watchNamespace=$TEAM --set replicaCount=1 --set operator.leaderElect=false|ClusterRole Deployment|Role"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM|Role RoleBinding Deployment|ClusterRole ClusterRoleBinding"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM --set operator.leaderElect=false --set replicaCount=1|Role RoleBinding|ClusterRole"
-  "--set operator.allowHostPath=true --set operator.allowServiceAccount=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"name\":\"monitoring\"}}}]|NetworkPolicy ClusterRole|"
+  "--set operator.allowHostPath=true --set operator.allowServiceAccount=true --set operator.allowHostNetwork=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"name\":\"monitoring\"}}}]|NetworkPolicy ClusterRole|"
   "--set serviceAccount.create=false --set serviceAccount.name=default --set metrics.service.enabled=false --set dashboards.enabled=false --set image.tag=dev --set networkPolicy.perJob=false --set networkPolicy.operator=false|ClusterRole Deployment|ServiceAccount Service ConfigMap NetworkPolicy"
 )
 new_ns "$TEAM"
@@ -55,7 +55,7 @@ for row in "${MATRIX[@]}"; do
   args=$(sed -n '/^kind: Deployment$/,$p' <<<"$rendered")
   has() { grep -qF -- "$1" <<<"$args"; }
   case "$values" in
-    *allowHostPath=true*) has "- --allow-host-path" && has "- --allow-service-account" || fail "[$i] allow flags not passed" ;;
+    *allowHostPath=true*) has "- --allow-host-path" && has "- --allow-service-account" && has "- --allow-host-network" || fail "[$i] allow flags not passed" ;;
     *) ! has "--allow-" || fail "[$i] an --allow- flag without its value" ;;
   esac
   case "$values" in

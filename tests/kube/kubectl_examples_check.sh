@@ -25,7 +25,7 @@ done
 [ $n -ge 5 ] || fail "expected at least 5 examples, found $n"
 # The short name and printer columns are what users type and read.
 header=$(kubectl get tj -n "$NS" -o wide 2>&1 | sed -n 1p)
-[[ "$header" =~ PHASE.*REPLICAS.*STEP.*LOSS.*TOKENS/S.*OVERLAP.*BUCKET\ MB.*RESTARTS ]] || fail "printer columns missing: $header"
+[[ "$header" =~ PHASE.*PODS.*RANKS.*STEP.*LOSS.*TOKENS/S.*OVERLAP.*BUCKET\ MB.*RESTARTS ]] || fail "printer columns missing: $header"
 
 out=$(kubectl apply -n "$NS" -f "$SRC/tests/kube/testdata/broken-schema.yaml" 2>&1) && fail "broken-schema.yaml was accepted"
 echo "$out" | grep -q 'missing required field "image"' || fail "client-side message does not name spec.image: $out"

@@ -210,7 +210,8 @@ TEST(EstimateAgreement, EveryExampleFitsItsMemoryLimit) {
         for (const auto& e : doc["spec"]["template"]["env"])
           if (e["value"]) env[e["name"].as<std::string>()] = e["value"].as<std::string>();
       apply_env_overrides(cfg, env);
-      EXPECT_EQ(m.needed_bytes, estimate_memory(cfg, s.replicas).host_bytes());
+      // A pod holds procsPerPod ranks of a job of pods x procsPerPod.
+      EXPECT_EQ(m.needed_bytes, s.ranks_per_pod() * estimate_memory(cfg, s.world_size()).host_bytes());
     }
   }
   EXPECT_GE(jobs, 5);

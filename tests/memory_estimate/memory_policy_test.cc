@@ -80,6 +80,26 @@ TEST(MemoryPolicy, WarnsOnlyWhenTheLimitIsBelowTheEstimate) {
     EXPECT_NE(m.message.find(part), std::string::npos) << part << "\n" << m.message;
 }
 
+// A pod of P ranks (spec.procsPerPod) holds P ranks of a job of pods x P
+// ranks under one limit: the worker divides its cgroup's limit by
+// LOCAL_WORLD_SIZE, the operator multiplies the estimate.
+TEST(MemoryPolicy, APodOfSeveralRanksNeedsTheirSum) {
+  const int64_t rank = worker_needs("preset: tiny\nparallel: {strategy: zero}", 4);
+  Json spec = {{"replicas", 2},
+               {"procsPerPod", 2},
+               {"image", "weft:test"},
+               {"worker", {{"preset", "tiny"}, {"parallel", {{"strategy", "zero"}}}}},
+               {"resources", {{"limits", {{"memory", std::to_string(2 * rank - 1)}}}}}};
+  const MemoryCheck below = check_memory(parse_spec(spec));
+  EXPECT_EQ(below.needed_bytes, 2 * rank);  // at world size 4, not 2
+  EXPECT_FALSE(below.fits);
+  EXPECT_NE(below.message.find("a pod of 2 ranks (spec.procsPerPod) about " + format_bytes(2 * rank)),
+            std::string::npos)
+      << below.message;
+  spec["resources"]["limits"]["memory"] = std::to_string(2 * rank);
+  EXPECT_TRUE(check_memory(parse_spec(spec)).fits);
+}
+
 TEST(MemoryPolicy, ARequestAloneIsNoLimit) {
   Json spec = {
       {"replicas", 1}, {"image", "weft:test"}, {"resources", {{"requests", {{"memory", "1Mi"}}}}}};

@@ -24,6 +24,9 @@ TEST(Builders, PodCarriesTheEnvContract) {
   auto env = env_of(pod);
   EXPECT_EQ(env["RANK"]["value"], "3");
   EXPECT_EQ(env["WORLD_SIZE"]["value"], "8");
+  EXPECT_EQ(env["LOCAL_RANK"]["value"], "0");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"]["value"], "1");
+  EXPECT_EQ(env["NODE_RANK"]["value"], "3");
   EXPECT_EQ(env["MASTER_ADDR"]["value"], "llama-0.llama.team-a.svc");
   EXPECT_EQ(env["MASTER_PORT"]["value"], "29500");
   EXPECT_EQ(env["WEFT_ATTEMPT"]["value"], "2");
@@ -32,7 +35,91 @@ TEST(Builders, PodCarriesTheEnvContract) {
   EXPECT_EQ(pod["spec"]["hostname"], "llama-3");
   EXPECT_EQ(pod["spec"]["subdomain"], "llama");
   EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
+  EXPECT_EQ(pod["spec"]["containers"][0]["command"], Json::array({"weft-worker"}));
   EXPECT_EQ(pod["spec"]["containers"][0]["args"], Json::array({"/etc/weft/config.yaml"}));
+}
+
+// procsPerPod P: pod i runs weft-run for ranks i·P .. i·P+P-1 of pods·P.
+// weft-run sets RANK and LOCAL_RANK per process (tests/comm/weft_run_test.cc
+// checks that arithmetic); the pod carries the rest of the contract.
+TEST(Builders, PodOfSeveralRanksRunsTheInPodLauncher) {
+  Json job = MakeJob("llama", "team-a").Replicas(3).Spec("procsPerPod", 4)
+                 .Template({{"env", {{{"name", "NCCL_IB_HCA"}, {"value", "mlx5"}}}}}).Obj();
+  const TrainingJobSpec spec = parse_spec(job["spec"]);
+  EXPECT_EQ(spec.ranks_per_pod(), 4);
+  EXPECT_EQ(spec.world_size(), 12);
+  Json pod = build_pod(job, spec, 2, 1);
+  const Json& c = pod["spec"]["containers"][0];
+  EXPECT_EQ(c["command"], Json::array({"weft-run"}));
+  EXPECT_EQ(c["args"], Json::array({"--nproc", "4", "--nnodes", "3", "--node-rank", "2", "--master-addr",
+                                    "llama-0.llama.team-a.svc", "--master-port", "29500", "--",
+                                    "/etc/weft/config.yaml"}));
+  auto env = env_of(pod);
+  EXPECT_FALSE(env.count("RANK"));
+  EXPECT_FALSE(env.count("LOCAL_RANK"));
+  EXPECT_EQ(env["WORLD_SIZE"]["value"], "12");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"]["value"], "4");
+  EXPECT_EQ(env["NODE_RANK"]["value"], "2");
+  EXPECT_EQ(env["MASTER_ADDR"]["value"], "llama-0.llama.team-a.svc");
+  EXPECT_EQ(env["WEFT_RDZV_TOKEN"]["valueFrom"]["secretKeyRef"]["name"], "llama-rdzv-llama-uid");
+  EXPECT_EQ(env["NCCL_IB_HCA"]["value"], "mlx5");  // weft-run passes its environment to every rank
+  EXPECT_EQ(pod["metadata"]["labels"][kLabelRank], "2");  // the pod's index
+  // Local rank L serves metrics on the base port + L.
+  std::vector<std::pair<std::string, int>> ports;
+  for (const auto& p : c["ports"]) ports.emplace_back(p["name"], p["containerPort"]);
+  EXPECT_EQ(ports, (std::vector<std::pair<std::string, int>>{
+                       {"rendezvous", 29500}, {"metrics", 9400}, {"metrics-1", 9401}, {"metrics-2", 9402},
+                       {"metrics-3", 9403}}));
+}
+
+TEST(Builders, ProcsPerPodAutoIsTheGpuLimit) {
+  Json job = MakeJob("j", "ns").Replicas(2).Spec("procsPerPod", "auto")
+                 .Spec("resources", {{"limits", {{"nvidia.com/gpu", 8}}}}).Obj();
+  const TrainingJobSpec spec = parse_spec(job["spec"]);
+  EXPECT_TRUE(validate(spec).empty()) << describe(validate(spec));
+  EXPECT_EQ(spec.ranks_per_pod(), 8);
+  EXPECT_EQ(spec.world_size(), 16);
+  EXPECT_EQ(env_of(build_pod(job, spec, 1, 0))["LOCAL_WORLD_SIZE"]["value"], "8");
+  Json as_text = MakeJob("j", "ns").Spec("procsPerPod", "auto")
+                     .Spec("resources", {{"limits", {{"nvidia.com/gpu", "4"}}}}).Obj();
+  EXPECT_EQ(parse_spec(as_text["spec"]).ranks_per_pod(), 4);
+}
+
+TEST(Builders, EveryPodGetsAMemoryBackedDevShm) {
+  for (int procs : {1, 2}) {
+    Json job = MakeJob("j", "ns").Spec("procsPerPod", procs).Spec("shmSize", "8Gi").Obj();
+    Json pod = build_pod(job, parse_spec(job["spec"]), 0, 0);
+    Json shm;
+    for (const auto& v : pod["spec"]["volumes"])
+      if (v["name"] == kShmVolume) shm = v;
+    EXPECT_EQ(shm["emptyDir"]["medium"], "Memory");
+    EXPECT_EQ(shm["emptyDir"]["sizeLimit"], "8Gi");
+    bool mounted = false;
+    for (const auto& m : pod["spec"]["containers"][0]["volumeMounts"])
+      mounted |= m["name"] == kShmVolume && m["mountPath"] == "/dev/shm";
+    EXPECT_TRUE(mounted);
+  }
+  EXPECT_EQ(MakeJob("j", "ns").TypedSpec().shm_size, "1Gi");
+}
+
+// What GPU clusters schedule and run pods by reaches every pod unchanged.
+TEST(Builders, PodSettingsOfTheTemplateReachThePod) {
+  const Json tpl = Json::parse(R"({
+    "nodeSelector": {"gpu": "h100"},
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"weft.dev/job": "j"}}}],
+    "priorityClassName": "training",
+    "schedulerName": "volcano",
+    "runtimeClassName": "nvidia",
+    "imagePullSecrets": [{"name": "registry"}],
+    "hostNetwork": true,
+    "dnsPolicy": "ClusterFirstWithHostNet"})");
+  Json job = MakeJob("j", "ns").Template(tpl).Obj();
+  Json pod = build_pod(job, parse_spec(job["spec"]), 0, 0);
+  for (auto it = tpl.begin(); it != tpl.end(); ++it) EXPECT_EQ(pod["spec"][it.key()], it.value()) << it.key();
 }
 
 TEST(Builders, LabelsAndOwnerReference) {
@@ -171,7 +258,14 @@ TEST(Builders, PodEnvIsExactlyTheContract) {
   std::set<std::string> contract_names(std::begin(contract::kOperatorEnv), std::end(contract::kOperatorEnv));
   EXPECT_EQ(names, contract_names);
   for (const auto& name : names) EXPECT_TRUE(is_contract_env(name)) << name;
-  EXPECT_FALSE(is_contract_env("LOCAL_RANK"));  // pods leave it unset: one rank per pod
+  EXPECT_FALSE(is_contract_env("CUDA_VISIBLE_DEVICES"));
+  // In a pod of several ranks weft-run sets RANK and LOCAL_RANK for each.
+  Json several = MakeJob("j", "ns").Replicas(2).Spec("procsPerPod", 2).Obj();
+  names.clear();
+  for (const auto& [name, _] : env_of(build_pod(several, parse_spec(several["spec"]), 1, 0))) names.insert(name);
+  contract_names.erase("RANK");
+  contract_names.erase("LOCAL_RANK");
+  EXPECT_EQ(names, contract_names);
 }
 
 TEST(Builders, HeadlessServicePublishesNotReadyAddresses) {
@@ -202,6 +296,11 @@ TEST(Builders, SpecHashIsStableAndTracksPodShapingFields) {
   EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").Replicas(3).TypedSpec()));
   EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").Image("other").TypedSpec()));
   EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").BucketMB(8).TypedSpec()));
+  EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").Spec("procsPerPod", 2).TypedSpec()));
+  EXPECT_NE(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").Spec("shmSize", "2Gi").TypedSpec()));
+  // Stated defaults hash like absent fields: pods made before they existed keep their gang.
+  EXPECT_EQ(pod_spec_hash(base),
+            pod_spec_hash(MakeJob("j", "ns").Spec("procsPerPod", 1).Spec("shmSize", "1Gi").TypedSpec()));
   // Restart policy and TTL do not shape pods: changing them keeps the gang.
   EXPECT_EQ(pod_spec_hash(base), pod_spec_hash(MakeJob("j", "ns").MaxRestarts(9).TTL(5).TypedSpec()));
   Json job = MakeJob("j", "ns").Obj();

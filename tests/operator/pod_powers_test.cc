@@ -28,7 +28,8 @@ std::vector<std::string> refused_fields(const Json& tpl, PodPowers allow) {
 
 TEST(PodPowers, Table) {
   using V = std::vector<std::string>;
-  const PodPowers none, host{.host_path = true}, sa{.service_account = true}, all{true, true};
+  const PodPowers none, host{.host_path = true}, sa{.service_account = true}, net{.host_network = true},
+      all{true, true, true};
   struct Case {
     const char* what;
     Json tpl;
@@ -52,7 +53,12 @@ TEST(PodPowers, Table) {
       {"everything at once", {{"serviceAccountName", "ci"}, {"volumes", {kToken, kEmptyDir, kHostPath}}}, none,
        {"spec.template.serviceAccountName", "spec.template.volumes[0].projected.sources[1].serviceAccountToken",
         "spec.template.volumes[2].hostPath"}},
-      {"everything at once, all allowed", {{"serviceAccountName", "ci"}, {"volumes", {kToken, kHostPath}}}, all, {}},
+      {"hostNetwork", {{"hostNetwork", true}}, none, {"spec.template.hostNetwork"}},
+      {"hostNetwork with hostPath allowed", {{"hostNetwork", true}}, host, {"spec.template.hostNetwork"}},
+      {"hostNetwork allowed", {{"hostNetwork", true}, {"dnsPolicy", "ClusterFirstWithHostNet"}}, net, {}},
+      {"hostNetwork false", {{"hostNetwork", false}}, none, {}},
+      {"everything at once, all allowed",
+       {{"serviceAccountName", "ci"}, {"hostNetwork", true}, {"volumes", {kToken, kHostPath}}}, all, {}},
   };
   for (const auto& c : cases) EXPECT_EQ(refused_fields(c.tpl, c.allow), c.refused) << c.what;
 }
@@ -69,6 +75,10 @@ TEST(PodPowers, MessagesNameTheVolumeAndTheSettingThatAllowsIt) {
   EXPECT_NE(errors[0].message.find("--allow-service-account"), std::string::npos) << errors[0].message;
   // describe() is what the Failed condition and the event carry.
   EXPECT_NE(describe(errors).find("spec.template.serviceAccountName: "), std::string::npos);
+  errors = check_pod_powers(MakeJob("j", "ns").Template({{"hostNetwork", true}}).TypedSpec(), {});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message.find("--allow-host-network"), std::string::npos) << errors[0].message;
+  EXPECT_NE(errors[0].message.find("operator.allowHostNetwork"), std::string::npos) << errors[0].message;
 }
 
 // Whatever passes the check reaches the pod unchanged: the check, not the

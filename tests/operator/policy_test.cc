@@ -219,6 +219,21 @@ TEST(SpecValidation, Table) {
        "spec.tuning.bucketSize.confirmRounds"},
       {"tuning final check of 2 rounds",
        MakeJob("a", "n").Spec("tuning", {{"bucketSize", {{"enabled", true}, {"confirmRounds", 2}}}}).Obj(), ""},
+      // spec.procsPerPod: ISP groups are ranks, so sp and wp divide pods x procsPerPod.
+      {"isp sp across the pods' ranks", MakeJob("a", "n").Replicas(2).Spec("procsPerPod", 2).Parallel("isp", 4, 1).Obj(), ""},
+      {"isp sp not dividing the ranks",
+       MakeJob("a", "n").Replicas(3).Spec("procsPerPod", 2).Parallel("isp", 4, 1).Obj(), "spec.replicas"},
+      {"procsPerPod 0", MakeJob("a", "n").Spec("procsPerPod", 0).Obj(), "spec.procsPerPod"},
+      {"procsPerPod above the bound", MakeJob("a", "n").Spec("procsPerPod", 257).Obj(), "spec.procsPerPod"},
+      {"procsPerPod neither auto nor a number", MakeJob("a", "n").Spec("procsPerPod", "all").Obj(), "spec.procsPerPod"},
+      {"procsPerPod auto without a GPU limit", MakeJob("a", "n").Spec("procsPerPod", "auto").Obj(), "spec.procsPerPod"},
+      {"procsPerPod above the GPU limit",
+       MakeJob("a", "n").Spec("procsPerPod", 3).Spec("resources", {{"limits", {{"nvidia.com/gpu", 2}}}}).Obj(),
+       "spec.procsPerPod"},
+      {"procsPerPod at the GPU limit",
+       MakeJob("a", "n").Spec("procsPerPod", 2).Spec("resources", {{"limits", {{"nvidia.com/gpu", 2}}}}).Obj(), ""},
+      {"shmSize not a quantity", MakeJob("a", "n").Spec("shmSize", "1GB").Obj(), "spec.shmSize"},
+      {"shmSize zero", MakeJob("a", "n").Spec("shmSize", "0").Obj(), "spec.shmSize"},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);

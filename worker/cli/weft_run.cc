@@ -1,11 +1,17 @@
 // weft-run: starts N ranks of a weft worker on this machine, like torchrun.
 //
 //   weft-run -n N [--worker PATH] [--master-port P] [--] config.yaml [worker args]
+//   weft-run -n N --nnodes M --node-rank K --master-addr HOST --master-port P [--] config.yaml
 //
-// Each rank gets the environment contract the operator gives pods
-// (contract/weft_contract.h: RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1,
-// MASTER_PORT, WEFT_ATTEMPT, WEFT_RDZV_TOKEN), plus LOCAL_RANK and
-// LOCAL_WORLD_SIZE, which pods do not need, and an equal share of the cores
+// Each rank gets the environment contract (contract/weft_contract.h: RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEFT_ATTEMPT, WEFT_RDZV_TOKEN,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK). On one machine (--nnodes 1, the
+// default) MASTER_ADDR is 127.0.0.1, the port a free one and the token a
+// fresh one unless WEFT_RDZV_TOKEN is set. With --nnodes M it is one of M
+// launchers (the operator's pods with spec.procsPerPod > 1 run it so): its
+// ranks are K·N .. K·N+N-1 of M·N, rank 0's host is --master-addr, and every
+// launcher must be given the same port and WEFT_RDZV_TOKEN. Each rank gets an
+// equal share of the cores
 // as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (unless already set). Every
 // output line is prefixed with "[rank R] ". Gang semantics: the first rank to
 // exit non-zero makes weft-run SIGTERM the others (SIGKILL after --grace
@@ -53,7 +59,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Rank {
-  int index = 0;
+  int index = 0;  // position among this launcher's ranks (LOCAL_RANK)
+  int rank = 0;   // global RANK, in messages and line prefixes
   pid_t pid = -1;
   bool running = false;
   bool killed = false;  // weft-run sent it SIGKILL (it ignored SIGTERM for --grace seconds)
@@ -165,7 +172,7 @@ weft::WorkerConfig config_from_worker_args(const std::vector<std::string>& args)
 
 // One line per rank, printed before the ranks start, so a user (or a test)
 // knows where to scrape: the same rule weft-worker binds with.
-void print_metrics_endpoints(const std::vector<std::string>& worker_args, int nproc) {
+void print_metrics_endpoints(const std::vector<std::string>& worker_args, int nproc, int first_rank) {
   weft::MetricsConfig m;
   try {
     m = config_from_worker_args(worker_args).metrics;
@@ -185,12 +192,30 @@ void print_metrics_endpoints(const std::vector<std::string>& worker_args, int np
     for (int r = 0; r < nproc; ++r) {
       weft::MetricsEndpoint ep = weft::metrics_endpoint(m, r);
       if (ep.port > 0)
-        std::printf("weft-run: rank %d metrics at http://127.0.0.1:%d/metrics\n", r, ep.port);
+        std::printf("weft-run: rank %d metrics at http://127.0.0.1:%d/metrics\n", first_rank + r, ep.port);
       else
-        std::printf("weft-run: rank %d metrics disabled: %s\n", r, ep.problem.c_str());
+        std::printf("weft-run: rank %d metrics disabled: %s\n", first_rank + r, ep.problem.c_str());
     }
   }
   std::fflush(stdout);
+}
+
+// What is wrong with a launch over several machines ("" when nothing): the
+// ranks of all launchers must meet at one store with one secret, which a
+// launcher cannot make up on its own.
+std::string check_nodes(int nnodes, int node_rank, int nproc, const std::string& master_addr, int master_port,
+                        bool token_set) {
+  if (node_rank >= nnodes)
+    return "--node-rank " + std::to_string(node_rank) + " is not below --nnodes " + std::to_string(nnodes);
+  if (static_cast<long>(nnodes) * nproc > 65536)
+    return "--nnodes " + std::to_string(nnodes) + " x -n " + std::to_string(nproc) + " is more than 65536 ranks";
+  if (master_addr.empty()) return "--master-addr is empty";
+  if (nnodes == 1) return "";
+  if (master_port == 0) return "--nnodes " + std::to_string(nnodes) + " needs --master-port (the same on every machine)";
+  if (!token_set)
+    return std::string("--nnodes ") + std::to_string(nnodes) + " needs " + kEnvRdzvToken +
+           " set to the same secret on every machine";
+  return "";
 }
 
 }  // namespace
@@ -200,8 +225,13 @@ int main(int argc, char** argv) {
   int nproc = 1;
   std::string worker;
   int master_port = 0;
+  int nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";
   double grace_s = 10;
-  app.add_option("-n,--nproc", nproc, "number of ranks")->required()->check(CLI::Range(1, 4096));
+  app.add_option("-n,--nproc", nproc, "number of ranks on this machine")->required()->check(CLI::Range(1, 4096));
+  app.add_option("--nnodes", nnodes, "number of machines (launchers) in the job")->check(CLI::Range(1, 4096));
+  app.add_option("--node-rank", node_rank, "this machine's index, 0 .. nnodes-1")->check(CLI::Range(0, 4095));
+  app.add_option("--master-addr", master_addr, "host of rank 0's rendezvous store (default 127.0.0.1)");
   app.add_option("--worker", worker, "worker program (default: weft-worker next to weft-run)");
   app.add_option("--master-port", master_port, "rendezvous port (default: a free port)")
       ->check(CLI::Range(1, 65535));
@@ -216,6 +246,13 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> worker_args = app.remaining();
   if (!worker_args.empty() && worker_args.front() == "--") worker_args.erase(worker_args.begin());
+  const char* tok_env = getenv(kEnvRdzvToken);
+  if (std::string err = check_nodes(nnodes, node_rank, nproc, master_addr, master_port, tok_env && *tok_env);
+      !err.empty()) {
+    std::fprintf(stderr, "weft-run: %s\n", err.c_str());
+    return kExitBadConfig;
+  }
+  const int world = nnodes * nproc, first_rank = node_rank * nproc;
 
   if (worker.empty()) {
     std::error_code ec;
@@ -228,8 +265,7 @@ int main(int argc, char** argv) {
     return kExitBadConfig;
   }
   if (master_port == 0) master_port = free_port();
-  print_metrics_endpoints(worker_args, nproc);
-  const char* tok_env = getenv(kEnvRdzvToken);
+  print_metrics_endpoints(worker_args, nproc, first_rank);
   std::string token = tok_env && *tok_env ? tok_env : random_token();
   const char* attempt = getenv(kEnvAttempt);
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
@@ -267,11 +303,12 @@ int main(int argc, char** argv) {
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       dup2(out[1], 1);
       dup2(err[1], 2);
-      setenv(kEnvRank, std::to_string(r).c_str(), 1);
+      setenv(kEnvRank, std::to_string(first_rank + r).c_str(), 1);
       setenv(kEnvLocalRank, std::to_string(r).c_str(), 1);
-      setenv(kEnvWorldSize, std::to_string(nproc).c_str(), 1);
+      setenv(kEnvWorldSize, std::to_string(world).c_str(), 1);
       setenv(kEnvLocalWorldSize, std::to_string(nproc).c_str(), 1);
-      setenv(kEnvMasterAddr, "127.0.0.1", 1);
+      setenv(kEnvNodeRank, std::to_string(node_rank).c_str(), 1);
+      setenv(kEnvMasterAddr, master_addr.c_str(), 1);
       setenv(kEnvMasterPort, std::to_string(master_port).c_str(), 1);
       setenv(kEnvRdzvToken, token.c_str(), 1);
       setenv(kEnvAttempt, attempt ? attempt : "0", 1);
@@ -287,7 +324,7 @@ int main(int argc, char** argv) {
     setpgid(pid, pid);
     close(out[1]);
     close(err[1]);
-    ranks[r] = Rank{r, pid, true, false, -1, out[0], err[0], {}, {}};
+    ranks[r] = Rank{r, first_rank + r, pid, true, false, -1, out[0], err[0], {}, {}};
   }
 
   int failed_rank = -1, exit_code = 0, signals_seen = 0;
@@ -320,9 +357,9 @@ int main(int argc, char** argv) {
       std::string& partial = is_err ? r.err_partial : r.out_partial;
       if (k > 0) {
         partial.append(buf, static_cast<size_t>(k));
-        emit_lines(is_err ? 2 : 1, r.index, partial, false);
+        emit_lines(is_err ? 2 : 1, r.rank, partial, false);
       } else if (k == 0 || errno != EINTR) {
-        emit_lines(is_err ? 2 : 1, r.index, partial, true);
+        emit_lines(is_err ? 2 : 1, r.rank, partial, true);
         close(fds[i].fd);
         (is_err ? r.err_fd : r.out_fd) = -1;
       }
@@ -358,7 +395,7 @@ int main(int argc, char** argv) {
           std::fprintf(stderr,
                        "weft-run: rank %d did not stop within %g s of SIGTERM (hung?); weft-run killed it "
                        "(code 137 is weft-run's own SIGKILL)\n",
-                       r.index, grace_s);
+                       r.rank, grace_s);
           continue;
         }
         // A rank that lost a peer exits 3 as a consequence; if the rank that
@@ -366,16 +403,16 @@ int main(int argc, char** argv) {
         // one. Exits from our own SIGTERM (143) are never a root cause.
         if (r.code != kExitDone && failed_rank >= 0 && exit_code == kExitPeerLost &&
             r.code != kExitPeerLost && r.code != kExitPreempted) {
-          failed_rank = r.index;
+          failed_rank = r.rank;
           exit_code = r.code;
-          std::fprintf(stderr, "weft-run: rank %d exited with code %d (the cause)\n", r.index, r.code);
+          std::fprintf(stderr, "weft-run: rank %d exited with code %d (the cause)\n", r.rank, r.code);
         }
         if (r.code != kExitDone && failed_rank < 0) {
-          failed_rank = r.index;
+          failed_rank = r.rank;
           exit_code = r.code;
           if (signals_seen == 0)
             std::fprintf(stderr, "weft-run: rank %d exited with code %d; stopping the other ranks\n",
-                         r.index, r.code);
+                         r.rank, r.code);
           signal_all(ranks, SIGTERM);
           kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
         }

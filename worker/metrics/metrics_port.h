@@ -2,7 +2,7 @@
 // (contract::metrics_port in contract/weft_contract.h): port = metrics.port +
 // LOCAL_RANK. weft-worker binds it and weft-run prints it through these
 // functions, so the two never disagree. Several ranks on one host (weft-run)
-// get consecutive ports; pods have one rank per IP and LOCAL_RANK unset (0).
+// get consecutive ports, in a pod of several ranks too; a pod of one rank has LOCAL_RANK 0.
 #pragma once
 
 #include <map>

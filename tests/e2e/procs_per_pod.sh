@@ -1,0 +1,100 @@
+#!/bin/bash
+# Several ranks per pod (spec.procsPerPod) on the local cluster: weft-run in
+# each pod starts its ranks, pod i running ranks i*P .. i*P+P-1, and the job
+# trains to Succeeded with, step for step, the losses of `weft-run -n PODS*P`
+# on the same worker config outside the cluster.
+#   dp    2 pods x 2 ranks, and `kill -9` of one rank inside pod 1 mid-run:
+#         its launcher fails the pod, the operator restarts the whole gang,
+#         which resumes from the checkpoint; every logged loss, of both
+#         attempts, still equals the 4-rank run's
+#   zero  2 pods x 2 ranks, ZeRO-2
+#   isp   2 pods x 3 ranks, sp 2 and wp 2: the group of ranks 2 and 3 spans
+#         the two pods
+# Usage: procs_per_pod.sh CLUSTER_DIR SOURCE_DIR BIN_DIR dp|zero|isp
+MODE=${4:?usage: procs_per_pod.sh CLUSTER_DIR SOURCE_DIR BIN_DIR dp|zero|isp}
+. "$(dirname "$0")/lib.sh" "$1" "$2" "procs-$MODE"
+BIN=$3
+case $MODE in
+  dp) PODS=2 PROCS=2 STEPS=300 PARALLEL='{strategy: dp, bucket_cap_mb: 1}' ;;
+  zero) PODS=2 PROCS=2 STEPS=40 PARALLEL='{strategy: zero, zero: {stage: 2}, bucket_cap_mb: 1}' ;;
+  isp) PODS=2 PROCS=3 STEPS=30 PARALLEL='{strategy: isp, sp: 2, wp: 2}' ;;
+  *) fail "unknown mode $MODE" ;;
+esac
+WORLD=$((PODS * PROCS))
+J=ppp
+apply_testdata procs-per-pod.yaml "s/__NAME__/$J/" "s/__PODS__/$PODS/" "s/__PROCS__/$PROCS/" \
+  "s/__STEPS__/$STEPS/" "s/__PARALLEL__/$PARALLEL/"
+wait_for 60 "phase Running" phase_is $J Running
+[ "$(tj_field $J .status.ranks)" = $WORLD ] || fail "status.ranks '$(tj_field $J .status.ranks)', expected $WORLD"
+cmd=$(kubectl get pod $J-1 -n "$NS" -o jsonpath='{.spec.containers[0].command[0]} {.spec.containers[0].args[*]}')
+log "pod $J-1 runs: $cmd"
+[[ "$cmd" == "weft-run --nproc $PROCS --nnodes $PODS --node-rank 1 "* ]] || fail "pod $J-1 command: $cmd"
+log "Running: $(kubectl get tj $J -n "$NS" --no-headers)"
+
+# "[rank 0] ... step N/STEPS | loss X" lines of a log, as "N X".
+losses() { sed -n 's/.*\[rank 0\] .*step *\([0-9][0-9]*\)\/'"$STEPS"' | loss \([0-9.]*\).*/\1 \2/p' "$@"; }
+restarts=0
+if [ "$MODE" = dp ]; then
+  uid0=$(pod_uid $J-0) || fail "no uid for pod $J-0"
+  log0=$STATE/logs/${NS}_$J-0_$uid0/worker/0.log
+  logged_step() { losses "$log0" 2>/dev/null | tail -1 | cut -d' ' -f1; }
+  past_checkpoint() { local c; c=$(latest_step) || return 1; [ "$c" -ge 20 ] && [ "$(logged_step)" -gt "$c" ]; }
+  wait_for 30 "pod $J-1's launcher" worker_pid $J-1 >/dev/null
+  launcher=$(worker_pid $J-1)
+  # The last rank: a child of pod 1's weft-run with RANK=WORLD-1.
+  victim_pid() {
+    local p
+    for p in /proc/[0-9]*; do
+      [ "$(cut -d' ' -f4 "$p/stat" 2>/dev/null)" = "$launcher" ] || continue  # its parent
+      tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RANK=$((WORLD - 1))" && { echo "${p#/proc/}"; return 0; }
+    done
+    return 1
+  }
+  wait_for 30 "rank $((WORLD - 1)) in pod $J-1" victim_pid >/dev/null
+  victim=$(victim_pid)
+  attempt=$(tj_field $J .status.attempt)
+  wait_for 120 "a logged step past a checkpoint at step >= 20" past_checkpoint
+  at=$(latest_step)
+  uid1=$(pod_uid $J-1) || fail "no uid for pod $J-1"
+  kill -9 "$victim" || fail "kill -9 $victim"
+  log "killed rank $((WORLD - 1)) (pid $victim, in pod $J-1 beside rank $((WORLD - 2))) with a checkpoint at step $at"
+  wait_for 60 "attempt $((attempt + 1))" tj_field_is $J .status.attempt $((attempt + 1))
+  restarts=1
+  exit1=$STATE/logs/${NS}_$J-1_$uid1/worker/0.exit.json
+  wait_for 30 "pod $J-1 of attempt $attempt to exit" test -f "$exit1"
+  code1=$(python3 -c "import json;print(json.load(open('$exit1'))['exitCode'])")
+  log "pod $J-1 of attempt $attempt exited $code1 (its launcher reports the killed rank's code)"
+  [ "$code1" = 137 ] || fail "pod $J-1 exited $code1, expected 137 (SIGKILL of one of its ranks)"
+fi
+wait_for 300 "phase Succeeded" phase_is $J Succeeded
+log "Succeeded: $(kubectl get tj $J -n "$NS" --no-headers)"
+[ "$(tj_field $J .status.restarts)" = $restarts ] || fail "restarts $(tj_field $J .status.restarts), expected $restarts"
+codes=$(kubectl get pods -n "$NS" -o jsonpath='{range .items[*]}{.status.containerStatuses[0].state.terminated.exitCode}{" "}{end}')
+[ "$codes" = "$(printf '0 %.0s' $(seq 1 $PODS))" ] || fail "exit codes: $codes"
+if [ "$MODE" = dp ]; then
+  resumed=$(sed -n 's/.*resumed from \/ckpt\/step-\([0-9]*\).*/\1/p' $(logs_of $J-0) | head -1)
+  [ -n "$resumed" ] && [ "$resumed" -ge "$at" ] || fail "attempt 2 did not resume from step >= $at"
+  log "attempt 2 resumed from step $resumed"
+fi
+
+# The same worker config, the same ranks, one weft-run outside the cluster.
+REF=$CLUSTER/ref-$NS
+rm -rf "$REF"; mkdir -p "$REF"
+kubectl get tj $J -n "$NS" -o jsonpath='{.spec.worker}' > "$REF/worker.json"  # JSON is YAML
+(cd "$REF" && WEFT_CHECKPOINT_DIR=$REF/ckpt WEFT_METRICS_PORT=0 timeout 600 "$BIN/weft-run" -n $WORLD -- \
+  "$REF/worker.json" > "$REF/run.log" 2>&1) || fail "weft-run -n $WORLD: $(tail -5 "$REF/run.log")"
+losses "$REF/run.log" | sort > "$REF/want"  # join's order
+[ "$(wc -l < "$REF/want")" = $STEPS ] || fail "weft-run -n $WORLD logged $(wc -l < "$REF/want") losses: $(tail -3 "$REF/run.log")"
+# Every step the pods logged (both attempts after a restart) against it.
+losses $(logs_of $J-0) | sort > "$REF/got"
+join "$REF/want" "$REF/got" | sort -n > "$REF/both"
+steps=$(cut -d' ' -f1 "$REF/both" | sort -u | wc -l)
+[ "$steps" = $STEPS ] || fail "the pods logged $steps of $STEPS steps"
+awk '$2 != $3 {bad = 1; print "step " $1 ": weft-run -n '$WORLD' " $2 ", pods " $3} END {exit bad}' "$REF/both" \
+  || fail "losses differ from weft-run -n $WORLD"
+log "losses (step, weft-run -n $WORLD, $PODS pods x $PROCS): $(awk 'NR == 1 || NR % 10 == 0' "$REF/both" | head -4 | paste -sd'|') ... $(tail -1 "$REF/both")"
+log "all $(wc -l < "$REF/both") logged losses equal over $STEPS steps"
+rm -rf "$REF"
+[ "$(live_processes)" = 0 ] || fail "processes left behind"
+log "PASS: $PODS pods x $PROCS ranks ($MODE) match weft-run -n $WORLD"
+finish 0
