@@ -19,7 +19,15 @@ MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/nu
 [ -n "$MIRROR" ] || MIRROR=$(awk '$1=="deb"{for(i=2;i<=NF;i++) if($i ~ /^https?:/){print $i; exit}}' /etc/apt/sources.list 2>/dev/null)
 [ -n "$MIRROR" ] || { echo "base-image: no Debian mirror found in apt sources" >&2; exit 1; }
 echo "base-image: mmdebstrap --variant=minbase bookworm from $MIRROR (a few minutes)" >&2
-mmdebstrap --quiet --variant=minbase bookworm "$CACHE/base.tmp.tar" "deb $MIRROR bookworm main" >&2 \
-  || { rm -f "$CACHE/base.tmp.tar"; exit 1; }
+# A mirror answers a download with an error now and then (CI once lost the
+# image test to one "apt download failed" 4 s in; the same command passed a
+# minute later): three tries, 15 s and 60 s apart.
+for wait_s in 15 60 fail; do
+  mmdebstrap --quiet --variant=minbase bookworm "$CACHE/base.tmp.tar" "deb $MIRROR bookworm main" >&2 && break
+  rm -f "$CACHE/base.tmp.tar"
+  [ "$wait_s" = fail ] && exit 1
+  echo "base-image: mmdebstrap failed; trying again in $wait_s s" >&2
+  sleep "$wait_s"
+done
 mv "$CACHE/base.tmp.tar" "$TAR"
 echo "$TAR"
