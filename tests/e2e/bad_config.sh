@@ -10,10 +10,10 @@ log "Failed: $(kubectl get tj bad-config -n "$NS" --no-headers)"
 attempts=$(kubectl get pods -n "$NS" -o jsonpath='{.items[*].metadata.labels.weft\.dev/attempt}' | tr ' ' '\n' | sort -u)
 [ "$attempts" = "$(tj_field bad-config .status.attempt)" ] || fail "pods of attempts '$attempts', job at $(tj_field bad-config .status.attempt)"
 msg=$(kubectl get tj bad-config -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Failed")].message}')
-echo "$msg" | grep -q "code 1" || fail "Failed condition does not name exit code 1: $msg"
-echo "$msg" | grep -q "does not divide model.d_model 130" || fail "Failed condition lacks the worker's message: $msg"
+grep -q "code 1" <<<"$msg" || fail "Failed condition does not name exit code 1: $msg"
+grep -q "does not divide model.d_model 130" <<<"$msg" || fail "Failed condition lacks the worker's message: $msg"
 pmsg=$(kubectl get pods -n "$NS" -o jsonpath='{.items[*].status.containerStatuses[0].state.terminated.message}')
-echo "$pmsg" | grep -q "does not divide model.d_model 130" || fail "worker message not in the pod status: $pmsg"
+grep -q "does not divide model.d_model 130" <<<"$pmsg" || fail "worker message not in the pod status: $pmsg"
 log "condition: $msg"
 log "PASS: Failed, no restart, worker's message in the pod's termination message and the Failed condition"
 finish 0

@@ -15,7 +15,7 @@ wait_for 30 "no pods left" no_pods
 pods_ms=$(( ($(date +%s%N) - t) / 1000000 ))
 code=$(python3 -c "import json;print(json.load(open('$STATE/logs/${NS}_long-0_$uid0/worker/0.exit.json'))['exitCode'])")
 [ "$code" = 143 ] || fail "rank 0 exited $code, expected 143 (SIGTERM after a checkpoint)"
-ls "$STATE"/pods/ | while read -r d; do grep -q "\"namespace\":\"$NS\"" "$STATE/pods/$d/record.json" 2>/dev/null && echo "$d"; done \
-  | grep -q . && fail "pod directories left on the node"
+left=$(ls "$STATE"/pods/ | while read -r d; do grep -q "\"namespace\":\"$NS\"" "$STATE/pods/$d/record.json" 2>/dev/null && echo "$d"; done)
+[ -z "$left" ] || fail "pod directories left on the node: $left"
 log "PASS: processes gone ${gone_ms} ms after kubectl delete tj (exit 143), pods gone after ${pods_ms} ms"
 finish 0

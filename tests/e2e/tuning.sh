@@ -39,7 +39,7 @@ if [ "$(phase_is tuning Running && echo y)" = y ]; then
   s0=$(rank_metric 0 weft_bucket_cap_step); s1=$(rank_metric 1 weft_bucket_cap_step)
   [ -n "$s0" ] && [ "$s0" = "$s1" ] || fail "weft_bucket_cap_step differs: rank 0 '$s0', rank 1 '$s1'"
   sim=$(curl -s "http://$(kubectl get pod tuning-0 -n "$NS" -o jsonpath='{.status.podIP}'):9400/metrics" | grep '^weft_comm_simulated')
-  echo "$sim" | grep -q 'latency_us="3000".* 1$' || fail "weft_comm_simulated: $sim"
+  grep -q 'latency_us="3000".* 1$' <<<"$sim" || fail "weft_comm_simulated: $sim"
   log "metrics: both ranks on $want_bytes bytes since step $s0; $sim"
 else
   log "the job finished before the metrics check; logs below still prove the apply steps"
@@ -68,8 +68,8 @@ start = check[0]
 want = best if best["score"] <= start["score"] * 0.98 else start
 assert t["chosenBucketMB"] == want["bucketMB"] == t["currentBucketMB"], t
 PY
-kubectl get events -n "$NS" -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | grep -q TuningConverged \
-  || fail "no TuningConverged event"
+reasons=$(kubectl get events -n "$NS" -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}')
+grep -q TuningConverged <<<"$reasons" || fail "no TuningConverged event"
 
 # Logs: each change on both ranks, at the same steps.
 changes() { grep -ho 'bucket cap [0-9.e+-]* -> [0-9.e+-]* MiB from step [0-9]*' $(logs_of "tuning-$1"); }

@@ -28,12 +28,12 @@ header=$(kubectl get tj -n "$NS" -o wide 2>&1 | sed -n 1p)
 [[ "$header" =~ PHASE.*PODS.*RANKS.*STEP.*LOSS.*TOKENS/S.*OVERLAP.*BUCKET\ MB.*RESTARTS ]] || fail "printer columns missing: $header"
 
 out=$(kubectl apply -n "$NS" -f "$SRC/tests/kube/testdata/broken-schema.yaml" 2>&1) && fail "broken-schema.yaml was accepted"
-echo "$out" | grep -q 'missing required field "image"' || fail "client-side message does not name spec.image: $out"
+grep -q 'missing required field "image"' <<<"$out" || fail "client-side message does not name spec.image: $out"
 out=$(kubectl apply --validate=false -n "$NS" -f "$SRC/tests/kube/testdata/broken-schema.yaml" 2>&1) \
   && fail "broken-schema.yaml was accepted by the server"
 for want in 'spec.replicas' 'spec.imagePullPolicy: Unsupported value: "Sometimes"' \
             'spec.worker.parallel.strategy: Unsupported value: "tensor"' 'spec.image: Required value'; do
-  echo "$out" | grep -qF "$want" || fail "server message lacks '$want': $out"
+  grep -qF "$want" <<<"$out" || fail "server message lacks '$want': $out"
 done
 # The operator's install manifest (rendered from the chart) is accepted by
 # the API server; --validate=false as for the CRD above (CEL rules).
