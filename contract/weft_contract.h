@@ -57,6 +57,11 @@ inline constexpr const char* kEnvCheckpointDir = "WEFT_CHECKPOINT_DIR";   // che
 inline constexpr const char* kEnvMetricsPort = "WEFT_METRICS_PORT";       // metrics.port
 inline constexpr const char* kEnvDevice = "WEFT_DEVICE";                  // device
 inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // train.out_dir
+// The file rank 0 writes its final progress to when its run ends (the
+// operator sets it to the container's terminationMessagePath, so the pod's
+// termination message carries it; see kProgressLinePrefix below).
+inline constexpr const char* kEnvTerminationLog = "WEFT_TERMINATION_LOG";
+inline constexpr const char* kTerminationLogPath = "/dev/termination-log";  // Kubernetes' default path
 
 // The names the operator sets in every pod (RANK and LOCAL_RANK through
 // weft-run in a pod of several ranks); a job's pod template may not override
@@ -64,7 +69,7 @@ inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // tra
 inline constexpr const char* kOperatorEnv[] = {kEnvRank,       kEnvWorldSize,     kEnvMasterAddr,
                                                kEnvMasterPort, kEnvAttempt,       kEnvRdzvToken,
                                                kEnvLocalRank,  kEnvLocalWorldSize, kEnvNodeRank,
-                                               kEnvBucketCapFile};
+                                               kEnvBucketCapFile, kEnvTerminationLog};
 
 // ---- Files the operator mounts into every pod ------------------------------
 // The job's ConfigMap, mounted as a whole directory (never with subPath: only a
@@ -111,6 +116,16 @@ constexpr bool is_file_in(std::string_view path, std::string_view dir, std::stri
 // The paths above are those keys inside the mount.
 static_assert(is_file_in(kConfigPath, kConfigMountDir, kConfigKey));
 static_assert(is_file_in(kBucketCapPath, kConfigMountDir, kBucketCapKey));
+
+// ---- Final progress ----------------------------------------------------------
+// When its run ends (all steps done, or stopped by a signal after a
+// checkpoint), rank 0 writes one line to $WEFT_TERMINATION_LOG:
+//   weft-progress {"step":200,"loss":0.7123,"tokensPerSecond":17405,"overlapRatio":0.318}
+// (the step reached, the last step's loss, the run's tokens/s and overlap
+// ratio), followed on a stop by a line saying why. The operator reads it from
+// rank 0's termination message, so status.progress is final after the job
+// ends, not the last scrape's.
+inline constexpr const char* kProgressLinePrefix = "weft-progress ";
 
 // ---- Metrics -----------------------------------------------------------------
 // A rank serves Prometheus metrics on metrics.port + LOCAL_RANK, so ranks that

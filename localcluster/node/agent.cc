@@ -1,7 +1,9 @@
 #include "node/agent.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -241,6 +243,10 @@ void NodeAgent::refresh_process(Entry& e) {
   t.reason = ex->value("reason", "");
   t.message = ex->value("message", "");
   t.container_id = e.state.container_id;
+  // The kubelet's rule: the container's termination message file (its first
+  // 4 KiB), else, with FallbackToLogsOnError and a failure, the log's tail.
+  if (std::string file; t.message.empty() && read_file(e.run_dir() + "/termination-log", &file))
+    t.message = file.substr(0, 4096);
   if (t.message.empty() && e.logs_on_error && t.exit_code != 0) t.message = tail_of_file(e.log_file(), 80, 2048);
   e.state = t;
   spdlog::info("pod {}/{}: container exited with code {}", e.ns, e.name, t.exit_code);
@@ -355,6 +361,7 @@ bool NodeAgent::start_run(const Json& pod, Entry& e, std::string* reason, std::s
   // The pod's network: its own loopback address, which the worker binds.
   if (!has_bind) L.env.push_back("WEFT_BIND_ADDR=" + e.ip);
 
+  L.node_dirs = opts_.bin_dirs;
   L.argv = plan.argv;
   if (auto exe = find_executable(L.argv[0], path_dirs)) L.argv[0] = *exe;
   L.cwd = plan.working_dir.empty() ? e.dir + "/work" : plan.working_dir;
@@ -366,6 +373,14 @@ bool NodeAgent::start_run(const Json& pod, Entry& e, std::string* reason, std::s
   e.run = run;
   make_dirs(e.run_dir());
   make_dirs(e.log_dir + "/" + e.container);
+  // The termination message file, read at exit (refresh_process). Its mount
+  // point is made on the node's /dev once, like any file mount's.
+  const std::string termination_log = e.run_dir() + "/termination-log";
+  if (int fd = ::open(termination_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); fd >= 0) {
+    ::fchmod(fd, 0666);  // whatever user the container runs as writes it
+    ::close(fd);
+  }
+  L.mounts.push_back({termination_log, plan.termination_message_path, false});
   L.log_file = e.log_file();
   L.pid_file = e.run_dir() + "/pid.json";
   L.exit_file = e.run_dir() + "/exit.json";

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     const char* env = std::getenv("WEFT_NODE_BIN_DIR");
     bin_dir = env && *env ? env : std::filesystem::path(opts.self_exe).parent_path().string();
   }
-  opts.bin_dirs = {bin_dir};
+  opts.bin_dirs = {std::filesystem::absolute(bin_dir).string()};
   opts.state_dir = std::filesystem::absolute(state_dir).string();
   opts.ip_second_octet = octet;
   for (const auto& t : taints) {

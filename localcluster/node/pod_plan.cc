@@ -146,6 +146,9 @@ std::variant<PodPlan, PlanError> plan_pod(const Json& pod, const ObjectLookup& l
   p.container = str(c, "name");
   p.working_dir = str(c, "workingDir");
   p.logs_on_error = str(c, "terminationMessagePolicy") == "FallbackToLogsOnError";
+  if (const std::string path = str(c, "terminationMessagePath"); !path.empty()) p.termination_message_path = path;
+  if (p.termination_message_path[0] != '/')
+    return PlanError{"CreateContainerConfigError", "terminationMessagePath must be absolute"};
 
   std::map<std::string, std::string> vars;
   if (c.contains("env"))

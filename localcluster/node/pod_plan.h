@@ -58,6 +58,9 @@ struct PodPlan {
   std::vector<MountSpec> mounts;
   std::string restart_policy = "Always";
   bool logs_on_error = false;  // terminationMessagePolicy: FallbackToLogsOnError
+  // terminationMessagePath: a file of the run's own is bind-mounted there and
+  // read when the container exits, as the kubelet does.
+  std::string termination_message_path = "/dev/termination-log";
 };
 
 // Why a pod cannot start yet; shown as the container's waiting state.

@@ -46,7 +46,7 @@ Json to_json(const LaunchSpec& s) {
   Json mounts = Json::array();
   for (const auto& m : s.mounts) mounts.push_back({{"source", m.source}, {"target", m.target}, {"readOnly", m.read_only}});
   return {{"argv", s.argv},          {"env", s.env},           {"cwd", s.cwd},
-          {"hostname", s.hostname},  {"hostsFile", s.hosts_file}, {"mounts", mounts},
+          {"hostname", s.hostname},  {"hostsFile", s.hosts_file}, {"mounts", mounts}, {"nodeDirs", s.node_dirs},
           {"logFile", s.log_file},   {"pidFile", s.pid_file},  {"exitFile", s.exit_file}};
 }
 
@@ -59,6 +59,7 @@ LaunchSpec launch_from_json(const Json& j) {
   s.hosts_file = j.value("hostsFile", "");
   for (const auto& m : j.value("mounts", Json::array()))
     s.mounts.push_back({m.value("source", ""), m.value("target", ""), m.value("readOnly", false)});
+  s.node_dirs = j.value("nodeDirs", std::vector<std::string>{});
   s.log_file = j.value("logFile", "");
   s.pid_file = j.value("pidFile", "");
   s.exit_file = j.value("exitFile", "");
@@ -155,6 +156,9 @@ int run_shim(const std::string& launch_path) {
     if (fd < 0) return fail("volume source " + m.source + ": " + std::strerror(errno));
     source_fds.push_back(fd);
   }
+  std::vector<std::pair<std::string, int>> node_dir_fds;  // missing ones are skipped
+  for (const auto& d : L.node_dirs)
+    if (int fd = ::open(d.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC); fd >= 0) node_dir_fds.emplace_back(d, fd);
   if (!L.hostname.empty() && ::sethostname(L.hostname.data(), L.hostname.size()) != 0)
     return fail("sethostname " + L.hostname + ": " + std::strerror(errno));
   if (!L.hosts_file.empty() && ::mount(L.hosts_file.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0)
@@ -171,6 +175,19 @@ int run_shim(const std::string& launch_path) {
         ::mount(nullptr, m.target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0)
       return fail("read-only " + m.target + ": " + std::strerror(errno));
     ::close(source_fds[i]);
+  }
+  // A node directory a volume now hides is bound back at its own path.
+  for (const auto& [dir, fd] : node_dir_fds) {
+    struct stat was{}, now{};
+    ::fstat(fd, &was);
+    const bool hidden = ::stat(dir.c_str(), &now) != 0 || now.st_dev != was.st_dev || now.st_ino != was.st_ino;
+    if (hidden) {
+      if (auto err = ensure_target(dir, false); !err.empty()) return fail("node directory " + err);
+      const std::string src = "/proc/self/fd/" + std::to_string(fd);
+      if (::mount(src.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+        return fail("bind " + dir + " back on itself: " + std::strerror(errno));
+    }
+    ::close(fd);
   }
 
   std::vector<char*> argv, envp;

@@ -37,6 +37,12 @@ struct LaunchSpec {
   std::string hostname;
   std::string hosts_file;          // bind-mounted over /etc/hosts
   std::vector<BindMount> mounts;
+  // Node directories that stay visible at their own path after the volumes
+  // are mounted (the agent's --bin-dir: a program started in the pod, such as
+  // weft-run starting weft-worker, must still find its siblings when the
+  // build tree lies under a volume's mountPath, e.g. a clone in /tmp under
+  // the pod's /tmp emptyDir). An image would hold them in its root filesystem.
+  std::vector<std::string> node_dirs;
   std::string log_file;            // stdout and stderr, appended
   std::string pid_file;            // written by the shim: {"pid", "startedAt"}
   std::string exit_file;           // written by the shim: {"exitCode", "signal", "finishedAt", "reason", "message"}

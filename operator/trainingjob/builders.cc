@@ -199,6 +199,8 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
       // The tuning path: rank 0 polls this ConfigMap key and the ranks switch
       // to a new cap at an agreed step. Overrides parallel.bucket_cap_file.
       {{"name", kEnvBucketCapFile}, {"value", kBucketCapPath}},
+      // Rank 0's final progress, read back from its termination message.
+      {{"name", kEnvTerminationLog}, {"value", kTerminationLogPath}},
   }))
     env.push_back(std::move(e));
   if (tpl.contains("env"))
@@ -248,6 +250,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
       // writes no termination-log file: the log tail becomes the container's
       // termination message, which `kubectl describe` and the operator see.
       {"terminationMessagePolicy", "FallbackToLogsOnError"},
+      {"terminationMessagePath", kTerminationLogPath},
       {"securityContext",
        {{"runAsNonRoot", true},
         {"allowPrivilegeEscalation", false},

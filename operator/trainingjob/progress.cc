@@ -1,6 +1,9 @@
 #include "trainingjob/progress.h"
 
 #include <cmath>
+#include <sstream>
+
+#include "weft_contract.h"
 
 namespace weft::tj {
 
@@ -14,6 +17,27 @@ std::optional<Progress> progress_from_metrics(const scrape::Exposition& m) {
   p.tokens_per_second = m.value("weft_tokens_per_second", rank0).value_or(0);
   p.overlap_ratio = m.value("weft_overlap_ratio", rank0).value_or(0);
   return p;
+}
+
+std::optional<Progress> progress_from_termination_message(const std::string& message) {
+  std::istringstream in(message);
+  const std::string prefix = contract::kProgressLinePrefix;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const nlohmann::json j = nlohmann::json::parse(line.substr(prefix.size()), nullptr, false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
+    auto num = [&](const char* key) {
+      auto it = j.find(key);
+      return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
+    };
+    Progress p;
+    p.step = j["step"].get<long>();
+    p.loss = num("loss");  // null (a diverged loss) stays non-finite, written as null
+    p.tokens_per_second = num("tokensPerSecond");
+    p.overlap_ratio = num("overlapRatio");
+    return p;
+  }
+  return std::nullopt;
 }
 
 nlohmann::json progress_json(const Progress& p, const std::string& now) {

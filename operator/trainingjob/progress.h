@@ -4,8 +4,9 @@
 // once per --progress-seconds per job, with a short timeout; a failed scrape
 // keeps the last progress and is retried at the next interval. Rank 0 is
 // enough: loss and tokens/s are job-wide there, and every rank runs the same
-// step.
-// defines: Progress, progress_from_metrics, progress_json.
+// step. When rank 0's run ends, its termination message carries its final
+// progress, which replaces the last scrape.
+// defines: Progress, progress_from_metrics, progress_from_termination_message, progress_json.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,12 @@ struct Progress {
 // of rank 0. nullopt when weft_step is missing (not a weft worker, or it has
 // not finished a step yet); the others default to 0 when missing.
 std::optional<Progress> progress_from_metrics(const scrape::Exposition& m);
+
+// The final progress rank 0 wrote to its termination message when its run
+// ended (contract::kProgressLinePrefix): the line's step, loss, tokens/s and
+// overlap ratio. nullopt when the message has no such line or it is not the
+// JSON the contract describes.
+std::optional<Progress> progress_from_termination_message(const std::string& message);
 
 // The status.progress object: {step, loss, tokensPerSecond, overlapRatio,
 // updatedAt}. Non-finite numbers (a diverged loss) are written as null, which

@@ -226,6 +226,16 @@ void Reconciler::observe_gang(Context& cx) {
   if (gang.launched)
     for (int r = 0; r < gang.replicas; ++r)
       if (!cx.present.count(r)) gang.missing_ranks.push_back(r);  // the pod view is live here (see reconcile)
+  // Rank 0's run has ended: its termination message holds the final
+  // progress, newer than any scrape (which cannot reach it any more).
+  for (const auto& r : gang.ranks)
+    if (r.rank == 0 && r.exit_code)
+      if (auto p = progress_from_termination_message(r.message)) {
+        Json now = progress_json(*p, cx.now_s), before = cx.status.extra.value("progress", Json::object());
+        before.erase("updatedAt");
+        now.erase("updatedAt");
+        if (before != now) cx.status.extra["progress"] = progress_json(*p, cx.now_s);
+      }
 }
 
 ReconcileResult Reconciler::fail_gang(Context& cx, const RestartDecision& decision) {

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -99,19 +100,44 @@ TEST(WorkerCli, SigtermCheckpointsAndResumeMatchesUninterruptedRun) {
   auto ref = summary(d / "full")["losses"].get<std::vector<double>>();
 
   // Signal once the run is visibly under way (the first progress line).
-  auto cut = run_process({kWorker, cfg, "--out", (d / "cut").string()}, {}, SIGTERM, "/3000 |");
+  // WEFT_TERMINATION_LOG: the final progress for the operator (a pod's
+  // termination message), written at the stop and at the end.
+  const std::string term = (d / "termination-log").string();
+  auto cut = run_process({kWorker, cfg, "--out", (d / "cut").string()}, {"WEFT_TERMINATION_LOG=" + term}, SIGTERM,
+                         "/3000 |");
   ASSERT_EQ(cut.code, 143) << cut.output;
   EXPECT_NE(cut.output.find("checkpoint written"), std::string::npos) << cut.output;
   auto first = summary(d / "cut");
   int64_t stopped_at = first["steps_done"];
   ASSERT_GE(stopped_at, 100) << cut.output;
   ASSERT_LT(stopped_at, 3000) << "finished before the signal arrived:\n" << cut.output;
+  auto lines = [&] {
+    std::ifstream in(term);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  };
+  auto progress = [](const std::string& line) {
+    EXPECT_EQ(line.rfind("weft-progress ", 0), 0u) << line;
+    return nlohmann::json::parse(line.substr(line.find('{')));
+  };
+  std::vector<std::string> at_stop = lines();
+  ASSERT_EQ(at_stop.size(), 2u);
+  EXPECT_EQ(progress(at_stop[0])["step"], stopped_at);
+  const double last_loss = first["losses"].back().get<double>();  // printed with 6 digits
+  EXPECT_NEAR(progress(at_stop[0])["loss"].get<double>(), last_loss, 1e-5 * std::abs(last_loss));
+  EXPECT_EQ(at_stop[1].rfind("stopped by signal 15 at step " + std::to_string(stopped_at), 0), 0u) << at_stop[1];
 
-  auto resumed = run_process({kWorker, cfg, "--out", (d / "cut").string()});
+  auto resumed = run_process({kWorker, cfg, "--out", (d / "cut").string()}, {"WEFT_TERMINATION_LOG=" + term});
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
   auto second = summary(d / "cut");
   EXPECT_EQ(second["start_step"].get<int64_t>(), stopped_at);
+  std::vector<std::string> at_end = lines();
+  ASSERT_EQ(at_end.size(), 1u);  // the file is rewritten, not appended to
+  const nlohmann::json done = progress(at_end[0]);
+  EXPECT_EQ(done["step"], 3000);
+  EXPECT_GT(done["tokensPerSecond"].get<double>(), 0);
   auto tail = second["losses"].get<std::vector<double>>();
   ASSERT_EQ(tail.size(), ref.size() - stopped_at);
   for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], ref[stopped_at + i]) << "step " << stopped_at + i + 1;

@@ -46,7 +46,7 @@ if [ "$MODE" = dp ]; then
     local p
     for p in /proc/[0-9]*; do
       [ "$(cut -d' ' -f4 "$p/stat" 2>/dev/null)" = "$launcher" ] || continue  # its parent
-      tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RANK=$((WORLD - 1))" && { echo "${p#/proc/}"; return 0; }
+      grep -qx "RANK=$((WORLD - 1))" <<<"$(tr '\0' '\n' < "$p/environ" 2>/dev/null)" && { echo "${p#/proc/}"; return 0; }
     done
     return 1
   }

@@ -32,6 +32,10 @@ wait_for 30 "the STEP, LOSS and TOKENS/S columns showing status.progress" step_c
 log "progress: $(tj_field tiny-cpu .status.progress) | kubectl get tj: $row"
 wait_for 300 "phase Succeeded" phase_is tiny-cpu Succeeded
 log "Succeeded: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
+# status.progress is final, not the last scrape's: rank 0's termination
+# message carries its last step.
+[ "$(tj_field tiny-cpu .status.progress.step)" = 200 ] \
+  || fail "status.progress after Succeeded: $(tj_field tiny-cpu .status.progress) (rank 0: $(kubectl get pod tiny-cpu-0 -n "$NS" -o jsonpath='{.status.containerStatuses[0].state.terminated.message}'))"
 [ "$(tj_field tiny-cpu .status.restarts)" = 0 ] || fail "restarts: $(tj_field tiny-cpu .status.restarts)"
 for r in 0 1; do
   code=$(kubectl get pod "tiny-cpu-$r" -n "$NS" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
@@ -49,7 +53,7 @@ ckpt=$work/runs/weft/checkpoints
 kubectl get cm tiny-cpu-config -n "$NS" -o jsonpath='{.data.config\.yaml}' > "$CLUSTER/$NS.yaml"
 out=$("$BIN/weft-worker" "$CLUSTER/$NS.yaml" --checkpoint-dir "$ckpt" --out "$CLUSTER/$NS-resume" 2>&1) \
   || fail "resuming from $ckpt: $out"
-echo "$out" | grep -q "resumed from $ckpt/step-200" || fail "checkpoint not loaded: $out"
+grep -q "resumed from $ckpt/step-200" <<<"$out" || fail "checkpoint not loaded: $out"
 rm -rf "$CLUSTER/$NS.yaml" "$CLUSTER/$NS-resume"
 log "PASS: 2 ranks trained 200 steps, checkpoint $ckpt/step-200 loads"
 finish 0

@@ -65,6 +65,29 @@ TEST(Progress, OnlyRankZeroAndOnlyWithAStep) {
   EXPECT_TRUE(progress_json(*p, "t")["loss"].is_null());  // NaN is not JSON
 }
 
+// Rank 0's termination message (contract::kProgressLinePrefix): its final
+// progress line, wherever it is among the message's lines.
+TEST(Progress, FinalProgressFromTheTerminationMessage) {
+  auto p = progress_from_termination_message(
+      "weft-progress {\"step\":200,\"loss\":0.71234,\"tokensPerSecond\":17405.2,\"overlapRatio\":0.3181}\n");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->step, 200);
+  EXPECT_DOUBLE_EQ(p->loss, 0.71234);
+  EXPECT_EQ(progress_json(*p, "t")["tokensPerSecond"].dump(), "17405.0");
+  EXPECT_EQ(progress_json(*p, "t")["overlapRatio"].dump(), "0.318");
+  // A stop: the line, then why.
+  p = progress_from_termination_message(
+      "weft-progress {\"step\":40,\"loss\":null,\"tokensPerSecond\":1,\"overlapRatio\":0}\nstopped by signal 15 at step 40");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->step, 40);
+  EXPECT_TRUE(progress_json(*p, "t")["loss"].is_null());  // a diverged loss
+  // A crash's log tail, or a line that is not the contract's JSON.
+  EXPECT_FALSE(progress_from_termination_message("fatal: out of memory\n"));
+  EXPECT_FALSE(progress_from_termination_message("weft-progress {\"loss\":1}\n"));
+  EXPECT_FALSE(progress_from_termination_message("weft-progress step=3\n"));
+  EXPECT_FALSE(progress_from_termination_message(""));
+}
+
 TEST(Progress, MetricsPortComesFromTheWorkerConfig) {
   TrainingJobSpec spec;
   EXPECT_EQ(spec.metrics_port(), 9400);

@@ -7,8 +7,11 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <unistd.h>
 #include <iostream>
 
@@ -51,6 +54,30 @@ void ensure_passive_openmp_waits(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   setenv("OMP_WAIT_POLICY", "passive", 1);
   execv("/proc/self/exe", argv);  // on failure, carry on with the default policy
+}
+
+// Rank 0's final progress for the operator (contract: kProgressLinePrefix),
+// to $WEFT_TERMINATION_LOG when set; `why` (a stop) follows on a line of its
+// own, so the termination message still ends with what happened. A file that
+// cannot be written costs the final progress only.
+void write_final_progress(const weft::TrainSummary& s, const std::string& why) {
+  const char* path = std::getenv(weft::contract::kEnvTerminationLog);
+  if (path == nullptr || *path == '\0') return;
+  char loss[32];
+  if (std::isfinite(s.final_loss))
+    std::snprintf(loss, sizeof loss, "%.6g", s.final_loss);
+  else
+    std::snprintf(loss, sizeof loss, "null");
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%s{\"step\":%lld,\"loss\":%s,\"tokensPerSecond\":%.6g,\"overlapRatio\":%.6g}\n",
+                weft::contract::kProgressLinePrefix, static_cast<long long>(s.steps_done), loss,
+                std::isfinite(s.tokens_per_second) ? s.tokens_per_second : 0.0,
+                std::isfinite(s.overlap_ratio()) ? s.overlap_ratio() : 0.0);
+  std::ofstream out(path, std::ios::trunc);
+  out << line;
+  if (!why.empty()) out << why << "\n";
+  if (!out.flush()) spdlog::warn("cannot write the final progress to {} ({})", path, weft::contract::kEnvTerminationLog);
 }
 
 }  // namespace
@@ -198,14 +225,17 @@ int main(int argc, char** argv) {
     weft::TrainSummary s = trainer.run(&g_stop_signal);
     if (s.stopped_early) {
       const int sig = g_stop_signal.load();
-      if (sig != 0)
-        spdlog::warn("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done,
-                     s.last_checkpoint);
-      else  // the ranks agreed to stop because another rank was signalled
-        spdlog::warn("stopped at step {} because another rank was asked to stop; checkpoint {}",
-                     s.steps_done, s.last_checkpoint);
+      const std::string why =
+          sig != 0 ? fmt::format("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done,
+                                 s.last_checkpoint)
+                   // the ranks agreed to stop because another rank was signalled
+                   : fmt::format("stopped at step {} because another rank was asked to stop; checkpoint {}",
+                                 s.steps_done, s.last_checkpoint);
+      spdlog::warn("{}", why);
+      if (rank == 0) write_final_progress(s, why);
       return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
     }
+    if (rank == 0) write_final_progress(s, "");
     return weft::contract::kExitDone;
   } catch (const weft::ConfigError& e) {
     spdlog::error("bad config: {}", e.what());

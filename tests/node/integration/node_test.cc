@@ -279,6 +279,15 @@ TEST(NodeAgent, ReportsExitCodesRestartsAndTerminationMessages) {
   ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("retry", agent.node(),
                                                   "test -f " + flag + " && exit 0; touch " + flag + "; exit 3", {},
                                                   {{"restartPolicy", "OnFailure"}})).ok());
+  // The termination message file (the kubelet's rule): what the container
+  // wrote there, on success too; it wins over the log tail on a failure.
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("wrote", agent.node(),
+                                                  "echo log line; echo 'weft-progress {\"step\":7}' > /dev/termination-log",
+                                                  {{"terminationMessagePolicy", "FallbackToLogsOnError"}})).ok());
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("elsewhere", agent.node(),
+                                                  "echo last words > /tmp/custom-log; echo log line; exit 2",
+                                                  {{"terminationMessagePolicy", "FallbackToLogsOnError"},
+                                                   {"terminationMessagePath", "/tmp/custom-log"}})).ok());
   Json nocmd = sh_pod("nocmd", agent.node(), "");
   nocmd["spec"]["containers"][0]["command"] = {"no-such-binary-weft"};
   ASSERT_TRUE(api().create(kube::kPods, n, nocmd).ok());
@@ -292,10 +301,37 @@ TEST(NodeAgent, ReportsExitCodesRestartsAndTerminationMessages) {
   ASSERT_TRUE(eventually([&] { return phase(n, "retry") == "Succeeded"; }));
   EXPECT_EQ(get_pod(n, "retry")["status"]["containerStatuses"][0]["restartCount"], 1);
   EXPECT_EQ(get_pod(n, "retry")["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3);
+  ASSERT_TRUE(eventually([&] { return phase(n, "wrote") == "Succeeded"; }));
+  EXPECT_EQ(get_pod(n, "wrote")["status"]["containerStatuses"][0]["state"]["terminated"].value("message", ""),
+            "weft-progress {\"step\":7}\n");
+  ASSERT_TRUE(eventually([&] { return phase(n, "elsewhere") == "Failed"; }));
+  EXPECT_EQ(get_pod(n, "elsewhere")["status"]["containerStatuses"][0]["state"]["terminated"].value("message", ""),
+            "last words\n");
   ASSERT_TRUE(eventually([&] { return phase(n, "nocmd") == "Failed"; }));
   Json nc = get_pod(n, "nocmd");
   EXPECT_EQ(exit_code(nc), 128);
   EXPECT_EQ(nc["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "StartError");
+}
+
+// A program in a pod finds its siblings in the agent's bin dir even when a
+// volume covers it (a build tree in /tmp under the pod's /tmp emptyDir:
+// weft-run starts weft-worker from its own directory).
+TEST(NodeAgent, BinDirStaysVisibleUnderAVolume) {
+  Namespace ns;
+  Agent agent(unique("bindir"));
+  const std::string n = ns.name();
+  const std::string bin = fs::canonical(WEFT_BIN_DIR).string();
+  const std::string build = fs::path(bin).parent_path().string();
+  Json pod = sh_pod("covered", agent.node(),
+                    "test -x " + bin + "/weft-node && test ! -e " + build + "/CMakeCache.txt",
+                    {{"volumeMounts", {{{"name", "cover"}, {"mountPath", build}}}}},
+                    {{"volumes", {{{"name", "cover"}, {"emptyDir", Json::object()}}}}});
+  ASSERT_TRUE(api().create(kube::kPods, n, pod).ok());
+  ASSERT_TRUE(eventually([&] {
+    const std::string p = phase(n, "covered");
+    return p == "Succeeded" || p == "Failed";
+  }));
+  EXPECT_EQ(phase(n, "covered"), "Succeeded") << get_pod(n, "covered")["status"].dump();
 }
 
 // An agent killed with SIGKILL leaves its pods running; restarted, it adopts
