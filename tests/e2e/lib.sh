@@ -102,3 +102,35 @@ ckpt_at_least() { [ "$(latest_step || echo 0)" -ge "$1" ]; }
 tj_field_is() { [ "$(tj_field "$1" "$2")" = "$3" ]; }
 live_processes_are() { [ "$(live_processes)" = "$1" ]; }
 no_pods() { [ -z "$(kubectl get pods -n "$NS" -o name 2>/dev/null)" ]; }
+
+# step_losses STEPS PREFIX FILE...: the "step N/STEPS | loss X" lines that
+# follow PREFIX (a sed regex: '\[rank 0\] ' in weft-run's output, '' in a
+# one-rank pod's own log) as "N X".
+step_losses() {
+  local steps=$1 prefix=$2; shift 2
+  sed -n "s/.*${prefix}.*step *\([0-9][0-9]*\)\/${steps} | loss \([0-9.]*\).*/\1 \2/p" "$@"
+}
+# match_weft_run JOB WORLD STEPS PREFIX WHAT: runs `weft-run -n WORLD` (from
+# $BIN) outside the cluster on JOB's spec.worker and compares every loss that
+# pod JOB-0 logged after PREFIX, in all its attempts, with that run's: fails
+# on a difference or a step the pods never logged.
+match_weft_run() {
+  local job=$1 world=$2 steps=$3 prefix=$4 what=$5
+  local ref=$CLUSTER/ref-$NS
+  rm -rf "$ref"; mkdir -p "$ref"
+  kubectl get tj "$job" -n "$NS" -o jsonpath='{.spec.worker}' > "$ref/worker.json"  # JSON is YAML
+  (cd "$ref" && WEFT_CHECKPOINT_DIR=$ref/ckpt WEFT_METRICS_PORT=0 timeout 600 "$BIN/weft-run" -n "$world" -- \
+    "$ref/worker.json" > "$ref/run.log" 2>&1) || fail "weft-run -n $world: $(tail -5 "$ref/run.log")"
+  step_losses "$steps" '\[rank 0\] ' "$ref/run.log" | sort > "$ref/want"  # join's order
+  [ "$(wc -l < "$ref/want")" = "$steps" ] \
+    || fail "weft-run -n $world logged $(wc -l < "$ref/want") losses: $(tail -3 "$ref/run.log")"
+  step_losses "$steps" "$prefix" $(logs_of "$job-0") | sort > "$ref/got"
+  join "$ref/want" "$ref/got" | sort -n > "$ref/both"
+  local logged; logged=$(cut -d' ' -f1 "$ref/both" | sort -u | wc -l)
+  [ "$logged" = "$steps" ] || fail "the pods logged $logged of $steps steps"
+  awk '$2 != $3 {bad = 1; print "step " $1 ": weft-run -n '"$world"' " $2 ", pods " $3} END {exit bad}' "$ref/both" \
+    || fail "losses differ from weft-run -n $world"
+  log "losses (step, weft-run -n $world, $what): $(awk 'NR == 1 || NR % 10 == 0' "$ref/both" | head -4 | paste -sd'|') ... $(tail -1 "$ref/both")"
+  log "all $(wc -l < "$ref/both") logged losses equal over $steps steps"
+  rm -rf "$ref"
+}

@@ -31,8 +31,7 @@ log "pod $J-1 runs: $cmd"
 [[ "$cmd" == "weft-run --nproc $PROCS --nnodes $PODS --node-rank 1 "* ]] || fail "pod $J-1 command: $cmd"
 log "Running: $(kubectl get tj $J -n "$NS" --no-headers)"
 
-# "[rank 0] ... step N/STEPS | loss X" lines of a log, as "N X".
-losses() { sed -n 's/.*\[rank 0\] .*step *\([0-9][0-9]*\)\/'"$STEPS"' | loss \([0-9.]*\).*/\1 \2/p' "$@"; }
+losses() { step_losses $STEPS '\[rank 0\] ' "$@"; }
 restarts=0
 if [ "$MODE" = dp ]; then
   uid0=$(pod_uid $J-0) || fail "no uid for pod $J-0"
@@ -77,24 +76,7 @@ if [ "$MODE" = dp ]; then
   log "attempt 2 resumed from step $resumed"
 fi
 
-# The same worker config, the same ranks, one weft-run outside the cluster.
-REF=$CLUSTER/ref-$NS
-rm -rf "$REF"; mkdir -p "$REF"
-kubectl get tj $J -n "$NS" -o jsonpath='{.spec.worker}' > "$REF/worker.json"  # JSON is YAML
-(cd "$REF" && WEFT_CHECKPOINT_DIR=$REF/ckpt WEFT_METRICS_PORT=0 timeout 600 "$BIN/weft-run" -n $WORLD -- \
-  "$REF/worker.json" > "$REF/run.log" 2>&1) || fail "weft-run -n $WORLD: $(tail -5 "$REF/run.log")"
-losses "$REF/run.log" | sort > "$REF/want"  # join's order
-[ "$(wc -l < "$REF/want")" = $STEPS ] || fail "weft-run -n $WORLD logged $(wc -l < "$REF/want") losses: $(tail -3 "$REF/run.log")"
-# Every step the pods logged (both attempts after a restart) against it.
-losses $(logs_of $J-0) | sort > "$REF/got"
-join "$REF/want" "$REF/got" | sort -n > "$REF/both"
-steps=$(cut -d' ' -f1 "$REF/both" | sort -u | wc -l)
-[ "$steps" = $STEPS ] || fail "the pods logged $steps of $STEPS steps"
-awk '$2 != $3 {bad = 1; print "step " $1 ": weft-run -n '$WORLD' " $2 ", pods " $3} END {exit bad}' "$REF/both" \
-  || fail "losses differ from weft-run -n $WORLD"
-log "losses (step, weft-run -n $WORLD, $PODS pods x $PROCS): $(awk 'NR == 1 || NR % 10 == 0' "$REF/both" | head -4 | paste -sd'|') ... $(tail -1 "$REF/both")"
-log "all $(wc -l < "$REF/both") logged losses equal over $STEPS steps"
-rm -rf "$REF"
+match_weft_run $J $WORLD $STEPS '\[rank 0\] ' "$PODS pods x $PROCS"
 [ "$(live_processes)" = 0 ] || fail "processes left behind"
 log "PASS: $PODS pods x $PROCS ranks ($MODE) match weft-run -n $WORLD"
 finish 0
