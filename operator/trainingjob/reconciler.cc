@@ -231,10 +231,10 @@ void Reconciler::observe_gang(Context& cx) {
   for (const auto& r : gang.ranks)
     if (r.rank == 0 && r.exit_code)
       if (auto p = progress_from_termination_message(r.message)) {
-        Json now = progress_json(*p, cx.now_s), before = cx.status.extra.value("progress", Json::object());
-        before.erase("updatedAt");
-        now.erase("updatedAt");
-        if (before != now) cx.status.extra["progress"] = progress_json(*p, cx.now_s);
+        // Written once: updatedAt alone changing would rewrite status every reconcile.
+        Json final_progress = progress_json(*p, cx.now_s), before = cx.status.extra.value("progress", Json::object());
+        before["updatedAt"] = final_progress["updatedAt"];
+        if (before != final_progress) cx.status.extra["progress"] = std::move(final_progress);
       }
 }
 

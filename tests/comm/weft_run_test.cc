@@ -3,14 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <thread>
 
 #include "comm/launch_util.h"
+#include "support/net.h"
 
 namespace weft::comm::testing {
 namespace {
@@ -74,18 +70,6 @@ TEST(WeftRun, KilledRealRankStopsTheGangWithItsCode) {
   EXPECT_LT(r.seconds, 10);
 }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // The in-pod launcher of spec.procsPerPod: launcher K of M starts ranks
 // K·N .. K·N+N-1 of M·N, with its own LOCAL_RANKs and NODE_RANK K.
 TEST(WeftRun, OneOfSeveralLaunchersGivesItsRanksTheirGlobalNumbers) {
@@ -132,7 +116,7 @@ TEST(WeftRun, SeveralLaunchersNeedOneNodeRankBelowNnodesAPortAndAToken) {
 // Two launchers of two ranks each meet at launcher 0's store: the same
 // rendezvous as one launcher of four.
 TEST(WeftRun, TwoLaunchersOfTwoRanksFormOneGangOfFour) {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(weft::testing::free_port());
   RankResult node[2];
   std::thread t[2];
   for (int k = 0; k < 2; ++k)

@@ -6,10 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
-#include <cmath>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <unistd.h>
@@ -63,19 +63,13 @@ void ensure_passive_openmp_waits(char** argv) {
 void write_final_progress(const weft::TrainSummary& s, const std::string& why) {
   const char* path = std::getenv(weft::contract::kEnvTerminationLog);
   if (path == nullptr || *path == '\0') return;
-  char loss[32];
-  if (std::isfinite(s.final_loss))
-    std::snprintf(loss, sizeof loss, "%.6g", s.final_loss);
-  else
-    std::snprintf(loss, sizeof loss, "null");
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "%s{\"step\":%lld,\"loss\":%s,\"tokensPerSecond\":%.6g,\"overlapRatio\":%.6g}\n",
-                weft::contract::kProgressLinePrefix, static_cast<long long>(s.steps_done), loss,
-                std::isfinite(s.tokens_per_second) ? s.tokens_per_second : 0.0,
-                std::isfinite(s.overlap_ratio()) ? s.overlap_ratio() : 0.0);
+  // nlohmann writes a non-finite number (a diverged loss) as null.
+  const nlohmann::json progress = {{"step", s.steps_done},
+                                   {"loss", s.final_loss},
+                                   {"tokensPerSecond", s.tokens_per_second},
+                                   {"overlapRatio", s.overlap_ratio()}};
   std::ofstream out(path, std::ios::trunc);
-  out << line;
+  out << weft::contract::kProgressLinePrefix << progress.dump() << "\n";
   if (!why.empty()) out << why << "\n";
   if (!out.flush()) spdlog::warn("cannot write the final progress to {} ({})", path, weft::contract::kEnvTerminationLog);
 }
