@@ -8,10 +8,12 @@
 #   docker build --target worker   --build-arg WORKER_BASE=debian:bookworm-slim -t weft-worker:0.1.0-cpu .
 #   docker build --target operator -t weft-operator:0.1.0 .
 # CUDA worker: the build stage needs nvcc and NCCL, so it runs on the CUDA
-# devel image of the same Ubuntu release as the runtime base:
+# devel image of the same Ubuntu release as the runtime base; the cudnn
+# variants give attention cuDNN's fused kernels (cudnn.h to build, libcudnn
+# at run time; on the plain images weft's SIMT attention kernels run):
 #   docker build --target worker --build-arg WEFT_CUDA=ON \
-#     --build-arg BUILD_BASE=nvidia/cuda:12.6.3-devel-ubuntu24.04 \
-#     --build-arg WORKER_BASE=nvidia/cuda:12.6.3-runtime-ubuntu24.04 -t weft-worker:0.1.0 .
+#     --build-arg BUILD_BASE=nvidia/cuda:12.6.3-cudnn-devel-ubuntu24.04 \
+#     --build-arg WORKER_BASE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04 -t weft-worker:0.1.0 .
 #
 # The build stage runs what CI runs (scripts/install-deps.sh build, then
 # make), building only the three programs. Runtime stages receive the
@@ -20,7 +22,7 @@
 # compiler, no headers, no -dev packages. Both run as uid/gid 65532 like the
 # pods the operator and the chart create.
 ARG BUILD_BASE=debian:bookworm
-ARG WORKER_BASE=nvidia/cuda:12.6.3-runtime-ubuntu24.04
+ARG WORKER_BASE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
 ARG OPERATOR_BASE=debian:bookworm-slim
 
 # The build dependencies alone: this stage depends only on the dependency

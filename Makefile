@@ -50,8 +50,8 @@ image-worker-cpu:
 	  -t $(REGISTRY)/weft-worker:$(VERSION)-cpu .
 image-worker-cuda:
 	$(IMAGE_COMMON) --target worker --build-arg WEFT_CUDA=ON \
-	  --build-arg BUILD_BASE=nvidia/cuda:$(CUDA_IMAGE)-devel-ubuntu24.04 \
-	  --build-arg WORKER_BASE=nvidia/cuda:$(CUDA_IMAGE)-runtime-ubuntu24.04 \
+	  --build-arg BUILD_BASE=nvidia/cuda:$(CUDA_IMAGE)-cudnn-devel-ubuntu24.04 \
+	  --build-arg WORKER_BASE=nvidia/cuda:$(CUDA_IMAGE)-cudnn-runtime-ubuntu24.04 \
 	  -t $(REGISTRY)/weft-worker:$(VERSION) .
 
 demo: build

@@ -97,6 +97,7 @@ TEST(WorkerCli, SigtermCheckpointsAndResumeMatchesUninterruptedRun) {
   std::string cfg = write_file(d / "c.yaml", kSmall);
   auto full = run_process({kWorker, cfg, "--out", (d / "full").string()});
   ASSERT_EQ(full.code, 0) << full.output;
+  EXPECT_NE(full.output.find("attention: cpu (weft's CPU kernels)"), std::string::npos) << full.output;
   auto ref = summary(d / "full")["losses"].get<std::vector<double>>();
 
   // Signal once the run is visibly under way (the first progress line).

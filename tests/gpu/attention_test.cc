@@ -1,6 +1,8 @@
-// Fused causal attention (grouped KV heads) forward and backward against the
-// CPU op. Sequence lengths straddle the 32-row/key tile (1, 31, 33, 70) and
-// head dims cover the lane split (D < 32, not a multiple of 32, the 128 max).
+// weft's SIMT causal attention (grouped KV heads) forward and backward against
+// the CPU op. Sequence lengths straddle the 32-row/key tile (1, 31, 33, 70)
+// and head dims cover the lane split (D < 32, not a multiple of 32, the 128
+// max). The tests pin the SIMT kernels (bf16 would otherwise run through
+// cuDNN where it loads); cudnn_attention_test.cc tests cuDNN's.
 #ifdef WEFT_HAVE_CUDA
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "gpu/gpu_test_util.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/ops.h"
 
 namespace weft::gpu_test {
@@ -24,8 +27,19 @@ std::string str(const AttnShape& s) {
          " Hkv" + std::to_string(s.Hkv) + " D" + std::to_string(s.D);
 }
 
+// Runs the SIMT kernels for the scope of a test, then restores the mode.
+class SimtAttention {
+ public:
+  SimtAttention() : before_(cuda::attention_mode()) { cuda::set_attention_mode(cuda::AttentionMode::Simt); }
+  ~SimtAttention() { cuda::set_attention_mode(before_); }
+
+ private:
+  cuda::AttentionMode before_;
+};
+
 TEST(CudaOps, Attention) {
   WEFT_REQUIRE_GPU();
+  SimtAttention simt;
   const AttnShape shapes[] = {{1, 1, 1, 1, 16},   {2, 31, 4, 2, 40}, {1, 33, 3, 3, 64},
                               {2, 70, 4, 1, 128}, {1, 129, 2, 1, 8}, {1, 65, 6, 2, 33}};
   for (DType dt : {DType::F32, DType::BF16})
@@ -70,6 +84,7 @@ TEST(CudaOps, Attention) {
 // the [B, Hq, T] dsum scratch during backward.
 TEST(CudaOps, AttentionLongSequenceUsesNoScoreMatrix) {
   WEFT_REQUIRE_GPU();
+  SimtAttention simt;
   const int64_t B = 1, T = 4096, H = 1, D = 64;
   const Shape qs{B, T, H, D}, ls{B, H, T};
   auto q = random_normal_f32(qs.numel(), 40), k = random_normal_f32(qs.numel(), 41),

@@ -143,6 +143,11 @@ TEST(LiveRun, PromtoolPrometheusAndEveryDashboardQueryAcceptALive2RankRun) {
         << out;
     auto n = sample_names(scrape[r]);
     names.insert(n.begin(), n.end());
+    // The run says which kernels run its attention (CPU ranks: cpu).
+    EXPECT_EQ(parse_exposition(scrape[r])[sample_key("weft_attention_kernel_info",
+                                                     {{"rank", std::to_string(r)}, {"kernel", "cpu"}})],
+              1)
+        << scrape[r];
   }
   const json dash = load_dashboard();
   const auto queries = dashboard_queries(dash);

@@ -80,6 +80,8 @@ TEST(TrainMetrics, MapsAStepReportToTheDesignFamiliesWithTheRankLabel) {
       s.at(sample_key("weft_worker_info",
                       with_rank({{"strategy", "dp"}, {"device", "cpu"}, {"world_size", "4"}}))),
       1);
+  m.set_attention_kernel("cudnn");
+  EXPECT_EQ(scrape(m).at(sample_key("weft_attention_kernel_info", with_rank({{"kernel", "cudnn"}}))), 1);
   // Step histogram: 1.0 s falls in le=1 but not le=0.5.
   EXPECT_EQ(s.at(sample_key("weft_step_seconds_count", kRank3)), 1);
   EXPECT_EQ(s.at(sample_key("weft_step_seconds_sum", kRank3)), 1.0);

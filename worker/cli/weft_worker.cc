@@ -198,6 +198,7 @@ int main(int argc, char** argv) {
     weft::TrainMetrics metrics(cfg, rank, groups->world_size(), metric_groups);
     trainer.set_observer(&metrics);
     metrics.set_bucket_cap_mb(trainer.grad_sync().bucket_cap_mb());
+    metrics.set_attention_kernel(trainer.attention_kernel().name);
     std::unique_ptr<weft::MetricsServer> exposer;
     const weft::MetricsEndpoint ep =
         weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(weft::comm::current_environment()));

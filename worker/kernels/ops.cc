@@ -33,6 +33,7 @@
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cudnn_attention.h"
 #endif
 
 namespace weft::ops {
@@ -299,6 +300,19 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   const float *qw = w.in(q), *kw = w.in(k), *vw = w.in(v);
   cpu::attention_forward<float>(w.out(out), lse.f32(), qw, kw, vw, q.dim(0), q.dim(1), q.dim(2),
                                 k.dim(2), q.dim(3));
+}
+
+AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                 int64_t D) {
+  if (device == Device::CPU) return {"cpu", "weft's CPU kernels", ""};
+#ifdef WEFT_HAVE_CUDA
+  AttentionKernel k;
+  k.name = cuda::attention_kernel(dtype, B, T, Hq, Hkv, D, &k.detail, &k.error);
+  return k;
+#else
+  (void)dtype, (void)B, (void)T, (void)Hq, (void)Hkv, (void)D;
+  return {"cpu", "weft was built without CUDA", ""};
+#endif
 }
 
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,

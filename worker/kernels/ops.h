@@ -14,6 +14,8 @@
 //     ops in f32 and rounds each bf16 output once.
 #pragma once
 
+#include <string>
+
 #include "tensor/tensor.h"
 
 namespace weft::ops {
@@ -56,6 +58,18 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
 // dq, dk, dv overwritten.
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+// Which kernels run attention of this shape and dtype on `device`: "cpu",
+// "cudnn" (cuDNN's fused flash attention, bf16 on a GPU where libcudnn.so.9
+// loads) or "simt" (weft's CUDA kernels: f32, no cuDNN, an unsupported shape,
+// or WEFT_ATTENTION=simt), with the reason in `detail`. On a GPU this builds
+// and caches cuDNN's graphs for the shape, so the first step does not pay for
+// it. `error` is set where the environment asks for what cannot run
+// (WEFT_ATTENTION not auto/cudnn/simt, or cudnn where cuDNN cannot run it).
+struct AttentionKernel {
+  std::string name, detail, error;
+};
+AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                 int64_t D);
 
 // ---- SwiGLU --------------------------------------------------------------
 // out = silu(gate) * up, all [N, F].

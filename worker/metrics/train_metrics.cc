@@ -52,6 +52,7 @@ void advance(Counter& c, double delta) {
 TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
                            std::vector<comm::CommunicatorPtr> groups)
     : registry_(std::make_shared<Registry>()),
+      rank_(rank),
       step_(gauges(*registry_, rank, "weft_step",
                    "Optimizer steps completed (1-based; resumes continue the count)")
                 .Add({})),
@@ -256,6 +257,14 @@ void TrainMetrics::update_comm() {
 
 void TrainMetrics::set_bucket_cap_mb(double mb) {
   if (mb > 0) bucket_cap_bytes_.Set(std::floor(mb * 1024 * 1024));
+}
+
+void TrainMetrics::set_attention_kernel(const std::string& kernel) {
+  gauges(*registry_, rank_, "weft_attention_kernel_info",
+         "Constant 1, labelled with the kernels that run attention: cpu, cudnn (cuDNN's fused flash "
+         "attention) or simt (weft's CUDA kernels)")
+      .Add({{"kernel", kernel}})
+      .Set(1);
 }
 
 void TrainMetrics::on_checkpoint(int64_t step) {

@@ -54,6 +54,9 @@ class TrainMetrics : public StepObserver {
   // The bucket cap the strategy resolved at startup (bucket_cap_mb auto), so
   // that weft_bucket_cap_bytes tells it before the first step; <= 0: none.
   void set_bucket_cap_mb(double mb);
+  // weft_attention_kernel_info{kernel}: which kernels run attention in this
+  // run (Trainer::attention_kernel: cpu, cudnn or simt).
+  void set_attention_kernel(const std::string& kernel);
 
  private:
   struct CommSeries {  // one (group, op) pair
@@ -70,6 +73,7 @@ class TrainMetrics : public StepObserver {
   void update_buckets(const StepReport& r);
 
   std::shared_ptr<prometheus::Registry> registry_;
+  int rank_ = 0;
   std::vector<comm::CommunicatorPtr> groups_;
 
   prometheus::Gauge& step_;

@@ -179,6 +179,12 @@ void Llama::ensure_activations(int B, int T) {
   }
 }
 
+ops::AttentionKernel Llama::attention_kernel(int B, int T) const {
+  const int64_t n = sp();
+  return ops::attention_kernel(device_, buf_->param_dtype(), B, int64_t(T) * n, cfg_.n_heads / n,
+                               cfg_.n_kv_heads / n, cfg_.head_dim());
+}
+
 size_t Llama::activation_bytes() const {
   size_t total = 0;
   auto add = [&total](const OwnedTensor& t) { total += t.buf.bytes(); };

@@ -89,6 +89,10 @@ class Llama {
 
   // Bytes held in activations for the current (B, T).
   size_t activation_bytes() const;
+  // The kernels that run this model's attention for micro-batches of B
+  // sequences of T positions on this rank (ops::attention_kernel; under
+  // sequence parallelism the attention sees every position and H / sp heads).
+  ops::AttentionKernel attention_kernel(int B, int T) const;
 
  private:
   struct LayerParams {

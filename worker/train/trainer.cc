@@ -66,6 +66,8 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
                       ")");
   model_.set_sequence_exchange(sync_->sequence_exchange());
   model_.set_recompute_blocks(traits_.recompute_blocks);
+  attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp());
+  if (!attention_.error.empty()) throw ConfigError(attention_.error);
   init_weights();
   checkpoints_ = std::make_unique<RunCheckpoints>(cfg_, checkpoint_dir(), sync_->state(), model_, via_full(),
                                                   rank_.rank, rank_.world, rank_.dp.get());
@@ -153,6 +155,7 @@ void Trainer::log_start(const TrainSummary& s) const {
                s.num_params, cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads,
                cfg_.model.n_kv_heads, cfg_.model.ffn(), cfg_.model.vocab_size);
   spdlog::info("data: {}", source_->describe());
+  spdlog::info("attention: {} ({})", attention_.name, attention_.detail);
   if (sync_->group()) spdlog::info("{}", sync_->describe());
 }
 

@@ -93,6 +93,9 @@ class Trainer {
   // Model FLOPs per token for forward + backward (6N plus attention).
   double flops_per_token() const;
   const TokenSource& data() const { return *source_; }
+  // The kernels that run the model's attention in this run ("cpu", "cudnn",
+  // "simt") and why, decided when the trainer is built.
+  const ops::AttentionKernel& attention_kernel() const { return attention_; }
 
  private:
   std::string checkpoint_dir() const;
@@ -108,6 +111,7 @@ class Trainer {
   // init_from's weights when set).
   int64_t resume_or_init();
   void log_start(const TrainSummary& s) const;
+  ops::AttentionKernel attention_;
   // Stop requests and bucket caps agreed by every rank; false: stop now.
   bool agree_at_boundary(int64_t step, const std::atomic<int>* stop);
   // Forward and backward over the step's micro-batches, gradients synced;

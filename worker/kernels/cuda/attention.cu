@@ -24,6 +24,7 @@
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cudnn_attention.h"
 
 namespace weft::cuda {
 namespace {
@@ -343,6 +344,10 @@ void check_dtypes(const char* op, const Tensor& q, std::initializer_list<const T
   expect_cuda_dtype(op, "lse", lse, DType::F32);
 }
 
+void launch_simt_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v, const Dims& s);
+void launch_simt_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& out, const Tensor& lse, const Dims& s);
+
 }  // namespace
 
 void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -350,6 +355,21 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   check_dtypes(op, q, {&k, &v, &out}, lse);
   const Dims s = dims_of(op, q, k);
   if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
+  if (cudnn_attention_forward(out, lse, q, k, v)) return;
+  launch_simt_forward(out, lse, q, k, v, s);
+}
+
+void simt_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const char* op = "attention_forward";
+  check_dtypes(op, q, {&k, &v, &out}, lse);
+  const Dims s = dims_of(op, q, k);
+  if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
+  launch_simt_forward(out, lse, q, k, v, s);
+}
+
+namespace {
+
+void launch_simt_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v, const Dims& s) {
   const dim3 grid((s.T + kTile - 1) / kTile, s.Hq, s.B);
   dispatch_float(q.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -360,12 +380,31 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
   const char* op = "attention_backward";
   check_dtypes(op, q, {&k, &v, &out, &dout, &dq, &dk, &dv}, lse);
   const Dims s = dims_of(op, q, k);
   if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
+  if (cudnn_attention_backward(dq, dk, dv, dout, q, k, v, out, lse)) return;
+  launch_simt_backward(dq, dk, dv, dout, q, k, v, out, lse, s);
+}
+
+void simt_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+  const char* op = "attention_backward";
+  check_dtypes(op, q, {&k, &v, &out, &dout, &dq, &dk, &dv}, lse);
+  const Dims s = dims_of(op, q, k);
+  if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
+  launch_simt_backward(dq, dk, dv, dout, q, k, v, out, lse, s);
+}
+
+namespace {
+
+void launch_simt_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& out, const Tensor& lse, const Dims& s) {
   cudaStream_t stream = CudaContext::current().compute_stream();
   const int64_t rows = static_cast<int64_t>(s.B) * s.T * s.Hq;
   // Freed right after the launches: the allocator reuses blocks in compute-
@@ -391,5 +430,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
   });
   device_free(dsum);
 }
+
+}  // namespace
 
 }  // namespace weft::cuda

@@ -1,0 +1,58 @@
+// Causal GQA attention through cuDNN's fused flash attention (forward and
+// backward), the fast path of ops::attention_* on a GPU; weft's SIMT kernels
+// (attention.cu) are the fallback.
+//
+// cuDNN is not linked: the header-only cudnn-frontend (third_party/, pinned)
+// is compiled with NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING and libcudnn.so.9 is
+// opened with dlopen on first use, like cuBLASLt, so a build with cuDNN's
+// headers runs where cuDNN is missing (the SIMT kernels run there). Graphs are
+// built once per (device, dtype, B, T, Hq, Hkv, D) and cached.
+//
+// What runs is chosen per call: cuDNN when the mode allows it (set_attention_
+// mode, initially from WEFT_ATTENTION = auto | cudnn | simt), cuDNN is loaded,
+// the dtype is bf16 and cuDNN supports the shape (it builds the graphs to
+// find out); else the SIMT kernels. Mode cudnn aborts instead of falling back.
+#pragma once
+
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace weft::cuda {
+
+enum class AttentionMode { Auto, Cudnn, Simt };
+
+// The mode for later calls; the first read takes WEFT_ATTENTION (a value
+// other than auto, cudnn or simt aborts naming the variable).
+AttentionMode attention_mode();
+// WEFT_ATTENTION's value as a mode (null or empty: auto); false for others.
+bool parse_attention_mode(const char* value, AttentionMode* mode);
+void set_attention_mode(AttentionMode mode);
+
+// "cuDNN 9.19.0 (libcudnn.so.9)" when cuDNN is loaded, else empty with the
+// reason in `why`. Loads it on the first call.
+std::string cudnn_version(std::string* why = nullptr);
+
+// Whether attention of this shape runs through cuDNN in the current mode:
+// "cudnn" or "simt", with the reason in `detail` (the cuDNN version, or why
+// not). Builds and caches both graphs for the shape. Where WEFT_ATTENTION is
+// not a mode, or is cudnn and cuDNN cannot run the shape, `error` says so
+// (and the ops would abort): callers turn it into a clear exit.
+std::string attention_kernel(DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                             std::string* detail, std::string* error);
+
+// cuDNN's kernels on the compute stream. Return false, with nothing launched,
+// when cuDNN cannot run the call (not loaded, f32, unsupported shape); the
+// caller then runs the SIMT kernels. lse is cuDNN's softmax statistic, the
+// natural-log log-sum-exp of each scaled score row, the same quantity the
+// SIMT kernels write, so either backward can follow either forward.
+bool cudnn_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v);
+bool cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+
+// The SIMT kernels alone (attention.cu), whatever the mode.
+void simt_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v);
+void simt_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+
+}  // namespace weft::cuda
