@@ -337,7 +337,7 @@ class Parser {
   void set_field(WorkerConfig& cfg, const Field& f, const std::string& path,
                  const YAML::Node& value) {
     FieldRef ref = f.ref(cfg);
-    // An empty value clears a string (`checkpoint.dir:` = no checkpoints).
+    // An empty value clears a string (`checkpoint.dir:` = the default, out_dir/checkpoints).
     if (value.IsNull() && std::holds_alternative<std::string*>(ref)) {
       std::get<std::string*>(ref)->clear();
     } else if (!value.IsScalar()) {

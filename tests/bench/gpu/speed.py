@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""weft against PyTorch on one GPU, in one run: the GPU speed harness.
+
+usage (on the GPU machine, from the project root, after . .gpu/env.sh):
+  python3 tests/bench/gpu/speed.py --bin .gpu/bin --out DIR
+      [--configs gpt2-124m-mb4,gpt2-124m-mb16,llama-1b-mb4] [--contestants weft,eager,compile]
+      [--deadline SECONDS]
+
+For each config the three contestants train the same Llama from the same
+initial weights on the same data distribution, bf16 with f32 master weights,
+AdamW (constant lr 3e-4, betas 0.9/0.95, weight decay 0.1 on the matrices
+but the embedding, clip 1.0), one micro-batch per step:
+
+- weft: weft-worker --init-from the model PyTorch saved (transformers'
+  save_pretrained, safetensors), device cuda, train.dtype bf16;
+- eager: transformers' LlamaForCausalLM, attn_implementation sdpa, f32
+  parameters under torch.autocast(bf16), fused AdamW;
+- compile: the same, with the forward and the loss under torch.compile.
+
+Data: an llm.c token shard of a random Markov chain (branching 4, entropy
+floor ln 4 = 1.386 nats), which weft reads as data.source: shards and PyTorch
+samples windows from with its own generator: the same distribution, not the
+same batches, so the losses after the timed steps agree in size, not digits.
+
+Figures per contestant: median ms/step over the timed steps (after the warm-up
+steps, which include torch.compile's compilation), tokens/s, peak GPU memory
+of the process (NVML, polled every 20 ms; PyTorch's own max_memory_reserved
+beside it), MFU = tokens/s x (6 N + 12 L d T) / peak with N every parameter
+(tied embeddings once), against the bf16 matmul peak measured in the same run
+(8192^3 torch.mm) and against the H100's 989 TFLOP/s, and the mean loss of
+the last 5 steps. Writes speed.json and speed.md into --out, and prints the
+table. --deadline stops starting new measurements after that many seconds
+(device time is scarce: a partial table beats none).
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+MODELS = {
+    # GPT-2 small as a Llama (weft's gpt2-124m preset): tied embeddings.
+    "gpt2-124m": dict(vocab=50304, d=768, layers=12, heads=12, kv_heads=12, ffn=2048, tie=True),
+    # ~1B Llama (TinyLlama's shape with 16 layers and GPT-2's vocabulary).
+    "llama-1b": dict(vocab=50304, d=2048, layers=16, heads=16, kv_heads=4, ffn=5632, tie=False),
+}
+CONFIGS = {
+    "gpt2-124m-mb4": dict(model="gpt2-124m", mb=4, seq=1024, warmup=5, steps=25),
+    "gpt2-124m-mb16": dict(model="gpt2-124m", mb=16, seq=1024, warmup=4, steps=12),
+    "llama-1b-mb4": dict(model="llama-1b", mb=4, seq=2048, warmup=3, steps=8),
+}
+LR, BETAS, EPS, WD, CLIP = 3e-4, (0.9, 0.95), 1e-8, 0.1, 1.0
+H100_PEAK = 989e12
+SHARD_TOKENS = 1 << 22
+
+
+def num_params(m):
+    d, hd = m["d"], m["d"] // m["heads"]
+    block = d * d * 2 + 2 * d * m["kv_heads"] * hd + 3 * d * m["ffn"] + 2 * d
+    emb = m["vocab"] * d * (1 if m["tie"] else 2)
+    return m["layers"] * block + emb + d
+
+
+def flops_per_token(m, seq):
+    return 6 * num_params(m) + 12 * m["layers"] * m["d"] * seq
+
+
+# ---------------------------------------------------------------- data
+
+
+def write_shard(path, vocab, seed=1234, branching=4):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    succ = rng.integers(0, vocab, size=(vocab, branching), dtype=np.int64)
+    choice = rng.integers(0, branching, size=SHARD_TOKENS)
+    toks = np.empty(SHARD_TOKENS, dtype=np.int64)
+    toks[0] = 0
+    cur = 0
+    for i in range(1, SHARD_TOKENS):  # a Markov chain is sequential; ~2 s
+        cur = succ[cur, choice[i]]
+        toks[i] = cur
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (20240520, 1, SHARD_TOKENS)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(toks.astype(np.uint16).tobytes())
+
+
+# ---------------------------------------------------------------- GPU memory
+
+
+class PeakMemory:
+    """Peak GPU memory of one process, polled through NVML: the process's own
+    figure, or where NVML cannot see the process (another pid namespace) the
+    device's used memory above what it was at the start."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self.device_peak, self._stop = pid, 0, 0, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self):
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception as e:  # noqa: BLE001 - no NVML: report 0
+            print(f"speed: no NVML ({e}); peak memory not polled", flush=True)
+            return
+        base = pynvml.nvmlDeviceGetMemoryInfo(h).used
+        while not self._stop.is_set():
+            try:
+                self.device_peak = max(self.device_peak, pynvml.nvmlDeviceGetMemoryInfo(h).used - base)
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                    if p.pid == self.pid and p.usedGpuMemory:
+                        self.peak = max(self.peak, p.usedGpuMemory)
+            except pynvml.NVMLError:
+                pass
+            self._stop.wait(0.02)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.peak or self.device_peak
+
+
+def run_measured(cmd, log, env=None, timeout=None):
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        mem = PeakMemory(p.pid)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+            with open(log, "a") as g:
+                g.write(f"\nspeed: killed after {timeout} s\n")
+        return rc, mem.stop()
+
+
+# ---------------------------------------------------------------- contestants
+
+
+def make_model_dir(m, seq, path):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=m["vocab"], hidden_size=m["d"], intermediate_size=m["ffn"],
+                      num_hidden_layers=m["layers"], num_attention_heads=m["heads"],
+                      num_key_value_heads=m["kv_heads"], max_position_embeddings=seq,
+                      rms_norm_eps=1e-5, tie_word_embeddings=m["tie"], initializer_range=0.02)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(cfg)
+    model.save_pretrained(path)
+    del model
+    torch.cuda.empty_cache()
+
+
+def weft_contestant(args, name, c, model_dir, shard, work):
+    steps = c["warmup"] + c["steps"]
+    cfg = os.path.join(work, f"{name}-weft.yaml")
+    out_dir = os.path.join(work, f"{name}-weft")
+    with open(cfg, "w") as f:
+        f.write(f"""device: cuda
+train: {{steps: {steps}, micro_batch: {c['mb']}, seq_len: {c['seq']}, grad_accum: 1, log_every: 1,
+        dtype: bf16, out_dir: {out_dir}}}
+data: {{source: shards, shards: "{shard}"}}
+optim: {{lr: {LR}, warmup_steps: 0, min_lr_ratio: 1.0, beta1: {BETAS[0]}, beta2: {BETAS[1]}, eps: {EPS},
+        weight_decay: {WD}, grad_clip: {CLIP}}}
+metrics: {{port: 0}}
+""")
+    log = os.path.join(args.out, f"{name}-weft.log")
+    shutil.rmtree(out_dir, ignore_errors=True)  # a checkpoint left by an earlier run would be resumed
+    rc, peak = run_measured([os.path.join(args.bin, "weft-worker"), cfg, "--init-from", model_dir, "--no-resume"],
+                            log, timeout=args.step_timeout)
+    if rc != 0:
+        return {"error": f"weft-worker exited {rc} (see {os.path.basename(log)})"}
+    with open(os.path.join(out_dir, "summary.json")) as f:
+        s = json.load(f)
+    timed = s["step_seconds"][c["warmup"]:]
+    with open(log) as f:  # "attention: cudnn (cuDNN 9.19.0 ...)"
+        attention = next((l.split("attention: ", 1)[1].strip() for l in f if "attention: " in l), "?")
+    return {"step_ms": 1e3 * statistics.median(timed), "peak_bytes": peak,
+            "loss": statistics.mean(s["losses"][-5:]), "losses": s["losses"], "attention": attention}
+
+
+def torch_contestant(args, name, c, mode, model_dir, shard):
+    log = os.path.join(args.out, f"{name}-{mode}.log")
+    res = os.path.join(args.work, f"{name}-{mode}.json")
+    cmd = [sys.executable, os.path.abspath(__file__), "torch-worker", "--mode", mode, "--model-dir", model_dir,
+           "--shard", shard, "--mb", str(c["mb"]), "--seq", str(c["seq"]), "--warmup", str(c["warmup"]),
+           "--steps", str(c["steps"]), "--result", res]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    rc, peak = run_measured(cmd, log, env=env, timeout=args.step_timeout)
+    if rc != 0:
+        return {"error": f"torch {mode} exited {rc} (see {os.path.basename(log)})"}
+    with open(res) as f:
+        r = json.load(f)
+    r["peak_bytes"] = peak
+    return r
+
+
+def torch_worker(a):
+    """One PyTorch contestant in its own process (clean memory, own NVML pid)."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoModelForCausalLM
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.float32,
+                                                 attn_implementation="sdpa").cuda().train()
+    V = model.config.vocab_size
+    decay = [p for n, p in model.named_parameters() if p.dim() > 1 and "embed" not in n]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() > 1 and "embed" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}],
+                            lr=LR, betas=BETAS, eps=EPS, fused=True)
+    params = [p for p in model.parameters()]
+
+    def fwd_loss(x, y):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(input_ids=x).logits
+        return F.cross_entropy(logits.float().view(-1, V), y.reshape(-1))
+
+    loss_fn = torch.compile(fwd_loss) if a.mode == "compile" else fwd_loss
+    data = np.memmap(a.shard, dtype=np.uint16, mode="r", offset=1024)
+    gen = np.random.default_rng(7)
+    times, losses = [], []
+    for i in range(a.warmup + a.steps):
+        starts = gen.integers(0, len(data) - a.seq - 1, size=a.mb)
+        w = torch.from_numpy(np.stack([data[s:s + a.seq + 1].astype(np.int64) for s in starts]))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        w = w.cuda(non_blocking=False)
+        loss = loss_fn(w[:, :-1], w[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, CLIP)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        print(f"step {i + 1}: loss {losses[-1]:.4f} {1e3 * times[-1]:.1f} ms", flush=True)
+    with open(a.result, "w") as f:
+        json.dump({"step_ms": 1e3 * statistics.median(times[a.warmup:]), "loss": statistics.mean(losses[-5:]),
+                   "losses": losses, "torch_max_reserved": torch.cuda.max_memory_reserved()}, f)
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+def matmul_peak():
+    import torch
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    reps = 20
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    torch.cuda.synchronize()
+    flops = 2 * n ** 3 * reps / (time.perf_counter() - t0)
+    del a, b
+    torch.cuda.empty_cache()
+    return flops
+
+
+def versions():
+    import torch
+    import transformers
+    v = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "transformers": transformers.__version__,
+         "cudnn": torch.backends.cudnn.version(), "device": torch.cuda.get_device_name(0)}
+    try:
+        v["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                     capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return v
+
+
+def table(results, peak):
+    rows = ["| config | contestant | ms/step | tokens/s | peak GPU MiB | MFU (measured peak) | MFU (989) | loss (last 5) "
+            "| tokens/s vs compile |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name, per in results.items():
+        c = CONFIGS[name]
+        m = MODELS[c["model"]]
+        tokens = c["mb"] * c["seq"]
+        ref = per.get("compile", {}).get("step_ms")
+        for who, r in per.items():
+            if "error" in r:
+                rows.append(f"| {name} | {who} | {r['error']} | | | | | | |")
+                continue
+            tps = tokens / (r["step_ms"] / 1e3)
+            fl = tps * flops_per_token(m, c["seq"])
+            r.update(tokens_per_s=tps, mfu_measured=fl / peak, mfu_989=fl / H100_PEAK)
+            ratio = f"{ref / r['step_ms']:.3f}x" if ref else ""
+            label = f"{who} ({r['attention'].split()[0]})" if "attention" in r else who
+            rows.append(f"| {name} | {label} | {r['step_ms']:.1f} | {tps:,.0f} | {r['peak_bytes'] / 2**20:,.0f} | "
+                        f"{100 * fl / peak:.1f} % | {100 * fl / H100_PEAK:.1f} % | {r['loss']:.4f} | {ratio} |")
+    return "\n".join(rows)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "torch-worker":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("cmd")
+        for k in ("--mode", "--model-dir", "--shard", "--result"):
+            ap.add_argument(k, required=True)
+        for k in ("--mb", "--seq", "--warmup", "--steps"):
+            ap.add_argument(k, type=int, required=True)
+        return torch_worker(ap.parse_args())
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="folder of weft-worker")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--work", default="/tmp/weft-speed")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--contestants", default="weft,eager,compile")
+    ap.add_argument("--plan", help="config:contestant,...;config:... in this order (overrides --configs and "
+                    "--contestants): the measurements that matter most first")
+    ap.add_argument("--deadline", type=float, default=1e9, help="seconds after which no new measurement starts")
+    ap.add_argument("--step-timeout", type=float, default=300, help="seconds one contestant may run")
+    args = ap.parse_args()
+    t_start = time.monotonic()
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.work, exist_ok=True)
+    info = versions()
+    peak = matmul_peak()
+    info["bf16_matmul_peak_tflops"] = peak / 1e12
+    print(json.dumps(info), flush=True)
+    shard = os.path.join(args.work, "markov.bin")
+    write_shard(shard, MODELS["gpt2-124m"]["vocab"])
+    if args.plan:
+        plan = [(part.split(":")[0], who) for part in args.plan.split(";") for who in part.split(":")[1].split(",")]
+    else:
+        plan = [(name, who) for name in args.configs.split(",") for who in args.contestants.split(",")]
+    results = {}
+    for name, who in plan:
+        c = CONFIGS[name]
+        m = MODELS[c["model"]]
+        model_dir = os.path.join(args.work, f"{c['model']}-{c['seq']}")
+        per = results.setdefault(name, {})
+        if time.monotonic() - t_start > args.deadline:
+            per[who] = {"error": "skipped: deadline"}
+            continue
+        t0 = time.monotonic()
+        if not os.path.isdir(model_dir):
+            make_model_dir(m, c["seq"], model_dir)
+        if who == "weft":
+            per[who] = weft_contestant(args, name, c, model_dir, shard, args.work)
+        else:
+            per[who] = torch_contestant(args, name, c, who, model_dir, shard)
+        print(f"{name} {who}: {json.dumps({k: v for k, v in per[who].items() if k != 'losses'})} "
+              f"({time.monotonic() - t0:.0f} s)", flush=True)
+        write_results(args.out, info, results, peak)  # after each: a killed run keeps what it measured
+    print(write_results(args.out, info, results, peak))
+
+
+def write_results(out, info, results, peak):
+    md = table(results, peak)
+    with open(os.path.join(out, "speed.json"), "w") as f:
+        json.dump({"info": info, "configs": CONFIGS, "results": results,
+                   "params": {k: num_params(v) for k, v in MODELS.items()}}, f, indent=1)
+    with open(os.path.join(out, "speed.md"), "w") as f:
+        f.write(json.dumps(info) + "\n\n" + md + "\n")
+    return md
+
+
+if __name__ == "__main__":
+    main()
