@@ -25,4 +25,41 @@ double StreamTimer::stop() {
 #endif
 }
 
+void StreamWaits::begin() {
+  if (device_ == Device::CPU) {
+    host_start_ = std::chrono::steady_clock::now();
+    return;
+  }
+#ifdef WEFT_HAVE_CUDA
+  start_event_ = cuda::record_event();
+#else
+  WEFT_CHECK(false, "StreamWaits: CUDA device, but weft was built without CUDA");
+#endif
+}
+
+void StreamWaits::end() {
+  if (device_ == Device::CPU) {
+    host_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
+    return;
+  }
+#ifdef WEFT_HAVE_CUDA
+  intervals_.emplace_back(std::move(start_event_), cuda::record_event());
+#endif
+}
+
+double StreamWaits::take_seconds() {
+  double s = host_seconds_;
+#ifdef WEFT_HAVE_CUDA
+  // The last end event completes after every earlier one (one stream).
+  for (const auto& [start, stop] : intervals_) s += cuda::seconds_since(start, stop);
+#endif
+  clear();
+  return s;
+}
+
+void StreamWaits::clear() {
+  host_seconds_ = 0;
+  intervals_.clear();
+}
+
 }  // namespace weft::ops

@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -26,6 +28,40 @@ class StreamTimer {
   Device device_;
   std::chrono::steady_clock::time_point host_start_;
   std::shared_ptr<void> start_event_;  // cudaEvent_t, destroyed with the timer
+};
+
+// The time compute waited, summed over many waits of a step and read once:
+// the waits of ZeRO and ISP that happen in the middle of forward and backward,
+// where blocking the host per wait (as StreamTimer::stop does) would serialise
+// it with the GPU. On the CPU each interval is host time, added as it ends. On
+// a GPU time() records an event on the compute stream before and after the
+// wait and nothing blocks; take_seconds() waits for the last event and sums
+// the intervals, which is how long the stream stood still for communication.
+class StreamWaits {
+ public:
+  explicit StreamWaits(Device device) : device_(device) {}
+
+  // Runs wait() (a Work::wait(), or a whole synchronous exchange) and times it.
+  template <class F>
+  void time(F&& wait) {
+    begin();
+    wait();
+    end();
+  }
+  // Seconds of the intervals timed since the last take or clear, then empty.
+  double take_seconds();
+  // Forgets the intervals timed so far without reading them (no sync).
+  void clear();
+
+ private:
+  void begin();
+  void end();
+
+  Device device_;
+  double host_seconds_ = 0;
+  std::chrono::steady_clock::time_point host_start_;
+  std::shared_ptr<void> start_event_;
+  std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>> intervals_;  // cudaEvent_t pairs
 };
 
 }  // namespace weft::ops

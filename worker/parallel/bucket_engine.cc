@@ -90,15 +90,12 @@ void BucketEngine::launch(int index) {
                                          comm::ReduceOp::Avg, shard_counts(index), label);
 }
 
-double BucketEngine::wait(int index) {
-  const auto t0 = std::chrono::steady_clock::now();
+void BucketEngine::wait(int index) {
   works_[index]->wait();
-  const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (opt_.bf16_wire) {
     const int64_t a = result_begin(index), e = result_end(index);
     ops::cast(buf_->flat_grads().slice0(a, e), wire_.as(DType::BF16, {buf_->numel()}).slice0(a, e));
   }
-  return blocked;
 }
 
 void BucketEngine::account(int index, StepCommStats& stats) {

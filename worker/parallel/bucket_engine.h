@@ -79,9 +79,9 @@ class BucketEngine {
 
   bool completed(int b) const { return works_[b]->completed(); }
   // Waits for bucket b's reduction (launched, not yet released) and, with a
-  // bf16 wire, takes its result back into the f32 gradients. Returns the
-  // seconds this call blocked.
-  double wait(int b);
+  // bf16 wire, takes its result back into the f32 gradients. Callers time it
+  // on the compute stream (ops::StreamTimer / ops::StreamWaits).
+  void wait(int b);
   // Bucket b's reduce time into stats.bucket_seconds[b] (added) and its span
   // into stats.spans; the handle is released (b is no longer in flight).
   void account(int b, StepCommStats& stats);

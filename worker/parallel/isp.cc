@@ -47,7 +47,9 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
       full_(model_->params()),
       sp_(std::move(groups.sp)),
       wp_(std::move(groups.wp)),
-      wdp_(std::move(groups.wdp)) {
+      wdp_(std::move(groups.wdp)),
+      gather_waits_(model_->device()),
+      rs_waits_(model_->device()) {
   WEFT_CHECK(!model_->owns_storage(), "ISP provides the model's weights: its buffer must be Storage::Provided");
   optim_ = cfg.optim;
   o_.prefetch = cfg.parallel.isp.prefetch;
@@ -166,18 +168,12 @@ void IspGradSync::wait_gather(int unit) {
   WEFT_CHECK(slot_unit_[s] == unit, "ISP: unit's weights are not in their pool slot");
   for (size_t i = 0; i < gathers_[s].size(); ++i) {
     const comm::WorkPtr& w = gathers_[s][i];
-    gather_wait_s_ += timed_wait(w);
+    gather_waits_.time([&] { w->wait(); });
     spans_.add(gathers_issued_[s][i], *w);
     gather_spans_.add(gathers_issued_[s][i], *w);
   }
   gathers_[s].clear();
   gathers_issued_[s].clear();
-}
-
-double IspGradSync::timed_wait(const comm::WorkPtr& w) {
-  const auto t0 = Clock::now();
-  w->wait();
-  return since(t0);
 }
 
 void IspGradSync::before_use(int layer, WeightUse use) {
@@ -264,8 +260,7 @@ void IspGradSync::on_grad_ready(int param) {
 void IspGradSync::complete_front() {
   Pending p = pending_.front();
   pending_.pop_front();
-  const double waited = timed_wait(p.work);
-  rs_wait_s_ += waited;
+  rs_waits_.time([&] { p.work->wait(); });
   spans_.add(p.issued, *p.work);
   rs_spans_.add(p.issued, *p.work);
   if (p.slot >= 0) {
@@ -303,7 +298,9 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   }
   last_ = inner_->last_step();
   last_.weight_gather_seconds = gather_spans_.busy_seconds();
-  last_.prefetch_wait_seconds = gather_wait_s_;
+  // Every wait of this step is behind us: on a GPU, one sync reads them all.
+  const double gather_wait_s = gather_waits_.take_seconds(), rs_wait_s = rs_waits_.take_seconds();
+  last_.prefetch_wait_seconds = gather_wait_s;
   last_.reduce_scatter_seconds = rs_spans_.busy_seconds();
   last_.all_to_all_seconds = a2a_s_;
   // Gathers, reduce-scatters and the inner strategy's collectives run side
@@ -315,8 +312,8 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   spans_.clear();
   gather_spans_.clear();
   rs_spans_.clear();
-  last_.exposed_seconds += gather_wait_s_ + rs_wait_s_ + a2a_s_;
-  gather_wait_s_ = rs_wait_s_ = a2a_s_ = 0;
+  last_.exposed_seconds += gather_wait_s + rs_wait_s + a2a_s_;
+  a2a_s_ = 0;
   return norm;
 }
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "kernels/stream_timer.h"
 #include "model/param_and_grad_buffer.h"
 #include "model/sequence_exchange.h"
 #include "parallel/grad_sync.h"
@@ -122,7 +123,6 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
     comm::WorkPtr work;
   };
   void complete_front();
-  double timed_wait(const comm::WorkPtr& w);
   void exchange(Tensor out, const Tensor& in, bool to_heads);
 
   std::shared_ptr<ParamAndGradBuffer> model_;
@@ -151,8 +151,11 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
   float loss_wire_ = 0;
   Buffer send_, recv_;  // all-to-all staging
 
-  // This step's ISP accounting so far; last_ = the inner's plus these.
-  double gather_wait_s_ = 0, rs_wait_s_ = 0, a2a_s_ = 0;
+  // This step's ISP accounting so far; last_ = the inner's plus these. The
+  // waits are timed on the compute stream (read at the step's end); the
+  // all-to-alls, synchronous CPU exchanges, in host time.
+  ops::StreamWaits gather_waits_{Device::CPU}, rs_waits_{Device::CPU};
+  double a2a_s_ = 0;
   StepCommStats last_;
 };
 

@@ -12,10 +12,6 @@ namespace weft {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 // Backward visits the head first, then blocks n-1 .. 0, then the embedding.
 int backward_pos(int layer, int n_layers) {
   if (layer == kHeadLayer) return 0;
@@ -62,7 +58,8 @@ ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
       optim_cfg_(optim),
       all_ranges_(default_param_ranges(buf_->params(), optim)),
       engine_(buf_, dp_, BucketCollective::ReduceScatterAvg, {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire}),
-      opt_(optim, {}, buf_->device()) {
+      opt_(optim, {}, buf_->device()),
+      waits_(buf_->device()) {
   WEFT_CHECK(o_.stage == 1 || o_.stage == 2, "ZeRO stage must be 1 or 2");
   plan_shards();
   buf_->set_weight_hook(this);
@@ -211,12 +208,6 @@ Tensor ZeroGradSync::owned_grad(size_t i) const {
   return buf_->flat_grads().slice0(r.offset, r.offset + r.numel);
 }
 
-double ZeroGradSync::timed_wait(const comm::WorkPtr& w) {
-  const auto t0 = Clock::now();
-  w->wait();
-  return since(t0);
-}
-
 void ZeroGradSync::prepare_step(double lr, double max_norm) {
   lr_ = lr;
   max_norm_ = max_norm;
@@ -228,6 +219,7 @@ void ZeroGradSync::prepare_step(double lr, double max_norm) {
 
 void ZeroGradSync::reset_step_stats() {
   stats_ = StepCommStats{};
+  waits_.clear();  // waits outside a step (checkpoint gathers) are not a step's
   stats_.bucket_seconds.assign(engine_.size(), 0);
 }
 
@@ -251,7 +243,7 @@ void ZeroGradSync::on_grad_ready(int param) {
 
 void ZeroGradSync::complete(int index) {
   const Bucket& b = engine_.buckets()[index];
-  stats_.exposed_seconds += engine_.wait(index);  // the owned shard is f32 again
+  waits_.time([&] { engine_.wait(index); });  // the owned shard is f32 again
   engine_.account(index, stats_);
   stats_.comm_seconds = stats_.spans.busy_seconds();
   if (o_.stage == 2) {
@@ -335,7 +327,7 @@ void ZeroGradSync::launch_gather(int index) {
 
 void ZeroGradSync::wait_gather(int index) {
   if (!ag_[index]) return;
-  stats_.exposed_seconds += timed_wait(ag_[index]);
+  waits_.time([&] { ag_[index]->wait(); });
   stats_.spans.add(ag_issued_[index], *ag_[index]);
   stats_.comm_seconds = stats_.spans.busy_seconds();
   ag_[index] = nullptr;
@@ -347,8 +339,8 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
   // The owned shards partition the parameters: the global norm is the root of
   // the summed shard norms, the same as the unsharded gradient's.
   norm_wire_ = static_cast<float>(shard_sumsq_);
-  stats_.exposed_seconds +=
-      timed_wait(all_reduce_host(*dp_, buf_->device(), &norm_wire_, 1, comm::ReduceOp::Sum, "grad norm"));
+  comm::WorkPtr norm_work = all_reduce_host(*dp_, buf_->device(), &norm_wire_, 1, comm::ReduceOp::Sum, "grad norm");
+  waits_.time([&] { norm_work->wait(); });
   const double norm = std::sqrt(norm_scope_.reduce(static_cast<double>(norm_wire_)));
   const double c = clip_coefficient(norm, max_norm);
   if (c != 1.0) {
@@ -368,6 +360,8 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
       if (!ag_[b.index]) launch_gather(b.index);
     for (const Bucket& b : engine_.buckets()) wait_gather(b.index);
   }
+  // Every wait of this step is behind us: on a GPU, one sync reads them all.
+  stats_.exposed_seconds += waits_.take_seconds();
   prepared_ = step_early_ = false;
   micro_ = 0;
   return norm;

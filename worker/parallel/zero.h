@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "kernels/stream_timer.h"
 #include "parallel/bucket_engine.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/grad_sync.h"
@@ -118,7 +119,6 @@ class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
   void step_bucket(int bucket, double lr);
   void launch_gather(int bucket);
   void wait_gather(int bucket);
-  double timed_wait(const comm::WorkPtr& w);  // seconds blocked
 
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
@@ -132,6 +132,7 @@ class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
   std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
   AdamW opt_;
+  ops::StreamWaits waits_;              // this step's waits on communication (its exposed time)
   Buffer shard_grads_;                  // stage 2: the owned gradient shard, compact
 
   std::vector<comm::WorkPtr> ag_;       // per bucket
