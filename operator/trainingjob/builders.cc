@@ -171,6 +171,9 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   Json meta = child_meta(job, pod_name(job_name, index));
   if (tpl.contains("labels"))
     for (auto it = tpl["labels"].begin(); it != tpl["labels"].end(); ++it) meta["labels"][it.key()] = it.value();
+  // The job's queue (suspend/resume is the contract Kueue drives) on every pod.
+  if (const Json& jl = job["metadata"].value("labels", Json::object()); jl.contains(kLabelKueueQueue))
+    meta["labels"][kLabelKueueQueue] = jl[kLabelKueueQueue];
   meta["labels"][kLabelJob] = job_name;  // the user cannot override the operator's own labels
   meta["labels"][kLabelManagedBy] = kManagedBy;
   meta["labels"][kLabelRank] = std::to_string(index);

@@ -8,6 +8,9 @@ namespace weft::tj {
 
 // Labels on every child object.
 inline constexpr const char* kLabelJob = "weft.dev/job";          // TrainingJob name
+// Kueue's queue label: on the TrainingJob, copied to its pods (Kueue and
+// schedulers that read it from pods see the job's queue).
+inline constexpr const char* kLabelKueueQueue = "kueue.x-k8s.io/queue-name";
 inline constexpr const char* kLabelRank = "weft.dev/rank";        // pods only
 inline constexpr const char* kLabelAttempt = "weft.dev/attempt";  // pods only; gang attempt
 inline constexpr const char* kLabelManagedBy = "app.kubernetes.io/managed-by";
@@ -57,7 +60,11 @@ inline constexpr const char* kReasonPodsCreated = "PodsCreated";
 inline constexpr const char* kReasonAllRanksRunning = "AllRanksRunning";
 inline constexpr const char* kReasonWaitingForRanks = "WaitingForRanks";
 inline constexpr const char* kReasonRankFailed = "RankFailed";          // retryable exit code
-inline constexpr const char* kReasonRankDeleted = "RankDeleted";        // pod vanished or evicted
+inline constexpr const char* kReasonRankDeleted = "RankDeleted";        // pod deleted (or evicted on servers < 1.26)
+inline constexpr const char* kReasonRankEvicted = "RankEvicted";        // eviction API or kubelet node pressure
+inline constexpr const char* kReasonRankPreempted = "RankPreempted";    // scheduler or kubelet preemption
+inline constexpr const char* kReasonRankNodeLost = "RankNodeLost";      // node gone, unreachable or shut down
+inline constexpr const char* kReasonRankOOMKilled = "RankOOMKilled";    // the worker container hit its memory limit
 inline constexpr const char* kReasonBadConfig = "BadConfig";            // exit code 1
 inline constexpr const char* kReasonMaxRestarts = "MaxRestartsExceeded";
 inline constexpr const char* kReasonBackoff = "RestartBackoff";

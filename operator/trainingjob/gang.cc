@@ -15,14 +15,21 @@ RankState observe_pod(const nlohmann::json& pod, const std::string& container) {
   s.phase = st.value("phase", "Pending");
   s.reason = st.value("reason", "");
   if (auto c = st.find("conditions"); c != st.end() && c->is_array())
-    for (const auto& cond : *c)
-      if (cond.value("type", "") == "Ready") s.ready = cond.value("status", "") == "True";
+    for (const auto& cond : *c) {
+      if (!cond.is_object()) continue;
+      const std::string type = cond.value("type", ""), status = cond.value("status", "");
+      if (type == "Ready") s.ready = status == "True";
+      // Set by the API server, scheduler or kubelet before they delete or
+      // kill a pod for reasons outside it (eviction, preemption, node loss).
+      if (type == "DisruptionTarget" && status == "True") s.disruption = cond.value("reason", "DisruptionTarget");
+    }
   if (auto cs = st.find("containerStatuses"); cs != st.end() && cs->is_array())
     for (const auto& c : *cs) {
       if (c.value("name", "") != container) continue;
       if (c.contains("state") && c["state"].contains("terminated")) {
         const auto& t = c["state"]["terminated"];
         s.exit_code = t.value("exitCode", -1);
+        s.container_reason = t.value("reason", "");
         if (auto m = t.find("message"); m != t.end() && m->is_string()) s.message = m->get<std::string>();
       }
     }

@@ -19,6 +19,8 @@ struct RankState {
   std::optional<int> exit_code;     // worker container's terminated exit code
   std::string reason;               // pod status reason (e.g. Evicted)
   std::string message;              // terminated container's message (the log tail on error)
+  std::string container_reason;     // worker container's terminated reason (e.g. OOMKilled)
+  std::string disruption;           // reason of a True DisruptionTarget condition (Kubernetes >= 1.26)
 };
 
 struct GangObservation {

@@ -109,7 +109,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   relaunch_if_spec_changed(cx);
   observe_gang(cx);
 
-  const RestartDecision decision = decide_restart(cx.gang, st.restarts, cx.spec.restart);
+  const RestartDecision decision = decide_restart(cx.gang, counted_restarts(st), cx.spec.restart);
   if (decision.verdict == GangVerdict::Fail) return fail_gang(cx, decision);
   if (decision.verdict == GangVerdict::Restart) return restart_gang(cx, decision);
   if (gang_succeeded(cx.gang)) return complete(cx);
@@ -248,15 +248,21 @@ ReconcileResult Reconciler::restart_gang(Context& cx, const RestartDecision& dec
   TrainingJobStatus& st = cx.status;
   delete_pods(cx, not_terminating(cx.current));
   ++st.restarts;
+  ++st.restarts_by_cause[cause_name(decision.cause)];
+  st.last_restart_cause = cause_name(decision.cause);
   ++st.attempt;
   st.last_restart_time = cx.now_s;
   st.attempt_start_time.clear();
   st.ready_replicas = 0;
   set_phase(st, GangObservation{}, PhaseFacts{.restart_in_progress = true});  // the gang is gone
-  const auto backoff = restart_backoff(st.restarts, cx.spec.restart);
+  const int counted = counted_restarts(st);
+  // A restart that does not count waits no backoff: nothing in the job failed.
+  const auto backoff = counts_against_limit(decision.cause) ? restart_backoff(counted, cx.spec.restart)
+                                                            : std::chrono::seconds(0);
   const std::string msg = decision.message + "; restarting the gang as attempt " + std::to_string(st.attempt) +
                           " in " + std::to_string(backoff.count()) + "s (restart " + std::to_string(st.restarts) +
-                          " of " + std::to_string(cx.spec.restart.max_restarts) + ")";
+                          ", " + std::to_string(counted) + " of maxRestarts " +
+                          std::to_string(cx.spec.restart.max_restarts) + " counted)";
   st.set_condition(kCondRestarting, true, decision.reason, msg, cx.generation, cx.now_s);
   st.set_condition(kCondReady, false, decision.reason, "gang restarting", cx.generation, cx.now_s);
   cx.event("Warning", decision.reason, msg);
@@ -282,7 +288,9 @@ std::optional<ReconcileResult> Reconciler::wait_for_relaunch(Context& cx) {
   }
   if (restarting && cx.gang.ranks.empty()) {
     auto last = parse_time(st.last_restart_time);
-    auto ready_at = (last ? *last : cx.now) + restart_backoff(st.restarts, cx.spec.restart);
+    const auto backoff =
+        last_restart_counted(st) ? restart_backoff(counted_restarts(st), cx.spec.restart) : std::chrono::seconds(0);
+    auto ready_at = (last ? *last : cx.now) + backoff;
     if (ready_at > cx.now) {
       set_phase(st, cx.gang, PhaseFacts{.restart_in_progress = true});
       return ReconcileResult::requeue_after(std::chrono::duration_cast<std::chrono::milliseconds>(ready_at - cx.now) +

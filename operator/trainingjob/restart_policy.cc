@@ -1,46 +1,137 @@
 #include "trainingjob/restart_policy.h"
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "trainingjob/constants.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
 
-RestartDecision decide_restart(const GangObservation& gang, int restarts_so_far, const RestartSpec& spec) {
+const char* cause_name(FailureCause c) {
+  switch (c) {
+    case FailureCause::Failure: return "Failure";
+    case FailureCause::OOMKilled: return "OOMKilled";
+    case FailureCause::Evicted: return "Evicted";
+    case FailureCause::Preempted: return "Preempted";
+    case FailureCause::NodeLost: return "NodeLost";
+    case FailureCause::Deleted: return "Deleted";
+  }
+  return "Failure";
+}
+
+bool counts_against_limit(FailureCause c) { return c == FailureCause::Failure || c == FailureCause::OOMKilled; }
+
+int counted_restarts(const TrainingJobStatus& status) {
+  std::vector<std::string> uncounted;
+  for (FailureCause c : {FailureCause::Evicted, FailureCause::Preempted, FailureCause::NodeLost, FailureCause::Deleted})
+    uncounted.push_back(cause_name(c));
+  return status.counted_restarts(uncounted);
+}
+
+bool last_restart_counted(const TrainingJobStatus& status) {
+  for (FailureCause c : {FailureCause::Evicted, FailureCause::Preempted, FailureCause::NodeLost, FailureCause::Deleted})
+    if (status.last_restart_cause == cause_name(c)) return false;
+  return true;
+}
+
+FailureCause classify_failure(const RankState& r) {
+  if (const std::string& d = r.disruption; !d.empty()) {
+    if (d == "PreemptionByScheduler" || d == "PreemptionByKubeScheduler") return FailureCause::Preempted;
+    if (d == "EvictionByEvictionAPI" || d == "TerminationByKubelet") return FailureCause::Evicted;
+    if (d == "DeletionByTaintManager" || d == "DeletionByPodGC") return FailureCause::NodeLost;
+    return FailureCause::Deleted;
+  }
+  if (r.reason == "Evicted") return FailureCause::Evicted;
+  if (r.reason == "Preempting") return FailureCause::Preempted;
+  // "Terminated"/"Shutdown": the kubelet's graceful node shutdown.
+  if (r.reason == "NodeLost" || r.reason == "NodeShutdown" || r.reason == "Shutdown" || r.reason == "Terminated")
+    return FailureCause::NodeLost;
+  if (r.container_reason == "OOMKilled") return FailureCause::OOMKilled;
+  // A worker stops with 143 only when asked to, by SIGTERM or with a peer
+  // that was: its pod (or a peer's) is being deleted or evicted. On servers
+  // that do not mark evictions this is all there is to tell them by.
+  if (r.terminating || r.exit_code == contract::kExitPreempted) return FailureCause::Deleted;
+  return FailureCause::Failure;
+}
+
+namespace {
+
+const char* cause_reason(FailureCause c) {
+  switch (c) {
+    case FailureCause::Failure: return kReasonRankFailed;
+    case FailureCause::OOMKilled: return kReasonRankOOMKilled;
+    case FailureCause::Evicted: return kReasonRankEvicted;
+    case FailureCause::Preempted: return kReasonRankPreempted;
+    case FailureCause::NodeLost: return kReasonRankNodeLost;
+    case FailureCause::Deleted: return kReasonRankDeleted;
+  }
+  return kReasonRankFailed;
+}
+
+// When several ranks stop, the one taken from outside is the root cause (its
+// peers then fail on their collectives), then an OOM kill, then an exit.
+int precedence(FailureCause c) {
+  if (!counts_against_limit(c)) return 2;
+  return c == FailureCause::OOMKilled ? 1 : 0;
+}
+
+std::string describe(const RankState& r, FailureCause c) {
+  const std::string rank = "rank " + std::to_string(r.rank);
+  const std::string why = last_message_line(r.message);
+  switch (c) {
+    case FailureCause::Failure:
+      if (!r.exit_code) return rank + " failed" + (r.reason.empty() ? "" : " (" + r.reason + ")") + " without an exit code";
+      return rank + " exited with code " + std::to_string(*r.exit_code) + (why.empty() ? "" : ": " + why);
+    case FailureCause::OOMKilled:
+      return rank + " was OOM-killed at its memory limit" +
+             (r.exit_code ? " (exit code " + std::to_string(*r.exit_code) + ")" : "");
+    default: {
+      std::string detail = !r.disruption.empty() ? r.disruption : r.reason;
+      if (detail.empty() && r.terminating) detail = "pod deleted";
+      return rank + " stopped from outside the job: " + cause_name(c) + (detail.empty() ? "" : " (" + detail + ")");
+    }
+  }
+}
+
+}  // namespace
+
+RestartDecision decide_restart(const GangObservation& gang, int counted_restarts, const RestartSpec& spec) {
   // Exit code 1 wins over everything: retrying a bad config only burns time.
   for (const auto& r : gang.ranks)
     if (r.phase == "Failed" && r.exit_code && !contract::retryable(*r.exit_code)) {
       const std::string why = last_message_line(r.message);
       return {GangVerdict::Fail, kReasonBadConfig,
               "rank " + std::to_string(r.rank) + " exited with code 1 (bad config or input); not retried" +
-                  (why.empty() ? "" : ": " + why)};
+                  (why.empty() ? "" : ": " + why),
+              FailureCause::Failure};
     }
 
-  std::string reason, message;
+  std::optional<FailureCause> cause;
+  std::string message;
   for (const auto& r : gang.ranks) {
     if (r.phase != "Failed") continue;
-    if (r.reason == "Evicted" || !r.exit_code) {
-      reason = kReasonRankDeleted;
-      message = "rank " + std::to_string(r.rank) + " failed" + (r.reason.empty() ? "" : " (" + r.reason + ")") +
-                " without an exit code";
-    } else {
-      reason = kReasonRankFailed;
-      message = "rank " + std::to_string(r.rank) + " exited with code " + std::to_string(*r.exit_code);
-      if (const std::string why = last_message_line(r.message); !why.empty()) message += ": " + why;
+    const FailureCause c = classify_failure(r);
+    if (!cause || precedence(c) > precedence(*cause)) {
+      cause = c;
+      message = describe(r, c);
     }
-    break;
   }
-  if (reason.empty() && gang.launched && !gang.missing_ranks.empty()) {
-    reason = kReasonRankDeleted;
+  if ((!cause || precedence(FailureCause::Deleted) > precedence(*cause)) && gang.launched &&
+      !gang.missing_ranks.empty()) {
+    cause = FailureCause::Deleted;
     message = "pod of rank " + std::to_string(gang.missing_ranks.front()) + " was deleted";
   }
-  if (reason.empty()) return {GangVerdict::Healthy, "", ""};
-  if (restarts_so_far >= spec.max_restarts)
+  if (!cause) return {GangVerdict::Healthy, "", "", FailureCause::Failure};
+  const std::string reason = cause_reason(*cause);
+  if (!counts_against_limit(*cause)) return {GangVerdict::Restart, reason, message + " (not counted against maxRestarts)", *cause};
+  if (counted_restarts >= spec.max_restarts)
     return {GangVerdict::Fail, kReasonMaxRestarts,
-            message + "; restart limit reached (" + std::to_string(restarts_so_far) + " of maxRestarts " +
-                std::to_string(spec.max_restarts) + ")"};
-  return {GangVerdict::Restart, reason, message};
+            message + "; restart limit reached (" + std::to_string(counted_restarts) + " of maxRestarts " +
+                std::to_string(spec.max_restarts) + ")",
+            *cause};
+  return {GangVerdict::Restart, reason, message, *cause};
 }
 
 std::chrono::seconds restart_backoff(int restarts, const RestartSpec& spec) {

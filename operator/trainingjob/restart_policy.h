@@ -3,11 +3,14 @@
 // rank from the same checkpoint.
 //
 //  - exit code 1 (bad config or input) on any rank: Failed, never retried;
-//  - any other failure (retryable exit code, unknown exit, eviction, a pod
-//    that vanished after launch): Restart while restarts < maxRestarts,
-//    otherwise Failed with MaxRestartsExceeded;
+//  - a rank taken away from outside the job (a FailureCause that does not
+//    count: eviction, preemption, node loss, a deleted pod): Restart, always,
+//    without counting against maxRestarts or growing the backoff;
+//  - any other failure (a retryable or unknown exit code, an OOM kill):
+//    Restart while the counted restarts < maxRestarts, otherwise Failed with
+//    MaxRestartsExceeded;
 //  - otherwise Healthy.
-// Backoff before attempt n+1 is backoffSeconds * 2^(restarts-1), capped.
+// Backoff before attempt n+1 is backoffSeconds * 2^(counted restarts-1), capped.
 #pragma once
 
 #include <chrono>
@@ -20,16 +23,45 @@ namespace weft::tj {
 
 enum class GangVerdict { Healthy, Restart, Fail };
 
+// Why a rank of a running gang stopped, from its pod (status.restartsByCause
+// counts restarts by these names).
+enum class FailureCause {
+  Failure,    // the worker exited non-zero on its own: counts
+  OOMKilled,  // the container hit its memory limit: counts (it would again)
+  Evicted,    // eviction API, kubelet node pressure: does not count
+  Preempted,  // a higher-priority pod took its place: does not count
+  NodeLost,   // node gone, unreachable or shut down: does not count
+  Deleted,    // pod deleted, or the worker stopped on SIGTERM (exit 143; how an
+              // eviction looks on servers < 1.26): does not count
+};
+const char* cause_name(FailureCause c);
+// Whether a restart for this cause counts against maxRestarts.
+bool counts_against_limit(FailureCause c);
+// The restarts of `status` that count (TrainingJobStatus::counted_restarts
+// with the causes that do not).
+int counted_restarts(const TrainingJobStatus& status);
+// Whether the latest restart counted (one recorded before causes were: yes).
+bool last_restart_counted(const TrainingJobStatus& status);
+// The cause of a rank that failed (pod phase Failed) or is being deleted:
+// DisruptionTarget's reason first (Kubernetes >= 1.26 sets it for API
+// evictions, preemption and taint-based deletion), then the pod's reason
+// (Evicted, Preempting, NodeLost, node shutdown), then an OOM kill, then a
+// pod being deleted or a worker that stopped on SIGTERM (exit 143, itself or
+// with a signalled peer); else the worker's own Failure.
+FailureCause classify_failure(const RankState& rank);
+
 struct RestartDecision {
   GangVerdict verdict = GangVerdict::Healthy;
   std::string reason;    // constants.h reason
   std::string message;   // names the rank and exit code
+  FailureCause cause = FailureCause::Failure;  // Restart and Fail
 };
 
-RestartDecision decide_restart(const GangObservation& gang, int restarts_so_far, const RestartSpec& spec);
+// `counted_restarts`: the restarts so far that count against maxRestarts.
+RestartDecision decide_restart(const GangObservation& gang, int counted_restarts, const RestartSpec& spec);
 
 // Delay between tearing down attempt n and launching attempt n+1, where
-// `restarts` counts restarts including this one (>= 1).
+// `restarts` counts the counted restarts including this one (0: none).
 std::chrono::seconds restart_backoff(int restarts, const RestartSpec& spec);
 
 }  // namespace weft::tj

@@ -1,5 +1,6 @@
 #include "trainingjob/types.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kube/quantity.h"
@@ -210,6 +211,13 @@ std::string describe(const std::vector<SpecError>& errors) {
   return out;
 }
 
+int TrainingJobStatus::counted_restarts(const std::vector<std::string>& uncounted) const {
+  int n = restarts;
+  for (const std::string& c : uncounted)
+    if (auto it = restarts_by_cause.find(c); it != restarts_by_cause.end()) n -= it->second;
+  return std::max(n, 0);
+}
+
 const Condition* TrainingJobStatus::condition(const std::string& type) const {
   for (const auto& c : conditions)
     if (c.type == type) return &c;
@@ -358,6 +366,10 @@ TrainingJobStatus parse_status(const Json& st, std::vector<SpecError>* errors) {
   s.ready_replicas = st.value("readyReplicas", 0);
   s.ranks = st.value("ranks", 0);
   s.restarts = st.value("restarts", 0);
+  if (auto rc = st.find("restartsByCause"); rc != st.end() && rc->is_object())
+    for (auto it = rc->begin(); it != rc->end(); ++it)
+      if (it->is_number_integer() && it->get<int>() > 0) s.restarts_by_cause[it.key()] = it->get<int>();
+  s.last_restart_cause = st.value("lastRestartCause", "");
   s.start_time = st.value("startTime", "");
   s.completion_time = st.value("completionTime", "");
   s.last_restart_time = st.value("lastRestartTime", "");
@@ -380,6 +392,8 @@ Json to_json(const TrainingJobStatus& s) {
   j["readyReplicas"] = s.ready_replicas;
   if (s.ranks > 0) j["ranks"] = s.ranks;
   j["restarts"] = s.restarts;
+  if (!s.restarts_by_cause.empty()) j["restartsByCause"] = s.restarts_by_cause;
+  if (!s.last_restart_cause.empty()) j["lastRestartCause"] = s.last_restart_cause;
   if (!s.start_time.empty()) j["startTime"] = s.start_time;
   if (!s.completion_time.empty()) j["completionTime"] = s.completion_time;
   if (!s.last_restart_time.empty()) j["lastRestartTime"] = s.last_restart_time;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,12 +84,19 @@ struct TrainingJobStatus {
   int ready_replicas = 0;
   int ranks = 0;  // WORLD_SIZE of the job: pods x procsPerPod
   int restarts = 0;
+  // Restarts by FailureCause name (restart_policy.h); a status written before
+  // the breakdown existed has none, and all its restarts count.
+  std::map<std::string, int> restarts_by_cause;
+  std::string last_restart_cause;  // FailureCause name of the latest restart
   std::string start_time, completion_time, last_restart_time;
   std::string attempt_start_time;  // all pods of `attempt` created; a vanished pod after this is a failure
   std::vector<Condition> conditions;
   std::optional<TuningStatus> tuning;
   Json extra = Json::object();  // progress: owned by another writer, carried through
 
+  // The restarts that count against maxRestarts: all but those whose cause
+  // does not (`uncounted`, the FailureCause names that do not count).
+  int counted_restarts(const std::vector<std::string>& uncounted) const;
   const Condition* condition(const std::string& type) const;
   // Sets a condition; lastTransitionTime changes only when status flips.
   void set_condition(const std::string& type, bool status, const std::string& reason, const std::string& message,

@@ -39,6 +39,21 @@ TEST(Builders, PodCarriesTheEnvContract) {
   EXPECT_EQ(pod["spec"]["containers"][0]["args"], Json::array({"/etc/weft/config.yaml"}));
 }
 
+// Kueue's queue-name label of the TrainingJob reaches every pod; a template
+// label of the same name gives way to the job's.
+TEST(Builders, KueueQueueNameOfTheJobReachesThePods) {
+  Json job = MakeJob("queued", "team-a").Replicas(2).Obj();
+  Json plain = build_pod(job, parse_spec(job["spec"]), 0, 0);
+  EXPECT_FALSE(plain["metadata"]["labels"].contains(kLabelKueueQueue));
+  job["metadata"]["labels"] = {{kLabelKueueQueue, "team-a-gpus"}};
+  job["spec"]["template"]["labels"] = {{kLabelKueueQueue, "other"}, {"team", "a"}};
+  for (int i = 0; i < 2; ++i) {
+    Json pod = build_pod(job, parse_spec(job["spec"]), i, 0);
+    EXPECT_EQ(pod["metadata"]["labels"][kLabelKueueQueue], "team-a-gpus");
+    EXPECT_EQ(pod["metadata"]["labels"]["team"], "a");
+  }
+}
+
 // procsPerPod P: pod i runs weft-run for ranks i·P .. i·P+P-1 of pods·P.
 // weft-run sets RANK and LOCAL_RANK per process (tests/comm/weft_run_test.cc
 // checks that arithmetic); the pod carries the rest of the contract.

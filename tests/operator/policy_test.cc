@@ -7,10 +7,12 @@
 
 #include "test_builders.h"
 #include "trainingjob/constants.h"
+#include "trainingjob/gang.h"
 #include "trainingjob/phase_policy.h"
 #include "trainingjob/restart_policy.h"
 #include "trainingjob/success_policy.h"
 #include "trainingjob/ttl_policy.h"
+#include "trainingjob/types.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
@@ -36,8 +38,10 @@ TEST(RestartPolicy, Table) {
        Restarts(3), GangVerdict::Restart, kReasonRankFailed},
       {"checkpoint io (4) restarts", MakeGang(2).Launched().Failed(0, 4).Running(1).Obj(), 1, Restarts(3),
        GangVerdict::Restart, kReasonRankFailed},
-      {"preempted (143) restarts", MakeGang(2).Launched().Failed(0, 143).Failed(1, 143).Obj(), 0, Restarts(3),
-       GangVerdict::Restart, kReasonRankFailed},
+      {"stopped on SIGTERM (143) restarts uncounted", MakeGang(2).Launched().Failed(0, 143).Failed(1, 143).Obj(), 3,
+       Restarts(3), GangVerdict::Restart, kReasonRankDeleted},
+      {"killed (137, no OOM) counts", MakeGang(2).Launched().Failed(0, 137).Running(1).Obj(), 3, Restarts(3),
+       GangVerdict::Fail, kReasonMaxRestarts},
       {"bad config (1) fails at once", MakeGang(2).Launched().Failed(0, 1).Running(1).Obj(), 0, Restarts(3),
        GangVerdict::Fail, kReasonBadConfig},
       {"exit 1 wins over a retryable failure", MakeGang(3).Launched().Failed(0, 3).Failed(2, 1).Running(1).Obj(), 0,
@@ -45,7 +49,35 @@ TEST(RestartPolicy, Table) {
       {"exit 1 fails even with restarts left", MakeGang(1).Launched().Failed(0, 1).Obj(), 0, Restarts(100),
        GangVerdict::Fail, kReasonBadConfig},
       {"evicted restarts", MakeGang(2).Launched().Failed(0, std::nullopt, "Evicted").Running(1).Obj(), 0, Restarts(3),
-       GangVerdict::Restart, kReasonRankDeleted},
+       GangVerdict::Restart, kReasonRankEvicted},
+      {"evicted restarts past the limit: not counted",
+       MakeGang(2).Launched().Failed(0, std::nullopt, "Evicted").Running(1).Obj(), 3, Restarts(3),
+       GangVerdict::Restart, kReasonRankEvicted},
+      {"API eviction (DisruptionTarget) with the peer's lost-peer exit: the eviction is the cause",
+       MakeGang(2).Launched().Failed(0, 143).Disruption("EvictionByEvictionAPI").Failed(1, 3).Obj(), 3,
+       Restarts(3), GangVerdict::Restart, kReasonRankEvicted},
+      {"preempted by the scheduler, not counted",
+       MakeGang(2).Launched().Failed(1, 143).Disruption("PreemptionByScheduler").Running(0).Obj(), 5, Restarts(3),
+       GangVerdict::Restart, kReasonRankPreempted},
+      {"node lost (taint manager), not counted",
+       MakeGang(2).Launched().Failed(1, std::nullopt).Disruption("DeletionByTaintManager").Running(0).Obj(), 5,
+       Restarts(3), GangVerdict::Restart, kReasonRankNodeLost},
+      {"node shutdown, not counted", MakeGang(2).Launched().Failed(0, 143, "Terminated").Running(1).Obj(), 5,
+       Restarts(3), GangVerdict::Restart, kReasonRankNodeLost},
+      {"a pod being deleted whose worker stopped on SIGTERM, not counted",
+       MakeGang(2).Launched().Failed(0, 143).BeingDeleted().Running(1).Obj(), 5, Restarts(3), GangVerdict::Restart,
+       kReasonRankDeleted},
+      {"deleted pod after launch restarts past the limit: not counted",
+       MakeGang(2).Launched().Running(0).Missing(1).Obj(), 3, Restarts(3), GangVerdict::Restart, kReasonRankDeleted},
+      {"OOM kill counts: restarts below the limit",
+       MakeGang(2).Launched().Failed(1, 137).ContainerReason("OOMKilled").Running(0).Obj(), 2, Restarts(3),
+       GangVerdict::Restart, kReasonRankOOMKilled},
+      {"OOM kill counts: fails at the limit",
+       MakeGang(2).Launched().Failed(1, 137).ContainerReason("OOMKilled").Running(0).Obj(), 3, Restarts(3),
+       GangVerdict::Fail, kReasonMaxRestarts},
+      {"exit 1 wins over an eviction",
+       MakeGang(2).Launched().Failed(0, 1).Failed(1, std::nullopt, "Evicted").Obj(), 0, Restarts(3),
+       GangVerdict::Fail, kReasonBadConfig},
       {"deleted pod after launch restarts", MakeGang(2).Launched().Running(0).Missing(1).Obj(), 0, Restarts(3),
        GangVerdict::Restart, kReasonRankDeleted},
       {"missing before launch is not a failure", MakeGang(2).Running(0).Missing(1).Obj(), 0, Restarts(3),
@@ -72,6 +104,73 @@ TEST(RestartPolicy, Table) {
       EXPECT_NE(d.message.find("rank"), std::string::npos) << d.message;
     }
   }
+}
+
+// Which pod facts make which cause, and which causes count.
+TEST(RestartPolicy, ClassifiesFailuresByTheirPod) {
+  auto rank = [](const std::string& reason, const std::string& container, const std::string& disruption,
+                 bool deleting, int code = 143) {
+    RankState r;
+    r.phase = "Failed";
+    r.exit_code = code;
+    r.reason = reason;
+    r.container_reason = container;
+    r.disruption = disruption;
+    r.terminating = deleting;
+    return classify_failure(r);
+  };
+  EXPECT_EQ(rank("", "Error", "", false), FailureCause::Deleted) << "143: stopped on SIGTERM";
+  EXPECT_EQ(rank("", "Error", "", false, 3), FailureCause::Failure);
+  EXPECT_EQ(rank("", "Error", "", false, 137), FailureCause::Failure) << "killed, not for memory";
+  EXPECT_EQ(rank("", "OOMKilled", "", false, 137), FailureCause::OOMKilled);
+  EXPECT_EQ(rank("", "OOMKilled", "", false), FailureCause::OOMKilled);
+  EXPECT_EQ(rank("Evicted", "", "", false), FailureCause::Evicted);
+  EXPECT_EQ(rank("", "", "EvictionByEvictionAPI", true), FailureCause::Evicted);
+  EXPECT_EQ(rank("", "", "TerminationByKubelet", false), FailureCause::Evicted);
+  EXPECT_EQ(rank("", "", "PreemptionByScheduler", true), FailureCause::Preempted);
+  EXPECT_EQ(rank("Preempting", "", "", false), FailureCause::Preempted);
+  EXPECT_EQ(rank("", "", "DeletionByTaintManager", true), FailureCause::NodeLost);
+  EXPECT_EQ(rank("", "", "DeletionByPodGC", true), FailureCause::NodeLost);
+  EXPECT_EQ(rank("NodeLost", "", "", false), FailureCause::NodeLost);
+  EXPECT_EQ(rank("Terminated", "", "", false), FailureCause::NodeLost);
+  EXPECT_EQ(rank("", "", "SomeFutureReason", true), FailureCause::Deleted);
+  EXPECT_EQ(rank("", "Error", "", true), FailureCause::Deleted);
+  // The disruption wins over what the container says about itself.
+  EXPECT_EQ(rank("", "OOMKilled", "PreemptionByScheduler", true), FailureCause::Preempted);
+  for (FailureCause c : {FailureCause::Failure, FailureCause::OOMKilled}) EXPECT_TRUE(counts_against_limit(c));
+  for (FailureCause c : {FailureCause::Evicted, FailureCause::Preempted, FailureCause::NodeLost, FailureCause::Deleted})
+    EXPECT_FALSE(counts_against_limit(c)) << cause_name(c);
+}
+
+TEST(RestartPolicy, CountedRestartsLeaveOutTheCausesThatDoNotCount) {
+  TrainingJobStatus st;
+  st.restarts = 5;
+  EXPECT_EQ(counted_restarts(st), 5) << "a status from before the breakdown counts every restart";
+  EXPECT_TRUE(last_restart_counted(st));
+  st.restarts_by_cause = {{"Failure", 1}, {"OOMKilled", 1}, {"Evicted", 2}, {"Deleted", 1}};
+  EXPECT_EQ(counted_restarts(st), 2);
+  st.last_restart_cause = "Evicted";
+  EXPECT_FALSE(last_restart_counted(st));
+  st.last_restart_cause = "OOMKilled";
+  EXPECT_TRUE(last_restart_counted(st));
+  const TrainingJobStatus back = parse_status(to_json(st));
+  EXPECT_EQ(back.restarts_by_cause, st.restarts_by_cause);
+  EXPECT_EQ(back.last_restart_cause, "OOMKilled");
+}
+
+TEST(RestartPolicy, ObservesOomKillsAndDisruptionsFromThePod) {
+  const nlohmann::json pod = nlohmann::json::parse(R"({
+    "metadata": {"labels": {"weft.dev/rank": "1"}, "deletionTimestamp": "2026-11-26T00:00:00Z"},
+    "status": {"phase": "Failed",
+      "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
+                     {"type": "Ready", "status": "False"}],
+      "containerStatuses": [{"name": "worker", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}})");
+  const RankState r = observe_pod(pod, "worker");
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.container_reason, "OOMKilled");
+  EXPECT_EQ(r.disruption, "EvictionByEvictionAPI");
+  EXPECT_TRUE(r.terminating);
+  EXPECT_EQ(classify_failure(r), FailureCause::Evicted);
 }
 
 TEST(Contract, OnlyABadConfigIsNotRetried) {

@@ -67,6 +67,18 @@ class MakeGang {
     g_.ranks.back().message = m;
     return *this;
   }
+  MakeGang& ContainerReason(const std::string& r) {  // the last rank added, e.g. OOMKilled
+    g_.ranks.back().container_reason = r;
+    return *this;
+  }
+  MakeGang& Disruption(const std::string& r) {  // the last rank added: DisruptionTarget's reason
+    g_.ranks.back().disruption = r;
+    return *this;
+  }
+  MakeGang& BeingDeleted() {  // the last rank added
+    g_.ranks.back().terminating = true;
+    return *this;
+  }
   MakeGang& Terminating(int rank) {
     add(rank, "Running", false, {});
     g_.ranks.back().terminating = true;

@@ -63,7 +63,8 @@ TEST_F(PodSettings, TemplateSettingsAndRanksPerPodReachThePods) {
   ASSERT_TRUE(created.ok()) << created.error().message;
 
   ASSERT_TRUE(eventually([&] { return job_pods(ns(), "gpu").size() == 2; })) << status_of(ns(), "gpu").dump();
-  EXPECT_EQ(status_of(ns(), "gpu").value("ranks", 0), 4);
+  // The status is written after the pods are created: wait for it too.
+  EXPECT_TRUE(eventually([&] { return status_of(ns(), "gpu").value("ranks", 0) == 4; })) << status_of(ns(), "gpu").dump();
   for (const auto& pod : job_pods(ns(), "gpu")) {
     SCOPED_TRACE(pod["metadata"]["name"].get<std::string>());
     const Json& spec = pod["spec"];

@@ -198,7 +198,7 @@ TEST_F(Reconcile, MaxRestartsEndsInFailed) {
   EXPECT_TRUE(max) << st.dump();
 }
 
-TEST_F(Reconcile, DeletedPodCountsAsAFailedRank) {
+TEST_F(Reconcile, DeletedPodRestartsTheGangWithoutCounting) {
   create(job_json("evict", 2));
   ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "0"); }));
   ASSERT_TRUE(eventually([&] { return !status_of(ns(), "evict").value("attemptStartTime", "").empty(); }));
@@ -206,9 +206,73 @@ TEST_F(Reconcile, DeletedPodCountsAsAFailedRank) {
   ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "1"); }, 20s)) << world("evict");
   Json st = status_of(ns(), "evict");
   EXPECT_EQ(st["restarts"], 1);
+  EXPECT_EQ(st["restartsByCause"], Json({{"Deleted", 1}})) << st.dump();
+  EXPECT_EQ(st["lastRestartCause"], "Deleted");
   bool deleted = false;
   for (const auto& c : st["conditions"]) deleted |= c["type"] == tj::kCondRestarting && c["reason"] == tj::kReasonRankDeleted;
   EXPECT_TRUE(deleted) << st.dump();
+}
+
+// With maxRestarts 0, ranks taken away from outside the job (a kubelet
+// eviction, an API eviction as Kubernetes >= 1.26 marks it) still restart the
+// gang, counted by cause; the first failure of the job's own then fails it.
+TEST_F(Reconcile, DisruptionsDoNotCountAgainstMaxRestarts) {
+  Json job = job_json("disrupt", 2);
+  job["spec"]["restartPolicy"] = {{"maxRestarts", 0}, {"backoffSeconds", 30}};
+  create(job);
+  ASSERT_TRUE(eventually([&] { return pods_are("disrupt", 2, "0"); }));
+  set_all_running(ns(), "disrupt");
+  // The kubelet evicts rank 0 for node pressure: phase Failed, reason Evicted.
+  ASSERT_TRUE(admin_api()
+                  .merge_patch(kube::kPods, ns(), "disrupt-0",
+                               {{"status", {{"phase", "Failed"}, {"reason", "Evicted"},
+                                            {"message", "The node was low on resource: memory."}}}},
+                               true)
+                  .ok());
+  // No backoff for a restart that does not count, despite backoffSeconds 30.
+  ASSERT_TRUE(eventually([&] { return pods_are("disrupt", 2, "1"); }, 15s)) << world("disrupt");
+  Json st = status_of(ns(), "disrupt");
+  EXPECT_EQ(st["restartsByCause"], Json({{"Evicted", 1}})) << st.dump();
+  bool evicted = false;
+  for (const auto& c : st["conditions"])
+    if (c["type"] == tj::kCondRestarting) {
+      evicted = c["reason"] == tj::kReasonRankEvicted;
+      EXPECT_NE(c["message"].get<std::string>().find("not counted against maxRestarts"), std::string::npos) << c.dump();
+    }
+  EXPECT_TRUE(evicted) << st.dump();
+
+  // An API eviction on a server that marks it (DisruptionTarget), after the
+  // worker stopped on SIGTERM.
+  // (One patch: a Failed pod without the condition would be the worker's own
+  // failure, and end the job.)
+  set_all_running(ns(), "disrupt");
+  const Json terminated = {{"name", tj::kContainerName}, {"image", "ghcr.io/weft-dev/weft:test"}, {"imageID", ""},
+                           {"restartCount", 0}, {"ready", false},
+                           {"state", {{"terminated", {{"exitCode", 143}, {"reason", "Error"},
+                                                      {"startedAt", "2026-01-01T00:00:00Z"},
+                                                      {"finishedAt", "2026-01-01T00:01:00Z"}}}}}};
+  ASSERT_TRUE(admin_api()
+                  .merge_patch(kube::kPods, ns(), "disrupt-1",
+                               {{"status", {{"phase", "Failed"},
+                                            {"conditions", {{{"type", "DisruptionTarget"}, {"status", "True"},
+                                                             {"reason", "EvictionByEvictionAPI"}}}},
+                                            {"containerStatuses", {terminated}}}}},
+                               true)
+                  .ok());
+  ASSERT_TRUE(eventually([&] { return pods_are("disrupt", 2, "2"); }, 15s)) << world("disrupt");
+  st = status_of(ns(), "disrupt");
+  EXPECT_EQ(st["restarts"], 2);
+  EXPECT_EQ(st["restartsByCause"], Json({{"Evicted", 2}})) << st.dump();
+
+  // The worker's own failure counts: maxRestarts 0 ends the job.
+  set_all_running(ns(), "disrupt");
+  set_pod_phase(ns(), "disrupt-0", "Failed", contract::kExitPeerLost);
+  ASSERT_TRUE(eventually([&] { return phase_of(ns(), "disrupt") == tj::kPhaseFailed; }));
+  st = status_of(ns(), "disrupt");
+  bool max = false;
+  for (const auto& c : st["conditions"]) max |= c["type"] == tj::kCondFailed && c["reason"] == tj::kReasonMaxRestarts;
+  EXPECT_TRUE(max) << st.dump();
+  EXPECT_EQ(st["restarts"], 2);
 }
 
 TEST_F(Reconcile, SuspendDeletesPodsAndKeepsStateResumeStartsAFreshAttempt) {
