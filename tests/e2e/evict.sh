@@ -16,12 +16,7 @@ STEPS=300
 apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/; s/maxRestarts: 2, backoffSeconds: 1/maxRestarts: 0, backoffSeconds: 60/"
 [ "$(tj_field resume .spec.worker.train.steps)" = $STEPS ] || fail "step override not applied"
 [ "$(tj_field resume .spec.restartPolicy.maxRestarts)" = 0 ] || fail "maxRestarts override not applied"
-wait_for 60 "phase Running" phase_is resume Running
-uid0=$(pod_uid resume-0) || fail "no uid for pod resume-0"
-log0=$STATE/logs/${NS}_resume-0_$uid0/worker/0.log
-logged_step() { step_losses $STEPS '' "$log0" 2>/dev/null | tail -1 | cut -d' ' -f1; }
-past() { [ "$(logged_step)" -ge "$1" ] 2>/dev/null; }
-wait_for 120 "step 30 logged" past 30
+until_rank0_logged resume $STEPS 30
 printf '{"apiVersion":"policy/v1beta1","kind":"Eviction","metadata":{"name":"resume-1","namespace":"%s"}}' "$NS" \
   | kubectl create --raw "/api/v1/namespaces/$NS/pods/resume-1/eviction" -f - >/dev/null \
   || fail "the eviction API refused to evict resume-1"

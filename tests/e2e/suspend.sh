@@ -11,18 +11,13 @@ BIN=$3
 STEPS=300
 apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/"
 [ "$(tj_field resume .spec.worker.train.steps)" = $STEPS ] || fail "step override not applied"
-wait_for 60 "phase Running" phase_is resume Running
-uid0=$(pod_uid resume-0) || fail "no uid for pod resume-0"
-log0=$STATE/logs/${NS}_resume-0_$uid0/worker/0.log
-logged_step() { step_losses $STEPS '' "$log0" 2>/dev/null | tail -1 | cut -d' ' -f1; }
-past() { [ "$(logged_step)" -ge "$1" ] 2>/dev/null; }
-wait_for 120 "step 30 logged" past 30
+until_rank0_logged resume $STEPS 30
 kubectl patch tj resume -n "$NS" --type merge -p '{"spec":{"suspend":true}}' >/dev/null || fail "kubectl patch suspend"
 log "suspended at logged step $(logged_step)"
 wait_for 60 "phase Suspended" phase_is resume Suspended
 wait_for 60 "no pods" no_pods
 # Rank 0 stopped on SIGTERM and checkpointed where it stopped.
-exit0=$STATE/logs/${NS}_resume-0_$uid0/worker/0.exit.json
+exit0=${log0%.log}.exit.json
 wait_for 10 "rank 0's exit" test -f "$exit0"
 code0=$(python3 -c "import json;print(json.load(open('$exit0'))['exitCode'])")
 [ "$code0" = 143 ] || fail "rank 0 exited $code0, expected 143 (SIGTERM after a checkpoint)"

@@ -18,15 +18,6 @@
 namespace weft::gpu_test {
 namespace {
 
-struct AttnShape {
-  int64_t B, T, Hq, Hkv, D;
-};
-
-std::string str(const AttnShape& s) {
-  return "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " Hq" + std::to_string(s.Hq) +
-         " Hkv" + std::to_string(s.Hkv) + " D" + std::to_string(s.D);
-}
-
 // Runs the SIMT kernels for the scope of a test, then restores the mode.
 class SimtAttention {
  public:

@@ -19,15 +19,6 @@
 namespace weft::gpu_test {
 namespace {
 
-struct AttnShape {
-  int64_t B, T, Hq, Hkv, D;
-};
-
-std::string str(const AttnShape& s) {
-  return "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " Hq" + std::to_string(s.Hq) +
-         " Hkv" + std::to_string(s.Hkv) + " D" + std::to_string(s.D);
-}
-
 // cuDNN rounds the probabilities and dS to bf16 before its matmuls (the SIMT
 // kernels keep them f32), so its gradients get twice the bf16 tolerance.
 constexpr Tol kCudnnTol{2e-2, 2e-2};

@@ -53,6 +53,15 @@ void poison(const Tensor& t);
 std::vector<float> download(const Tensor& t);
 std::vector<float> host_of(const Tensor& cpu_t);
 
+// An attention shape: q [B, T, Hq, D], k and v [B, T, Hkv, D].
+struct AttnShape {
+  int64_t B, T, Hq, Hkv, D;
+};
+inline std::string str(const AttnShape& s) {
+  return "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " Hq" + std::to_string(s.Hq) + " Hkv" +
+         std::to_string(s.Hkv) + " D" + std::to_string(s.D);
+}
+
 struct Tol {
   double rtol, atol_frac;
 };

@@ -133,7 +133,9 @@ const Loaded& loaded() {
 
 // One cuDNN handle per device, on that device's compute stream.
 cudnnHandle_t handle_for(int device) {
+  static std::mutex mutex;
   static std::map<int, cudnnHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mutex);
   auto it = handles.find(device);
   if (it != handles.end()) return it->second;
   cudnnHandle_t h = nullptr;
