@@ -18,9 +18,9 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                                                                               0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
       restarts_(prometheus::BuildCounter()
                     .Name("weft_operator_gang_restarts_total")
-                    .Help("Gang restarts performed")
-                    .Register(r)
-                    .Add({})),
+                    .Help("Gang restarts performed, by cause (Failure and OOMKilled count against maxRestarts; "
+                          "Evicted, Preempted, NodeLost and Deleted do not)")
+                    .Register(r)),
       queue_depth_(prometheus::BuildGauge()
                        .Name("weft_operator_queue_depth")
                        .Help("Job keys waiting for a reconcile worker")

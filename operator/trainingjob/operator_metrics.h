@@ -20,7 +20,9 @@ class OperatorMetrics {
 
   // result: success, requeue, transient_error, terminal_error, not_found
   void observe_reconcile(const std::string& result, double seconds);
-  void add_restart() { restarts_.Increment(); }
+  // A gang restart for `cause` (a FailureCause name: Failure, OOMKilled,
+  // Evicted, Preempted, NodeLost, Deleted).
+  void add_restart(const std::string& cause) { restarts_.Add({{"cause", cause}}).Increment(); }
   void set_queue_depth(double d) { queue_depth_.Set(d); }
   void set_jobs_by_phase(const std::map<std::string, int>& counts);
   void set_leader(bool leader) { leader_.Set(leader ? 1 : 0); }
@@ -32,7 +34,7 @@ class OperatorMetrics {
   prometheus::Registry& registry_;
   prometheus::Family<prometheus::Counter>& reconciles_;
   prometheus::Histogram& reconcile_seconds_;
-  prometheus::Counter& restarts_;
+  prometheus::Family<prometheus::Counter>& restarts_;
   prometheus::Gauge& queue_depth_;
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Gauge& leader_;

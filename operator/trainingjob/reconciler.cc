@@ -267,7 +267,7 @@ ReconcileResult Reconciler::restart_gang(Context& cx, const RestartDecision& dec
   st.set_condition(kCondReady, false, decision.reason, "gang restarting", cx.generation, cx.now_s);
   cx.event("Warning", decision.reason, msg);
   spdlog::info("{}: {}", cx.key(), msg);
-  if (metrics_) metrics_->add_restart();
+  if (metrics_) metrics_->add_restart(cause_name(decision.cause));
   return finish(cx, ReconcileResult::requeue_after(
                         std::max<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(1))));
 }

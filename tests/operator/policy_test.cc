@@ -1,12 +1,14 @@
 // Table-driven tests of the pure policies: restart, success, phase, TTL and
 // spec validation. Each row is built from the small builders.
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
 
 #include "test_builders.h"
 #include "trainingjob/constants.h"
+#include "trainingjob/operator_metrics.h"
 #include "trainingjob/gang.h"
 #include "trainingjob/phase_policy.h"
 #include "trainingjob/restart_policy.h"
@@ -171,6 +173,18 @@ TEST(RestartPolicy, ObservesOomKillsAndDisruptionsFromThePod) {
   EXPECT_EQ(r.disruption, "EvictionByEvictionAPI");
   EXPECT_TRUE(r.terminating);
   EXPECT_EQ(classify_failure(r), FailureCause::Evicted);
+}
+
+// weft_operator_gang_restarts_total counts restarts by cause.
+TEST(RestartPolicy, RestartsMetricIsLabelledByCause) {
+  prometheus::Registry registry;
+  OperatorMetrics metrics(registry);
+  metrics.add_restart(cause_name(FailureCause::Evicted));
+  metrics.add_restart(cause_name(FailureCause::Evicted));
+  metrics.add_restart(cause_name(FailureCause::Failure));
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("weft_operator_gang_restarts_total{cause=\"Evicted\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("weft_operator_gang_restarts_total{cause=\"Failure\"} 1"), std::string::npos) << text;
 }
 
 TEST(Contract, OnlyABadConfigIsNotRetried) {
