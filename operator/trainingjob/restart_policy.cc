@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "trainingjob/constants.h"
@@ -23,17 +24,25 @@ const char* cause_name(FailureCause c) {
 
 bool counts_against_limit(FailureCause c) { return c == FailureCause::Failure || c == FailureCause::OOMKilled; }
 
+namespace {
+constexpr FailureCause kCauses[] = {FailureCause::Failure,   FailureCause::OOMKilled, FailureCause::Evicted,
+                                    FailureCause::Preempted, FailureCause::NodeLost,  FailureCause::Deleted};
+}  // namespace
+
 int counted_restarts(const TrainingJobStatus& status) {
-  std::vector<std::string> uncounted;
-  for (FailureCause c : {FailureCause::Evicted, FailureCause::Preempted, FailureCause::NodeLost, FailureCause::Deleted})
-    uncounted.push_back(cause_name(c));
+  static const std::vector<std::string> uncounted = [] {
+    std::vector<std::string> names;
+    for (FailureCause c : kCauses)
+      if (!counts_against_limit(c)) names.push_back(cause_name(c));
+    return names;
+  }();
   return status.counted_restarts(uncounted);
 }
 
 bool last_restart_counted(const TrainingJobStatus& status) {
-  for (FailureCause c : {FailureCause::Evicted, FailureCause::Preempted, FailureCause::NodeLost, FailureCause::Deleted})
-    if (status.last_restart_cause == cause_name(c)) return false;
-  return true;
+  for (FailureCause c : kCauses)
+    if (status.last_restart_cause == cause_name(c)) return counts_against_limit(c);
+  return true;  // none yet, or a cause this operator version does not know
 }
 
 FailureCause classify_failure(const RankState& r) {

@@ -36,20 +36,12 @@ TEST(CudaOps, Attention) {
   for (DType dt : {DType::F32, DType::BF16})
     for (const AttnShape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + str(s));
-      const Shape qs{s.B, s.T, s.Hq, s.D}, ks{s.B, s.T, s.Hkv, s.D}, ls{s.B, s.Hq, s.T};
-      auto q = round_to(dt, random_normal_f32(qs.numel(), 30));
-      auto k = round_to(dt, random_normal_f32(ks.numel(), 31));
-      auto v = round_to(dt, random_normal_f32(ks.numel(), 32));
-      auto dout = round_to(dt, random_normal_f32(qs.numel(), 33));
-
-      OwnedTensor cq = cpu_tensor(q, qs), ck = cpu_tensor(k, ks), cv = cpu_tensor(v, ks);
-      OwnedTensor cout_(DType::F32, qs), clse(DType::F32, ls);
-      ops::attention_forward(cout_.t, clse.t, cq, ck, cv);
-      // The GPU backward consumes its own out; the CPU reference gets the CPU
-      // out rounded like the GPU's, so both start from the same forward state.
-      OwnedTensor cout_r = cpu_tensor(round_to(dt, host_of(cout_.t)), qs);
-      OwnedTensor cdq(DType::F32, qs), cdk(DType::F32, ks), cdv(DType::F32, ks);
-      ops::attention_backward(cdq.t, cdk.t, cdv.t, cpu_tensor(dout, qs), cq, ck, cv, cout_r, clse);
+      // The GPU backward consumes its own out; the CPU reference's backward
+      // gets the CPU out rounded like the GPU's: the same forward state.
+      const AttnCase c = cpu_attention_reference(s, dt, 30);
+      const Shape &qs = c.qs, &ks = c.ks, &ls = c.ls;
+      const auto &q = c.q, &k = c.k, &v = c.v, &dout = c.dout;
+      const OwnedTensor &cout_ = c.out, &clse = c.lse, &cdq = c.dq, &cdk = c.dk, &cdv = c.dv;
 
       OwnedTensor gq = gpu_tensor(q, dt, qs), gk = gpu_tensor(k, dt, ks),
                   gv = gpu_tensor(v, dt, ks);

@@ -69,19 +69,11 @@ TEST(CudnnAttention, MatchesTheCpuOpAndTheSimtKernels) {
   const AttnShape shapes[] = {{2, 70, 4, 2, 64}, {1, 129, 4, 4, 128}, {2, 33, 8, 2, 32}, {1, 1000, 4, 1, 64}};
   for (const AttnShape& s : shapes) {
     SCOPED_TRACE(str(s));
-    const Shape qs{s.B, s.T, s.Hq, s.D}, ks{s.B, s.T, s.Hkv, s.D}, ls{s.B, s.Hq, s.T};
-    auto q = round_to(dt, random_normal_f32(qs.numel(), 50));
-    auto k = round_to(dt, random_normal_f32(ks.numel(), 51));
-    auto v = round_to(dt, random_normal_f32(ks.numel(), 52));
-    auto dout = round_to(dt, random_normal_f32(qs.numel(), 53));
-
     // CPU reference in f32 on the same (bf16-rounded) inputs.
-    OwnedTensor cq = cpu_tensor(q, qs), ck = cpu_tensor(k, ks), cv = cpu_tensor(v, ks);
-    OwnedTensor cout_(DType::F32, qs), clse(DType::F32, ls);
-    ops::attention_forward(cout_.t, clse.t, cq, ck, cv);
-    OwnedTensor cout_r = cpu_tensor(round_to(dt, host_of(cout_.t)), qs);
-    OwnedTensor cdq(DType::F32, qs), cdk(DType::F32, ks), cdv(DType::F32, ks);
-    ops::attention_backward(cdq.t, cdk.t, cdv.t, cpu_tensor(dout, qs), cq, ck, cv, cout_r, clse);
+    const AttnCase c = cpu_attention_reference(s, dt, 50);
+    const Shape &qs = c.qs, &ks = c.ks, &ls = c.ls;
+    const auto &q = c.q, &k = c.k, &v = c.v, &dout = c.dout;
+    const OwnedTensor &cout_ = c.out, &clse = c.lse, &cdq = c.dq, &cdk = c.dk, &cdv = c.dv;
 
     OwnedTensor gq = gpu_tensor(q, dt, qs), gk = gpu_tensor(k, dt, ks), gv = gpu_tensor(v, dt, ks);
     OwnedTensor gdo = gpu_tensor(dout, dt, qs);

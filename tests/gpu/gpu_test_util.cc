@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/ops.h"
 #include "tensor/bf16.h"
 
 namespace weft::gpu_test {
@@ -85,6 +86,27 @@ std::vector<float> download(const Tensor& t) {
 std::vector<float> host_of(const Tensor& cpu_t) {
   const float* p = cpu_t.f32();
   return std::vector<float>(p, p + cpu_t.numel());
+}
+
+AttnCase cpu_attention_reference(const AttnShape& s, DType dt, uint64_t seed) {
+  AttnCase c;
+  c.qs = Shape{s.B, s.T, s.Hq, s.D};
+  c.ks = Shape{s.B, s.T, s.Hkv, s.D};
+  c.ls = Shape{s.B, s.Hq, s.T};
+  c.q = round_to(dt, random_normal_f32(c.qs.numel(), seed));
+  c.k = round_to(dt, random_normal_f32(c.ks.numel(), seed + 1));
+  c.v = round_to(dt, random_normal_f32(c.ks.numel(), seed + 2));
+  c.dout = round_to(dt, random_normal_f32(c.qs.numel(), seed + 3));
+  OwnedTensor cq = cpu_tensor(c.q, c.qs), ck = cpu_tensor(c.k, c.ks), cv = cpu_tensor(c.v, c.ks);
+  c.out = OwnedTensor(DType::F32, c.qs);
+  c.lse = OwnedTensor(DType::F32, c.ls);
+  ops::attention_forward(c.out.t, c.lse.t, cq, ck, cv);
+  OwnedTensor out_rounded = cpu_tensor(round_to(dt, host_of(c.out.t)), c.qs);
+  c.dq = OwnedTensor(DType::F32, c.qs);
+  c.dk = OwnedTensor(DType::F32, c.ks);
+  c.dv = OwnedTensor(DType::F32, c.ks);
+  ops::attention_backward(c.dq.t, c.dk.t, c.dv.t, cpu_tensor(c.dout, c.qs), cq, ck, cv, out_rounded, c.lse);
+  return c;
 }
 
 Tol tol_for(DType dt) { return dt == DType::BF16 ? Tol{1e-2, 1e-2} : Tol{1e-4, 1e-5}; }

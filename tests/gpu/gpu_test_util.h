@@ -62,6 +62,16 @@ inline std::string str(const AttnShape& s) {
          std::to_string(s.Hkv) + " D" + std::to_string(s.D);
 }
 
+// Random attention inputs rounded to dt (q, k, v, dout from seeds seed..seed+3)
+// and the CPU op's f32 results on them: forward (out, lse), then backward
+// from the CPU out rounded to dt, as a GPU backward starts from its own out.
+struct AttnCase {
+  Shape qs, ks, ls;  // q and dout [B, T, Hq, D]; k and v [B, T, Hkv, D]; lse [B, Hq, T]
+  std::vector<float> q, k, v, dout;
+  OwnedTensor out, lse, dq, dk, dv;  // CPU, f32
+};
+AttnCase cpu_attention_reference(const AttnShape& s, DType dt, uint64_t seed);
+
 struct Tol {
   double rtol, atol_frac;
 };
