@@ -115,7 +115,8 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   // Activations (Llama::ensure_activations): per position of a micro-batch,
   // every block keeps its input; a block that does not recompute also keeps
   // its norms, q/k/v, attention, residual and SwiGLU tensors (one shared set
-  // serves the recomputing blocks); then the head, and backward's scratch.
+  // serves the recomputing blocks); then the head, and backward's scratch
+  // (with a [N, C] sink for the recomputed blocks' output when there are any).
   const double T = static_cast<double>(in.seq_len) / sp;
   const double N = static_cast<double>(in.micro_batch) * T;
   const double kv = Hkv * D;
@@ -123,7 +124,7 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
       N * wt * (5 * C + 2 * kv + 3 * F) + N * 4 * (2 + Hq) + (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
   const double recompute = isp ? std::clamp<double>(in.recompute_blocks, 0, L) : 0;
   const double blocks = L * N * C * wt + (L - recompute) * block + (recompute > 0 ? block : 0);
-  const double head_acts = N * 4 * 4 + N * wt * (V + 7 * C + 2 * kv + 3 * F) +
+  const double head_acts = N * 4 * 4 + N * wt * (V + (recompute > 0 ? 7 : 6) * C + 2 * kv + 3 * F) +
                            (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
   e.activations = clamp_bytes(blocks + head_acts);
 

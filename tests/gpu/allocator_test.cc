@@ -60,6 +60,29 @@ TEST(CudaAllocator, BuffersGoThroughTheCache) {
   EXPECT_GT(mid.bytes_held, 0u);
 }
 
+TEST(CudaAllocator, PeaksFollowTheHighsAndRestartFromNow) {
+  WEFT_REQUIRE_GPU();
+  empty_cache();
+  reset_peak_stats();
+  const AllocatorStats base = allocator_stats();
+  EXPECT_EQ(base.peak_bytes_held, base.bytes_held);
+  EXPECT_EQ(base.peak_bytes_in_use, base.bytes_in_use);
+  void* big = device_alloc(size_t{64} << 20);
+  void* small = device_alloc(size_t{1} << 20);
+  device_free(big);
+  const AllocatorStats high = allocator_stats();
+  EXPECT_EQ(high.peak_bytes_in_use, base.bytes_in_use + (size_t{65} << 20));
+  EXPECT_EQ(high.bytes_in_use, base.bytes_in_use + (size_t{1} << 20));
+  EXPECT_EQ(high.peak_bytes_held, high.bytes_held) << "the freed block is still cached";
+  device_free(small);
+  empty_cache();
+  reset_peak_stats();
+  const AllocatorStats after = allocator_stats();
+  EXPECT_EQ(after.bytes_held, base.bytes_held) << "empty_cache returns every cached block";
+  EXPECT_EQ(after.peak_bytes_held, base.bytes_held);
+  EXPECT_EQ(after.peak_bytes_in_use, base.bytes_in_use);
+}
+
 }  // namespace
 }  // namespace weft::cuda
 

@@ -5,10 +5,12 @@
 # Writes one log per check plus summary.txt (PASS/FAIL per check) into
 # LOG_DIR and exits non-zero if any check failed. Checks keep going after a
 # failure: device time is rare, and one run should say everything.
-# WEFT_GPU_CHECKS picks checks by name (default: all but speed):
-#   gpu_tests memcheck racecheck synccheck memcheck_cudnn hf_transformers gpt2_124m speed
+# WEFT_GPU_CHECKS picks checks by name (default: all but speed and profile):
+#   gpu_tests memcheck racecheck synccheck memcheck_cudnn hf_transformers gpt2_124m speed profile
 # speed is the GPU speed harness (tests/bench/gpu/speed.py), which also trains
 # gpt2-124m on the GPU; WEFT_SPEED_ARGS passes it options (--deadline ...).
+# profile is a whole-step kernel profile of gpt2-124m
+# (tests/bench/gpu/step_profile.py; WEFT_PROFILE_ARGS, e.g. "--mb 16").
 # WEFT_CHECK_LIMITS="name=seconds ..." overrides a check's time limit, and
 # WEFT_GPU_TESTS_FILTER the gtest filter of gpu_tests (device time is scarce).
 set -uo pipefail
@@ -85,6 +87,10 @@ want gpt2_124m && grep -E "step|tok/s|device" "$logs/gpt2_124m.log" | tail -8
 # 5. The speed harness: weft against PyTorch eager and torch.compile.
 # shellcheck disable=SC2086
 check speed 900 python3 tests/bench/gpu/speed.py --bin "$bin" --out "$logs" ${WEFT_SPEED_ARGS:-}
+
+# 6. Where a step's GPU time goes (Nsight Systems if installed, else Compute).
+# shellcheck disable=SC2086
+check profile 300 python3 tests/bench/gpu/step_profile.py --bin "$bin" --out "$logs/profile" ${WEFT_PROFILE_ARGS:-}
 
 cat "$summary"
 exit $failed

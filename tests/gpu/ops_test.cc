@@ -116,25 +116,40 @@ TEST(CudaOps, RmsNorm) {
       expect_close("rmsnorm dx", host_of(cdx.t), download(gdx.t), tol_for(dt), terms);
       // dw sums N products: fp32 order differs (atomics by row chunk).
       expect_close("rmsnorm dw", host_of(cdw.t), download(gdw.t), Tol{1e-4, 1e-5});
+      // accumulate: dx += d/dx in one pass, as the residual stream takes it.
+      auto prev = round_to(dt, random_normal_f32(N * C, 13));
+      OwnedTensor gacc = gpu_tensor(prev, dt, {N, C}), gdw2 = gpu_tensor(dw0, DType::F32, {C});
+      ops::rmsnorm_backward(gacc.t, gdw2.t, gpu_tensor(dout, dt, {N, C}), gx, gw, grstd, true);
+      std::vector<float> want = host_of(cdx.t);
+      double prev_max = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        want[i] += prev[i];
+        prev_max = std::max(prev_max, double(std::fabs(prev[i])));
+      }
+      expect_close("rmsnorm dx accumulated", want, download(gacc.t), tol_for(dt), terms + prev_max);
+      expect_close("rmsnorm dw (accumulating dx)", host_of(cdw.t), download(gdw2.t), Tol{1e-4, 1e-5});
     }
 }
 
 TEST(CudaOps, Rope) {
   WEFT_REQUIRE_GPU();
+  // pos0 > 0 is a sequence-parallel rank's slice; 3000 + 300 positions grow
+  // the device's cos/sin table past its first size.
   for (DType dt : kFloatTypes)
+    for (int64_t pos0 : {int64_t{0}, int64_t{3000}})
     for (auto sh : {Shape{1, 1, 1, 2}, Shape{2, 37, 3, 10}, Shape{1, 300, 2, 64}}) {
-      SCOPED_TRACE(name(dt) + " " + sh.str());
+      SCOPED_TRACE(name(dt) + " " + sh.str() + " pos0 " + std::to_string(pos0));
       const float theta = 10000.0f;
       auto x = round_to(dt, random_normal_f32(sh.numel(), 12));
       OwnedTensor cy(DType::F32, sh), cdx(DType::F32, sh);
-      ops::rope_forward(cy.t, cpu_tensor(x, sh), theta);
-      ops::rope_backward(cdx.t, cpu_tensor(x, sh), theta);
+      ops::rope_forward(cy.t, cpu_tensor(x, sh), theta, pos0);
+      ops::rope_backward(cdx.t, cpu_tensor(x, sh), theta, pos0);
       OwnedTensor gx = gpu_tensor(x, dt, sh), gy = gpu_empty(dt, sh), gdx = gpu_empty(dt, sh);
-      ops::rope_forward(gy.t, gx, theta);
-      ops::rope_backward(gdx.t, gx, theta);
+      ops::rope_forward(gy.t, gx, theta, pos0);
+      ops::rope_backward(gdx.t, gx, theta, pos0);
       expect_close("rope_forward", host_of(cy.t), download(gy.t), tol_for(dt));
       expect_close("rope_backward", host_of(cdx.t), download(gdx.t), tol_for(dt));
-      ops::rope_forward(gx.t, gx.t, theta);  // in place
+      ops::rope_forward(gx.t, gx.t, theta, pos0);  // in place
       expect_close("rope_forward in place", host_of(cy.t), download(gx.t), tol_for(dt));
     }
 }
@@ -164,7 +179,8 @@ TEST(CudaOps, SwiGlu) {
 TEST(CudaOps, CrossEntropy) {
   WEFT_REQUIRE_GPU();
   for (DType dt : kFloatTypes)
-    for (auto [N, V] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {64, 5003}}) {
+    // V = 4096: rows read in 16-byte packs; the others element by element.
+    for (auto [N, V] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {64, 5003}, {48, 4096}}) {
       SCOPED_TRACE(name(dt) + " N" + std::to_string(N) + " V" + std::to_string(V));
       auto l = round_to(dt, random_normal_f32(N * V, 16, 2.0f));
       auto t = random_tokens(N, static_cast<int32_t>(V), 17);
@@ -181,7 +197,9 @@ TEST(CudaOps, CrossEntropy) {
       expect_close("ce losses", host_of(closs.t), download(gloss.t), Tol{1e-5, 1e-5});
       ops::cross_entropy_backward(gd.t, gl, gt, scale);
       expect_close("ce dlogits", host_of(cd.t), download(gd.t), tol_for(dt));
-      ops::cross_entropy_backward(gl.t, gl.t, gt, scale);  // in place, as the LM head uses it
+      ops::cross_entropy_backward(gd.t, gl, gt, scale, &gloss.t);  // logsumexp from the losses
+      expect_close("ce dlogits from losses", host_of(cd.t), download(gd.t), tol_for(dt));
+      ops::cross_entropy_backward(gl.t, gl.t, gt, scale, &gloss.t);  // in place, as the LM head uses it
       expect_close("ce dlogits in place", host_of(cd.t), download(gl.t), tol_for(dt));
     }
 }

@@ -99,6 +99,27 @@ TEST(CrossEntropy, RejectsBadTargets) {
                                            Tensor::f32(logits.data(), {3, 4}),
                                            Tensor::i32(targets.data(), {2}), 1.0f),
                "cross_entropy_backward: targets expected 3 elements .*got shape \\[2\\]");
+  std::vector<int32_t> good = {0, 3, 1};
+  const Tensor short_losses = Tensor::f32(losses.data(), {2});
+  EXPECT_DEATH(ops::cross_entropy_backward(Tensor::f32(logits.data(), {3, 4}),
+                                           Tensor::f32(logits.data(), {3, 4}),
+                                           Tensor::i32(good.data(), {3}), 1.0f, &short_losses),
+               "cross_entropy_backward: losses expected 3 elements .*got shape \\[2\\]");
+}
+
+TEST(CrossEntropy, BackwardWithTheForwardsLossesMatchesWithout) {
+  const int64_t N = 4, V = 9;
+  const auto l = random_normal(N * V, 41);
+  std::vector<float> logits(l.begin(), l.end()), losses(N), a(N * V), b(N * V);
+  std::vector<int32_t> targets = {0, 8, 3, 5};
+  ops::cross_entropy_forward(Tensor::f32(losses.data(), {N}), Tensor::f32(logits.data(), {N, V}),
+                             Tensor::i32(targets.data(), {N}));
+  ops::cross_entropy_backward(Tensor::f32(a.data(), {N, V}), Tensor::f32(logits.data(), {N, V}),
+                              Tensor::i32(targets.data(), {N}), 0.25f);
+  const Tensor loss_t = Tensor::f32(losses.data(), {N});
+  ops::cross_entropy_backward(Tensor::f32(b.data(), {N, V}), Tensor::f32(logits.data(), {N, V}),
+                              Tensor::i32(targets.data(), {N}), 0.25f, &loss_t);
+  EXPECT_EQ(a, b);
 }
 
 }  // namespace

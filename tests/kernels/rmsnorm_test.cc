@@ -92,5 +92,33 @@ TEST(RmsnormOps, AcceptsLeadingDimsAndRejectsBadShapes) {
                "rmsnorm_forward: rstd expected 6 elements .*got shape \\[5\\]");
 }
 
+TEST(RmsnormOps, AccumulateAddsTheGradientAsTwoOpsWould) {
+  test::use_threadsafe_death_tests();
+  const int64_t N = 5, C = 12;
+  const auto x = random_normal(N * C, 31), w = random_normal(C, 32), dout = random_normal(N * C, 33);
+  const auto prev = random_normal(N * C, 34);
+  auto f = [](std::vector<double> v) { return std::vector<float>(v.begin(), v.end()); };
+  std::vector<float> xf = f(x), wf = f(w), doutf = f(dout), rstd(N), out(N * C);
+  ops::rmsnorm_forward(Tensor::f32(out.data(), {N, C}), Tensor::f32(rstd.data(), {N}),
+                       Tensor::f32(xf.data(), {N, C}), Tensor::f32(wf.data(), {C}), 1e-5f);
+  // Two ops: dx into a scratch, then the sum.
+  std::vector<float> tmp(N * C), want = f(prev), dw_want(C, 0.0f);
+  ops::rmsnorm_backward(Tensor::f32(tmp.data(), {N, C}), Tensor::f32(dw_want.data(), {C}),
+                        Tensor::f32(doutf.data(), {N, C}), Tensor::f32(xf.data(), {N, C}),
+                        Tensor::f32(wf.data(), {C}), Tensor::f32(rstd.data(), {N}));
+  ops::add_acc(Tensor::f32(want.data(), {N, C}), Tensor::f32(tmp.data(), {N, C}));
+  // One op, accumulating.
+  std::vector<float> got = f(prev), dw_got(C, 0.0f);
+  ops::rmsnorm_backward(Tensor::f32(got.data(), {N, C}), Tensor::f32(dw_got.data(), {C}),
+                        Tensor::f32(doutf.data(), {N, C}), Tensor::f32(xf.data(), {N, C}),
+                        Tensor::f32(wf.data(), {C}), Tensor::f32(rstd.data(), {N}), true);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(dw_got, dw_want);
+  EXPECT_DEATH(ops::rmsnorm_backward(Tensor::f32(doutf.data(), {N, C}), Tensor::f32(dw_got.data(), {C}),
+                                     Tensor::f32(doutf.data(), {N, C}), Tensor::f32(xf.data(), {N, C}),
+                                     Tensor::f32(wf.data(), {C}), Tensor::f32(rstd.data(), {N}), true),
+               "rmsnorm_backward: accumulating dx must not alias dout or x");
+}
+
 }  // namespace
 }  // namespace weft

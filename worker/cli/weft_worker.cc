@@ -129,7 +129,11 @@ int main(int argc, char** argv) {
   // The GPU is chosen before the communicators exist: NCCL binds to it.
   try {
     const weft::DevicePlacement placed = weft::place_rank(cfg, weft::comm::current_environment());
-    if (placed.gpu >= 0) spdlog::info("device: {}", placed.describe());
+    // What the device holds before weft allocates (the CUDA context, other
+    // processes), and below after the communicators: the memory outside
+    // weft's allocator, told apart step by step.
+    if (placed.gpu >= 0)
+      spdlog::info("device: {}; {:.0f} MiB of it in use", placed.describe(), weft::gpu_mib_in_use());
     // A model that cannot fit is refused before anything is allocated.
     weft::check_memory_fits(cfg, env);
   } catch (const weft::ConfigError& e) {
@@ -154,6 +158,8 @@ int main(int argc, char** argv) {
     return weft::comm::kExitBadConfig;
   }
   const int rank = groups->rank();
+  if (cfg.device == "cuda")
+    spdlog::info("GPU memory with the communicators: {:.0f} MiB of the device in use", weft::gpu_mib_in_use());
   try {
     // Where the run writes is checked now, not at its first checkpoint.
     // Rank 0 writes the summary and checkpoints (ZeRO ranks their optimizer

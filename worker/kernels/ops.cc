@@ -213,15 +213,22 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, 
 }
 
 void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd) {
+                      const Tensor& w, const Tensor& rstd, bool accumulate) {
   const char* op = "rmsnorm_backward";
   check_rmsnorm(op, x, w, rstd);
   expect_shape(op, "dx", dx, x.shape);
   expect_shape(op, "dout", dout, x.shape);
   expect_shape(op, "dw_acc", dw_acc, w.shape);
+  WEFT_CHECK(!accumulate || (dx.data != dout.data && dx.data != x.data),
+             std::string(op) + ": accumulating dx must not alias dout or x");
   if (common_device(op, {&dx, &dw_acc, &dout, &x, &w, &rstd}) == Device::CUDA)
-    return WEFT_CUDA_OP(op, cuda::rmsnorm_backward(dx, dw_acc, dout, x, w, rstd));
+    return WEFT_CUDA_OP(op, cuda::rmsnorm_backward(dx, dw_acc, dout, x, w, rstd, accumulate));
   expect_same_float(op, {{"x", &x}, {"w", &w}, {"dout", &dout}, {"dx", &dx}});
+  if (accumulate) {  // the gradient in dx's dtype, then the sum: as two ops would round
+    OwnedTensor tmp(dx.dtype, dx.shape, Device::CPU);
+    rmsnorm_backward(tmp.t, dw_acc, dout, x, w, rstd, false);
+    return add_acc(dx, tmp);
+  }
   expect_f32(op, {{"dw_acc", &dw_acc}, {"rstd", &rstd}});
   cpu::WidenedOperands wd;
   const float *xw = wd.in(x), *doutw = wd.in(dout);
@@ -245,8 +252,7 @@ void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0) {
   expect_shape(op, "out", out, x.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&out, &x}) == Device::CUDA) {
-    WEFT_CHECK(pos0 == 0, std::string(op) + ": the CUDA kernel starts every sequence at position 0");
-    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, theta));
+    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, theta, pos0));
   }
   expect_same_float(op, {{"x", &x}, {"out", &out}});
   cpu::WidenedOperands w;
@@ -260,8 +266,7 @@ void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0) {
   expect_shape(op, "dx", dx, dout.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&dx, &dout}) == Device::CUDA) {
-    WEFT_CHECK(pos0 == 0, std::string(op) + ": the CUDA kernel starts every sequence at position 0");
-    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, theta));
+    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, theta, pos0));
   }
   expect_same_float(op, {{"dout", &dout}, {"dx", &dx}});
   cpu::WidenedOperands w;
@@ -391,12 +396,18 @@ double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& 
 }
 
 void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,
-                            float scale) {
+                            float scale, const Tensor* losses) {
   const char* op = "cross_entropy_backward";
   check_cross_entropy(op, logits, targets);
   expect_shape(op, "dlogits", dlogits, logits.shape);
-  if (common_device(op, {&dlogits, &logits, &targets}) == Device::CUDA)
-    return WEFT_CUDA_OP(op, cuda::cross_entropy_backward(dlogits, logits, targets, scale));
+  if (losses) {
+    expect_numel(op, "losses", *losses, rows_of(logits), "one per row of logits " + logits.shape.str());
+    expect_f32(op, {{"losses", losses}});
+  }
+  const Device dev = losses ? common_device(op, {&dlogits, &logits, &targets, losses})
+                            : common_device(op, {&dlogits, &logits, &targets});
+  if (dev == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::cross_entropy_backward(dlogits, logits, targets, scale, losses));
   expect_same_float(op, {{"logits", &logits}, {"dlogits", &dlogits}});
   cpu::WidenedOperands w;
   const float* logitsw = w.in(logits);  // one scratch when dlogits aliases logits
@@ -505,14 +516,14 @@ void adamw_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const Ad
     }
     expect_f32(op, {{"master", &master}, {"grad", &grad}, {"m", &m}, {"v", &v}});
     cpu::adamw_update<float>(master.f32(), grad.f32(), m.f32(), v.f32(), master.numel(), h.lr,
-                             h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+                             h.beta1, h.beta2, h.eps, h.weight_decay, h.step, h.grad_scale);
     return cast(param, master);
   }
   if (common_device(op, {&param, &grad, &m, &v}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::adamw_update(param, grad, m, v, h));
   expect_f32(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
   cpu::adamw_update<float>(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), h.lr,
-                           h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+                           h.beta1, h.beta2, h.eps, h.weight_decay, h.step, h.grad_scale);
 }
 
 int cuda_device_count(std::string* why) {
@@ -537,9 +548,25 @@ std::string use_cuda_device(int device) {
 CudaMemory cuda_memory() {
 #ifdef WEFT_HAVE_CUDA
   const cuda::AllocatorStats a = cuda::allocator_stats();
-  return {static_cast<int64_t>(a.bytes_held), static_cast<int64_t>(a.bytes_in_use)};
+  return {static_cast<int64_t>(a.bytes_held), static_cast<int64_t>(a.bytes_in_use),
+          static_cast<int64_t>(a.peak_bytes_held), static_cast<int64_t>(a.peak_bytes_in_use)};
 #else
   return {};
+#endif
+}
+
+int64_t cuda_device_used() {
+#ifdef WEFT_HAVE_CUDA
+  return static_cast<int64_t>(cuda::device_used_bytes());
+#else
+  return 0;
+#endif
+}
+
+void cuda_release_cached() {
+#ifdef WEFT_HAVE_CUDA
+  cuda::empty_cache();
+  cuda::reset_peak_stats();
 #endif
 }
 

@@ -35,9 +35,11 @@ void embedding_backward(Tensor dweight_acc, const Tensor& tokens, const Tensor& 
 // ---- RMSNorm -------------------------------------------------------------
 // out = x * rstd * w, rstd[n] = 1/sqrt(mean(x[n]^2) + eps). Saves rstd [N].
 void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, float eps);
-// dx = d/dx (overwritten), dw_acc += d/dw.
+// dx = d/dx (overwritten; may alias dout or x), dw_acc += d/dw. With
+// accumulate, dx += d/dx (a residual stream's gradient sum in one pass; dx
+// must then alias neither dout nor x).
 void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd);
+                      const Tensor& w, const Tensor& rstd, bool accumulate = false);
 
 // ---- RoPE (Hugging Face rotate_half convention) ----------------------------
 // x is [B, T, H, D], D even. Position of row t is pos0 + t (pos0 = 0: every
@@ -84,8 +86,11 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
 double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets);
 // dlogits = (softmax(logits) - onehot(targets)) * scale (overwritten; may alias logits).
 // scale = dL/dloss_n, e.g. 1/(N * grad_accum_steps) for a mean loss.
+// losses, when given, are cross_entropy_forward's for these very logits: the
+// CUDA kernel then takes each row's logsumexp from them and reads the logits
+// once instead of twice (the CPU kernel recomputes it either way).
 void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,
-                            float scale);
+                            float scale, const Tensor* losses = nullptr);
 
 // ---- elementwise helpers ---------------------------------------------------
 void fill(Tensor x, float value);
@@ -107,9 +112,12 @@ void transfer(Tensor dst, const Tensor& src);
 // ---- AdamW (decoupled weight decay), one contiguous range -----------------
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p); t >= 1.
+// grad_scale multiplies the gradient as it is read (gradient clipping's
+// coefficient, fused: the same f32 product as scaling the gradient first).
 struct AdamWParams {
   float lr, beta1, beta2, eps, weight_decay;
   int64_t step;
+  float grad_scale = 1.0f;
 };
 // grad, m, v f32. Without `master`, param (f32) is updated in place. With a
 // master copy (f32, same numel; mixed precision, like llm.c's
@@ -127,12 +135,19 @@ int cuda_device_count(std::string* why = nullptr);
 // routes CUDA buffers through the caching allocator (call it before any CUDA
 // buffer exists); returns the device's name.
 std::string use_cuda_device(int device);
-// The caching allocator's bytes obtained from the driver and handed out
-// (0, 0 in a build without CUDA).
+// The caching allocator's bytes obtained from the driver and handed out, now
+// and at their highs (all 0 in a build without CUDA).
 struct CudaMemory {
   int64_t held = 0, in_use = 0;
+  int64_t peak_held = 0, peak_in_use = 0;
 };
 CudaMemory cuda_memory();
+// The current GPU's used bytes by anything (the CUDA context, libraries'
+// workspaces, weft's allocator, other processes); 0 without CUDA.
+int64_t cuda_device_used();
+// Returns the caching allocator's free blocks to the driver (after a device
+// synchronize) and restarts its peaks from there; a no-op without CUDA.
+void cuda_release_cached();
 // The calling thread's current GPU's compute stream (a cudaStream_t), on
 // which every op runs; what communicators order their collectives against.
 void* cuda_compute_stream();

@@ -161,7 +161,7 @@ void Llama::ensure_activations(int B, int T) {
   logits_ = act({N, V});
   losses_ = f32({N});
   dx_ = act({N, C});
-  dtmp_ = act({N, C});
+  dtmp_ = recompute_ > 0 ? act({N, C}) : OwnedTensor{};  // the recomputed blocks' output sink
   dln_ = act({N, C});
   datt_ = act({B, T, Hq, D});
   dq_ = act({B, T, Hq, D});
@@ -271,7 +271,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
 
   // Loss -> logits (in place) -> LM head and final norm.
   buf_->before_use(kHeadLayer, WeightUse::Backward);
-  ops::cross_entropy_backward(logits_.t, logits_, targets_, loss_scale);
+  ops::cross_entropy_backward(logits_.t, logits_, targets_, loss_scale, &losses_.t);
   ops::matmul(grad(lm_head_), logits_, lnf_, true, false, 1.0f, 1.0f);  // dW += dlogits^T lnf
   if (!cfg_.tie_embeddings) ready(lm_head_);
   ops::matmul(dln_.t, logits_, param(lm_head_), false, false);  // dlnf = dlogits W
@@ -298,9 +298,9 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     ready(p.gate);
     ops::matmul(dln_.t, dgate_, param(p.gate), false, false);
     ops::matmul(dln_.t, dup_, param(p.up), false, false, 1.0f, 1.0f);
-    ops::rmsnorm_backward(dtmp_.t, grad(p.ln2), dln_, a.xmid, param(p.ln2), a.rstd2);
+    // dx = d(xmid): the skip connection's gradient plus the norm's.
+    ops::rmsnorm_backward(dx_.t, grad(p.ln2), dln_, a.xmid, param(p.ln2), a.rstd2, true);
     ready(p.ln2);
-    ops::add_acc(dx_.t, dtmp_);  // dx = d(xmid)
 
     // Attention.
     Tensor att2d = a.att.t.view({N, Hq * D});
@@ -330,9 +330,9 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     ops::matmul(dln_.t, dq2, param(p.q), false, false);
     ops::matmul(dln_.t, dk2, param(p.k), false, false, 1.0f, 1.0f);
     ops::matmul(dln_.t, dv2, param(p.v), false, false, 1.0f, 1.0f);
-    ops::rmsnorm_backward(dtmp_.t, grad(p.ln1), dln_, x, param(p.ln1), a.rstd1);
+    // dx = d(x) of this layer = d(residual) below.
+    ops::rmsnorm_backward(dx_.t, grad(p.ln1), dln_, x, param(p.ln1), a.rstd1, true);
     ready(p.ln1);
-    ops::add_acc(dx_.t, dtmp_);  // dx = d(x) of this layer = d(residual) below
   }
   buf_->before_use(kEmbeddingLayer, WeightUse::Backward);
   ops::embedding_backward(grad(embed_), tokens_, dx_);

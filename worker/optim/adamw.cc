@@ -47,18 +47,18 @@ int64_t AdamW::state_bytes() const {
   return static_cast<int64_t>(m_.bytes() + v_.bytes() + master_.bytes());
 }
 
-void AdamW::step(Tensor flat_params, const Tensor& flat_grads, double lr) {
+void AdamW::step(Tensor flat_params, const Tensor& flat_grads, double lr, float grad_scale) {
   begin_step();
   for (size_t i = 0; i < ranges_.size(); ++i) {
     const int64_t b = ranges_[i].offset, e = b + ranges_[i].numel;
     WEFT_CHECK(e <= flat_params.numel() && e <= flat_grads.numel(),
                "optimizer range [" + std::to_string(b) + ", " + std::to_string(e) +
                    ") outside the parameter buffer");
-    step_range(i, flat_params.slice0(b, e), flat_grads.slice0(b, e), lr);
+    step_range(i, flat_params.slice0(b, e), flat_grads.slice0(b, e), lr, grad_scale);
   }
 }
 
-void AdamW::step_range(size_t i, Tensor param, const Tensor& grad, double lr) {
+void AdamW::step_range(size_t i, Tensor param, const Tensor& grad, double lr, float grad_scale) {
   WEFT_CHECK(step_ >= 1, "step_range before begin_step");
   WEFT_CHECK(!master_weights_ || master_loaded_,
              "AdamW: a step with a master copy that was never loaded (load_master; a strategy "
@@ -73,7 +73,8 @@ void AdamW::step_range(size_t i, Tensor param, const Tensor& grad, double lr) {
                      static_cast<float>(cfg_.beta2),
                      static_cast<float>(cfg_.eps),
                      r.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f,
-                     step_};
+                     step_,
+                     grad_scale};
   const int64_t s = state_offset_[i], e = s + r.numel;
   ops::adamw_update(param, grad, exp_avg().slice0(s, e), exp_avg_sq().slice0(s, e), h,
                     master_weights_ ? master().slice0(s, e) : Tensor());

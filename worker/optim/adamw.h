@@ -43,14 +43,16 @@ class AdamW {
         bool master_weights = false);
 
   // One step over all owned ranges: begin_step() then step_range() for each.
-  void step(Tensor flat_params, const Tensor& flat_grads, double lr);
+  // The gradients are taken times grad_scale (a clipping coefficient, applied
+  // as they are read: the same values as scaling them first, one pass fewer).
+  void step(Tensor flat_params, const Tensor& flat_grads, double lr, float grad_scale = 1.0f);
 
   // The pieces of step(), for strategies that step ranges as their gradients
   // arrive (ZeRO's interleaved step): begin_step() once per optimizer step,
   // then each owned range exactly once. `param` and `grad` are views of
   // exactly range i (grad f32; param in the working dtype).
   void begin_step() { ++step_; }
-  void step_range(size_t i, Tensor param, const Tensor& grad, double lr);
+  void step_range(size_t i, Tensor param, const Tensor& grad, double lr, float grad_scale = 1.0f);
 
   // master = the owned ranges of flat_params (after init or a checkpoint
   // load); flat_params may be of any float dtype and on any device (an f32

@@ -25,18 +25,20 @@ double NormScope::reduce(double sumsq) const {
 
 double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm,
                                 const NormScope& scope) {
+  double norm;
   if (!scope.active()) {
-    const double norm = clip_grad_norm(buffer.flat_grads(), max_norm);
-    opt.step(buffer.flat_params(), buffer.flat_grads(), lr);
-    return norm;
+    norm = std::sqrt(ops::sum_squares(buffer.flat_grads()));
+  } else {
+    double sumsq = 0;
+    for (size_t i = 0; i < buffer.params().size(); ++i)
+      sumsq += scope.weight(static_cast<int>(i)) * ops::sum_squares(buffer.grad(static_cast<int>(i)));
+    norm = std::sqrt(scope.reduce(sumsq));
   }
-  double sumsq = 0;
-  for (size_t i = 0; i < buffer.params().size(); ++i)
-    sumsq += scope.weight(static_cast<int>(i)) * ops::sum_squares(buffer.grad(static_cast<int>(i)));
-  const double norm = std::sqrt(scope.reduce(sumsq));
-  const double c = clip_coefficient(norm, max_norm);
-  if (c != 1.0) ops::scale(buffer.flat_grads(), static_cast<float>(c));
-  opt.step(buffer.flat_params(), buffer.flat_grads(), lr);
+  // The clip coefficient is applied as AdamW reads the gradients (the same
+  // f32 products as scaling them first, without a pass over the buffer); the
+  // buffer keeps the unclipped gradients.
+  opt.step(buffer.flat_params(), buffer.flat_grads(), lr,
+           static_cast<float>(clip_coefficient(norm, max_norm)));
   return norm;
 }
 

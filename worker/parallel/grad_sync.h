@@ -196,8 +196,9 @@ AdamW replicated_adamw(const ParamAndGradBuffer& buffer, const OptimConfig& opti
 // other ranks' ranges itself).
 void load_replicated_weights(ParamAndGradBuffer& buffer, AdamW& opt, const ParamAndGradBuffer& full);
 void store_replicated_weights(const ParamAndGradBuffer& buffer, const AdamW& opt, ParamAndGradBuffer& full);
-// clip_grad_norm over the whole gradient buffer (its norm widened by `scope`),
-// then one AdamW step.
+// The global gradient norm over the whole gradient buffer (widened by
+// `scope`), then one AdamW step with the gradients clipped to max_norm as it
+// reads them (the buffer keeps the unclipped gradients). Returns the norm.
 double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm,
                                 const NormScope& scope = {});
 

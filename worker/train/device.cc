@@ -13,6 +13,8 @@ std::string visible_note(const std::string& cuda_visible_devices) {
 
 }  // namespace
 
+double gpu_mib_in_use() { return ops::cuda_device_used() / 1048576.0; }
+
 std::string DevicePlacement::describe() const {
   if (gpu < 0) return device;
   return "GPU " + std::to_string(gpu) + " (" + gpu_name + ") of " + std::to_string(visible) + " visible";

@@ -33,6 +33,11 @@ int choose_gpu(int local_rank, int visible, const std::string& why, const std::s
 // A cpu config is placed on the CPU without touching CUDA.
 DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, std::string>& env);
 
+// MiB of the current GPU in use by anything (the CUDA context, libraries,
+// communicators, weft's allocator, other processes): the log tells the memory
+// outside weft's allocator apart step by step. 0 without CUDA.
+double gpu_mib_in_use();
+
 // Where the model lives and its working dtype (train.dtype; auto: bf16 on
 // cuda, f32 on cpu).
 Device model_device(const WorkerConfig& cfg);

@@ -293,6 +293,17 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   s.bucket_cap_mb = sync_->bucket_cap_mb();
   s.start_step = resume_or_init();
   sync_->start();
+  // Loading and initialising leave the GPU allocator's cache full of blocks
+  // of sizes the step never asks for (f32 staging of safetensors, shards):
+  // give them back, or they sit beside the step's own blocks until exit.
+  if (buffer_->device() == Device::CUDA) {
+    const ops::CudaMemory init = ops::cuda_memory();
+    ops::cuda_release_cached();
+    spdlog::info("GPU memory after init: {:.0f} MiB in use, {:.0f} MiB of cached blocks returned "
+                 "(init peak {:.0f} MiB held); the device has {:.0f} MiB in use",
+                 init.in_use / 1048576.0, (init.held - init.in_use) / 1048576.0,
+                 init.peak_held / 1048576.0, ops::cuda_device_used() / 1048576.0);
+  }
 
   const auto t0 = Clock::now();
   int64_t step = s.start_step;
@@ -331,6 +342,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
   finish(s, step, seconds_since(t0));
   if (step > s.start_step || s.stopped_early) save(s, step, s.final_loss);
   s.peak_rss_bytes = peak_rss_bytes();
+  if (buffer_->device() == Device::CUDA) s.device_memory = ops::cuda_memory();
   log_end(s);
   if (rank_.rank == 0) write_summary(s);
   return s;
@@ -355,6 +367,11 @@ void Trainer::log_end(const TrainSummary& s) const {
                                                   s.tail_loss - s.entropy_floor)
                                     : std::string(),
                s.tokens_per_second, hms(s.wall_seconds), s.peak_rss_bytes / 1048576.0);
+  if (s.device_memory.peak_held > 0)
+    spdlog::info("GPU memory of the steps (weft's allocator): peak in use {:.0f} MiB, peak held "
+                 "{:.0f} MiB; the device has {:.0f} MiB in use",
+                 s.device_memory.peak_in_use / 1048576.0, s.device_memory.peak_held / 1048576.0,
+                 ops::cuda_device_used() / 1048576.0);
   if (!sync_->group()) return;
   double comm = 0, exposed = 0;
   for (double c : s.comm_seconds) comm += c;
@@ -400,7 +417,9 @@ void Trainer::write_summary(const TrainSummary& s) const {
                        {{"param", s.memory.params},
                         {"grad", s.memory.grads},
                         {"optimizer", s.memory.optimizer},
-                        {"isp_pool", s.memory.isp_pool}}},
+                        {"isp_pool", s.memory.isp_pool},
+                        {"device_peak_held", s.device_memory.peak_held},
+                        {"device_peak_in_use", s.device_memory.peak_in_use}}},
                       {"losses", s.losses},
                       {"step_seconds", s.step_seconds}};
   const fs::path path = fs::path(cfg_.train.out_dir) / "summary.json";

@@ -61,6 +61,7 @@ struct TrainSummary {
   // Seconds spent per phase over the run: data, forward, backward, optimizer
   // (clip + AdamW), checkpoint.
   StateBytes memory;                 // this rank's parameter, gradient and optimizer bytes at the end
+  ops::CudaMemory device_memory;     // GPU allocator's bytes, peaks since the loop began (cuda only)
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,
          checkpoint_seconds = 0;
 };

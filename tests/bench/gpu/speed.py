@@ -24,8 +24,10 @@ same batches, so the losses after the timed steps agree in size, not digits.
 
 Figures per contestant: median ms/step over the timed steps (after the warm-up
 steps, which include torch.compile's compilation), tokens/s, peak GPU memory
-of the process (NVML, polled every 20 ms; PyTorch's own max_memory_reserved
-beside it), MFU = tokens/s x (6 N + 12 L d T) / peak with N every parameter
+of the process (NVML, polled every 20 ms) and, beside it, each allocator's own
+peaks: bytes in use and bytes held from the driver (PyTorch's
+max_memory_allocated / max_memory_reserved, weft's caching allocator's from
+summary.json), which tell the cache's overhead from the tensors'. MFU = tokens/s x (6 N + 12 L d T) / peak with N every parameter
 (tied embeddings once), against the bf16 matmul peak measured in the same run
 (8192^3 torch.mm) and against the H100's 989 TFLOP/s, and the mean loss of
 the last 5 steps. Writes speed.json and speed.md into --out, and prints the
@@ -184,7 +186,9 @@ metrics: {{port: 0}}
     timed = s["step_seconds"][c["warmup"]:]
     with open(log) as f:  # "attention: cudnn (cuDNN 9.19.0 ...)"
         attention = next((l.split("attention: ", 1)[1].strip() for l in f if "attention: " in l), "?")
+    mem = s.get("memory_bytes", {})
     return {"step_ms": 1e3 * statistics.median(timed), "peak_bytes": peak,
+            "alloc_peak_in_use": mem.get("device_peak_in_use"), "alloc_peak_held": mem.get("device_peak_held"),
             "loss": statistics.mean(s["losses"][-5:]), "losses": s["losses"], "attention": attention}
 
 
@@ -247,7 +251,8 @@ def torch_worker(a):
         print(f"step {i + 1}: loss {losses[-1]:.4f} {1e3 * times[-1]:.1f} ms", flush=True)
     with open(a.result, "w") as f:
         json.dump({"step_ms": 1e3 * statistics.median(times[a.warmup:]), "loss": statistics.mean(losses[-5:]),
-                   "losses": losses, "torch_max_reserved": torch.cuda.max_memory_reserved()}, f)
+                   "losses": losses, "alloc_peak_in_use": torch.cuda.max_memory_allocated(),
+                   "alloc_peak_held": torch.cuda.max_memory_reserved()}, f)
 
 
 # ---------------------------------------------------------------- orchestration
@@ -286,9 +291,9 @@ def versions():
 
 
 def table(results, peak):
-    rows = ["| config | contestant | ms/step | tokens/s | peak GPU MiB | MFU (measured peak) | MFU (989) | loss (last 5) "
-            "| tokens/s vs compile |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| config | contestant | ms/step | tokens/s | peak GPU MiB | allocator peak in use / held MiB "
+            "| MFU (measured peak) | MFU (989) | loss (last 5) | tokens/s vs compile |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for name, per in results.items():
         c = CONFIGS[name]
         m = MODELS[c["model"]]
@@ -296,14 +301,16 @@ def table(results, peak):
         ref = per.get("compile", {}).get("step_ms")
         for who, r in per.items():
             if "error" in r:
-                rows.append(f"| {name} | {who} | {r['error']} | | | | | | |")
+                rows.append(f"| {name} | {who} | {r['error']} | | | | | | | |")
                 continue
             tps = tokens / (r["step_ms"] / 1e3)
             fl = tps * flops_per_token(m, c["seq"])
             r.update(tokens_per_s=tps, mfu_measured=fl / peak, mfu_989=fl / H100_PEAK)
             ratio = f"{ref / r['step_ms']:.3f}x" if ref else ""
             label = f"{who} ({r['attention'].split()[0]})" if "attention" in r else who
-            rows.append(f"| {name} | {label} | {r['step_ms']:.1f} | {tps:,.0f} | {r['peak_bytes'] / 2**20:,.0f} | "
+            alloc = (f"{r['alloc_peak_in_use'] / 2**20:,.0f} / {r['alloc_peak_held'] / 2**20:,.0f}"
+                     if r.get("alloc_peak_in_use") and r.get("alloc_peak_held") else "")
+            rows.append(f"| {name} | {label} | {r['step_ms']:.1f} | {tps:,.0f} | {r['peak_bytes'] / 2**20:,.0f} | {alloc} | "
                         f"{100 * fl / peak:.1f} % | {100 * fl / H100_PEAK:.1f} % | {r['loss']:.4f} | {ratio} |")
     return "\n".join(rows)
 

@@ -9,7 +9,7 @@ namespace weft::cpu {
 
 template <typename T>
 void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, double lr, double beta1,
-                  double beta2, double eps, double weight_decay, int64_t step) {
+                  double beta2, double eps, double weight_decay, int64_t step, double grad_scale) {
   WEFT_CHECK(step >= 1, "adamw_update: step must be >= 1 (bias correction), got " +
                             std::to_string(step));
   const double t = static_cast<double>(step);
@@ -18,10 +18,10 @@ void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, double lr, dou
   const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
   const T one_b1 = static_cast<T>(1.0 - beta1), one_b2 = static_cast<T>(1.0 - beta2);
   const T lr_t = static_cast<T>(lr), eps_t = static_cast<T>(eps);
-  const T wd = static_cast<T>(weight_decay);
+  const T wd = static_cast<T>(weight_decay), gs = static_cast<T>(grad_scale);
 #pragma omp parallel for schedule(static) if (n >= (1 << 14))
   for (int64_t i = 0; i < n; ++i) {
-    T g = grad[i];
+    T g = grad[i] * gs;
     T mi = b1 * m[i] + one_b1 * g;
     T vi = b2 * v[i] + one_b2 * g * g;
     m[i] = mi;
@@ -32,8 +32,8 @@ void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, double lr, dou
 }
 
 template void adamw_update<float>(float*, const float*, float*, float*, int64_t, double, double,
-                                  double, double, double, int64_t);
+                                  double, double, double, int64_t, double);
 template void adamw_update<double>(double*, const double*, double*, double*, int64_t, double,
-                                   double, double, double, double, int64_t);
+                                   double, double, double, double, int64_t, double);
 
 }  // namespace weft::cpu

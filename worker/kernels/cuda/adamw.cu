@@ -11,7 +11,7 @@ namespace weft::cuda {
 namespace {
 
 struct AdamWFactors {
-  float lr, b1, b2, one_b1, one_b2, eps, wd, inv_bc1, inv_bc2;
+  float lr, b1, b2, one_b1, one_b2, eps, wd, inv_bc1, inv_bc2, grad_scale;
 };
 
 AdamWFactors factors(const ops::AdamWParams& h) {
@@ -26,6 +26,7 @@ AdamWFactors factors(const ops::AdamWParams& h) {
   f.one_b2 = static_cast<float>(1.0 - static_cast<double>(h.beta2));
   f.eps = h.eps;
   f.wd = h.weight_decay;
+  f.grad_scale = h.grad_scale;
   f.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(h.beta1), t)));
   f.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(h.beta2), t)));
   return f;
@@ -36,7 +37,7 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
                              int64_t n, AdamWFactors f) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float g = grad[i];
+    const float g = grad[i] * f.grad_scale;
     const float mi = f.b1 * m[i] + f.one_b1 * g;
     const float vi = f.b2 * v[i] + f.one_b2 * g * g;
     m[i] = mi;

@@ -2,6 +2,7 @@
 // cache can never fragment into unusable pieces. Why not cudaMallocAsync pools:
 // their release threshold and stats are per pool and opaque to
 // weft_memory_bytes, and this keeps the contract identical to the CPU path.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -89,9 +90,11 @@ void* device_alloc(size_t bytes) {
     }
     ++s.stats.cuda_mallocs;
     s.stats.bytes_held += cls;
+    s.stats.peak_bytes_held = std::max(s.stats.peak_bytes_held, s.stats.bytes_held);
   }
   s.live.emplace(p, Block{cls, device});
   s.stats.bytes_in_use += cls;
+  s.stats.peak_bytes_in_use = std::max(s.stats.peak_bytes_in_use, s.stats.bytes_in_use);
   return p;
 }
 
@@ -114,6 +117,19 @@ void empty_cache() {
   CUDA_CHECK(cudaDeviceSynchronize());
   std::lock_guard<std::mutex> lock(s.mu);
   release_cached(s);
+}
+
+void reset_peak_stats() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.stats.peak_bytes_held = s.stats.bytes_held;
+  s.stats.peak_bytes_in_use = s.stats.bytes_in_use;
+}
+
+size_t device_used_bytes() {
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return total - free;
 }
 
 AllocatorStats allocator_stats() {

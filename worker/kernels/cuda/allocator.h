@@ -26,6 +26,8 @@ namespace weft::cuda {
 struct AllocatorStats {
   size_t bytes_held = 0;      // obtained from cudaMalloc and not yet cudaFree'd
   size_t bytes_in_use = 0;    // handed out and not yet freed (size-class rounded)
+  size_t peak_bytes_held = 0;    // highs of the two above since the process started
+  size_t peak_bytes_in_use = 0;  // (held - in use at the peak = the cache's overhead)
   uint64_t cuda_mallocs = 0;  // cudaMalloc calls so far (steady state: constant)
   uint64_t cache_hits = 0;
 };
@@ -41,6 +43,12 @@ void device_free(void* ptr);
 // cudaFree's every cached block (after a device synchronize).
 void empty_cache();
 AllocatorStats allocator_stats();
+// Restarts the peaks from the current bytes held and in use.
+void reset_peak_stats();
+// Bytes of the current device in use by anything (cudaMemGetInfo: total -
+// free): this allocator's, the CUDA context's, libraries' workspaces, other
+// processes'.
+size_t device_used_bytes();
 
 // Routes Buffer's CUDA allocations (tensor/tensor.cc) through this allocator.
 // Must be called before the first CUDA Buffer is created (it aborts otherwise),

@@ -25,10 +25,11 @@ void embedding_backward(Tensor dweight_acc, const Tensor& tokens, const Tensor& 
 
 void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, float eps);
 void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd);
+                      const Tensor& w, const Tensor& rstd, bool accumulate);
 
-void rope_forward(Tensor out, const Tensor& x, float theta);
-void rope_backward(Tensor dx, const Tensor& dout, float theta);
+// Positions pos0 .. pos0 + T - 1 (a sequence-parallel rank's slice).
+void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0);
+void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0);
 
 // Head dim D <= 128 (kMaxHeadDim). No [T, T] buffer is ever allocated.
 constexpr int64_t kMaxHeadDim = 128;
@@ -44,9 +45,10 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
 // tokens found by any kernel since the last check.
 double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets);
 // dlogits may alias logits: the LM head's logits buffer is reused in place for
-// its gradient, so no second [N, V] buffer exists.
+// its gradient, so no second [N, V] buffer exists. losses (the forward's, or
+// nullptr) saves a read of the logits.
 void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,
-                            float scale);
+                            float scale, const Tensor* losses);
 
 void fill(Tensor x, float value);
 void copy(Tensor dst, const Tensor& src);

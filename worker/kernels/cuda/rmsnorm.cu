@@ -1,8 +1,11 @@
-// RMSNorm with fp32 statistics. Forward: one block per row (block_sum of x^2).
-// Backward: dw first (column-parallel, row chunks, fp32 atomicAdd into dw_acc),
-// then dx (one block per row), so, as on the CPU, dx may alias dout or x: the
-// dx kernel's thread reads element c of the row before writing element c, and
-// the row's dot product is complete (block_sum) before any write.
+// RMSNorm with fp32 statistics. Forward and dx: one warp per row, eight rows a
+// block (a model's rows are a few thousand bytes: a block per row spent more
+// time in its two block barriers than in moving the row), in 16-byte packs
+// where the row allows. Backward: dw first (column-parallel, row chunks, fp32
+// atomicAdd into dw_acc), then dx, so, as on the CPU, dx may alias dout or x:
+// a lane reads the elements it writes and nothing else after the row's dot
+// product is complete (warp_sum). With accumulate, dx += the gradient (the
+// residual stream's sum, fused), and dx must alias neither input.
 #include <string>
 
 #include "kernels/cuda/common.cuh"
@@ -11,26 +14,34 @@
 namespace weft::cuda {
 namespace {
 
-constexpr int kRowThreads = 256;
+constexpr int kRowsPerBlock = 8;
 constexpr int64_t kDwRowChunk = 256;
 
-template <typename T>
-__global__ void rmsnorm_fwd_kernel(T* out, float* rstd, const T* x, const T* w, int64_t C,
-                                   float eps) {
-  __shared__ float red[32];
-  const int64_t row = blockIdx.x;
+template <typename T, bool kVec>
+__global__ void rmsnorm_fwd_kernel(T* out, float* rstd, const T* x, const T* w, int64_t N,
+                                   int64_t C, float eps) {
+  using W = Packs<T, kVec>;
+  constexpr int P = W::P;
+  const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.y;
+  if (row >= N) return;  // whole warps leave: no block barrier below
   const T* xr = x + row * C;
   float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const float v = load_f32(xr, c);
-    ss += v * v;
+  for (int64_t i = threadIdx.x; i < C / P; i += 32) {
+    float v[P];
+    W::load(xr, i, v);
+    for (int k = 0; k < P; ++k) ss += v[k] * v[k];
   }
-  ss = block_sum(ss, red);
+  ss = warp_sum(ss);
   const float r = rsqrtf(ss / static_cast<float>(C) + eps);
   if (threadIdx.x == 0) rstd[row] = r;
   T* o = out + row * C;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    store_f32(o, c, load_f32(xr, c) * r * load_f32(w, c));
+  for (int64_t i = threadIdx.x; i < C / P; i += 32) {
+    float v[P], wv[P];
+    W::load(xr, i, v);
+    W::load(w, i, wv);
+    for (int k = 0; k < P; ++k) v[k] = v[k] * r * wv[k];
+    W::store(o, i, v);
+  }
 }
 
 // Thread (column c, chunk y) sums dout*x*rstd over rows of its chunk.
@@ -47,25 +58,42 @@ __global__ void rmsnorm_dw_kernel(float* dw, const T* dout, const T* x, const fl
   atomicAdd(dw + c, acc);
 }
 
-template <typename T>
+template <typename T, bool kVec, bool kAcc>
 __global__ void rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w, const float* rstd,
-                                  int64_t C) {
-  __shared__ float red[32];
-  const int64_t row = blockIdx.x;
+                                  int64_t N, int64_t C) {
+  using W = Packs<T, kVec>;
+  constexpr int P = W::P;
+  const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.y;
+  if (row >= N) return;
   const T* g = dout + row * C;
   const T* xr = x + row * C;
   float dot = 0.0f;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    dot += load_f32(g, c) * load_f32(w, c) * load_f32(xr, c);
-  dot = block_sum(dot, red);
+  for (int64_t i = threadIdx.x; i < C / P; i += 32) {
+    float gv[P], wv[P], xv[P];
+    W::load(g, i, gv);
+    W::load(w, i, wv);
+    W::load(xr, i, xv);
+    for (int k = 0; k < P; ++k) dot += gv[k] * wv[k] * xv[k];
+  }
+  dot = warp_sum(dot);
   const float r = rstd[row];
-  const float k = r * r * dot / static_cast<float>(C);
+  const float kk = r * r * dot / static_cast<float>(C);
   T* d = dx + row * C;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const float gc = load_f32(g, c), xc = load_f32(xr, c);
-    store_f32(d, c, r * (load_f32(w, c) * gc - xc * k));
+  for (int64_t i = threadIdx.x; i < C / P; i += 32) {
+    float gv[P], wv[P], xv[P], out[P];
+    W::load(g, i, gv);
+    W::load(w, i, wv);
+    W::load(xr, i, xv);
+    if constexpr (kAcc) W::load(d, i, out);
+    for (int k = 0; k < P; ++k) {
+      const float v = r * (wv[k] * gv[k] - xv[k] * kk);
+      out[k] = kAcc ? out[k] + v : v;
+    }
+    W::store(d, i, out);
   }
 }
+
+unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 }  // namespace
 
@@ -78,18 +106,19 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, 
   const int64_t C = x.dim(-1), N = C ? x.numel() / C : 0;
   if (N == 0 || C == 0) return;
   WEFT_CHECK(N <= 0x7fffffff, "rmsnorm_forward: too many rows for one grid: " + std::to_string(N));
-  dispatch_float(x.dtype, [&](auto t) {
+  const bool vec = packed_rows(x, C) && packed_rows(w, C) && packed_rows(out, C);
+  dispatch_packed(x.dtype, vec, [&](auto t, auto v) {
     using T = decltype(t);
-    rmsnorm_fwd_kernel<T>
-        <<<static_cast<unsigned>(N), kRowThreads, 0, CudaContext::current().compute_stream()>>>(
+    rmsnorm_fwd_kernel<T, decltype(v)::value>
+        <<<row_blocks(N), dim3(32, kRowsPerBlock), 0, CudaContext::current().compute_stream()>>>(
             static_cast<T*>(out.data), static_cast<float*>(rstd.data),
-            static_cast<const T*>(x.data), static_cast<const T*>(w.data), C, eps);
+            static_cast<const T*>(x.data), static_cast<const T*>(w.data), N, C, eps);
   });
   CUDA_CHECK_LAUNCH();
 }
 
 void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd) {
+                      const Tensor& w, const Tensor& rstd, bool accumulate) {
   const char* op = "rmsnorm_backward";
   expect_float_dtype(op, "x", x);
   expect_same_dtype(op, "w", w, x, "x");
@@ -102,17 +131,21 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
   WEFT_CHECK(N <= 0x7fffffff && (N + kDwRowChunk - 1) / kDwRowChunk <= 65535,
              "rmsnorm_backward: too many rows for one grid: " + std::to_string(N));
   cudaStream_t s = CudaContext::current().compute_stream();
-  dispatch_float(x.dtype, [&](auto t) {
+  const bool vec = packed_rows(x, C) && packed_rows(w, C) && packed_rows(dout, C) &&
+                   packed_rows(dx, C);
+  dispatch_packed(x.dtype, vec, [&](auto t, auto v) {
     using T = decltype(t);
+    constexpr bool kVec = decltype(v)::value;
     const dim3 dw_grid(static_cast<unsigned>((C + 255) / 256),
                        static_cast<unsigned>((N + kDwRowChunk - 1) / kDwRowChunk));
     rmsnorm_dw_kernel<T><<<dw_grid, 256, 0, s>>>(
         static_cast<float*>(dw_acc.data), static_cast<const T*>(dout.data),
         static_cast<const T*>(x.data), static_cast<const float*>(rstd.data), N, C);
     CUDA_CHECK_LAUNCH();
-    rmsnorm_dx_kernel<T><<<static_cast<unsigned>(N), kRowThreads, 0, s>>>(
+    auto dx_kernel = accumulate ? rmsnorm_dx_kernel<T, kVec, true> : rmsnorm_dx_kernel<T, kVec, false>;
+    dx_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, s>>>(
         static_cast<T*>(dx.data), static_cast<const T*>(dout.data), static_cast<const T*>(x.data),
-        static_cast<const T*>(w.data), static_cast<const float*>(rstd.data), C);
+        static_cast<const T*>(w.data), static_cast<const float*>(rstd.data), N, C);
   });
   CUDA_CHECK_LAUNCH();
 }
