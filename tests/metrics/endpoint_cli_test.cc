@@ -94,5 +94,35 @@ TEST(WorkerMetrics, BusyPortWarnsAndTrainingContinues) {
   EXPECT_THAT(out, HasSubstr("done after 3 steps")) << out;
 }
 
+// /ready (the readiness probe): 503 until the rank has finished a step, then
+// 200 naming the step, on the worker's metrics port.
+TEST(WorkerMetrics, ReadyAnswersOnceAStepHasFinished) {
+  const int port = weft::testing::free_port();
+  const fs::path out_dir = fs::temp_directory_path() / ("weft-metrics-ready-" + std::to_string(getpid()));
+  const fs::path log = out_dir.string() + ".log";
+  Child c = spawn({std::string(WEFT_BIN_DIR) + "/weft-worker", config(), "--out", out_dir.string(), "--no-resume"},
+                  {{"WEFT_METRICS_PORT", std::to_string(port)}}, log.string());
+  weft::testing::HttpResponse r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    r = weft::testing::http_get(port, "/ready", std::chrono::seconds(2));
+    if (r.status == 200) break;
+    // Before the server is up nothing answers; after, a rank that has not
+    // finished a step says so with 503.
+    if (r.status != 0) {
+      EXPECT_EQ(r.status, 503) << r.body;
+      EXPECT_THAT(r.body, HasSubstr("no step finished yet")) << r.body;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop(c, 30);
+  const std::string out = read_file(log.string());
+  fs::remove(log);
+  fs::remove_all(out_dir);
+  EXPECT_EQ(r.status, 200) << out;
+  EXPECT_THAT(r.body, HasSubstr("rank 0 trains: step ")) << r.body;
+  EXPECT_THAT(out, HasSubstr("(readiness at /ready)")) << out;
+}
+
 }  // namespace
 }  // namespace weft::metrics_test

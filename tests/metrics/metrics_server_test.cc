@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
 
+#include <atomic>
+
 #include "support/net.h"
 
 namespace weft {
@@ -25,6 +27,31 @@ TEST(MetricsServer, ServesTheRegistryAndNothingElse) {
             std::string::npos);
   EXPECT_EQ(http_get(server.port(), "/").status, 404);
   EXPECT_EQ(http_get(server.port(), "/metrics?x=1").status, 200);
+}
+
+TEST(MetricsServer, ReadyFollowsItsCallback) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  {
+    MetricsServer server(registry, "127.0.0.1", 0);  // no readiness check: never ready
+    auto r = http_get(server.port(), "/ready");
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(r.body, "no readiness check\n");
+  }
+  std::atomic<bool> ready{false};
+  MetricsServerOptions opt;
+  opt.ready = [&ready](std::string* why) {
+    *why = ready ? "trains" : "waiting";
+    return ready.load();
+  };
+  MetricsServer server(registry, "127.0.0.1", 0, opt);
+  auto before = http_get(server.port(), "/ready");
+  EXPECT_EQ(before.status, 503);
+  EXPECT_EQ(before.body, "waiting\n");
+  ready = true;
+  auto after = http_get(server.port(), "/ready?probe=1");
+  EXPECT_EQ(after.status, 200);
+  EXPECT_EQ(after.body, "trains\n");
+  EXPECT_EQ(http_get(server.port(), "/metrics").status, 200);
 }
 
 TEST(MetricsServer, BusyPortIsAClearError) {

@@ -54,6 +54,14 @@ std::map<std::string, std::string> with_rank(std::map<std::string, std::string> 
   return l;
 }
 
+TEST(TrainMetrics, LastStepIsZeroUntilAStepIsReported) {
+  const WorkerConfig cfg;
+  TrainMetrics m(cfg, 0, 1);
+  EXPECT_EQ(m.last_step(), 0);
+  m.on_step(report(41));
+  EXPECT_EQ(m.last_step(), 41);
+}
+
 TEST(TrainMetrics, MapsAStepReportToTheDesignFamiliesWithTheRankLabel) {
   WorkerConfig cfg;
   TrainMetrics m(cfg, 3, 4);

@@ -215,9 +215,16 @@ int main(int argc, char** argv) {
       const auto env = weft::comm::current_environment();
       const auto bind = env.find(weft::contract::kEnvBindAddr);
       const std::string host = bind != env.end() && !bind->second.empty() ? bind->second : "0.0.0.0";
+      weft::MetricsServerOptions server_opt;
+      server_opt.ready = [&metrics, rank](std::string* why) {
+        const int64_t step = metrics.last_step();
+        *why = step > 0 ? fmt::format("rank {} trains: step {} done", rank, step)
+                        : fmt::format("rank {} has joined the rendezvous; no step finished yet", rank);
+        return step > 0;
+      };
       try {
-        exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), host, ep.port);
-        spdlog::info("metrics at http://{}:{}/metrics", host, ep.port);
+        exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), host, ep.port, server_opt);
+        spdlog::info("metrics at http://{}:{}/metrics (readiness at /ready)", host, ep.port);
       } catch (const std::exception& e) {
         spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port,
                      e.what());

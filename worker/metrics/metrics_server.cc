@@ -83,8 +83,17 @@ std::string MetricsServer::respond(const std::string& req) const {
   std::string path = sp1 == std::string::npos ? "" : req.substr(sp1 + 1, sp2 - sp1 - 1);
   path = path.substr(0, path.find('?'));
   if (method != "GET" && method != "HEAD")
-    return response(405, "Method Not Allowed", "text/plain", "GET /metrics\n");
-  if (path != "/metrics") return response(404, "Not Found", "text/plain", "weft serves /metrics\n");
+    return response(405, "Method Not Allowed", "text/plain", "GET /metrics or /ready\n");
+  if (path == "/ready") {
+    std::string why = "no readiness check";
+    const bool ready = opt_.ready && opt_.ready(&why);
+    std::string body = why + "\n";
+    std::string r = ready ? response(200, "OK", "text/plain", body)
+                          : response(503, "Service Unavailable", "text/plain", body);
+    if (method == "HEAD") r.resize(r.size() - body.size());
+    return r;
+  }
+  if (path != "/metrics") return response(404, "Not Found", "text/plain", "weft serves /metrics and /ready\n");
   std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
   std::string r = response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", body);
   if (method == "HEAD") r.resize(r.size() - body.size());

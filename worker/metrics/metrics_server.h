@@ -1,5 +1,7 @@
 // Serves a prometheus-cpp registry at GET /metrics (text format 0.0.4) from
-// one thread of our own.
+// one thread of our own, and GET /ready for a readiness probe: 200 once the
+// `ready` callback says the rank trains (the worker: it joined the rendezvous
+// and finished a step), 503 before.
 //
 // Why not prometheus::Exposer: Debian's civetweb runs its workers on fixed
 // ~100 KiB stacks, and glibc places the static TLS of every loaded library
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,6 +32,9 @@ namespace weft {
 struct MetricsServerOptions {
   std::chrono::milliseconds request_deadline{5000};
   size_t max_connections = 64;
+  // /ready: called on the server's thread; empty = never ready. Returns
+  // whether the rank is ready and sets `why` to the body's one line.
+  std::function<bool(std::string* why)> ready;
 };
 
 class MetricsServer {

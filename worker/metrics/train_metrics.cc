@@ -175,6 +175,7 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
 }
 
 void TrainMetrics::on_step(const StepReport& r) {
+  last_step_ = r.step;
   step_.Set(static_cast<double>(r.step));
   train_steps_.Set(static_cast<double>(r.total_steps));
   step_seconds_.Observe(r.step_seconds);

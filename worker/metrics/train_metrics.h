@@ -22,6 +22,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -57,6 +58,10 @@ class TrainMetrics : public StepObserver {
   // weft_attention_kernel_info{kernel}: which kernels run attention in this
   // run (Trainer::attention_kernel: cpu, cudnn or simt).
   void set_attention_kernel(const std::string& kernel);
+  // The last step this run reported (0 before its first): readiness (/ready)
+  // means a step finished, so the rank joined the rendezvous and trains.
+  // Safe to read from another thread.
+  int64_t last_step() const { return last_step_.load(); }
 
  private:
   struct CommSeries {  // one (group, op) pair
@@ -74,6 +79,7 @@ class TrainMetrics : public StepObserver {
 
   std::shared_ptr<prometheus::Registry> registry_;
   int rank_ = 0;
+  std::atomic<int64_t> last_step_{0};
   std::vector<comm::CommunicatorPtr> groups_;
 
   prometheus::Gauge& step_;
