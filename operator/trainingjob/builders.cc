@@ -262,6 +262,14 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
         {"capabilities", {{"drop", {"ALL"}}}}}},
   };
   if (spec.resources.is_object() && !spec.resources.empty()) container["resources"] = spec.resources;
+  // Ready means training: the worker's /ready answers 200 once its rank
+  // (local rank 0 of a pod of several) has finished a step, and a step needs
+  // every rank of the job. Readiness only: a slow first step restarts nothing.
+  if (spec.metrics_port() > 0)
+    container["readinessProbe"] = {{"httpGet", {{"path", "/ready"}, {"port", "metrics"}}},
+                                   {"periodSeconds", 5},
+                                   {"timeoutSeconds", 2},
+                                   {"failureThreshold", 1}};
 
   Json pod_spec = {
       {"hostname", pod_name(job_name, index)},

@@ -11,12 +11,12 @@ PhaseView compute_phase(const GangObservation& gang, const PhaseFacts& facts) {
     if (r.phase == "Running") ++v.running;
     if (r.phase == "Running" && r.ready) ++v.ready;
   }
-  v.all_running = gang.replicas > 0 && v.running == gang.replicas;
+  v.all_ready = gang.replicas > 0 && v.ready == gang.replicas;
   if (facts.failed) v.phase = kPhaseFailed;
   else if (facts.succeeded) v.phase = kPhaseSucceeded;
   else if (facts.suspended) v.phase = kPhaseSuspended;
-  else if (facts.restart_in_progress && !v.all_running) v.phase = kPhaseRestarting;
-  else if (v.all_running) v.phase = kPhaseRunning;
+  else if (facts.restart_in_progress && !v.all_ready) v.phase = kPhaseRestarting;
+  else if (v.all_ready) v.phase = kPhaseRunning;
   else v.phase = kPhasePending;
   return v;
 }

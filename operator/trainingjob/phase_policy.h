@@ -1,7 +1,9 @@
 // Phase policy (pure): the one status.phase a job shows, from facts the
 // reconciler established. Precedence: Failed > Succeeded > Suspended >
-// Restarting > Running > Pending. "Restarting" lasts from the gang teardown
-// until every rank of the new attempt runs again.
+// Restarting > Running > Pending. "Running" means training: every rank's pod
+// runs and is Ready, and a pod's readiness probe (the worker's /ready) passes
+// once its rank has finished a step. "Restarting" lasts from the gang
+// teardown until every rank of the new attempt trains again.
 #pragma once
 
 #include <string>
@@ -20,8 +22,8 @@ struct PhaseFacts {
 struct PhaseView {
   std::string phase;
   int running = 0;  // ranks whose pod runs
-  int ready = 0;    // ranks whose pod is Ready
-  bool all_running = false;
+  int ready = 0;    // ranks whose pod runs and is Ready (trains)
+  bool all_ready = false;
 };
 
 PhaseView compute_phase(const GangObservation& gang, const PhaseFacts& facts);

@@ -327,22 +327,25 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
   const bool restarting = restart_in_progress(st);
   const PhaseView view = set_phase(st, cx.gang, PhaseFacts{.restart_in_progress = restarting});
   st.ready_replicas = view.ready;
-  if (view.all_running) {
+  // Ready pods are training ranks: with metrics on, a pod's readiness probe
+  // is the worker's /ready, which passes once its rank has finished a step.
+  const bool one = cx.spec.ranks_per_pod() == 1;
+  if (view.all_ready) {
     st.set_condition(kCondReady, true, kReasonAllRanksRunning,
-                     cx.spec.ranks_per_pod() == 1 ? "all ranks running"
-                                                  : "all pods running (" + std::to_string(cx.spec.world_size()) +
-                                                        " ranks)",
+                     one ? "all ranks training"
+                         : "all pods training (" + std::to_string(cx.spec.world_size()) + " ranks)",
                      cx.generation, cx.now_s);
     if (restarting)
       st.set_condition(kCondRestarting, false, kReasonAllRanksRunning,
-                       "attempt " + std::to_string(st.attempt) + " running", cx.generation, cx.now_s);
+                       "attempt " + std::to_string(st.attempt) + " training", cx.generation, cx.now_s);
   } else {
     st.set_condition(kCondReady, false, kReasonWaitingForRanks,
-                     std::to_string(view.running) + " of " + std::to_string(cx.spec.replicas) +
-                         (cx.spec.ranks_per_pod() == 1 ? " ranks running" : " pods running"),
+                     std::to_string(view.ready) + " of " + std::to_string(cx.spec.replicas) +
+                         (one ? " ranks training, " : " pods training, ") + std::to_string(view.running) +
+                         " running",
                      cx.generation, cx.now_s);
   }
-  if (!view.all_running) return finish(cx, ReconcileResult::done());
+  if (!view.all_ready) return finish(cx, ReconcileResult::done());
   // Observe, then decide and apply. Both may ask for a requeue: the earlier
   // one wins.
   const auto next_scrape = scrape_progress(cx);

@@ -39,6 +39,21 @@ TEST(Builders, PodCarriesTheEnvContract) {
   EXPECT_EQ(pod["spec"]["containers"][0]["args"], Json::array({"/etc/weft/config.yaml"}));
 }
 
+// Ready means training: the pod's readiness probe is the worker's /ready on
+// the metrics port; a job without metrics has no probe (Ready when it runs).
+TEST(Builders, ReadinessProbeIsTheWorkersReadyOnTheMetricsPort) {
+  Json job = MakeJob("probed", "team-a").Replicas(2).Obj();
+  Json pod = build_pod(job, parse_spec(job["spec"]), 1, 0);
+  const Json& probe = pod["spec"]["containers"][0]["readinessProbe"];
+  EXPECT_EQ(probe["httpGet"]["path"], "/ready");
+  EXPECT_EQ(probe["httpGet"]["port"], "metrics");
+  EXPECT_EQ(probe["failureThreshold"], 1);
+  EXPECT_FALSE(pod["spec"]["containers"][0].contains("livenessProbe")) << "a slow first step must restart nothing";
+  job["spec"]["worker"]["metrics"] = {{"port", 0}};
+  Json off = build_pod(job, parse_spec(job["spec"]), 1, 0);
+  EXPECT_FALSE(off["spec"]["containers"][0].contains("readinessProbe"));
+}
+
 // Kueue's queue-name label of the TrainingJob reaches every pod; a template
 // label of the same name gives way to the job's.
 TEST(Builders, KueueQueueNameOfTheJobReachesThePods) {

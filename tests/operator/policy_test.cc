@@ -246,7 +246,11 @@ TEST(PhasePolicy, Table) {
       {"nothing yet", MakeGang(2).Obj(), {}, kPhasePending, 0},
       {"some pending", MakeGang(2).Running(0).Pending(1).Obj(), {}, kPhasePending, 1},
       {"all running", MakeGang(2).AllRunning().Obj(), {}, kPhaseRunning, 2},
-      {"running but not ready", MakeGang(2).Running(0, false).Running(1).Obj(), {}, kPhaseRunning, 1},
+      // Ready is the worker's /ready probe: a rank that runs but has not
+      // finished a step does not train yet.
+      {"running but not ready", MakeGang(2).Running(0, false).Running(1).Obj(), {}, kPhasePending, 1},
+      {"restart waits for ready", MakeGang(2).Running(0, false).Running(1).Obj(), {false, false, false, true},
+       kPhaseRestarting, 1},
       {"terminating does not count", MakeGang(2).Running(0).Terminating(1).Obj(), {}, kPhasePending, 1},
       {"restart in progress", MakeGang(2).Running(0).Obj(), {false, false, false, true}, kPhaseRestarting, 1},
       {"restart done once all run", MakeGang(2).AllRunning().Obj(), {false, false, false, true}, kPhaseRunning, 2},

@@ -108,16 +108,17 @@ std::string env_value(const Json& pod, const std::string& name) {
 }
 
 void set_pod_phase(const std::string& ns, const std::string& pod, const std::string& phase,
-                   std::optional<int> exit_code) {
+                   std::optional<int> exit_code, std::optional<bool> ready_opt) {
+  const bool ready = ready_opt.value_or(phase == "Running");
   Json cs = {{"name", tj::kContainerName}, {"image", "ghcr.io/weft-dev/weft:test"}, {"imageID", ""},
-             {"restartCount", 0}, {"ready", phase == "Running"}};
+             {"restartCount", 0}, {"ready", ready}};
   if (phase == "Running") cs["state"] = {{"running", {{"startedAt", "2026-01-01T00:00:00Z"}}}};
   if (exit_code)
     cs["state"] = {{"terminated", {{"exitCode", *exit_code}, {"reason", *exit_code == 0 ? "Completed" : "Error"},
                                    {"startedAt", "2026-01-01T00:00:00Z"}, {"finishedAt", "2026-01-01T00:01:00Z"}}}};
   Json patch = {{"status",
                  {{"phase", phase},
-                  {"conditions", {{{"type", "Ready"}, {"status", phase == "Running" ? "True" : "False"}}}},
+                  {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}},
                   {"containerStatuses", {cs}}}}};
   auto r = admin_api().merge_patch(kube::kPods, ns, pod, patch, true);
   if (!r) ADD_FAILURE() << "set " << pod << " " << phase << ": " << r.error().message;

@@ -69,9 +69,10 @@ Json status_of(const std::string& ns, const std::string& job);
 std::string env_value(const Json& pod, const std::string& name);
 
 // Plays the kubelet: writes phase (and, for terminated phases, the worker
-// container's exit code) through the pod status subresource.
+// container's exit code) through the pod status subresource. `ready` (the
+// readiness probe's verdict) defaults to whether the phase is Running.
 void set_pod_phase(const std::string& ns, const std::string& pod, const std::string& phase,
-                   std::optional<int> exit_code = std::nullopt);
+                   std::optional<int> exit_code = std::nullopt, std::optional<bool> ready = std::nullopt);
 void set_all_running(const std::string& ns, const std::string& job);
 
 // A weft-operator child process; SIGTERM on destruction.

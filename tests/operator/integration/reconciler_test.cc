@@ -90,6 +90,17 @@ TEST_F(Reconcile, CreatesTheGangWithTheWorkerContract) {
   EXPECT_EQ(st["attempt"], 0);
   EXPECT_EQ(st["observedGeneration"], 1);
 
+  // Pods that run but whose /ready probe has not passed (no step finished
+  // yet) are not training: the job stays Pending and says so.
+  for (const auto& p : job_pods(ns(), "llama")) set_pod_phase(ns(), p["metadata"]["name"], "Running", std::nullopt, false);
+  auto ready_message = [&] {
+    for (const auto& c : status_of(ns(), "llama").value("conditions", Json::array()))
+      if (c["type"] == tj::kCondReady) return c.value("message", "");
+    return std::string();
+  };
+  ASSERT_TRUE(eventually([&] { return ready_message() == "0 of 3 ranks training, 3 running"; })) << ready_message();
+  EXPECT_EQ(phase_of(ns(), "llama"), tj::kPhasePending);
+
   set_all_running(ns(), "llama");
   ASSERT_TRUE(eventually([&] { return phase_of(ns(), "llama") == tj::kPhaseRunning; }));
   st = status_of(ns(), "llama");
