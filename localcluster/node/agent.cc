@@ -14,6 +14,7 @@
 #include "node/hosts_file.h"
 #include "node/pod_process.h"
 #include "node/volumes.h"
+#include "scrape/http_scraper.h"
 
 namespace weft::node {
 namespace fs = std::filesystem;
@@ -36,6 +37,8 @@ struct NodeAgent::Entry {
   bool term_sent = false, kill_sent = false;
   Clock::time_point kill_at{};
   Json last_status_sig;                   // last status written, transition times removed
+  std::optional<bool> probe_ready;        // readiness probe's last verdict (nullopt: no probe)
+  Clock::time_point next_probe{};
   std::vector<VolumeSpec> volumes;        // ConfigMap/Secret volumes are refreshed
   std::map<std::string, size_t> volume_digest;
 
@@ -452,6 +455,26 @@ void NodeAgent::cleanup(Entry& e) {
 }
 
 void NodeAgent::write_status(const Json& pod, Entry& e) {
+  // The readiness probe, as a kubelet runs it: an HTTP GET to the pod's IP
+  // every periodSeconds while the container runs; 2xx/3xx is ready. Not
+  // running: not ready, and the next run probes from its start.
+  std::optional<ReadinessProbe> probe;
+  if (const Json& cs = pod["spec"]["containers"]; cs.is_array() && !cs.empty()) probe = readiness_probe(cs[0]);
+  if (!probe) {
+    e.probe_ready.reset();
+  } else if (e.state.kind != ContainerState::Kind::Running || e.ip.empty()) {
+    e.probe_ready = false;
+    e.next_probe = Clock::time_point{};
+  } else if (Clock::now() >= e.next_probe) {
+    const scrape::HttpResponse r =
+        scrape::http_get({e.ip, probe->port, probe->path}, std::chrono::seconds(probe->timeout_s));
+    const bool ok = r.status >= 200 && r.status < 400;
+    if (ok != e.probe_ready.value_or(false))
+      spdlog::info("pod {}/{}: readiness probe {} ({})", e.ns, e.name, ok ? "passed" : "failing",
+                   r.status ? std::to_string(r.status) : r.error);
+    e.probe_ready = ok;
+    e.next_probe = Clock::now() + std::chrono::seconds(probe->period_s);
+  }
   PodView v;
   v.pod_ip = e.ip;
   v.host_ip = opts_.internal_ip;
@@ -461,6 +484,7 @@ void NodeAgent::write_status(const Json& pod, Entry& e) {
   v.state = e.state;
   v.last_state = e.last_state;
   v.restart_count = e.restart_count;
+  v.probe_ready = e.probe_ready;
   Json st = build_pod_status(pod, v, now_str());
   Json sig = status_signature(st);
   if (sig == e.last_status_sig) return;

@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+
 namespace weft::node {
 namespace {
 
@@ -53,6 +55,7 @@ Json build_pod_status(const Json& pod, const PodView& v, const std::string& now)
   const std::string phase = pod_phase(v, policy);
   const bool started = v.state.kind != K::Waiting || v.restart_count > 0;
   const bool running = v.state.kind == K::Running;
+  const bool ready = running && v.probe_ready.value_or(true);
   auto cond = [&](const std::string& type, bool ok, const std::string& reason = "") {
     const std::string status = ok ? "True" : "False";
     std::string t = old_transition(pod, type, status);
@@ -63,13 +66,13 @@ Json build_pod_status(const Json& pod, const PodView& v, const std::string& now)
   };
   const std::string not_ready_reason =
       phase == "Succeeded" || phase == "Failed" ? "PodCompleted" : "ContainersNotReady";
-  Json conditions = Json::array({cond("Initialized", true), cond("Ready", running, running ? "" : not_ready_reason),
-                                 cond("ContainersReady", running, running ? "" : not_ready_reason),
+  Json conditions = Json::array({cond("Initialized", true), cond("Ready", ready, ready ? "" : not_ready_reason),
+                                 cond("ContainersReady", ready, ready ? "" : not_ready_reason),
                                  cond("PodScheduled", true)});
   Json cs = {{"name", v.container},
              {"image", v.image},
              {"imageID", ""},
-             {"ready", running},
+             {"ready", ready},
              {"started", running},
              {"restartCount", v.restart_count},
              {"state", state_json(v.state)},
@@ -85,6 +88,27 @@ Json build_pod_status(const Json& pod, const PodView& v, const std::string& now)
     st["podIPs"] = Json::array({{{"ip", v.pod_ip}}});
   }
   return st;
+}
+
+std::optional<ReadinessProbe> readiness_probe(const Json& container) {
+  auto p = container.find("readinessProbe");
+  if (p == container.end() || !p->is_object()) return std::nullopt;
+  auto get = p->find("httpGet");
+  if (get == p->end() || !get->is_object()) return std::nullopt;
+  ReadinessProbe r;
+  r.path = get->value("path", std::string("/"));
+  r.period_s = std::max(1, p->value("periodSeconds", 10));
+  r.timeout_s = std::max(1, p->value("timeoutSeconds", 1));
+  const Json port = get->value("port", Json());
+  if (port.is_number_integer()) {
+    r.port = port.get<int>();
+  } else if (port.is_string()) {
+    if (auto ports = container.find("ports"); ports != container.end() && ports->is_array())
+      for (const auto& cp : *ports)
+        if (cp.value("name", "") == port.get<std::string>()) r.port = cp.value("containerPort", 0);
+  }
+  if (r.port <= 0 || r.port > 65535) return std::nullopt;
+  return r;
 }
 
 int exit_code_of(int wait_status) {

@@ -36,12 +36,25 @@ struct PodView {
   ContainerState state;
   std::optional<ContainerState> last_state;  // the previous run, after a restart
   int restart_count = 0;
+  // The readiness probe's last verdict; nullopt when the container has none
+  // (then a running container is ready, as with a kubelet).
+  std::optional<bool> probe_ready;
 };
+
+// A container's readiness probe, when it is an HTTP GET weft-node can run:
+// the port resolved (a number, or the name of one of the container's ports).
+struct ReadinessProbe {
+  std::string path = "/";
+  int port = 0;
+  int period_s = 10, timeout_s = 1;
+};
+std::optional<ReadinessProbe> readiness_probe(const Json& container);
 
 // Pod phase from the container state and restart policy (see file comment).
 std::string pod_phase(const PodView& v, const std::string& restart_policy);
 
-// The `status` object to write; conditions keep their lastTransitionTime
+// The `status` object to write (Ready: running and, with a probe, its last
+// verdict passed); conditions keep their lastTransitionTime
 // while their status does not change (read from `current`, the pod's status
 // as last seen). `now` is RFC 3339.
 Json build_pod_status(const Json& pod, const PodView& v, const std::string& now);

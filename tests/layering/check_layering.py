@@ -47,7 +47,7 @@ OPERATOR = {
     "tuner": ("operator/tuner", {"tuning", "scrape"}),
     "trainingjob": ("operator/trainingjob", {"kube", "scrape", "tuning", "tuner"}),
     "main": ("operator/main.cc", {"kube", "trainingjob"}),
-    "node": ("localcluster/node", {"kube"}),
+    "node": ("localcluster/node", {"kube", "scrape"}),
 }
 HEADER = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')

@@ -70,6 +70,47 @@ TEST(PodStatus, ConditionsKeepTheirTransitionTime) {
   EXPECT_EQ(st["containerStatuses"][0]["state"]["running"]["startedAt"], "2026-01-01T00:00:01Z");
 }
 
+// A running container with a readiness probe is Ready only once the probe
+// has passed; without a probe, running is ready.
+TEST(PodStatus, ReadyFollowsTheReadinessProbe) {
+  Json pod = {{"metadata", {{"name", "p"}}}, {"spec", {{"restartPolicy", "Never"}}}};
+  PodView v;
+  v.state.kind = ContainerState::Kind::Running;
+  auto ready_of = [&](const Json& st) {
+    for (const auto& c : st["conditions"])
+      if (c["type"] == "Ready") return c["status"].get<std::string>();
+    return std::string();
+  };
+  EXPECT_EQ(ready_of(build_pod_status(pod, v, "2026-01-01T00:00:00Z")), "True");
+  v.probe_ready = false;
+  Json st = build_pod_status(pod, v, "2026-01-01T00:00:00Z");
+  EXPECT_EQ(ready_of(st), "False");
+  EXPECT_EQ(st["phase"], "Running");
+  EXPECT_EQ(st["containerStatuses"][0]["ready"], false);
+  v.probe_ready = true;
+  EXPECT_EQ(ready_of(build_pod_status(pod, v, "2026-01-01T00:00:00Z")), "True");
+}
+
+TEST(PodStatus, ReadinessProbeResolvesANamedPort) {
+  Json c = {{"name", "worker"},
+            {"ports", {{{"name", "rendezvous"}, {"containerPort", 29500}}, {{"name", "metrics"}, {"containerPort", 9400}}}},
+            {"readinessProbe", {{"httpGet", {{"path", "/ready"}, {"port", "metrics"}}}, {"periodSeconds", 5}}}};
+  auto p = readiness_probe(c);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->port, 9400);
+  EXPECT_EQ(p->path, "/ready");
+  EXPECT_EQ(p->period_s, 5);
+  EXPECT_EQ(p->timeout_s, 1);
+  c["readinessProbe"]["httpGet"]["port"] = 8080;
+  EXPECT_EQ(readiness_probe(c)->port, 8080);
+  c["readinessProbe"]["httpGet"]["port"] = "nope";  // no such port: not a probe weft-node can run
+  EXPECT_FALSE(readiness_probe(c));
+  c.erase("readinessProbe");
+  EXPECT_FALSE(readiness_probe(c));
+  c["readinessProbe"] = {{"exec", {{"command", {"true"}}}}};
+  EXPECT_FALSE(readiness_probe(c));
+}
+
 TEST(NodeStatus, NodeIsReadyWithCapacityAndLeaseIsOwnedByIt) {
   NodeCapacity cap;
   cap.cpu = "8";
