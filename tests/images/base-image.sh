@@ -22,8 +22,18 @@ echo "base-image: mmdebstrap --variant=minbase bookworm from $MIRROR (a few minu
 # A mirror answers a download with an error now and then (CI once lost the
 # image test to one "apt download failed" 4 s in; the same command passed a
 # minute later): three tries, 15 s and 60 s apart.
+# mmdebstrap fails ("apt download failed") when it inherits open descriptors
+# above 2, which ctest leaves open in its tests: run it with stdin, stdout and
+# stderr only (the flock on fd 9 stays held by this shell).
+mmdebstrap_clean_fds() (
+  for fd in /proc/$BASHPID/fd/*; do
+    fd=${fd##*/}
+    [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+  done 2>/dev/null
+  exec mmdebstrap "$@"
+)
 for wait_s in 15 60 fail; do
-  mmdebstrap --quiet --variant=minbase bookworm "$CACHE/base.tmp.tar" "deb $MIRROR bookworm main" >&2 && break
+  mmdebstrap_clean_fds --quiet --variant=minbase bookworm "$CACHE/base.tmp.tar" "deb $MIRROR bookworm main" >&2 && break
   rm -f "$CACHE/base.tmp.tar"
   [ "$wait_s" = fail ] && exit 1
   echo "base-image: mmdebstrap failed; trying again in $wait_s s" >&2
