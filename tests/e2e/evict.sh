@@ -12,7 +12,7 @@
 # Usage: evict.sh CLUSTER_DIR SOURCE_DIR BIN_DIR
 . "$(dirname "$0")/lib.sh" "$1" "$2" evict
 BIN=$3
-STEPS=300
+STEPS=150
 apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/; s/maxRestarts: 2, backoffSeconds: 1/maxRestarts: 0, backoffSeconds: 60/"
 [ "$(tj_field resume .spec.worker.train.steps)" = $STEPS ] || fail "step override not applied"
 [ "$(tj_field resume .spec.restartPolicy.maxRestarts)" = 0 ] || fail "maxRestarts override not applied"

@@ -8,7 +8,7 @@
 # Usage: suspend.sh CLUSTER_DIR SOURCE_DIR BIN_DIR
 . "$(dirname "$0")/lib.sh" "$1" "$2" suspend
 BIN=$3
-STEPS=300
+STEPS=150
 apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/"
 [ "$(tj_field resume .spec.worker.train.steps)" = $STEPS ] || fail "step override not applied"
 until_rank0_logged resume $STEPS 30
