@@ -37,5 +37,9 @@ inline const Resource kNodes{"", "v1", "nodes", "Node", false};
 inline const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease"};
 inline const Resource kNetworkPolicies{"networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"};
 inline const Resource kTrainingJobs{"weft.dev", "v1alpha1", "trainingjobs", "TrainingJob"};
+// Gang scheduling (spec.scheduling): the PodGroups of scheduler-plugins'
+// coscheduling and of Volcano, served only where those CRDs are installed.
+inline const Resource kPodGroups{"scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"};
+inline const Resource kVolcanoPodGroups{"scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"};
 
 }  // namespace weft::kube

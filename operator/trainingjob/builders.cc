@@ -2,10 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 
+#include "kube/quantity.h"
 #include "trainingjob/constants.h"
 #include "weft_contract.h"
 
@@ -59,6 +63,7 @@ std::string service_name(const std::string& job) { return job; }
 std::string configmap_name(const std::string& job) { return job + "-config"; }
 std::string secret_name(const std::string& job, const std::string& uid) { return job + "-rdzv-" + uid; }
 std::string network_policy_name(const std::string& job) { return job; }
+std::string podgroup_name(const std::string& job) { return job; }
 std::string pod_name(const std::string& job, int index) { return job + "-" + std::to_string(index); }
 std::string master_addr(const std::string& job, const std::string& ns) {
   return pod_name(job, 0) + "." + service_name(job) + "." + ns + ".svc";
@@ -137,6 +142,10 @@ std::string pod_spec_hash(const TrainingJobSpec& spec) {
   if (spec.procs_per_pod_auto || spec.procs_per_pod != 1)
     shape["procsPerPod"] = spec.procs_per_pod_auto ? Json("auto") : Json(spec.procs_per_pod);
   if (spec.shm_size != TrainingJobSpec{}.shm_size) shape["shmSize"] = spec.shm_size;
+  // Gang scheduling changes where and how the pods are placed.
+  if (const SchedulingSpec& g = spec.scheduling; g.enabled())
+    shape["scheduling"] = {{"provider", g.provider}, {"scheduler", g.scheduler()},
+                           {"timeout", g.schedule_timeout_seconds.value_or(0)}, {"queue", g.queue}};
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : shape.dump()) {
     h ^= c;
@@ -162,6 +171,53 @@ bool is_contract_env(const std::string& name) {
   for (const char* n : contract::kOperatorEnv)
     if (name == n) return true;
   return false;
+}
+
+const kube::Resource& podgroup_resource(const TrainingJobSpec& spec) {
+  return spec.scheduling.volcano() ? kube::kVolcanoPodGroups : kube::kPodGroups;
+}
+
+namespace {
+
+// `amount` times `n`, as a quantity: whole units, or millis for a fraction
+// (CPU); nullopt when `amount` is not a quantity (validate() refuses those).
+std::optional<Json> times(const Json& amount, int n) {
+  const kube::Quantity q = kube::parse_quantity(amount);
+  if (!q.ok) return std::nullopt;
+  const long double total = q.value * n;
+  if (total >= 1e15L) return Json(std::to_string(static_cast<long long>(std::min(total, 9e18L))));
+  // Millis, rounded: "500m" is read as 0.5 give or take the last bit.
+  const long long millis = std::llround(total * 1000);
+  if (millis % 1000 == 0) return Json(std::to_string(millis / 1000));
+  return Json(std::to_string(millis) + "m");
+}
+
+}  // namespace
+
+Json build_podgroup(const Json& job, const TrainingJobSpec& spec) {
+  const SchedulingSpec& g = spec.scheduling;
+  const kube::Resource& res = podgroup_resource(spec);
+  Json pg_spec = {{"minMember", spec.replicas}};
+  // Per pod: requests, and limits for what has no request.
+  Json per_pod = Json::object();
+  for (const char* list : {"limits", "requests"})
+    if (auto l = spec.resources.find(list); l != spec.resources.end() && l->is_object())
+      for (auto it = l->begin(); it != l->end(); ++it) per_pod[it.key()] = it.value();
+  Json min_resources = Json::object();
+  for (auto it = per_pod.begin(); it != per_pod.end(); ++it)
+    if (auto total = times(it.value(), spec.replicas)) min_resources[it.key()] = *total;
+  if (!min_resources.empty()) pg_spec["minResources"] = min_resources;
+  if (g.schedule_timeout_seconds) pg_spec["scheduleTimeoutSeconds"] = *g.schedule_timeout_seconds;
+  if (!g.queue.empty()) pg_spec["queue"] = g.queue;
+  if (g.volcano()) {
+    // A PodGroup's priority is the pods' (Volcano orders gangs by it).
+    if (auto p = spec.pod_template.find("priorityClassName"); p != spec.pod_template.end() && p->is_string())
+      pg_spec["priorityClassName"] = *p;
+  }
+  return {{"apiVersion", res.api_version()},
+          {"kind", res.kind},
+          {"metadata", child_meta(job, podgroup_name(name_of(job)))},
+          {"spec", pg_spec}};
 }
 
 Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int attempt) {
@@ -288,6 +344,15 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   // unchanged (hostNetwork only when the operator allows it: pod_powers.h).
   for (const char* k : kTemplatePodFields)
     if (tpl.contains(k)) pod_spec[k] = tpl[k];
+  // Gang scheduling: the pod names its PodGroup the way its scheduler reads
+  // it, and goes to that scheduler (validate() refuses a template's own).
+  if (const SchedulingSpec& g = spec.scheduling; g.enabled()) {
+    pod_spec["schedulerName"] = g.scheduler();
+    if (g.volcano())
+      meta["annotations"][kAnnotationVolcanoGroup] = podgroup_name(job_name);
+    else
+      meta["labels"][kLabelPodGroup] = podgroup_name(job_name);
+  }
 
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod_spec}};
 }

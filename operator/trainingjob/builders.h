@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "kube/resource.h"
 #include "trainingjob/types.h"
 
 namespace weft::tj {
@@ -24,6 +25,7 @@ std::string configmap_name(const std::string& job);
 // never a same-named job's that the garbage collector has yet to delete.
 std::string secret_name(const std::string& job, const std::string& uid);
 std::string network_policy_name(const std::string& job);
+std::string podgroup_name(const std::string& job);
 std::string pod_name(const std::string& job, int index);
 std::string master_addr(const std::string& job, const std::string& ns);
 
@@ -41,6 +43,14 @@ Json build_secret(const Json& job, const std::string& token);
 // `metrics_from` (NetworkPolicyPeers, the operator's own pods among them);
 // an empty or null `metrics_from` admits the metrics port from anywhere.
 Json build_network_policy(const Json& job, const TrainingJobSpec& spec, const Json& metrics_from);
+// The gang's PodGroup (spec.scheduling.gang: podgroup), of the provider's
+// API: minMember = the pods; minResources = the pods' requests (limits where
+// a request is not set, as the API server defaults them) times the pods, so
+// a queue admits the whole gang or nothing; scheduler-plugins'
+// scheduleTimeoutSeconds or Volcano's queue when the spec sets them.
+Json build_podgroup(const Json& job, const TrainingJobSpec& spec);
+// The PodGroup's resource (kube/resource.h) for the spec's provider.
+const kube::Resource& podgroup_resource(const TrainingJobSpec& spec);
 // Pod `index` (label weft.dev/rank) of the gang's attempt `attempt`.
 Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int attempt);
 

@@ -36,6 +36,14 @@ inline constexpr const char* kTemplatePodFields[] = {
 inline constexpr const char* kConfigVolume = "weft-config";      // the ConfigMap, at contract::kConfigMountDir
 inline constexpr const char* kScratchVolume = "weft-tmp";        // emptyDir at /tmp (the root filesystem is read-only)
 
+// Gang scheduling (spec.scheduling, kube/resource.h's PodGroups): how a pod
+// names its PodGroup for each provider, and the providers' usual scheduler
+// names (scheduler-plugins' second-scheduler chart; Volcano's).
+inline constexpr const char* kLabelPodGroup = "scheduling.x-k8s.io/pod-group";          // scheduler-plugins
+inline constexpr const char* kAnnotationVolcanoGroup = "scheduling.k8s.io/group-name";  // Volcano
+inline constexpr const char* kSchedulerPluginsScheduler = "scheduler-plugins-scheduler";
+inline constexpr const char* kVolcanoScheduler = "volcano";
+
 // Phases (status.phase).
 inline constexpr const char* kPhasePending = "Pending";
 inline constexpr const char* kPhaseRunning = "Running";
@@ -50,6 +58,9 @@ inline constexpr const char* kCondRestarting = "Restarting";
 inline constexpr const char* kCondSuspended = "Suspended";
 inline constexpr const char* kCondSucceeded = "Succeeded";
 inline constexpr const char* kCondFailed = "Failed";
+// Gang-scheduled jobs only: True once the scheduler placed every pod of the
+// attempt; False says why not (no PodGroup API, unschedulable, waiting).
+inline constexpr const char* kCondGangScheduled = "GangScheduled";
 // True: no memory problem found; False: the pod's memory limit is below the
 // worker's estimate (trainingjob/memory_policy.h).
 inline constexpr const char* kCondMemoryEstimate = "MemoryEstimate";
@@ -76,6 +87,13 @@ inline constexpr const char* kReasonResumed = "Resumed";
 inline constexpr const char* kReasonTTLExpired = "TTLExpired";
 inline constexpr const char* kReasonCreateFailed = "CreateFailed";
 inline constexpr const char* kReasonSpecChanged = "SpecChanged";       // gang relaunched for a new spec
+// GangScheduled: every pod placed; no PodGroup (the CRD is not served, or the
+// operator may not create it), so no pods either; the scheduler reported a
+// pod unschedulable; pods wait for the gang scheduler.
+inline constexpr const char* kReasonGangPlaced = "GangPlaced";
+inline constexpr const char* kReasonPodGroupUnavailable = "PodGroupUnavailable";
+inline constexpr const char* kReasonUnschedulable = "Unschedulable";
+inline constexpr const char* kReasonWaitingForScheduler = "WaitingForScheduler";
 // MemoryEstimate: the limit is below the estimate (also a Warning event),
 // at or above it, not set, or the estimate's inputs cannot be read.
 inline constexpr const char* kReasonLimitBelowEstimate = "LimitBelowEstimate";

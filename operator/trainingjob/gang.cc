@@ -10,9 +10,14 @@ RankState observe_pod(const nlohmann::json& pod, const std::string& container) {
     if (it != meta["labels"].end() && it->is_string()) s.rank = std::atoi(it->get<std::string>().c_str());
   }
   s.terminating = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+  if (pod.contains("spec") && pod["spec"].is_object()) {
+    auto n = pod["spec"].find("nodeName");
+    s.scheduled = n != pod["spec"].end() && n->is_string() && !n->get<std::string>().empty();
+  }
   if (!pod.contains("status") || !pod["status"].is_object()) return s;
   const auto& st = pod["status"];
   s.phase = st.value("phase", "Pending");
+  if (s.phase != "Pending") s.scheduled = true;
   s.reason = st.value("reason", "");
   if (auto c = st.find("conditions"); c != st.end() && c->is_array())
     for (const auto& cond : *c) {
@@ -22,6 +27,13 @@ RankState observe_pod(const nlohmann::json& pod, const std::string& container) {
       // Set by the API server, scheduler or kubelet before they delete or
       // kill a pod for reasons outside it (eviction, preemption, node loss).
       if (type == "DisruptionTarget" && status == "True") s.disruption = cond.value("reason", "DisruptionTarget");
+      // The scheduler's verdict: bound, or why not (a gang scheduler says
+      // so on the pods it holds back).
+      if (type == "PodScheduled" && status == "True") s.scheduled = true;
+      if (type == "PodScheduled" && status == "False") {
+        s.unschedulable = cond.value("message", "");
+        if (s.unschedulable.empty()) s.unschedulable = cond.value("reason", "Unschedulable");
+      }
     }
   if (auto cs = st.find("containerStatuses"); cs != st.end() && cs->is_array())
     for (const auto& c : *cs) {

@@ -21,6 +21,8 @@ struct RankState {
   std::string message;              // terminated container's message (the log tail on error)
   std::string container_reason;     // worker container's terminated reason (e.g. OOMKilled)
   std::string disruption;           // reason of a True DisruptionTarget condition (Kubernetes >= 1.26)
+  bool scheduled = false;           // bound to a node (PodScheduled True, a nodeName, or past Pending)
+  std::string unschedulable;        // the scheduler's message of a PodScheduled False condition
 };
 
 struct GangObservation {

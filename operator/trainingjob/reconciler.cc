@@ -17,6 +17,7 @@
 #include "trainingjob/phase_policy.h"
 #include "scrape/http_scraper.h"
 #include "trainingjob/restart_policy.h"
+#include "trainingjob/scheduling_policy.h"
 #include "trainingjob/success_policy.h"
 #include "trainingjob/ttl_policy.h"
 #include "trainingjob/types.h"
@@ -164,8 +165,11 @@ ReconcileResult Reconciler::suspend(Context& cx) {
   const std::vector<ObjectPtr> live = not_terminating(cx.pods);
   delete_pods(cx, live);
   const Condition* c = st.condition(kCondSuspended);
-  if (!c || c->status != "True")
+  if (!c || c->status != "True") {
     cx.event("Normal", kReasonSuspended, "suspended: deleted " + std::to_string(live.size()) + " pods");
+    // A queue (Volcano's) stops counting a gang that has no PodGroup.
+    delete_podgroup(cx);
+  }
   st.set_condition(kCondSuspended, true, kReasonSuspended, "spec.suspend is true", cx.generation, cx.now_s);
   st.set_condition(kCondReady, false, kReasonSuspended, "job is suspended", cx.generation, cx.now_s);
   set_phase(st, GangObservation{}, PhaseFacts{.suspended = true});
@@ -327,6 +331,7 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
   const bool restarting = restart_in_progress(st);
   const PhaseView view = set_phase(st, cx.gang, PhaseFacts{.restart_in_progress = restarting});
   st.ready_replicas = view.ready;
+  set_scheduling_condition(cx);
   // Ready pods are training ranks: with metrics on, a pod's readiness probe
   // is the worker's /ready, which passes once its rank has finished a step.
   const bool one = cx.spec.ranks_per_pod() == 1;
@@ -345,6 +350,8 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
                          " running",
                      cx.generation, cx.now_s);
   }
+  // A PodGroup API may be installed later: look again.
+  if (!cx.podgroup_problem.empty()) return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(30)));
   if (!view.all_ready) return finish(cx, ReconcileResult::done());
   // Observe, then decide and apply. Both may ask for a requeue: the earlier
   // one wins.
@@ -355,6 +362,20 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
                       (result.kind == ReconcileResult::Kind::RequeueAfter && *next_scrape < result.after)))
     result = ReconcileResult::requeue_after(*next_scrape);
   return finish(cx, result);
+}
+
+void Reconciler::set_scheduling_condition(Context& cx) {
+  const auto view = scheduling_condition(cx.spec, cx.name, cx.gang, cx.podgroup_problem);
+  if (!view) return;
+  TrainingJobStatus& st = cx.status;
+  const Condition* before = st.condition(kCondGangScheduled);
+  const bool changed = !before || before->reason != view->reason;
+  st.set_condition(kCondGangScheduled, view->placed, view->reason, view->message, cx.generation, cx.now_s);
+  if (!changed) return;
+  if (view->reason == kReasonPodGroupUnavailable || view->reason == kReasonUnschedulable)
+    cx.event("Warning", view->reason, view->message);
+  else if (view->placed)
+    cx.event("Normal", view->reason, view->message);
 }
 
 void Reconciler::set_progress(std::chrono::seconds every, ProgressSource source) {
@@ -409,6 +430,8 @@ void Reconciler::mark_terminal(Context& cx, const Terminal& how) {
     st.set_condition(kCondRestarting, false, how.reason, "job completed after a gang restart", cx.generation,
                      cx.now_s);
   cx.event(how.succeeded ? "Normal" : "Warning", how.reason, how.message);
+  // A finished gang holds no place in a queue.
+  delete_podgroup(cx);
   // A job that ends mid-search is not searching any more: its ranks ran the
   // size under trial to the end, and no choice was made.
   if (st.tuning && st.tuning->state == TuningState::Searching) {

@@ -135,6 +135,11 @@ class Reconciler {
   ReconcileResult finish(Context& cx, ReconcileResult result);
 
   bool ensure_secret(Context& cx);  // creates the rendezvous Secret unless this reconcile did; false on error
+  // Gang scheduling: creates the PodGroup, or brings an existing one's spec
+  // (minMember, ...) to the job's; false when it cannot exist (then no pods).
+  bool ensure_podgroup(Context& cx);
+  void delete_podgroup(Context& cx);  // when the gang is gone for good: suspended or finished
+  void set_scheduling_condition(Context& cx);
   int create_pods(Context& cx, const std::vector<int>& ranks);  // pods of cx.status.attempt; returns how many
   void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
 

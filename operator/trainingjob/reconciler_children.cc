@@ -12,6 +12,7 @@
 #include "trainingjob/constants.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/reconciler_context.h"
+#include "trainingjob/scheduling_policy.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
@@ -31,6 +32,9 @@ int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
   // The pods read the token from the Secret; one deleted since the last
   // launch would leave them unable to start.
   if (!ranks.empty() && !ensure_secret(cx)) return 0;
+  // A gang scheduler holds the pods until all of them fit: its PodGroup
+  // must exist before the first pod, or that pod is placed on its own.
+  if (!ranks.empty() && cx.spec.scheduling.enabled() && !ensure_podgroup(cx)) return 0;
   int created = 0, batches = 0;
   size_t next = 0, batch = 1;
   const auto t0 = std::chrono::steady_clock::now();
@@ -146,6 +150,66 @@ bool Reconciler::ensure_secret(Context& cx) {
   }
   cx.secret_ensured = true;
   return true;
+}
+
+bool Reconciler::ensure_podgroup(Context& cx) {
+  const Json want = build_podgroup(*cx.job, cx.spec);
+  const std::string name = podgroup_name(cx.name);
+  const bool volcano = cx.spec.scheduling.volcano();
+  // Not cached: the PodGroup APIs exist only where a gang scheduler is
+  // installed, and this runs once per launch of a gang.
+  auto created = volcano ? api_.create(kube::kVolcanoPodGroups, cx.ns, want) : api_.create(kube::kPodGroups, cx.ns, want);
+  if (created) return true;
+  const ApiError& err = created.error();
+  if (!err.already_exists()) {
+    if (err.transient())
+      cx.note(err);
+    else
+      cx.podgroup_problem = podgroup_problem(cx.spec, err.status, err.message);
+    return false;
+  }
+  auto have = volcano ? api_.get(kube::kVolcanoPodGroups, cx.ns, name) : api_.get(kube::kPodGroups, cx.ns, name);
+  if (!have) {
+    cx.note(have.error());
+    return false;
+  }
+  if (!owned_by(*have, (*cx.job)["metadata"].value("uid", ""))) {
+    cx.podgroup_problem = "PodGroup " + cx.ns + "/" + name + " exists but is not this job's; no pods are created "
+                          "until it is gone";
+    return false;
+  }
+  // The job's replicas or scheduling fields may have changed since it was
+  // made: set what differs, drop what the job no longer asks for (Volcano
+  // defaults an absent queue to "default").
+  const Json& have_spec = have->contains("spec") ? (*have)["spec"] : Json::object();
+  Json patch = Json::object();
+  for (auto it = want["spec"].begin(); it != want["spec"].end(); ++it)
+    if (!have_spec.contains(it.key()) || have_spec[it.key()] != it.value()) patch[it.key()] = it.value();
+  for (const char* key : {"minResources", "scheduleTimeoutSeconds", "priorityClassName", "queue"})
+    if (have_spec.contains(key) && !want["spec"].contains(key) &&
+        !(std::string(key) == "queue" && have_spec[key] == "default"))
+      patch[key] = nullptr;
+  if (patch.empty()) return true;
+  auto patched = volcano ? api_.merge_patch(kube::kVolcanoPodGroups, cx.ns, name, {{"spec", patch}})
+                         : api_.merge_patch(kube::kPodGroups, cx.ns, name, {{"spec", patch}});
+  if (!patched) {
+    cx.note(patched.error());
+    return false;
+  }
+  return true;
+}
+
+void Reconciler::delete_podgroup(Context& cx) {
+  if (!cx.spec.scheduling.enabled()) return;
+  const std::string name = podgroup_name(cx.name);
+  // A failed delete leaves it to the garbage collector, which removes it
+  // with the job (its owner).
+  auto res = cx.spec.scheduling.volcano()
+                 ? api_.remove(kube::kVolcanoPodGroups, cx.ns, name, kube::Propagation::Background)
+                 : api_.remove(kube::kPodGroups, cx.ns, name, kube::Propagation::Background);
+  if (!res && !res.error().not_found())
+    spdlog::warn("{}: deleting PodGroup {}: {} (the garbage collector removes it with the job)", cx.key(), name,
+                 res.error().message);
 }
 
 void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {

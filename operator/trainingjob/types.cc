@@ -71,6 +71,11 @@ int TrainingJobSpec::ranks_per_pod() const {
   return gpus && *gpus > 0 ? *gpus : 1;
 }
 
+std::string SchedulingSpec::scheduler() const {
+  if (!scheduler_name.empty()) return scheduler_name;
+  return volcano() ? kVolcanoScheduler : kSchedulerPluginsScheduler;
+}
+
 bool TrainingJobSpec::bucket_cap_malformed() const {
   const Json& p = parallel_of(worker);
   if (!p.contains("bucket_cap_mb")) return false;
@@ -111,6 +116,23 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
     read(*it, "backoffSeconds", s.restart.backoff_seconds, "spec.restartPolicy", errors);
     read(*it, "maxBackoffSeconds", s.restart.max_backoff_seconds, "spec.restartPolicy", errors);
   }
+  if (auto g = spec.find("scheduling"); g != spec.end() && !g->is_null()) {
+    if (!g->is_object()) {
+      if (errors) errors->push_back({"spec.scheduling", "must be an object, got " + g->dump()});
+    } else {
+      const std::string path = "spec.scheduling";
+      read(*g, "gang", s.scheduling.gang, path, errors);
+      s.scheduling.provider_set = g->contains("provider") && !(*g)["provider"].is_null();
+      read(*g, "provider", s.scheduling.provider, path, errors);
+      read(*g, "schedulerName", s.scheduling.scheduler_name, path, errors);
+      if (g->contains("scheduleTimeoutSeconds") && !(*g)["scheduleTimeoutSeconds"].is_null()) {
+        int t = 0;
+        read(*g, "scheduleTimeoutSeconds", t, path, errors);
+        s.scheduling.schedule_timeout_seconds = t;
+      }
+      read(*g, "queue", s.scheduling.queue, path, errors);
+    }
+  }
   if (auto t = spec.find("tuning"); t != spec.end() && t->is_object()) {
     if (auto b = t->find("bucketSize"); b != t->end() && b->is_object()) {
       read(*b, "enabled", s.bucket_tuning.enabled, "spec.tuning.bucketSize", errors);
@@ -122,6 +144,42 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
     }
   }
   return s;
+}
+
+std::vector<SpecError> validate_scheduling(const TrainingJobSpec& s) {
+  std::vector<SpecError> e;
+  const SchedulingSpec& g = s.scheduling;
+  if (g.gang != "none" && g.gang != "podgroup")
+    e.push_back({"spec.scheduling.gang", "must be none or podgroup, got '" + g.gang + "'"});
+  if (g.provider != "scheduler-plugins" && g.provider != "volcano")
+    e.push_back({"spec.scheduling.provider", "must be scheduler-plugins or volcano, got '" + g.provider + "'"});
+  // The other fields shape the PodGroup: without one they would do nothing.
+  if (!g.enabled())
+    for (const auto& [field, set] : {std::pair{"provider", g.provider_set}, {"schedulerName", !g.scheduler_name.empty()},
+                                     {"scheduleTimeoutSeconds", g.schedule_timeout_seconds.has_value()},
+                                     {"queue", !g.queue.empty()}})
+      if (set)
+        e.push_back({std::string("spec.scheduling.") + field,
+                     "applies only with spec.scheduling.gang: podgroup (gang is " + g.gang + ")"});
+  if (g.schedule_timeout_seconds && (*g.schedule_timeout_seconds < 1 || *g.schedule_timeout_seconds > 86400))
+    e.push_back({"spec.scheduling.scheduleTimeoutSeconds",
+                 "must be in [1, 86400], got " + std::to_string(*g.schedule_timeout_seconds)});
+  if (g.schedule_timeout_seconds && g.volcano())
+    e.push_back({"spec.scheduling.scheduleTimeoutSeconds",
+                 "is a field of scheduler-plugins' PodGroup; Volcano's has none (provider is volcano)"});
+  if (!g.queue.empty() && !g.volcano())
+    e.push_back({"spec.scheduling.queue", "is a field of Volcano's PodGroup; set provider: volcano"});
+  // Names the API server would refuse in a pod or a PodGroup.
+  for (const auto& [field, value] : {std::pair{"schedulerName", g.scheduler_name}, {"queue", g.queue}})
+    if (!value.empty() && (value.size() > 253 || value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") !=
+                                                     std::string::npos))
+      e.push_back({std::string("spec.scheduling.") + field,
+                   "must be a lowercase DNS name (a-z, 0-9, '-', '.'; at most 253), got '" + value + "'"});
+  if (g.enabled() && s.pod_template.contains("schedulerName"))
+    e.push_back({"spec.template.schedulerName",
+                 "conflicts with gang scheduling, whose pods go to spec.scheduling.schedulerName (" + g.scheduler() +
+                     ")"});
+  return e;
 }
 
 std::vector<SpecError> validate(const TrainingJobSpec& s) {
@@ -189,6 +247,7 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
         if (!q.ok) e.push_back({field, q.error});
         else if (q.value < 0) e.push_back({field, "must not be negative, got " + it.value().dump()});
       }
+  for (auto& err : validate_scheduling(s)) e.push_back(std::move(err));
   // Volumes and env names that would shadow the operator's own.
   if (auto v = s.pod_template.find("volumes"); v != s.pod_template.end() && v->is_array())
     for (const auto& vol : *v)

@@ -24,6 +24,24 @@ struct RestartSpec {
   int max_backoff_seconds = 300;
 };
 
+// spec.scheduling: gang scheduling. With gang "podgroup" the operator creates
+// a PodGroup (minMember = the pods) before the pods, and every pod names it
+// and goes to the gang scheduler, which binds all of them or none.
+struct SchedulingSpec {
+  std::string gang = "none";                     // none | podgroup
+  std::string provider = "scheduler-plugins";    // scheduler-plugins | volcano: whose PodGroup
+  std::string scheduler_name;                    // "" = the provider's usual name
+  std::optional<int> schedule_timeout_seconds;   // scheduler-plugins' PodGroup.spec.scheduleTimeoutSeconds
+  std::string queue;                             // Volcano's PodGroup.spec.queue
+  // Which fields the spec set (the rest are defaults), for the rules that
+  // tie them to gang and provider.
+  bool provider_set = false;
+
+  bool enabled() const { return gang == "podgroup"; }
+  bool volcano() const { return provider == "volcano"; }
+  std::string scheduler() const;  // schedulerName of the pods
+};
+
 // The tuning types live in tuning/types.h (shared with tuner/); these names
 // keep them in the TrainingJob's vocabulary.
 using tuning::BucketTuningSpec;
@@ -50,6 +68,7 @@ struct TrainingJobSpec {
   BucketTuningSpec bucket_tuning;
   bool suspend = false;
   std::optional<int> ttl_seconds_after_finished;
+  SchedulingSpec scheduling;
 
   // Ranks per pod with `auto` resolved (1 when auto has no GPU limit, which
   // validate() refuses), and the ranks of the job: WORLD_SIZE.
@@ -128,6 +147,8 @@ Json to_json(const TuningStatus& t);
 
 // The rules the CRD expresses as CEL and bounds, checked again here.
 std::vector<SpecError> validate(const TrainingJobSpec& spec);
+// The spec.scheduling part of validate().
+std::vector<SpecError> validate_scheduling(const TrainingJobSpec& spec);
 std::string describe(const std::vector<SpecError>& errors);
 
 }  // namespace weft::tj

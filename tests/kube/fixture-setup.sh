@@ -1,6 +1,7 @@
 #!/bin/bash
 # ctest fixture `kube`: builds the control plane once (cached), starts it in
-# DIR, installs the TrainingJob CRD and waits until it is served.
+# DIR, installs the TrainingJob CRD and the gang schedulers' PodGroup CRDs and
+# waits until they are served.
 # Usage: fixture-setup.sh DIR SOURCE_DIR
 set -euo pipefail
 DIR=$1 SRC=$2
@@ -12,6 +13,11 @@ export KUBECONFIG=$DIR/kubeconfig
 # v1.20's OpenAPI has no x-kubernetes-validations (CEL): client-side validation
 # would reject the field, the server itself ignores it.
 kubectl apply --validate=false -f "$SRC/manifests/crd/" >/dev/null
-kubectl wait --for condition=established --timeout=60s crd/trainingjobs.weft.dev >/dev/null
+# The gang schedulers' PodGroup CRDs, as their projects publish them (the
+# operator's gang scheduling creates these).
+kubectl apply -f "$SRC/tests/kube/testdata/scheduler-plugins-podgroups.yaml" \
+  -f "$SRC/tests/kube/testdata/volcano-podgroups.yaml" >/dev/null
+kubectl wait --for condition=established --timeout=60s crd/trainingjobs.weft.dev \
+  crd/podgroups.scheduling.x-k8s.io crd/podgroups.scheduling.volcano.sh >/dev/null
 kubectl apply -f "$SRC/manifests/namespace.yaml" -f "$SRC/manifests/rbac/" >/dev/null
 echo "kube fixture ready: KUBECONFIG=$KUBECONFIG"

@@ -3,6 +3,7 @@
 // Obj() returns the value.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -101,5 +102,19 @@ class MakeGang {
 };
 
 inline RestartSpec Restarts(int max, int backoff = 10, int max_backoff = 300) { return {max, backoff, max_backoff}; }
+
+// A spec table's row: the job parses and validates without an error
+// (`want_field` empty), or its first error names `want_field`.
+inline void ExpectFirstSpecError(const Json& job, const std::string& want_field) {
+  std::vector<SpecError> errors;
+  auto spec = parse_spec(job["spec"], &errors);
+  for (auto& e : validate(spec)) errors.push_back(e);
+  if (want_field.empty()) {
+    EXPECT_TRUE(errors.empty()) << describe(errors);
+  } else {
+    ASSERT_FALSE(errors.empty());
+    EXPECT_EQ(errors.front().field, want_field) << describe(errors);
+  }
+}
 
 }  // namespace weft::tj::testing

@@ -46,7 +46,9 @@ podSelector:
 so a verb added in the operator's code is added here in one place. Secrets:
 create only. The operator never reads a Secret (the pods take the rendezvous
 token from theirs by secretKeyRef), and RBAC cannot limit get or list to the
-Secrets it made. */ -}}
+Secrets it made. PodGroups (scheduler-plugins' and Volcano's): the gang of
+a job with spec.scheduling.gang podgroup; a cluster without those CRDs
+serves neither, and the rule grants nothing there. */ -}}
 {{- define "weft.jobRules" }}
 - apiGroups: [weft.dev]
   resources: [trainingjobs]
@@ -74,6 +76,9 @@ Secrets it made. */ -}}
   resources: [networkpolicies]
   verbs: [list, watch, create, patch]
 {{- end }}
+- apiGroups: [scheduling.x-k8s.io, scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [get, create, patch, delete]
 {{- end }}
 
 {{- define "weft.leaseRules" }}

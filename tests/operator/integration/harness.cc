@@ -77,6 +77,16 @@ Json job_json(const std::string& name, int replicas) {
             {"worker", {{"preset", "tiny"}, {"parallel", {{"strategy", "dp"}, {"bucket_cap_mb", 4}}}}}}}};
 }
 
+void create_job(const std::string& ns, const Json& job) {
+  auto r = admin_api().create(kube::kTrainingJobs, ns, job);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
+void patch_job_spec(const std::string& ns, const std::string& name, const Json& spec) {
+  auto r = admin_api().merge_patch(kube::kTrainingJobs, ns, name, {{"spec", spec}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
 std::optional<Json> get_job(const std::string& ns, const std::string& name) {
   auto r = admin_api().get(kube::kTrainingJobs, ns, name);
   if (!r) return std::nullopt;

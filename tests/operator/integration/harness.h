@@ -60,6 +60,24 @@ class InProcessOperator {
   std::unique_ptr<tj::Controller> controller_;
 };
 
+// Test actions on TrainingJobs (the admin client); a refused one fails the test.
+void create_job(const std::string& ns, const Json& job);
+void patch_job_spec(const std::string& ns, const std::string& name, const Json& spec);  // merge patch
+
+// A test with a namespace of its own and an in-process operator watching it.
+class OperatorTest : public ::testing::Test {
+ protected:
+  explicit OperatorTest(const std::string& ns_prefix) : ns_(ns_prefix) {}
+  void SetUp() override { op_ = std::make_unique<InProcessOperator>(ns_.name()); }
+  void TearDown() override { op_.reset(); }
+  const std::string& ns() const { return ns_.name(); }
+  void create(const Json& job) { create_job(ns(), job); }
+  void patch_spec(const std::string& name, const Json& spec) { patch_job_spec(ns(), name, spec); }
+
+  TestNamespace ns_;
+  std::unique_ptr<InProcessOperator> op_;
+};
+
 // Test-side views of the world (live reads, not caches).
 Json job_json(const std::string& name, int replicas);
 std::optional<Json> get_job(const std::string& ns, const std::string& name);

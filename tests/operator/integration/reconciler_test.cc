@@ -17,19 +17,9 @@ std::set<std::string> attempts_of(const std::vector<Json>& pods) {
   return out;
 }
 
-class Reconcile : public ::testing::Test {
+class Reconcile : public OperatorTest {
  protected:
-  void SetUp() override { op_ = std::make_unique<InProcessOperator>(ns_.name()); }
-  void TearDown() override { op_.reset(); }
-  const std::string& ns() const { return ns_.name(); }
-  void create(const Json& job) {
-    auto r = admin_api().create(kube::kTrainingJobs, ns(), job);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-  }
-  void patch_spec(const std::string& name, const Json& spec) {
-    auto r = admin_api().merge_patch(kube::kTrainingJobs, ns(), name, {{"spec", spec}});
-    ASSERT_TRUE(r.ok()) << r.error().message;
-  }
+  Reconcile() : OperatorTest("it-reconcile") {}
   bool absent(const kube::Resource& r, const std::string& name) {
     auto res = admin_api().get(r, ns(), name);
     return !res.ok() && res.error().not_found();
@@ -46,9 +36,6 @@ class Reconcile : public ::testing::Test {
     return pods.size() == n && attempts_of(pods) == std::set<std::string>{attempt} &&
            job_pods(ns(), job, true).size() == n;
   }
-
-  TestNamespace ns_{"it-reconcile"};
-  std::unique_ptr<InProcessOperator> op_;
 };
 
 TEST_F(Reconcile, CreatesTheGangWithTheWorkerContract) {
