@@ -28,11 +28,12 @@ inline constexpr const char* kShmVolume = "weft-shm";            // memory-backe
 inline constexpr const char* kGpuResource = "nvidia.com/gpu";    // what procsPerPod: auto counts
 inline constexpr int kMaxProcsPerPod = 256;
 // spec.template fields copied into every pod's spec unchanged: where it runs
-// and how (GPU clusters' scheduling, runtime and network settings).
+// and how (GPU clusters' scheduling, runtime and network settings), and how
+// long a deleted pod's worker may take to checkpoint after SIGTERM.
 inline constexpr const char* kTemplatePodFields[] = {
     "nodeSelector",      "affinity",         "tolerations",      "topologySpreadConstraints",
     "priorityClassName", "schedulerName",    "runtimeClassName", "serviceAccountName",
-    "imagePullSecrets",  "hostNetwork",      "dnsPolicy"};
+    "imagePullSecrets",  "hostNetwork",      "dnsPolicy",        "terminationGracePeriodSeconds"};
 inline constexpr const char* kConfigVolume = "weft-config";      // the ConfigMap, at contract::kConfigMountDir
 inline constexpr const char* kScratchVolume = "weft-tmp";        // emptyDir at /tmp (the root filesystem is read-only)
 

@@ -248,6 +248,9 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
         else if (q.value < 0) e.push_back({field, "must not be negative, got " + it.value().dump()});
       }
   for (auto& err : validate_scheduling(s)) e.push_back(std::move(err));
+  if (auto g = s.pod_template.find("terminationGracePeriodSeconds"); g != s.pod_template.end())
+    if (!g->is_number_integer() || g->get<long long>() < 0 || g->get<long long>() > 86400)
+      e.push_back({"spec.template.terminationGracePeriodSeconds", "must be a whole number of seconds in [0, 86400], got " + g->dump()});
   // Volumes and env names that would shadow the operator's own.
   if (auto v = s.pod_template.find("volumes"); v != s.pod_template.end() && v->is_array())
     for (const auto& vol : *v)

@@ -9,9 +9,14 @@
 . "$(dirname "$0")/lib.sh" "$1" "$2" suspend
 BIN=$3
 STEPS=150
-apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/"
+# A grace period of the job's choosing (the time a worker has to checkpoint
+# after SIGTERM) reaches the pods, and the local kubelet honours it.
+apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/" \
+  "s/^  template:$/  template:\n    terminationGracePeriodSeconds: 120/"
 [ "$(tj_field resume .spec.worker.train.steps)" = $STEPS ] || fail "step override not applied"
 until_rank0_logged resume $STEPS 30
+grace=$(kubectl get pod resume-0 -n "$NS" -o jsonpath='{.spec.terminationGracePeriodSeconds}')
+[ "$grace" = 120 ] || fail "pod resume-0 has terminationGracePeriodSeconds '$grace', expected the template's 120"
 kubectl patch tj resume -n "$NS" --type merge -p '{"spec":{"suspend":true}}' >/dev/null || fail "kubectl patch suspend"
 log "suspended at logged step $(logged_step)"
 wait_for 60 "phase Suspended" phase_is resume Suspended

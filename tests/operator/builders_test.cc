@@ -146,7 +146,8 @@ TEST(Builders, PodSettingsOfTheTemplateReachThePod) {
     "runtimeClassName": "nvidia",
     "imagePullSecrets": [{"name": "registry"}],
     "hostNetwork": true,
-    "dnsPolicy": "ClusterFirstWithHostNet"})");
+    "dnsPolicy": "ClusterFirstWithHostNet",
+    "terminationGracePeriodSeconds": 600})");
   Json job = MakeJob("j", "ns").Template(tpl).Obj();
   Json pod = build_pod(job, parse_spec(job["spec"]), 0, 0);
   for (auto it = tpl.begin(); it != tpl.end(); ++it) EXPECT_EQ(pod["spec"][it.key()], it.value()) << it.key();

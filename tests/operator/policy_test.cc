@@ -351,6 +351,11 @@ TEST(SpecValidation, Table) {
        MakeJob("a", "n").Spec("procsPerPod", 2).Spec("resources", {{"limits", {{"nvidia.com/gpu", 2}}}}).Obj(), ""},
       {"shmSize not a quantity", MakeJob("a", "n").Spec("shmSize", "1GB").Obj(), "spec.shmSize"},
       {"shmSize zero", MakeJob("a", "n").Spec("shmSize", "0").Obj(), "spec.shmSize"},
+      {"grace period for a long checkpoint", MakeJob("a", "n").Template({{"terminationGracePeriodSeconds", 900}}).Obj(), ""},
+      {"negative grace period", MakeJob("a", "n").Template({{"terminationGracePeriodSeconds", -1}}).Obj(),
+       "spec.template.terminationGracePeriodSeconds"},
+      {"grace period not a number", MakeJob("a", "n").Template({{"terminationGracePeriodSeconds", "10m"}}).Obj(),
+       "spec.template.terminationGracePeriodSeconds"},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
