@@ -92,6 +92,7 @@ const BadConfig kBadConfigs[] = {
     // checkpoint
     {"checkpoint:\n  keep: 0\n", "checkpoint.keep: must be >= 1, got 0"},
     {"checkpoint:\n  every: -1\n", "checkpoint.every: must be >= 0, got -1"},
+    {"checkpoint:\n  async: yes\n", "checkpoint.async: 'yes' is not one of auto, true, false"},
     // parallel
     {"parallel:\n  strategy: fsdp\n", "parallel.strategy: 'fsdp' is not one of dp, zero, isp"},
     {"parallel:\n  strategy: zero\n  zero:\n    overlap: eager\n",

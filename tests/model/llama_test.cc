@@ -52,6 +52,24 @@ TEST(LlamaParams, TiedEmbeddingsHaveNoLmHead) {
   EXPECT_EQ(m.num_params(), expected);
 }
 
+// What a rank that keeps part of the model draws: any range of the flat
+// layout, across tensor boundaries and in any order, is exactly init's.
+TEST(InitialWeights, AnyRangeIsWhatInitDraws) {
+  Llama m(small(false));
+  m.init(7);
+  const float* all = m.flat_params().f32();
+  const InitialWeights src(small(false), 7);
+  const int64_t n = m.num_params();
+  const std::pair<int64_t, int64_t> ranges[] = {{n - 100, n}, {0, n}, {30, 1700}, {1000, 1001}, {5, 5}};
+  for (const auto& [b, e] : ranges) {
+    std::vector<float> got(static_cast<size_t>(e - b));
+    src.read(b, Tensor::f32(got.data(), {e - b}));
+    for (int64_t i = b; i < e; ++i) ASSERT_EQ(got[i - b], all[i]) << "element " << i << " of [" << b << ", " << e << ")";
+  }
+  std::vector<float> past(10);
+  EXPECT_DEATH(src.read(n - 5, Tensor::f32(past.data(), {10})), "extends past the model");
+}
+
 struct Tokens {
   std::vector<int32_t> in, tgt;
   int B = 3, T = 9;

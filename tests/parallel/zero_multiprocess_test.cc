@@ -2,12 +2,15 @@
 // They reach plain DP's parameters; a SIGTERM'd ZeRO run resumes from its
 // per-rank optimizer shards with bit-identical losses; a checkpoint resumed
 // with another bucket layout, strategy or world size re-shards the optimizer
-// state; bad ZeRO configs exit 1 naming what is wrong.
+// state; checkpoints are sharded (no rank writes the full model) and
+// `weft-worker --export-hf` makes a model directory of any of them; bad ZeRO
+// configs exit 1 naming what is wrong.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "support/checkpoint_weights.h"
@@ -101,6 +104,55 @@ TEST_F(ZeroProcesses, GlooRanksReachDpParameters) {
 
 // SIGTERM to weft-run reaches both ranks: they agree on a step, write their
 // shards and exit 143; the restart resumes with the uninterrupted losses.
+// A mid-run checkpoint holds each rank's weights in its own file and no
+// model files; exported, it is the model plain DP has after the same steps.
+// The run's last checkpoint is a model directory already. Exports refuse to
+// overwrite, and a checkpoint with a rank file missing or corrupt is refused
+// naming the file, with nothing written.
+TEST_F(ZeroProcesses, ShardedCheckpointsExportToTheDpModel) {
+  const std::string every3 = "checkpoint: {every: 3}\n";
+  const fs::path dp = dir_ / "dp", zero = dir_ / "zero";
+  auto r = launch(config("dp", "{bucket_cap_mb: 0.01}", 6, every3), 2, dp);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = launch(config("zero", "{strategy: zero, bucket_cap_mb: 0.01, zero: {stage: 2}}", 6, every3), 2, zero);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const fs::path step3 = zero / "checkpoints" / "step-3";
+  EXPECT_FALSE(fs::exists(step3 / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(step3 / "config.json"));
+  std::ifstream meta_in(step3 / "meta.json");
+  EXPECT_EQ(nlohmann::json::parse(meta_in).value("weights", ""), "sharded");
+  EXPECT_TRUE(fs::exists(zero / "checkpoints" / "step-6" / "model.safetensors"));
+
+  const fs::path exported = dir_ / "exported";
+  r = run_process({bin("weft-worker"), "--export-hf", step3.string(), exported.string()}, kEnv);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(exported / "config.json"));
+  const SafetensorsFile want = SafetensorsFile::load((dp / "checkpoints" / "step-3" / "model.safetensors").string());
+  const double d = max_rel_diff(want, SafetensorsFile::load((exported / "model.safetensors").string()));
+  EXPECT_LT(d, 1e-5);
+  std::printf("ZeRO-2 step-3 sharded checkpoint, exported, vs DP's step-3 model: max rel diff %.2e\n", d);
+
+  r = run_process({bin("weft-worker"), "--export-hf", step3.string(), exported.string()}, kEnv);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("exists and is not an empty directory"), std::string::npos) << r.output;
+
+  const fs::path broken = dir_ / "broken";
+  fs::copy(step3, broken, fs::copy_options::recursive);
+  {
+    std::fstream f(broken / "optim-rank-1.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-8, std::ios::end);
+    f.write("garbage!", 8);
+  }
+  r = run_process({bin("weft-worker"), "--export-hf", broken.string(), (dir_ / "out2").string()}, kEnv);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("optim-rank-1.safetensors: checksum mismatch"), std::string::npos) << r.output;
+  fs::remove(broken / "optim-rank-1.safetensors");
+  r = run_process({bin("weft-worker"), "--export-hf", broken.string(), (dir_ / "out2").string()}, kEnv);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("optim-rank-1.safetensors: missing"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "out2"));
+}
+
 TEST_F(ZeroProcesses, SigtermResumeIsBitIdentical) {
   const std::string parallel =
       "{strategy: zero, bucket_cap_mb: 0.01, zero: {stage: 2, overlap: interleaved, overlap_param_gather: true}}";
@@ -135,10 +187,38 @@ TEST_F(ZeroProcesses, SigtermResumeIsBitIdentical) {
 
 }
 
+// checkpoint.async: each rank writes its files while the next step runs,
+// and the checkpoint is published after that step (its log line follows the
+// next step's); resumed from one, the run continues bit-identically.
+TEST_F(ZeroProcesses, AsyncCheckpointsPublishAfterTheNextStepAndResumeBitIdentically) {
+  const std::string c = config("async", "{strategy: zero, bucket_cap_mb: 0.01, zero: {stage: 2}}", 8,
+                               "checkpoint: {every: 2, keep: 5, async: true}\n");
+  auto full = launch(c, 2, dir_ / "full");
+  ASSERT_EQ(full.code, 0) << full.output;
+  std::string log;  // rank 0's lines, in its order
+  std::istringstream lines(full.output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("[rank 0]", 0) == 0) log += line + "\n";
+  const size_t published = log.find("checkpoint written: " + (dir_ / "full" / "checkpoints" / "step-2").string());
+  ASSERT_NE(published, std::string::npos) << log;
+  ASSERT_NE(log.find("step 3/8"), std::string::npos) << log;
+  EXPECT_LT(log.find("step 3/8"), published) << "step-2 was published before step 3 ran:\n" << log;
+  const auto ref = summary(dir_ / "full")["losses"].get<std::vector<double>>();
+  const fs::path cut = dir_ / "cut";
+  fs::create_directories(cut / "checkpoints");
+  fs::copy(dir_ / "full" / "checkpoints" / "step-4", cut / "checkpoints" / "step-4", fs::copy_options::recursive);
+  write_file(cut / "checkpoints" / "latest", "step-4\n");
+  auto resumed = launch(c, 2, cut);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const auto tail = summary(cut)["losses"].get<std::vector<double>>();
+  ASSERT_EQ(tail.size(), 4u);
+  for (size_t i = 0; i < tail.size(); ++i) EXPECT_EQ(tail[i], ref[4 + i]) << "step " << 5 + i;
+}
+
 // bf16 working weights (train.dtype: bf16): ZeRO's master shards, assembled
 // at checkpoint time, equal DP's replicated master, and a ZeRO run resumed
-// from its mid-run checkpoint (master weights from the model file, moments
-// from the shards) ends where the uninterrupted run ends.
+// from its mid-run checkpoint (master weights and moments from the rank
+// files) ends where the uninterrupted run ends.
 TEST_F(ZeroProcesses, Bf16MasterShardsMatchDpAndResume) {
   const std::string bf16 = ", dtype: bf16";
   const std::string zero = "{strategy: zero, bucket_cap_mb: 0.01, zero: {stage: 2, overlap: interleaved}}";

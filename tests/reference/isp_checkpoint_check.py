@@ -2,9 +2,10 @@
 """An ISP run's checkpoint against the PyTorch reference.
 
 weft trains with parallel.strategy isp (sequences split over sp, weights over
-wp) and writes a checkpoint after step K-1. That checkpoint's
-model.safetensors is the full model every rank assembled from its shards: the
-reference model (llama_ref.py) loads it as a plain Hugging Face state dict and
+wp) and writes a checkpoint after step K-1: sharded, each rank's file holding
+only its part of the weights. `weft-worker --export-hf` streams it into a
+Hugging Face model directory; the reference model (llama_ref.py) loads that
+model.safetensors as a plain state dict and
 computes the loss of step K's global batch (the batches weft-reference-dump
 writes for the data-parallel ranks, world / sp of them). The run logged the
 loss of step K from the same weights: they must agree within 1e-5 (relative).
@@ -48,7 +49,14 @@ def main():
     ckpt = os.path.join(out, "checkpoints", f"step-{every}")
     with open(os.path.join(a.workdir, "config.yaml")) as f:
         resolved = yaml.safe_load(f)
-    weights, _ = load_safetensors(os.path.join(ckpt, "model.safetensors"))
+    with open(os.path.join(ckpt, "meta.json")) as f:
+        if json.load(f).get("weights") != "sharded":
+            print(f"FAILED: {ckpt} is not a sharded checkpoint")
+            return 1
+    exported = os.path.join(a.workdir, "exported")
+    subprocess.run(["rm", "-rf", exported], check=True)
+    subprocess.run([os.path.join(a.bin, "weft-worker"), "--export-hf", ckpt, exported], check=True)
+    weights, _ = load_safetensors(os.path.join(exported, "model.safetensors"))
     batches, _ = load_safetensors(os.path.join(a.workdir, "batches.safetensors"))
     model = build_from_weights(model_config(resolved), weights)
     with torch.no_grad():
@@ -62,7 +70,7 @@ def main():
     if rel >= TOL:
         print("FAILED")
         return 1
-    print("the ISP checkpoint is a full model PyTorch reproduces the run's loss with")
+    print("the sharded ISP checkpoint, exported, is a full model PyTorch reproduces the run's loss with")
     return 0
 
 

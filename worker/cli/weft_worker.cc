@@ -92,6 +92,12 @@ int main(int argc, char** argv) {
                  "comes from its config.json)");
   app.add_flag("--no-resume", no_resume, "start from scratch even if a checkpoint exists");
   app.add_flag("--print-config", print_config, "print the resolved config and exit");
+  std::vector<std::string> export_hf;
+  app.add_option("--export-hf", export_hf,
+                 "write the Hugging Face model directory OUT of checkpoint CKPT (a step-N directory, or a "
+                 "checkpoint directory's latest) and exit; sharded checkpoints stream tensor by tensor")
+      ->expected(2)
+      ->type_name("CKPT OUT");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -101,6 +107,16 @@ int main(int argc, char** argv) {
   }
 
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  if (!export_hf.empty()) {
+    try {
+      const std::string from = weft::export_hf(export_hf[0], export_hf[1]);
+      spdlog::info("exported {} to {} (Hugging Face model directory, f32)", from, export_hf[1]);
+      return weft::contract::kExitDone;
+    } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
+      std::cerr << "weft-worker: --export-hf: " << e.what() << "\n";
+      return weft::contract::kExitBadConfig;
+    }
+  }
   weft::WorkerConfig cfg;
   try {
     if (!config_path.empty())
@@ -162,7 +178,7 @@ int main(int argc, char** argv) {
     spdlog::info("GPU memory with the communicators: {:.0f} MiB of the device in use", weft::gpu_mib_in_use());
   try {
     // Where the run writes is checked now, not at its first checkpoint.
-    // Rank 0 writes the summary and checkpoints (ZeRO ranks their optimizer
+    // Rank 0 writes the summary and checkpoints (ZeRO and ISP ranks their
     // shards too); the gang has formed, so no writer of this job is running
     // and what interrupted writes left behind can go.
     const std::string ckpt_dir = weft::checkpoint_dir(cfg);

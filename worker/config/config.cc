@@ -68,7 +68,7 @@ const std::vector<Section>& sections() {
         WEFT_FIELD(data, branching)}},
       {"checkpoint",
        {WEFT_FIELD(checkpoint, dir), WEFT_FIELD(checkpoint, every), WEFT_FIELD(checkpoint, keep),
-        WEFT_FIELD(checkpoint, resume), WEFT_FIELD(checkpoint, max_shard_mb)}},
+        WEFT_FIELD(checkpoint, resume), WEFT_FIELD(checkpoint, max_shard_mb), WEFT_FIELD(checkpoint, async)}},
       {"parallel",
        {WEFT_FIELD(parallel, strategy), WEFT_FIELD(parallel, sp), WEFT_FIELD(parallel, wp),
         WEFT_AUTO_FIELD(parallel, bucket_cap_mb), WEFT_FIELD(parallel, first_bucket_mb),

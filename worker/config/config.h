@@ -86,6 +86,13 @@ struct CheckpointConfig {
   // model.safetensors.index.json (the Hugging Face layout) when they exceed
   // this many MB (10^6 bytes, as HF's "5GB").
   double max_shard_mb = 5000;
+  // Sharded checkpoints (ZeRO, ISP on several ranks): write each rank's file
+  // in the background while training goes on, from a host snapshot of the
+  // rank's part (weights and optimizer state: about 3/N of the model's f32
+  // bytes of host memory). auto: on when training on a GPU (the snapshot then
+  // costs host memory, not the device's), off on the CPU, where host memory
+  // is the training memory. true | false force it.
+  std::string async = "auto";
 
   bool operator==(const CheckpointConfig&) const = default;
 };

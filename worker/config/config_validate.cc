@@ -141,6 +141,7 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
   c.non_negative(k.every, "checkpoint.every");
   c.require(k.keep >= 1, "checkpoint.keep", "must be >= 1, got " + num(k.keep));
   c.positive(k.max_shard_mb, "checkpoint.max_shard_mb");
+  c.choice(k.async, {"auto", "true", "false"}, "checkpoint.async");
 }
 
 // ISP layouts the model cannot be split into. The world size is checked where

@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -86,6 +87,20 @@ void Llama::init(uint64_t seed) {
       fill_normal(w, p.numel, static_cast<float>(cfg_.init_std), seed, hash_name(p.name));
     }
   }
+}
+
+void InitialWeights::read_param(const ParamInfo& p, int64_t first, Tensor dst) const {
+  float* out = dst.f32();
+  if (p.kind == ParamKind::Norm) {
+    std::fill(out, out + dst.numel(), 1.0f);
+    return;
+  }
+  if (drawn_ != p.name) {  // the same stream as Llama::init
+    values_.assign(static_cast<size_t>(p.numel), 0.0f);
+    fill_normal(values_.data(), p.numel, std_, seed_, hash_name(p.name));
+    drawn_ = p.name;
+  }
+  std::copy(values_.begin() + first, values_.begin() + first + dst.numel(), out);
 }
 
 void Llama::set_sequence_exchange(SequenceExchange* exchange) {

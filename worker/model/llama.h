@@ -32,6 +32,7 @@
 #include "kernels/ops.h"
 #include "model/param_and_grad_buffer.h"
 #include "model/param_info.h"
+#include "model/weight_source.h"
 #include "model/sequence_exchange.h"
 #include "tensor/tensor.h"
 #include "config/config.h"
@@ -40,6 +41,24 @@ namespace weft {
 
 // Builds the table for a config, in backward order with offsets filled in.
 std::vector<ParamInfo> llama_param_table(const ModelConfig& cfg);
+
+// The weights Llama::init(seed) draws, by range and without a model: what a
+// rank that keeps only part of the model starts from (one tensor's values in
+// memory at a time).
+class InitialWeights : public PerParamWeightSource {
+ public:
+  InitialWeights(const ModelConfig& cfg, uint64_t seed)
+      : PerParamWeightSource(llama_param_table(cfg)), std_(static_cast<float>(cfg.init_std)), seed_(seed) {}
+
+ protected:
+  void read_param(const ParamInfo& p, int64_t first, Tensor dst) const override;
+
+ private:
+  float std_;
+  uint64_t seed_;
+  mutable std::string drawn_;  // the tensor values_ holds
+  mutable std::vector<float> values_;
+};
 
 class Llama {
  public:

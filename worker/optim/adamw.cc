@@ -90,6 +90,13 @@ void AdamW::load_master(const Tensor& flat_params) {
   master_loaded_ = true;
 }
 
+void AdamW::load_master(const WeightSource& src) {
+  if (!master_weights_) return;
+  for (size_t i = 0; i < ranges_.size(); ++i)
+    src.read_into(ranges_[i].offset, master().slice0(state_offset_[i], state_offset_[i] + ranges_[i].numel));
+  master_loaded_ = true;
+}
+
 void AdamW::store_master(Tensor flat_params) const {
   if (!master_weights_) return;
   for (size_t i = 0; i < ranges_.size(); ++i) {

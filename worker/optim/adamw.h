@@ -17,6 +17,7 @@
 
 #include "kernels/ops.h"
 #include "model/param_info.h"
+#include "model/weight_source.h"
 #include "tensor/tensor.h"
 #include "config/config.h"
 
@@ -59,6 +60,9 @@ class AdamW {
   // host copy keeps the master exact when the working weights are bf16).
   // The only way the master copy is set: a step before it aborts.
   void load_master(const Tensor& flat_params);
+  // The same, reading the owned ranges from `src` (full-model flat layout)
+  // and nothing else.
+  void load_master(const WeightSource& src);
   // The master copy's owned ranges into flat_params (any dtype and device);
   // a no-op without a master copy.
   void store_master(Tensor flat_params) const;

@@ -350,6 +350,18 @@ void IspGradSync::load_full_weights(const ParamAndGradBuffer& full) {
 
 // ---- checkpoints ------------------------------------------------------------
 
+bool IspGradSync::load_weights(const WeightSource& src) {
+  // A sharded parameter's rows [r * rows, (r + 1) * rows) are one contiguous
+  // range of the full model's: read just those.
+  const int r = wp_ ? wp_->rank() : 0;
+  for (size_t i = 0; i < full_.size(); ++i) {
+    const int p = static_cast<int>(i);
+    const int64_t n = shard_->params()[i].numel;
+    src.read_into(full_[i].offset + (sharded(p) ? int64_t(r) * n : 0), shard_->param(p));
+  }
+  return true;
+}
+
 int IspGradSync::param_at(int64_t shard_offset) const {
   const auto& t = shard_->params();
   int i = 0;
@@ -364,7 +376,8 @@ int64_t IspGradSync::model_offset(int64_t shard_offset) const {
   return full_[i].offset + rows_before + (shard_offset - s.offset);
 }
 
-AdamW IspGradSync::export_optimizer(bool owned_only) {
+AdamW IspGradSync::export_state(bool owned_only, bool weights) {
+  flush();
   const AdamW& opt = inner_->state().optimizer();
   // Replicated state is written once: norms by wp rank 0, and with plain DP
   // over wdp (every wdp rank holds the same state) by wdp rank 0.
@@ -379,11 +392,16 @@ AdamW IspGradSync::export_optimizer(bool owned_only) {
     ranges.push_back({model_offset(r.offset), r.numel, r.decay});
     from.push_back(i);
   }
-  AdamW out(optim_, ranges, Device::CPU);
+  AdamW out(optim_, ranges, Device::CPU, /*master_weights=*/weights);
+  const Tensor shard_params = weights ? shard_->flat_params() : Tensor();
   for (size_t k = 0; k < from.size(); ++k) {
     const int64_t n = ranges[k].numel, src = opt.state_offset(from[k]), dst = out.state_offset(k);
     ops::copy(out.exp_avg().slice0(dst, dst + n), opt.exp_avg().slice0(src, src + n));
     ops::copy(out.exp_avg_sq().slice0(dst, dst + n), opt.exp_avg_sq().slice0(src, src + n));
+    if (weights) {
+      const int64_t at = opt.ranges()[from[k]].offset;  // in the shard's layout
+      assign(out.master().slice0(dst, dst + n), shard_params.slice0(at, at + n));
+    }
   }
   out.set_step_count(opt.step_count());
   return out;

@@ -72,8 +72,10 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
   // This rank's rows of `full` into the shard buffer (no communication).
   void load_full_weights(const ParamAndGradBuffer& full) override;
   int64_t pool_bytes() const;
-  AdamW export_optimizer(bool owned_only) override;
+  AdamW export_optimizer(bool owned_only) override { return export_state(owned_only, false); }
   void import_optimizer(const AdamW& state) override;
+  AdamW export_shard() override { return export_state(true, true); }
+  bool load_weights(const WeightSource& src) override;
 
   void start() override;
   void prepare_step(double lr, double max_norm) override { inner_->prepare_step(lr, max_norm); }
@@ -108,6 +110,8 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
 
   int sp_size() const { return sp_ ? sp_->size() : 1; }
   int wp_size() const { return wp_ ? wp_->size() : 1; }
+  // export_optimizer, and with `weights` the ranges' weights as the master copy.
+  AdamW export_state(bool owned_only, bool weights);
   bool sharded(int param) const { return wp_size() > 1 && full_[param].kind != ParamKind::Norm; }
   int param_at(int64_t shard_offset) const;  // the parameter holding a shard-buffer element
   int64_t model_offset(int64_t shard_offset) const;  // its offset in the full model's layout

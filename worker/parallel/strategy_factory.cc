@@ -17,7 +17,7 @@ StrategyTraits strategy_traits(const ParallelConfig& p) {
     t.weight_pool = true;
     t.recompute_blocks = p.isp.recompute_blocks;
   }
-  t.every_rank_writes = p.strategy == "zero";
+  t.every_rank_writes = p.strategy == "zero" || p.strategy == "isp";  // sharded checkpoints
   return t;
 }
 

@@ -19,7 +19,7 @@ struct StrategyTraits {
   bool grid_groups = false;      // syncs over the rank grid's sp, wp and wdp groups
   bool weight_pool = false;      // holds gathered full weights (StateBytes::isp_pool)
   int recompute_blocks = 0;      // blocks whose activations backward recomputes
-  bool every_rank_writes = false; // every rank writes its optimizer shard into the checkpoint directory
+  bool every_rank_writes = false; // every rank writes its shard of a sharded checkpoint
 };
 StrategyTraits strategy_traits(const ParallelConfig& p);
 

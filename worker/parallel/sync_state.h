@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/param_and_grad_buffer.h"
+#include "model/weight_source.h"
 #include "optim/adamw.h"
 
 namespace weft {
@@ -60,6 +61,22 @@ class StrategyState {
     return AdamW(OptimConfig{}, {});
   }
   virtual void import_optimizer(const AdamW& state) { (void)state; }
+
+  // Sharded checkpoints (strategies that shard weights or optimizer state):
+  // what this rank writes, with no rank gathering the full model. Its
+  // optimizer state as export_optimizer(owned_only = true) gives it, ranges in
+  // the full model's flat layout, each element of the model in exactly one
+  // rank's part over the group, and the f32 weights of those ranges (the
+  // master copy where there is one) as the result's master copy.
+  virtual AdamW export_shard() { return AdamW(OptimConfig{}, {}); }
+  // Loads this rank's weights (and master copy) from `src`, reading only
+  // what this rank keeps; false when the strategy takes only the full model
+  // (load_full_weights). Like load_full_weights, the one source of the
+  // master copy.
+  virtual bool load_weights(const WeightSource& src) {
+    (void)src;
+    return false;
+  }
 };
 
 }  // namespace weft

@@ -199,6 +199,33 @@ void ZeroGradSync::gather_full_weights(ParamAndGradBuffer& full) {
   assign(full.flat_params(), t);
 }
 
+AdamW ZeroGradSync::export_shard() {
+  flush();
+  // The owned ranges are already in the model's flat layout and partition it.
+  AdamW out(optim_cfg_, opt_.ranges(), Device::CPU, /*master_weights=*/true);
+  out.load_state(opt_);
+  if (opt_.has_master()) {
+    assign(out.master(), opt_.master());
+  } else {
+    const Tensor params = buf_->flat_params();
+    for (size_t i = 0; i < opt_.ranges().size(); ++i) {
+      const ParamRange& r = opt_.ranges()[i];
+      const int64_t s = out.state_offset(i);
+      assign(out.master().slice0(s, s + r.numel), params.slice0(r.offset, r.offset + r.numel));
+    }
+  }
+  return out;
+}
+
+bool ZeroGradSync::load_weights(const WeightSource& src) {
+  // The working weights are whole on every rank; the master copy (f32, the
+  // exact values) only for the owned ranges. No f32 copy of the full model.
+  for (size_t i = 0; i < buf_->params().size(); ++i)
+    src.read_into(buf_->params()[i].offset, buf_->param(static_cast<int>(i)));
+  opt_.load_master(src);
+  return true;
+}
+
 Tensor ZeroGradSync::owned_grad(size_t i) const {
   const ParamRange& r = opt_.ranges()[i];
   if (o_.stage == 2) {

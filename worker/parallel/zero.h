@@ -77,6 +77,8 @@ class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
   void start() override;
   void load_full_weights(const ParamAndGradBuffer& full) override;
   void gather_full_weights(ParamAndGradBuffer& full) override;
+  AdamW export_shard() override;
+  bool load_weights(const WeightSource& src) override;
   void prepare_step(double lr, double max_norm) override;
   void begin_micro_batch(bool last) override;
   void on_grad_ready(int param) override;

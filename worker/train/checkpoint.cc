@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <cstring>
 #include <filesystem>
@@ -108,7 +110,12 @@ namespace {
 
 std::string optim_file_name(int rank) { return "optim-rank-" + std::to_string(rank) + ".safetensors"; }
 
-uint32_t write_optimizer(const fs::path& path, const AdamW& opt, const OptimizerShard& shard) {
+// The tensor of a sharded checkpoint's rank file that holds the rank's
+// weights (f32, the ranges of its "layout").
+constexpr const char* kShardWeights = "weights";
+
+uint32_t write_optimizer(const fs::path& path, const AdamW& opt, const OptimizerShard& shard,
+                         const std::vector<SafetensorsWriter::Piece>* weights = nullptr) {
   SafetensorsWriter o;
   o.set_metadata("step_count", std::to_string(opt.step_count()));
   if (shard.shards > 1) {
@@ -117,13 +124,97 @@ uint32_t write_optimizer(const fs::path& path, const AdamW& opt, const Optimizer
   }
   o.add("exp_avg", opt.exp_avg());
   o.add("exp_avg_sq", opt.exp_avg_sq());
+  if (weights) o.add_pieces(kShardWeights, DType::F32, {opt.state_numel()}, *weights);
   return o.write(path.string());
 }
 
+// The flat-buffer ranges a saved optimizer file holds, in the order of its
+// compact state: from its "layout" metadata ("R of N: offset+numel ..."), or,
+// for replicated state written without one, every parameter in table order.
+std::vector<ParamRange> saved_ranges(const std::map<std::string, std::string>& metadata, const std::string& path,
+                                     const std::vector<ParamInfo>& table) {
+  std::vector<ParamRange> out;
+  auto lay = metadata.find("layout");
+  if (lay == metadata.end()) {
+    for (const ParamInfo& p : table) out.push_back({p.offset, p.numel, true});
+    return out;
+  }
+  const std::string& text = lay->second;
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) throw CheckpointError(path + ": malformed layout '" + text + "'");
+  std::istringstream in(text.substr(colon + 1));
+  std::string tok;
+  while (in >> tok) {
+    const size_t plus = tok.find('+');
+    if (plus == std::string::npos) throw CheckpointError(path + ": malformed layout entry '" + tok + "'");
+    out.push_back({std::stoll(tok.substr(0, plus)), std::stoll(tok.substr(plus + 1)), true});
+  }
+  return out;
+}
+
+// The weights of a sharded checkpoint: every rank file's "weights" tensor
+// holds its ranges of the flat layout; together they tile the model. Opens
+// only the headers; a read touches just the files and bytes it needs.
+class ShardedCheckpointWeights : public WeightSource {
+ public:
+  ShardedCheckpointWeights(const fs::path& ckpt, int shards, const std::vector<ParamInfo>& table) {
+    for (int r = 0; r < shards; ++r) {
+      const std::string path = (ckpt / optim_file_name(r)).string();
+      files_.push_back(SafetensorsIndex::open(path));
+      const SafetensorsIndex& f = files_.back();
+      if (!f.has(kShardWeights) || f.at(kShardWeights).dtype != "F32")
+        throw CheckpointError(path + ": no f32 '" + std::string(kShardWeights) + "' tensor (a sharded checkpoint's rank file holds its weights)");
+      int64_t pos = 0;
+      for (const ParamRange& r2 : saved_ranges(f.metadata(), path, table)) {
+        pieces_.push_back({r2.offset, r2.numel, static_cast<int>(files_.size() - 1), pos});
+        pos += r2.numel;
+      }
+      if (pos != f.at(kShardWeights).numel)
+        throw CheckpointError(path + ": '" + std::string(kShardWeights) + "' holds " + std::to_string(f.at(kShardWeights).numel) +
+                              " elements, its layout " + std::to_string(pos));
+    }
+    std::sort(pieces_.begin(), pieces_.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    int64_t end = 0;
+    for (const Piece& p : pieces_) {
+      if (p.offset != end)
+        throw CheckpointError(ckpt.string() + ": the rank files' weights " +
+                              (p.offset < end ? "overlap" : "leave a gap") + " at element " + std::to_string(std::min(p.offset, end)));
+      end = p.offset + p.numel;
+    }
+    int64_t numel = 0;
+    for (const ParamInfo& p : table) numel += p.numel;
+    if (end != numel)
+      throw CheckpointError(ckpt.string() + ": the rank files' weights cover " + std::to_string(end) + " of the model's " +
+                            std::to_string(numel) + " elements");
+  }
+
+  void read(int64_t offset, Tensor dst) const override {
+    const int64_t n = dst.numel();
+    float* out = dst.f32();
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), offset,
+                               [](int64_t o, const Piece& p) { return o < p.offset; });
+    if (it != pieces_.begin()) --it;
+    for (; it != pieces_.end() && it->offset < offset + n; ++it) {
+      const int64_t b = std::max(offset, it->offset), e = std::min(offset + n, it->offset + it->numel);
+      if (b < e) files_[it->file].read_raw(kShardWeights, it->pos + (b - it->offset), e - b, out + (b - offset));
+    }
+  }
+
+ private:
+  struct Piece {
+    int64_t offset, numel;  // in the flat layout
+    int file;
+    int64_t pos;  // in that file's tensor
+  };
+  std::vector<SafetensorsIndex> files_;
+  std::vector<Piece> pieces_;
+};
+
 // meta.json into tmp, then tmp becomes dir/step-N and `latest` names it;
 // prunes beyond `keep`.
-std::string publish(const std::string& dir, const fs::path& tmp, const Llama& model,
-                    const CheckpointMeta& meta, int shards, const nlohmann::json& files, int keep) {
+std::string publish(const std::string& dir, const fs::path& tmp, int64_t num_params,
+                    const CheckpointMeta& meta, int shards, const nlohmann::json& files, int keep,
+                    bool sharded_weights = false) {
   const std::string name = "step-" + std::to_string(meta.step);
   const fs::path final_dir = fs::path(dir) / name;
   nlohmann::json m = {{"format", kFormat},
@@ -131,9 +222,11 @@ std::string publish(const std::string& dir, const fs::path& tmp, const Llama& mo
                       {"data", {{"next_step", meta.step}}},
                       {"last_loss", meta.last_loss},
                       {"world", {{"size", meta.world_size}, {"optimizer_shards", shards}}},
-                      {"model", {{"num_params", model.num_params()}}},
+                      {"model", {{"num_params", num_params}}},
                       {"config", meta.config_yaml},
                       {"files", files}};
+  // Weights in the rank files (each rank's ranges) rather than HF files.
+  if (sharded_weights) m["weights"] = "sharded";
   {
     std::ofstream out(tmp / "meta.json");
     out << m.dump(2) << "\n";
@@ -172,80 +265,138 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
       for (const WrittenFile& f : write_hf_model(tmp.string(), model, meta.max_shard_bytes)) record(f.name, f.crc32);
     const std::string optim_file = optim_file_name(rank);
     record(optim_file, write_optimizer(tmp / optim_file, opt, {}));
-    return publish(dir, tmp, model, meta, 1, files, keep);
+    return publish(dir, tmp, model.num_params(), meta, 1, files, keep);
   } catch (const fs::filesystem_error& e) {
     throw CheckpointError(std::string("checkpoint write failed: ") + e.what());
   }
 }
 
-std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
-                                    const CheckpointMeta& meta, int keep,
-                                    const OptimizerShard& shard, comm::Communicator& group) {
-  const std::string name = "step-" + std::to_string(meta.step);
-  // One name every rank computes (a pid would differ per rank).
-  const fs::path tmp = fs::path(dir) / (".tmp-" + name + "-shards");
-  std::string result = (fs::path(dir) / name).string();
+ShardedWrite::ShardedWrite(std::string dir, const Llama* model, const ModelConfig& cfg, const CheckpointMeta& meta,
+                           int keep, const OptimizerShard& shard, comm::Communicator& group)
+    : dir_(std::move(dir)),
+      model_(model),
+      cfg_(cfg),
+      meta_(meta),
+      keep_(keep),
+      shard_(shard),
+      group_(group),
+      name_("step-" + std::to_string(meta.step)),
+      // One name every rank computes (a pid would differ per rank).
+      tmp_((fs::path(dir_) / (".tmp-" + name_ + "-shards")).string()) {}
+
+void ShardedWrite::attempt(const std::function<void()>& fn) {
   // A rank whose write fails still joins the barriers (or its peers would
   // wait for the deadline) and throws after the last one.
-  std::string error;
-  auto attempt = [&](auto&& fn) {
-    if (!error.empty()) return;
-    try {
-      fn();
-    } catch (const fs::filesystem_error& e) {
-      error = std::string("checkpoint write failed: ") + e.what();
-    } catch (const CheckpointError& e) {
-      error = e.what();
-    }
-  };
+  if (!error_.empty()) return;
+  try {
+    fn();
+  } catch (const fs::filesystem_error& e) {
+    error_ = std::string("checkpoint write failed: ") + e.what();
+  } catch (const CheckpointError& e) {
+    error_ = e.what();
+  } catch (const std::exception& e) {  // e.g. out of memory in a writer thread
+    error_ = std::string("checkpoint write failed: ") + e.what();
+  }
+}
+
+void ShardedWrite::begin() {
   attempt([&] {
-    if (group.rank() != 0) return;
-    fs::create_directories(dir);
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    if (group_.rank() != 0) return;
+    fs::create_directories(dir_);
+    fs::remove_all(tmp_);
+    fs::create_directories(tmp_);
   });
-  group.barrier("checkpoint " + name + " directory")->wait();
-  std::vector<WrittenFile> model_files;
+  group_.barrier("checkpoint " + name_ + " directory")->wait();
+}
+
+void ShardedWrite::write(const AdamW& opt, const std::vector<SafetensorsWriter::Piece>& weights) {
   // Every rank writes into the directory rank 0 made: checkpoint.dir must be
   // one filesystem for all ranks (a shared volume). A rank that cannot see it
   // is a deployment mistake, not a transient I/O error: exit 1, no restarts.
-  bool not_shared = false;
   attempt([&] {
-    if (group.rank() != 0 && error.empty() && !fs::is_directory(tmp)) {
-      not_shared = true;
-      error = "checkpoint.dir " + dir + " is not shared by all ranks: rank " + std::to_string(group.rank()) +
-              " cannot see " + tmp.string() + ", which rank 0 created. ZeRO checkpoints need one directory "
-              "every rank writes its optimizer shard into (a ReadWriteMany volume, or hostPath on one node)";
+    if (group_.rank() != 0 && error_.empty() && !fs::is_directory(tmp_)) {
+      not_shared_ = true;
+      error_ = "checkpoint.dir " + dir_ + " is not shared by all ranks: rank " + std::to_string(group_.rank()) +
+               " cannot see " + tmp_ + ", which rank 0 created. Sharded checkpoints (ZeRO, ISP) need one "
+               "directory every rank writes its shard into (a ReadWriteMany volume, or hostPath on one node)";
       return;
     }
-    if (group.rank() == 0) model_files = write_hf_model(tmp.string(), model, meta.max_shard_bytes);
-    write_optimizer(tmp / optim_file_name(shard.rank), opt, shard);
+    if (group_.rank() == 0 && model_) model_files_ = write_hf_model(tmp_, *model_, meta_.max_shard_bytes);
+    write_optimizer(fs::path(tmp_) / optim_file_name(shard_.rank), opt, shard_, model_ ? nullptr : &weights);
   });
-  group.barrier("checkpoint " + name + " shards")->wait();
+}
+
+std::string ShardedWrite::finish(bool export_hf) {
+  const fs::path tmp = tmp_;
+  std::string result = (fs::path(dir_) / name_).string();
+  group_.barrier("checkpoint " + name_ + " shards")->wait();
   // Rank 0 learns of it here too, rather than from a missing file.
   {
-    float flag = not_shared ? 1.0f : 0.0f;
-    group.all_reduce(Tensor::f32(&flag, {1}), comm::ReduceOp::Sum, "checkpoint directory shared")->wait();
-    if (flag > 0 && error.empty())
-      error = "checkpoint.dir " + dir + " is not shared by all ranks (another rank cannot see " + tmp.string() +
-              "); ZeRO checkpoints need one directory every rank writes into";
-    not_shared = not_shared || flag > 0;
+    float flag = not_shared_ ? 1.0f : 0.0f;
+    group_.all_reduce(Tensor::f32(&flag, {1}), comm::ReduceOp::Sum, "checkpoint directory shared")->wait();
+    if (flag > 0 && error_.empty())
+      error_ = "checkpoint.dir " + dir_ + " is not shared by all ranks (another rank cannot see " + tmp_ +
+               "); sharded checkpoints (ZeRO, ISP) need one directory every rank writes into";
+    not_shared_ = not_shared_ || flag > 0;
   }
   attempt([&] {
-    if (group.rank() != 0) return;
+    if (group_.rank() != 0) return;
+    const std::vector<ParamInfo> table = model_ ? model_->params() : llama_param_table(cfg_);
+    int64_t num_params = 0;
+    for (const ParamInfo& p : table) num_params += p.numel;
     nlohmann::json files = nlohmann::json::object();
     auto record = [&](const std::string& file) {
       const fs::path p = tmp / file;
       files[file] = {{"bytes", fs::file_size(p)}, {"crc32", crc32_of_file(p.string())}};
     };
-    for (const WrittenFile& f : model_files) files[f.name] = {{"bytes", fs::file_size(tmp / f.name)}, {"crc32", f.crc32}};
-    for (int r = 0; r < shard.shards; ++r) record(optim_file_name(r));
-    result = publish(dir, tmp, model, meta, shard.shards, files, keep);
+    if (!model_ && export_hf) {
+      // The HF model files, one tensor at a time from the rank files just
+      // written: the full model is never in memory, and the checkpoint is
+      // still a directory from_pretrained loads.
+      const ShardedCheckpointWeights src(tmp, shard_.shards, table);
+      model_files_ = write_hf_model(
+          tmp_, cfg_, table, DType::F32, [&](int i, int64_t first, Tensor dst) { src.read(table[i].offset + first, dst); },
+          meta_.max_shard_bytes);
+    }
+    for (const WrittenFile& f : model_files_) files[f.name] = {{"bytes", fs::file_size(tmp / f.name)}, {"crc32", f.crc32}};
+    for (int r = 0; r < shard_.shards; ++r) record(optim_file_name(r));
+    result = publish(dir_, tmp, num_params, meta_, shard_.shards, files, keep_, /*sharded_weights=*/model_ == nullptr);
   });
-  group.barrier("checkpoint " + name + " published")->wait();
-  if (not_shared) throw ConfigError(error);
-  if (!error.empty()) throw CheckpointError(error);
+  group_.barrier("checkpoint " + name_ + " published")->wait();
+  if (not_shared_) throw ConfigError(error_);
+  if (!error_.empty()) throw CheckpointError(error_);
   return result;
+}
+
+namespace {
+
+std::vector<SafetensorsWriter::Piece> host_pieces(const Tensor& t) {
+  WEFT_CHECK(t.device == Device::CPU && t.dtype == DType::F32, "a shard's weights are f32 host memory");
+  return {{t.data, t.nbytes()}};
+}
+
+std::string save_shards(const std::string& dir, const Llama* model, const ModelConfig& cfg, const AdamW& opt,
+                        const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
+                        comm::Communicator& group, bool export_hf) {
+  ShardedWrite w(dir, model, cfg, meta, keep, shard, group);
+  w.begin();
+  w.write(opt, model ? std::vector<SafetensorsWriter::Piece>{} : host_pieces(opt.master()));
+  return w.finish(export_hf);
+}
+
+}  // namespace
+
+std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
+                                    const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
+                                    comm::Communicator& group) {
+  return save_shards(dir, &model, model.config(), opt, meta, keep, shard, group, false);
+}
+
+std::string save_weight_shards(const std::string& dir, const ModelConfig& cfg, const AdamW& part,
+                               const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
+                               comm::Communicator& group, bool export_hf) {
+  WEFT_CHECK(part.has_master(), "save_weight_shards: the weights come as the part's master copy");
+  return save_shards(dir, nullptr, cfg, part, meta, keep, shard, group, export_hf);
 }
 
 std::vector<std::string> model_shape_differences(const ModelConfig& saved, const ModelConfig& now) {
@@ -265,32 +416,17 @@ std::vector<std::string> model_shape_differences(const ModelConfig& saved, const
 
 namespace {
 
-// The flat-buffer ranges a saved optimizer file holds, in the order of its
-// compact state: from its "layout" metadata ("R of N: offset+numel ..."), or,
-// for replicated state written without one, every parameter in table order.
-std::vector<ParamRange> saved_ranges(const SafetensorsFile& f, const Llama& model) {
-  std::vector<ParamRange> out;
-  auto lay = f.metadata().find("layout");
-  if (lay == f.metadata().end()) {
-    for (const ParamInfo& p : model.params()) out.push_back({p.offset, p.numel, true});
-    return out;
-  }
-  const std::string& text = lay->second;
-  const size_t colon = text.find(':');
-  if (colon == std::string::npos) throw CheckpointError(f.path() + ": malformed layout '" + text + "'");
-  std::istringstream in(text.substr(colon + 1));
-  std::string tok;
-  while (in >> tok) {
-    const size_t plus = tok.find('+');
-    if (plus == std::string::npos) throw CheckpointError(f.path() + ": malformed layout entry '" + tok + "'");
-    out.push_back({std::stoll(tok.substr(0, plus)), std::stoll(tok.substr(plus + 1)), true});
-  }
-  return out;
+// Throws unless `f` holds `name` as F32 of n elements.
+void require_f32(const SafetensorsIndex& f, const std::string& name, int64_t n) {
+  const SafetensorsIndex::Entry& e = f.at(name);
+  if (e.dtype != "F32" || e.numel != n)
+    throw CheckpointError(f.path() + ": tensor '" + name + "' is " + e.dtype + " of " + std::to_string(e.numel) +
+                          " elements, expected F32 of " + std::to_string(n));
 }
 
 }  // namespace
 
-int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const Llama& model, AdamW& opt) {
+int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const std::vector<ParamInfo>& table, AdamW& opt) {
   // This rank's ranges and where each starts in its compact state.
   const std::vector<ParamRange>& mine = opt.ranges();
   std::vector<int64_t> mine_pos;
@@ -304,7 +440,9 @@ int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const Llama
     if (!fs::exists(path))
       throw CheckpointError(path + ": missing (re-sharding reads every rank's optimizer file; "
                                    "the checkpoint directory must be shared by all ranks)");
-    SafetensorsFile f = SafetensorsFile::load(path);
+    // Headers only: just the overlapping element ranges are read, so a rank
+    // never holds another rank's whole file (weights included).
+    const SafetensorsIndex f = SafetensorsIndex::open(path);
     auto sc = f.metadata().find("step_count");
     if (sc == f.metadata().end()) throw CheckpointError(path + ": no step_count");
     const int64_t this_count = std::stoll(sc->second);
@@ -312,13 +450,11 @@ int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const Llama
       throw CheckpointError(path + ": step_count " + std::to_string(this_count) + ", other shards " +
                             std::to_string(step_count));
     step_count = this_count;
-    const std::vector<ParamRange> theirs = saved_ranges(f, model);
+    const std::vector<ParamRange> theirs = saved_ranges(f.metadata(), path, table);
     int64_t n = 0;
     for (const ParamRange& t : theirs) n += t.numel;
-    const auto& m = f.get("exp_avg", DType::F32, n);
-    const auto& v = f.get("exp_avg_sq", DType::F32, n);
-    const float* m_in = static_cast<const float*>(static_cast<const void*>(m.data));
-    const float* v_in = static_cast<const float*>(static_cast<const void*>(v.data));
+    require_f32(f, "exp_avg", n);
+    require_f32(f, "exp_avg_sq", n);
     int64_t pos = 0;
     for (const ParamRange& t : theirs) {
       for (size_t i = 0; i < mine.size(); ++i) {
@@ -326,8 +462,8 @@ int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const Llama
         const int64_t e = std::min(t.offset + t.numel, mine[i].offset + mine[i].numel);
         if (b >= e) continue;
         const int64_t src = pos + (b - t.offset), dst = mine_pos[i] + (b - mine[i].offset);
-        std::memcpy(m_out + dst, m_in + src, static_cast<size_t>(e - b) * sizeof(float));
-        std::memcpy(v_out + dst, v_in + src, static_cast<size_t>(e - b) * sizeof(float));
+        f.read_raw("exp_avg", src, e - b, m_out + dst);
+        f.read_raw("exp_avg_sq", src, e - b, v_out + dst);
         copied += e - b;
       }
       pos += t.numel;
@@ -347,7 +483,17 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
 
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, const OptimizerShard& shard) {
+  return load_latest_checkpoint(dir, model.config(), opt, shard, [&](const WeightSource& src) {
+    for (size_t i = 0; i < model.params().size(); ++i)
+      src.read_into(model.params()[i].offset, model.param(static_cast<int>(i)));
+  });
+}
+
+std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, const ModelConfig& cfg, AdamW& opt,
+                                                     const OptimizerShard& shard,
+                                                     const std::function<void(const WeightSource&)>& load_weights) {
   const int rank = shard.rank;
+  const std::vector<ParamInfo> table = llama_param_table(cfg);
   std::vector<std::string> candidates = list_checkpoints(dir);
   // `latest` first: it names what the writer finished last.
   std::ifstream lf(fs::path(dir) / "latest");
@@ -370,9 +516,9 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
         try {
           saved = parse_config(meta["config"].get<std::string>(), c + "/meta.json config");
         } catch (const ConfigError&) {
-          saved.model = model.config();  // written by another version: let the tensors decide
+          saved.model = cfg;  // written by another version: let the tensors decide
         }
-        const auto diff = model_shape_differences(saved.model, model.config());
+        const auto diff = model_shape_differences(saved.model, cfg);
         if (!diff.empty()) {
           std::string all;
           for (const std::string& d : diff) all += (all.empty() ? "" : "; ") + d;
@@ -383,17 +529,25 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
       const int saved_shards = meta["world"].value("optimizer_shards", 1);
       const int saved_world = meta["world"].value("size", 1);
       const std::string optim_file = optim_file_name(rank);
-      // Weights as one file or HF shards; checked in full before anything is
-      // read into the model, like the optimizer state below.
-      const HfWeights weights = HfWeights::open(c);
-      check_hf_weights(weights, model.params(), model.config().tie_embeddings);
+      // Weights as one file or HF shards, or in the rank files of a sharded
+      // checkpoint; checked in full before anything is read into the model,
+      // like the optimizer state below.
+      std::optional<HfWeights> hf;
+      std::unique_ptr<WeightSource> weights;
+      if (meta.value("weights", "") == "sharded") {
+        weights = std::make_unique<ShardedCheckpointWeights>(fs::path(c), saved_shards, table);
+      } else {
+        hf.emplace(HfWeights::open(c));
+        check_hf_weights(*hf, table, cfg.tie_embeddings);
+        weights = std::make_unique<HfWeightSource>(*hf, table);
+      }
       // The same shards as saved: this rank's own file. Otherwise (another
       // world size, DP <-> ZeRO, or the bucket layout changed, e.g. by the
       // tuner) re-shard: gather this rank's ranges from every saved file.
       const std::string own = (fs::path(c) / optim_file).string();
-      std::optional<SafetensorsFile> same;
+      std::optional<SafetensorsIndex> same;
       if (saved_shards == shard.shards && fs::exists(own)) {
-        SafetensorsFile of = SafetensorsFile::load(own);
+        SafetensorsIndex of = SafetensorsIndex::open(own);
         auto lay = of.metadata().find("layout");
         const std::string saved_layout = lay == of.metadata().end() ? "" : lay->second;
         if (shard.shards == 1 || saved_layout == shard.layout) same.emplace(std::move(of));
@@ -401,17 +555,17 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
       int64_t step_count = 0;
       if (same) {
         const int64_t n = opt.exp_avg().numel();
-        const auto& m = same->get("exp_avg", DType::F32, n);
-        const auto& v = same->get("exp_avg_sq", DType::F32, n);
+        require_f32(*same, "exp_avg", n);
+        require_f32(*same, "exp_avg_sq", n);
         auto sc = same->metadata().find("step_count");
         if (sc == same->metadata().end()) throw CheckpointError(same->path() + ": no step_count");
         step_count = std::stoll(sc->second);
-        load_hf_weights(weights, model);
-        std::memcpy(opt.exp_avg().data, m.data, m.bytes);
-        std::memcpy(opt.exp_avg_sq().data, v.data, v.bytes);
+        load_weights(*weights);
+        same->read_raw("exp_avg", 0, n, opt.exp_avg().data);
+        same->read_raw("exp_avg_sq", 0, n, opt.exp_avg_sq().data);
       } else {
-        step_count = reshard_optimizer(c, saved_shards, model, opt);
-        load_hf_weights(weights, model);
+        step_count = reshard_optimizer(c, saved_shards, table, opt);
+        load_weights(*weights);
         spdlog::info("optimizer state re-sharded from {} (world size {}, {} shard{}) to world size {}, {} shard{}", c,
                      saved_world, saved_shards, saved_shards == 1 ? "" : "s", shard.world, shard.shards,
                      shard.shards == 1 ? "" : "s");
@@ -457,13 +611,69 @@ OptimizerShard RunCheckpoints::shard() const {
   return OptimizerShard{0, 1, world_, {}};
 }
 
+std::string export_hf(const std::string& checkpoint, const std::string& out) {
+  fs::path ckpt = checkpoint;
+  if (!fs::exists(ckpt / "meta.json")) {
+    std::ifstream lf(ckpt / "latest");
+    std::string latest;
+    if (!(lf >> latest))
+      throw CheckpointError(checkpoint + ": not a checkpoint (no meta.json) nor a checkpoint directory (no 'latest')");
+    ckpt /= latest;
+  }
+  const nlohmann::json meta = verify(ckpt);
+  const std::string yaml = meta.value("config", "");
+  if (yaml.empty()) throw CheckpointError((ckpt / "meta.json").string() + ": no config to take the model from");
+  const WorkerConfig saved = parse_config(yaml, (ckpt / "meta.json").string() + " config");
+  const ModelConfig& cfg = saved.model;
+  const std::vector<ParamInfo> table = llama_param_table(cfg);
+  std::optional<HfWeights> hf;
+  std::unique_ptr<WeightSource> src;
+  if (meta.value("weights", "") == "sharded") {
+    src = std::make_unique<ShardedCheckpointWeights>(ckpt, meta["world"].value("optimizer_shards", 1), table);
+  } else {
+    hf.emplace(HfWeights::open(ckpt.string()));
+    check_hf_weights(*hf, table, cfg.tie_embeddings);
+    src = std::make_unique<HfWeightSource>(*hf, table);
+  }
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+    throw CheckpointError(out + ": exists and is not an empty directory (nothing was written)");
+  const fs::path tmp = fs::path(out).string() + ".tmp-" + std::to_string(::getpid());
+  try {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    write_hf_model(
+        tmp.string(), cfg, table, DType::F32, [&](int i, int64_t first, Tensor dst) { src->read(table[i].offset + first, dst); },
+        static_cast<uint64_t>(saved.checkpoint.max_shard_mb * 1e6));
+    fsync_path(tmp.string());
+    fs::remove(out, ec);  // an empty directory
+    fs::rename(tmp, out);
+    fsync_path(fs::path(out).parent_path().empty() ? "." : fs::path(out).parent_path().string());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return ckpt.string();
+}
+
+void load_weights_into(const WeightSource& src, StrategyState& state, Llama& model, bool via_full) {
+  if (!via_full) {
+    for (size_t i = 0; i < model.params().size(); ++i)
+      src.read_into(model.params()[i].offset, model.param(static_cast<int>(i)));
+    return;
+  }
+  if (state.load_weights(src)) return;  // just this rank's part
+  Llama full(model.config());
+  for (size_t i = 0; i < full.params().size(); ++i) src.read(full.params()[i].offset, full.param(static_cast<int>(i)));
+  state.load_full_weights(full.buffer());
+}
+
 std::optional<CheckpointMeta> RunCheckpoints::resume() {
-  // Read into the model or a host f32 full model; the optimizer state into
-  // the strategy's optimizer itself when it lives on the host, else a host
-  // copy loaded back after; for sharded weights the ranges in the full
-  // model's layout, of which this rank keeps its part.
-  std::optional<Llama> full;
-  if (via_full_) full.emplace(cfg_.model);
+  // The weights straight into the model, or through the strategy (its own
+  // part, or from a host f32 full model); the optimizer state into the
+  // strategy's optimizer itself when it lives on the host, else a host copy
+  // loaded back after; for sharded weights the ranges in the full model's
+  // layout, of which this rank keeps its part.
   std::optional<AdamW> staged;
   OptimizerShard where = shard();
   if (state_.shards_weights()) {
@@ -472,9 +682,9 @@ std::optional<CheckpointMeta> RunCheckpoints::resume() {
   } else if (state_.optimizer().device() != Device::CPU) {
     staged.emplace(state_.optimizer().copy_to(Device::CPU));
   }
-  auto meta = load_latest_checkpoint(dir_, full ? *full : model_, staged ? *staged : state_.optimizer(), where);
+  auto meta = load_latest_checkpoint(dir_, cfg_.model, staged ? *staged : state_.optimizer(), where,
+                                     [&](const WeightSource& src) { load_weights_into(src, state_, model_, via_full_); });
   if (!meta) return std::nullopt;
-  if (full) state_.load_full_weights(full->buffer());
   if (state_.shards_weights())
     state_.import_optimizer(*staged);
   else if (staged)
@@ -482,23 +692,34 @@ std::optional<CheckpointMeta> RunCheckpoints::resume() {
   return meta;
 }
 
-std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_completed, double last_loss) {
+RunCheckpoints::~RunCheckpoints() {
+  if (writer_.joinable()) writer_.join();
+}
+
+std::optional<RunCheckpoints::Saved> RunCheckpoints::complete() {
+  if (!pending_) return std::nullopt;
+  const auto t0 = std::chrono::steady_clock::now();
+  writer_.join();
+  const std::unique_ptr<ShardedWrite> write = std::move(pending_);
+  pending_part_.reset();
+  Saved saved;
+  saved.step = write->step();
+  saved.path = write->finish(/*export_hf=*/false);
+  saved.seconds = pending_blocked_s_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return saved;
+}
+
+bool RunCheckpoints::async() const {
+  const std::string& a = cfg_.checkpoint.async;
+  return a == "true" || (a == "auto" && cfg_.device == "cuda");
+}
+
+bool RunCheckpoints::sharded() const {
+  return group_ && world_ > 1 && (state_.shards_weights() || state_.optimizer_shards() > 1);
+}
+
+std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_completed, double last_loss, bool final) {
   state_.flush();  // overlapped parameter gathers land before the weights are written
-  // The weights at full precision: the model itself, or a full host f32
-  // copy gathered from the strategy (collective for sharded weights and
-  // ZeRO's master copy, so every rank takes part).
-  const bool sharded_weights = state_.shards_weights();
-  std::unique_ptr<Llama> full;
-  if (via_full_ && (sharded_weights || state_.writes_optimizer_state())) {
-    full = std::make_unique<Llama>(cfg_.model);
-    state_.gather_full_weights(full->buffer());
-  }
-  if (!sharded_weights && !state_.writes_optimizer_state()) return std::nullopt;  // replicated: one rank writes
-  const Llama& weights = full ? *full : model_;
-  std::optional<AdamW> host_opt;  // device optimizer state goes through the host
-  if (!sharded_weights && state_.optimizer().device() != Device::CPU)
-    host_opt.emplace(state_.optimizer().copy_to(Device::CPU));
-  const AdamW& opt = host_opt ? *host_opt : state_.optimizer();
   CheckpointMeta meta;
   meta.step = steps_completed;
   meta.last_loss = last_loss;
@@ -507,22 +728,65 @@ std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_complete
   meta.max_shard_bytes = static_cast<uint64_t>(cfg_.checkpoint.max_shard_mb * 1e6);
   const int keep = cfg_.checkpoint.keep;
   const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   Saved saved;
-  if (sharded_weights) {
-    // The full model (HF-named) and every rank's optimizer ranges in its
-    // layout, each element written by one rank.
-    const AdamW owned = state_.export_optimizer(/*owned_only=*/true);
-    saved.path = world_ > 1 ? save_sharded_checkpoint(dir_, *full, owned, meta, keep,
-                                                      OptimizerShard{rank_, world_, world_,
-                                                                     optimizer_layout(rank_, world_, owned)},
-                                                      *group_)
-                            : save_checkpoint(dir_, *full, owned, meta, keep, 0);
-  } else {
-    const OptimizerShard where = shard();
-    saved.path = where.shards > 1 ? save_sharded_checkpoint(dir_, weights, opt, meta, keep, where, *group_)
-                                  : save_checkpoint(dir_, weights, opt, meta, keep, 0);
+  saved.step = steps_completed;
+  if (sharded()) {
+    // Each rank writes what it owns, weights and optimizer state, in the
+    // full model's layout; nobody gathers the model. The last checkpoint of
+    // a run also gets the HF model files, streamed from those.
+    WEFT_CHECK(!pending_, "save: the previous checkpoint is still being written (complete() first)");
+    const bool background = !final && async();
+    auto write_now = [&](ShardedWrite& w, const AdamW& opt, const std::vector<SafetensorsWriter::Piece>& weights) {
+      w.write(opt, weights);
+      saved.path = w.finish(/*export_hf=*/final);
+      saved.seconds = seconds();
+      return saved;
+    };
+    if (!background && !state_.shards_weights() && state_.optimizer().device() == Device::CPU) {
+      // ZeRO on the host: its live moments, already in the model's layout,
+      // and the weights of its ranges, the master copy or (f32 working
+      // weights) the parameters' own ranges: nothing is copied.
+      const AdamW& opt = state_.optimizer();
+      std::vector<SafetensorsWriter::Piece> weights;
+      if (opt.has_master()) {
+        weights = host_pieces(opt.master());
+      } else {
+        const float* params = model_.flat_params().f32();
+        for (const ParamRange& r : opt.ranges())
+          weights.push_back({params + r.offset, static_cast<size_t>(r.numel) * sizeof(float)});
+      }
+      ShardedWrite w(dir_, nullptr, cfg_.model, meta, keep, shard(), *group_);
+      w.begin();
+      return write_now(w, opt, weights);
+    }
+    auto part = std::make_unique<AdamW>(state_.export_shard());  // a host snapshot
+    const OptimizerShard where = state_.shards_weights()
+                                     ? OptimizerShard{rank_, world_, world_, optimizer_layout(rank_, world_, *part)}
+                                     : shard();
+    auto write = std::make_unique<ShardedWrite>(dir_, nullptr, cfg_.model, meta, keep, where, *group_);
+    write->begin();
+    if (!background) return write_now(*write, *part, host_pieces(part->master()));
+    pending_ = std::move(write);
+    pending_part_ = std::move(part);
+    writer_ = std::thread([this] { pending_->write(*pending_part_, host_pieces(pending_part_->master())); });
+    pending_blocked_s_ = seconds();
+    return std::nullopt;
   }
-  saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Replicated: the model itself, or a full host f32 copy gathered from the
+  // strategy where the working weights are not f32 host memory.
+  if (!state_.writes_optimizer_state()) return std::nullopt;  // one rank writes
+  std::unique_ptr<Llama> full;
+  if (via_full_) {
+    full = std::make_unique<Llama>(cfg_.model);
+    state_.gather_full_weights(full->buffer());
+  }
+  const Llama& weights = full ? *full : model_;
+  std::optional<AdamW> host_opt;  // device optimizer state goes through the host
+  if (state_.optimizer().device() != Device::CPU) host_opt.emplace(state_.optimizer().copy_to(Device::CPU));
+  const AdamW& opt = host_opt ? *host_opt : state_.optimizer();
+  saved.path = save_checkpoint(dir_, weights, opt, meta, keep, 0);
+  saved.seconds = seconds();
   return saved;
 }
 

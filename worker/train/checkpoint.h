@@ -4,6 +4,12 @@
 // naming the newest complete one. The model files are a Hugging Face model
 // directory (train/hf_weights.h); the rest is weft's resume state.
 //
+// Strategies that shard weights or optimizer state over several ranks (ISP,
+// ZeRO) write sharded checkpoints instead: each rank's optim-rank-R file also
+// holds its weights, no model files until the run's last checkpoint (see
+// save_weight_shards), and export_hf turns any checkpoint into a model
+// directory.
+//
 // Invariants: a step-N directory is only ever visible complete (written to a
 // temporary directory, every file fsynced, then renamed; `latest` replaced by
 // rename). meta.json records the size and CRC-32 of every file, so a torn or
@@ -11,8 +17,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -48,7 +57,8 @@ struct OptimizerShard {
 // layout wrote them (each file's "layout" metadata names its ranges; a file
 // without one holds every parameter). Returns the saved step count; throws
 // CheckpointError when a file is missing or the shards do not cover `opt`.
-int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const Llama& model, AdamW& opt);
+int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const std::vector<ParamInfo>& table,
+                          AdamW& opt);
 
 // Writes a checkpoint of `model` and `opt` (this rank's optimizer state) after
 // `meta.step` steps. Deletes the oldest step-* directories beyond `keep`.
@@ -65,6 +75,64 @@ std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, 
                                     const CheckpointMeta& meta, int keep,
                                     const OptimizerShard& shard, comm::Communicator& group);
 
+// A sharded checkpoint, for strategies that shard weights or optimizer state
+// (ISP, ZeRO): every rank of `group` calls it at the same step with `part`,
+// its own ranges in the full model's flat layout (StrategyState::
+// export_shard: moments, and the f32 weights as the master copy), and writes
+// optim-rank-R.safetensors holding both ("exp_avg", "exp_avg_sq", "weights";
+// "layout" names the ranges). No rank holds the full model; meta.json marks
+// the weights "sharded". With export_hf (a run's last checkpoint) group rank
+// 0 also writes the HF model files, streamed tensor by tensor from the rank
+// files, so the directory loads in from_pretrained. Collective, like
+// save_sharded_checkpoint.
+std::string save_weight_shards(const std::string& dir, const ModelConfig& cfg, const AdamW& part,
+                               const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
+                               comm::Communicator& group, bool export_hf);
+
+// One sharded checkpoint (save_sharded_checkpoint, save_weight_shards) in
+// three phases, so the rank files can be written while training goes on:
+// begin() (collective: group rank 0 makes the staging directory), write()
+// (this rank's file; no collectives, so any thread may run it), finish()
+// (collective: rank 0 records every file in meta.json, with export_hf after
+// streaming the HF files, and publishes; every rank throws here what its
+// write met). `model`: rank 0 writes it as HF files; null: the weights are in
+// the rank files (write's optimizer carries them as its master copy).
+class ShardedWrite {
+ public:
+  ShardedWrite(std::string dir, const Llama* model, const ModelConfig& cfg, const CheckpointMeta& meta, int keep,
+               const OptimizerShard& shard, comm::Communicator& group);
+  void begin();
+  // opt's moments and, without a model, `weights`: host f32 of opt's ranges,
+  // in order, in as many pieces as they lie in.
+  void write(const AdamW& opt, const std::vector<SafetensorsWriter::Piece>& weights);
+  std::string finish(bool export_hf);
+  int64_t step() const { return meta_.step; }
+
+ private:
+  void attempt(const std::function<void()>& fn);  // records the first failure
+
+  std::string dir_;
+  const Llama* model_;
+  ModelConfig cfg_;
+  CheckpointMeta meta_;
+  int keep_;
+  OptimizerShard shard_;
+  comm::Communicator& group_;
+  std::string name_, tmp_;
+  std::string error_;
+  bool not_shared_ = false;
+  std::vector<WrittenFile> model_files_;
+};
+
+// Writes the HF model directory of `checkpoint` (a step-N directory, or a
+// checkpoint directory whose `latest` names one) into `out`, which must not
+// exist or be empty: model.safetensors or shards (checkpoint.max_shard_mb of
+// the run), config.json, generation_config.json, at f32. From a sharded
+// checkpoint the weights are streamed from the rank files one tensor at a
+// time. Written to a temporary directory and renamed, so `out` is complete
+// or absent. Returns the checkpoint exported; throws CheckpointError.
+std::string export_hf(const std::string& checkpoint, const std::string& out);
+
 // Loads the newest valid checkpoint in dir into model and opt. Returns nullopt
 // when dir holds no checkpoint. A corrupt checkpoint is skipped with a warning
 // naming the problem; throws CheckpointError if checkpoints exist but none is
@@ -77,6 +145,18 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
                                                      AdamW& opt, int rank = 0);
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, const OptimizerShard& shard);
+// The same for a model of `cfg` that is not in memory: the weights, whether
+// HF files or a sharded checkpoint's rank files, go to load_weights as a
+// WeightSource (which reads only what it is asked for).
+std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, const ModelConfig& cfg, AdamW& opt,
+                                                     const OptimizerShard& shard,
+                                                     const std::function<void(const WeightSource&)>& load_weights);
+
+// Weights from `src` into a run: straight into the model's parameters, or
+// (via_full: the strategy keeps them, not f32 host memory or sharded)
+// through the strategy, which reads just its part where it can
+// (StrategyState::load_weights) and otherwise takes a host f32 full model.
+void load_weights_into(const WeightSource& src, StrategyState& state, Llama& model, bool via_full);
 
 // The model fields that change a checkpoint's tensor shapes, as
 // "model.FIELD: checkpoint X, config Y"; empty when they agree.
@@ -111,15 +191,30 @@ class RunCheckpoints {
   // Loads the latest checkpoint of dir(), if there is one, into the model
   // and the strategy; returns its meta.
   std::optional<CheckpointMeta> resume();
+  ~RunCheckpoints();  // waits for a write in flight, which stays unpublished
   struct Saved {
     std::string path;
-    double seconds = 0;  // writing the files
+    int64_t step = 0;
+    double seconds = 0;  // training was held up for it (snapshot, writes not overlapped, publishing)
   };
   // Collective over the strategy's group: a checkpoint after
-  // `steps_completed` steps. Empty when this rank writes nothing.
-  std::optional<Saved> save(int64_t steps_completed, double last_loss);
+  // `steps_completed` steps. Returns it when it is published now; empty when
+  // this rank writes nothing, or when its files are written in the
+  // background. That is a sharded checkpoint (a strategy that shards weights
+  // or optimizer state over several ranks; save_weight_shards) other than
+  // the `final` one, with checkpoint.async on: each rank snapshots its part
+  // and writes it while training goes on, and complete() publishes it.
+  // `final` (the run's last) is written at once, with its HF model files.
+  std::optional<Saved> save(int64_t steps_completed, double last_loss, bool final = false);
+  // Collective: waits for the background write, if one is in flight, and
+  // publishes its checkpoint (the trainer calls it after every step and
+  // before every save, on every rank). Empty when none was in flight. Throws
+  // what the write met, like save.
+  std::optional<Saved> complete();
 
  private:
+  bool sharded() const;
+  bool async() const;  // checkpoint.async, resolved
   // This rank's optimizer file when the weights are not sharded.
   OptimizerShard shard() const;
 
@@ -130,6 +225,12 @@ class RunCheckpoints {
   bool via_full_;
   int rank_, world_;
   comm::Communicator* group_;
+  // The sharded checkpoint being written in the background: its phases,
+  // the snapshot the writer thread writes, and the time it held training up.
+  std::unique_ptr<ShardedWrite> pending_;
+  std::unique_ptr<AdamW> pending_part_;
+  std::thread writer_;
+  double pending_blocked_s_ = 0;
 };
 
 }  // namespace weft

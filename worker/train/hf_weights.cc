@@ -219,14 +219,19 @@ void load_hf_weights(const HfWeights& w, Llama& model, const std::function<bool(
   }
 }
 
-std::vector<WrittenFile> write_hf_model(const std::string& dir, const Llama& model,
+namespace {
+
+// The files of write_hf_model; add(w, i) puts parameter i into w.
+std::vector<WrittenFile> write_hf_files(const std::string& dir, const ModelConfig& cfg,
+                                        const std::vector<ParamInfo>& params, DType dtype,
+                                        const std::function<void(SafetensorsWriter&, int)>& add,
                                         uint64_t max_shard_bytes) {
-  const auto& params = model.params();
+  const uint64_t esize = dtype_size(dtype);
   // Shards in parameter order: a new one when the next tensor would overflow.
   std::vector<std::vector<int>> shards(1);
   uint64_t in_shard = 0, total = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    const uint64_t b = model.param(static_cast<int>(i)).nbytes();
+    const uint64_t b = static_cast<uint64_t>(params[i].numel) * esize;
     if (!shards.back().empty() && in_shard + b > max_shard_bytes) shards.emplace_back(), in_shard = 0;
     shards.back().push_back(static_cast<int>(i));
     in_shard += b;
@@ -244,7 +249,7 @@ std::vector<WrittenFile> write_hf_model(const std::string& dir, const Llama& mod
     SafetensorsWriter wr;
     wr.set_metadata("format", "pt");
     for (int i : shards[s]) {
-      wr.add(params[i].name, model.param(i));
+      add(wr, i);
       weight_map[params[i].name] = name;
     }
     out.push_back({name, wr.write((fs::path(dir) / name).string())});
@@ -253,12 +258,37 @@ std::vector<WrittenFile> write_hf_model(const std::string& dir, const Llama& mod
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     out.push_back({kIndexFile, write_text_file(fs::path(dir) / kIndexFile, index.dump(2) + "\n")});
   }
-  const DType dt = params.empty() ? DType::F32 : model.param(0).dtype;
   out.push_back({"config.json", write_text_file(fs::path(dir) / "config.json",
-                                                hf_config_json(model.config(), dt == DType::BF16 ? "bfloat16" : "float32"))});
+                                                hf_config_json(cfg, dtype == DType::BF16 ? "bfloat16" : "float32"))});
   out.push_back({"generation_config.json",
                  write_text_file(fs::path(dir) / "generation_config.json", hf_generation_config_json())});
   return out;
+}
+
+}  // namespace
+
+std::vector<WrittenFile> write_hf_model(const std::string& dir, const Llama& model,
+                                        uint64_t max_shard_bytes) {
+  const DType dt = model.params().empty() ? DType::F32 : model.param(0).dtype;
+  return write_hf_files(
+      dir, model.config(), model.params(), dt,
+      [&](SafetensorsWriter& w, int i) { w.add(model.params()[i].name, model.param(i)); }, max_shard_bytes);
+}
+
+std::vector<WrittenFile> write_hf_model(const std::string& dir, const ModelConfig& cfg,
+                                        const std::vector<ParamInfo>& params, DType dtype,
+                                        const ParamFetch& fetch, uint64_t max_shard_bytes) {
+  return write_hf_files(
+      dir, cfg, params, dtype,
+      [&](SafetensorsWriter& w, int i) {
+        const ParamInfo& p = params[i];
+        const std::vector<int64_t> shape(p.shape.d.begin(), p.shape.d.begin() + p.shape.rank);
+        w.add_streamed(p.name, dtype == DType::BF16 ? "BF16" : "F32", shape,
+                       [&fetch, i, dtype](int64_t first, int64_t count, void* dst) {
+                         fetch(i, first, Tensor(dst, dtype, {count}));
+                       });
+      },
+      max_shard_bytes);
 }
 
 }  // namespace weft

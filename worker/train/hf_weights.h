@@ -63,6 +63,20 @@ void check_hf_weights(const HfWeights& w, const std::vector<ParamInfo>& params, 
 void load_hf_weights(const HfWeights& w, Llama& model,
                      const std::function<bool(const ParamInfo&)>& wanted = {});
 
+// A weight set read by range in the flat layout of `table` (a model's
+// parameter table; check_hf_weights it first).
+class HfWeightSource : public PerParamWeightSource {
+ public:
+  HfWeightSource(const HfWeights& w, std::vector<ParamInfo> table)
+      : PerParamWeightSource(std::move(table)), w_(w) {}
+
+ protected:
+  void read_param(const ParamInfo& p, int64_t first, Tensor dst) const override { w_.read(p.name, first, dst); }
+
+ private:
+  const HfWeights& w_;
+};
+
 struct WrittenFile {
   std::string name;  // relative to the directory
   uint32_t crc32;
@@ -73,6 +87,17 @@ struct WrittenFile {
 // of its own) plus the index, then config.json and generation_config.json.
 // Every file is fsynced. Returns the files written, in order.
 std::vector<WrittenFile> write_hf_model(const std::string& dir, const Llama& model,
+                                        uint64_t max_shard_bytes = kDefaultMaxShardBytes);
+
+// The same for weights that are not in memory: fetch(i, first, dst) fills
+// elements [first, first + dst.numel()) of parameter i of `params` into dst
+// (a flat host tensor in `dtype`) as its file is written, a few MB at a
+// time, so no tensor, let alone the model, is whole in memory (exports from
+// sharded checkpoints).
+using ParamFetch = std::function<void(int param, int64_t first, Tensor dst)>;
+std::vector<WrittenFile> write_hf_model(const std::string& dir, const ModelConfig& cfg,
+                                        const std::vector<ParamInfo>& params, DType dtype,
+                                        const ParamFetch& fetch,
                                         uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
 }  // namespace weft

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -134,7 +135,23 @@ void SafetensorsWriter::add(const std::string& name, const std::string& dtype,
   WEFT_CHECK(safetensors_dtype_size(dtype) > 0, "unknown safetensors dtype " + dtype);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  entries_.push_back({name, dtype, shape, data, static_cast<size_t>(n) * safetensors_dtype_size(dtype)});
+  entries_.push_back({name, dtype, shape, data, static_cast<size_t>(n) * safetensors_dtype_size(dtype), {}, {}});
+}
+
+void SafetensorsWriter::add_pieces(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                                   std::vector<Piece> pieces) {
+  add(name, dtype, shape, nullptr);
+  size_t bytes = 0;
+  for (const Piece& p : pieces) bytes += p.bytes;
+  WEFT_CHECK(bytes == entries_.back().bytes, "safetensors: the pieces of " + name + " hold " + std::to_string(bytes) +
+                                                 " bytes, its shape " + std::to_string(entries_.back().bytes));
+  entries_.back().pieces = std::move(pieces);
+}
+
+void SafetensorsWriter::add_streamed(const std::string& name, const std::string& dtype,
+                                     const std::vector<int64_t>& shape, Fill fill) {
+  add(name, dtype, shape, nullptr);
+  entries_.back().fill = std::move(fill);
 }
 
 void SafetensorsWriter::add(const std::string& name, const Tensor& t) {
@@ -180,7 +197,30 @@ uint32_t SafetensorsWriter::write(const std::string& path) const {
   for (int i = 0; i < 8; ++i) lenbytes[i] = static_cast<unsigned char>(hlen >> (8 * i));
   put(lenbytes, 8);
   put(h.data(), h.size());
-  for (const Entry& e : entries_) put(e.data, e.bytes);
+  for (const Entry& e : entries_) {
+    if (!e.pieces.empty()) {
+      for (const Piece& p : e.pieces) put(p.data, p.bytes);
+      continue;
+    }
+    if (!e.fill) {
+      put(e.data, e.bytes);
+      continue;
+    }
+    const size_t esize = safetensors_dtype_size(e.dtype);
+    const int64_t numel = static_cast<int64_t>(e.bytes / esize);
+    const int64_t per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kStreamChunkBytes / esize));
+    std::vector<char> staged(static_cast<size_t>(std::min(numel, per_chunk)) * esize);
+    for (int64_t first = 0; first < numel; first += per_chunk) {
+      const int64_t count = std::min(per_chunk, numel - first);
+      try {
+        e.fill(first, count, staged.data());
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      put(staged.data(), static_cast<size_t>(count) * esize);
+    }
+  }
   if (::fsync(fd) != 0 || ::close(fd) != 0) fail(path, std::string("fsync/close: ") + std::strerror(errno));
   return crc;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,21 @@ class SafetensorsWriter {
   // Any safetensors dtype by name ("F16"), for data weft has no DType for.
   void add(const std::string& name, const std::string& st_dtype, const std::vector<int64_t>& shape,
            const void* data);
+  // A tensor whose elements `fill(first, count, dst)` produces while write()
+  // runs, a chunk of at most kStreamChunkBytes at a time: a file of tensors
+  // that are never in memory (exports streamed from checkpoint shards).
+  static constexpr size_t kStreamChunkBytes = 4 << 20;
+  using Fill = std::function<void(int64_t first, int64_t count, void* dst)>;
+  void add_streamed(const std::string& name, const std::string& st_dtype, const std::vector<int64_t>& shape,
+                    Fill fill);
+  // A tensor whose bytes lie in several places, written one after another
+  // without being copied together (a shard's ranges of a flat buffer).
+  struct Piece {
+    const void* data;
+    size_t bytes;
+  };
+  void add_pieces(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                  std::vector<Piece> pieces);
   void set_metadata(const std::string& key, const std::string& value) { meta_[key] = value; }
   // Writes and fsyncs path. Returns the CRC-32 (zlib) of the bytes written.
   uint32_t write(const std::string& path) const;
@@ -39,6 +55,8 @@ class SafetensorsWriter {
     std::vector<int64_t> shape;
     const void* data;
     size_t bytes;
+    Fill fill;                        // instead of data
+    std::vector<Piece> pieces;        // instead of data
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> meta_;

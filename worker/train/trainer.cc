@@ -83,9 +83,8 @@ void Trainer::init_weights() {
   if (!via_full()) return model_.init(cfg_.train.seed);
   // Every rank draws the same f32 weights on the host and keeps its part, in
   // its working dtype and on its device; the master copy keeps the f32 draw.
-  Llama full(cfg_.model);
-  full.init(cfg_.train.seed);
-  sync_->state().load_full_weights(full.buffer());
+  // ISP and ZeRO draw just their part, one tensor at a time.
+  load_weights_into(InitialWeights(cfg_.model, cfg_.train.seed), sync_->state(), model_, true);
 }
 
 void Trainer::init_from_hf(const std::string& dir) {
@@ -95,16 +94,11 @@ void Trainer::init_from_hf(const std::string& dir) {
   const auto diff = hf_model_mismatches(hf, cfg_.model);
   if (!diff.empty()) throw ConfigError(diff.front().path + ": " + diff.front().message);
   try {
-    // Every rank reads the whole model today (the strategies keep full
-    // replicas); a sharding strategy passes a filter for its own parameters.
+    // A rank whose strategy shards the weights (ISP) or the master copy
+    // (ZeRO) reads only its byte ranges of the files.
     const HfWeights w = HfWeights::open(dir);
-    if (via_full()) {
-      Llama full(cfg_.model);
-      load_hf_weights(w, full);
-      sync_->state().load_full_weights(full.buffer());
-    } else {
-      load_hf_weights(w, model_);
-    }
+    check_hf_weights(w, model_.params(), cfg_.model.tie_embeddings);
+    load_weights_into(HfWeightSource(w, model_.params()), sync_->state(), model_, via_full());
     spdlog::info("initialized {} parameters from {} ({} file{}, stored as {}); optimizer fresh, step 0",
                  model_.num_params(), dir, w.files().size(), w.files().size() == 1 ? "" : "s",
                  w.entry(model_.params().front().name).dtype);
@@ -275,13 +269,22 @@ StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss
   return r;
 }
 
-void Trainer::save(TrainSummary& s, int64_t steps_completed, double last_loss) {
-  const auto saved = checkpoints_->save(steps_completed, last_loss);
-  if (!saved) return;  // replicated state: another rank writes it
-  s.last_checkpoint = saved->path;
-  s.checkpoint_seconds += saved->seconds;
-  spdlog::info("checkpoint written: {}", s.last_checkpoint);
-  if (observer_) observer_->on_checkpoint(steps_completed);
+void Trainer::save(TrainSummary& s, int64_t steps_completed, double last_loss, bool final) {
+  publish_pending(s);
+  // Empty: replicated state another rank writes, or files still being written.
+  if (const auto saved = checkpoints_->save(steps_completed, last_loss, final))
+    report(s, saved->path, saved->step, saved->seconds);
+}
+
+void Trainer::publish_pending(TrainSummary& s) {
+  if (const auto saved = checkpoints_->complete()) report(s, saved->path, saved->step, saved->seconds);
+}
+
+void Trainer::report(TrainSummary& s, const std::string& path, int64_t step, double seconds) {
+  s.last_checkpoint = path;
+  s.checkpoint_seconds += seconds;
+  spdlog::info("checkpoint written: {}", path);
+  if (observer_) observer_->on_checkpoint(step);
 }
 
 TrainSummary Trainer::run(const std::atomic<int>* stop) {
@@ -335,12 +338,16 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     if (observer_) observer_->on_step(r);
     if (t.log_every > 0 && ((step + 1) % t.log_every == 0 || step + 1 == t.steps))
       log_progress(r, seconds_since(t0), step - s.start_step + 1);
+    // A sharded checkpoint's files were written during this step: publish it.
+    publish_pending(s);
     if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
-      save(s, step + 1, loss);
+      save(s, step + 1, loss, /*final=*/false);
   }
   sync_->state().flush();
   finish(s, step, seconds_since(t0));
-  if (step > s.start_step || s.stopped_early) save(s, step, s.final_loss);
+  // The last checkpoint of a finished run is a model directory (HF files);
+  // a stopped run's is resumed, and its deadline is the grace period.
+  if (step > s.start_step || s.stopped_early) save(s, step, s.final_loss, /*final=*/!s.stopped_early);
   s.peak_rss_bytes = peak_rss_bytes();
   if (buffer_->device() == Device::CUDA) s.device_memory = ops::cuda_memory();
   log_end(s);

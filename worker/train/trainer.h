@@ -124,7 +124,11 @@ class Trainer {
   void record_sync(TrainSummary& s) const;
   StepReport step_report(const TrainSummary& s, int64_t step, double loss, double lr, double norm,
                          const double (&phase_before)[4]) const;
-  void save(TrainSummary& s, int64_t steps_completed, double last_loss);
+  // Checkpoints: save, publish one written in the background (collective;
+  // after every step), and log/observe one that was published.
+  void save(TrainSummary& s, int64_t steps_completed, double last_loss, bool final);
+  void publish_pending(TrainSummary& s);
+  void report(TrainSummary& s, const std::string& path, int64_t step, double seconds);
   // The summary's totals once the loop ended at `step`.
   void finish(TrainSummary& s, int64_t step, double wall_seconds);
   void log_end(const TrainSummary& s) const;
