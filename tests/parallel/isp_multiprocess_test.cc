@@ -242,6 +242,29 @@ TEST_F(IspProcesses, ShardedModelTrainsCheckpointsAndResumesUnderAMemoryBudget) 
   EXPECT_TRUE(fs::exists(ckpts / "step-3" / "model.safetensors"));
 }
 
+// init_from with sharded weights: each ISP rank reads only its rows of the
+// HF files; the run is the one a single rank starting from the same files
+// trains (losses and final weights), so every rank read the right slice.
+TEST_F(IspProcesses, InitFromReadsEachRanksSliceOfTheHfFiles) {
+  const fs::path src = dir_ / "src";
+  auto r = launch(config("src", 4, "{strategy: dp}", 1, 3), 1, src);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string hf = (src / "checkpoints" / "step-3").string();
+  const std::string from = "init_from: '" + hf + "'\n";
+  const fs::path one = dir_ / "one", isp = dir_ / "isp";
+  r = launch(config("one", 4, "{strategy: dp}", 1, 4, from), 1, one);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = launch(config("isp", 2, "{strategy: isp, sp: 2, wp: 2}", 1, 4, from), 4, isp);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("initialized"), std::string::npos) << r.output;
+  const auto want = summary(one)["losses"].get<std::vector<double>>();
+  const auto got = summary(isp)["losses"].get<std::vector<double>>();
+  const double dl = max_rel_loss_diff(want, got), dw = max_rel_diff(final_weights(one), final_weights(isp));
+  EXPECT_LT(dl, 1e-5);
+  EXPECT_LT(dw, 1e-5);
+  std::printf("init_from into ISP sp 2 wp 2 vs one rank: max rel diff losses %.2e, weights %.2e\n", dl, dw);
+}
+
 TEST_F(IspProcesses, KilledRankMakesTheOthersExit3) {
   const std::string cfg = config("kill", 1, "{strategy: isp, sp: 2, wp: 2}", 1, 1000000,
                                  "comm: {timeout_s: 5}\ncheckpoint: {every: 0}\n");
