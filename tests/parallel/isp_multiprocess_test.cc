@@ -207,11 +207,12 @@ TEST_F(IspProcesses, ResumesInAnyLayout) {
 // No rank holds the full model, at init, checkpoints or resume: a 33.6 M
 // parameter model (134 MB of f32 weights) with its weights sharded over wp 2
 // trains, writes a sharded checkpoint after every step (and the final HF
-// model, streamed) and resumes, with 1.25 GiB of address space per rank.
-// Before checkpoints were sharded, this run aborted at its first checkpoint
-// at this budget ("out of host memory allocating 63211520 bytes": the
-// full-model copy each rank gathered into); it passes from 1.375 GiB up, and
-// sharded it fails from 1.125 GiB down (docs/benchmarks.md).
+// model, streamed) and resumes, with 0.875 GiB of address space per rank.
+// One malloc arena, so that the address space does not depend on how many
+// threads happened to allocate at once. Before checkpoints and init were
+// sharded, this run aborted at this budget ("out of host memory allocating
+// 63211520 bytes": the full model each rank built); it passes from 1.0 GiB
+// up, and sharded it fails from 0.75 GiB down (docs/benchmarks.md).
 TEST_F(IspProcesses, ShardedModelTrainsCheckpointsAndResumesUnderAMemoryBudget) {
   const std::string cfg = write_file(
       dir_ / "budget.yaml",
@@ -225,9 +226,10 @@ TEST_F(IspProcesses, ShardedModelTrainsCheckpointsAndResumesUnderAMemoryBudget) 
   const fs::path out = dir_ / "budget";
   auto under_budget = [&](const std::string& extra) {
     return run_process({"/bin/sh", "-c",
-                        "ulimit -v " + std::to_string(1310720) + " && exec " + bin("weft-run") + " -n 2 " + cfg +
+                        "ulimit -v " + std::to_string(917504) + " && exec " + bin("weft-run") + " -n 2 " + cfg +
                             " --out " + out.string() + extra},
-                       kEnv, 0, "", std::chrono::seconds(300));
+                       {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "MALLOC_ARENA_MAX=1"}, 0, "",
+                       std::chrono::seconds(300));
   };
   auto r = under_budget("");
   ASSERT_EQ(r.code, 0) << r.output;
