@@ -174,7 +174,9 @@ TEST(NodeAgent, RunsPodsWithEnvVolumesAndClusterNames) {
                           {"ports", {{{"port", 29500}}}}}}});
   const std::string hostdir = (agent.state() / "hostpath").string();
   // The peer waits to be deleted; the main pod checks everything and waits
-  // for the ConfigMap update.
+  // for the ConfigMap update, up to 60 s each for the peer's name and the
+  // update: on a loaded machine the agent may report Running late, and the
+  // test updates the ConfigMap only once it has seen Running.
   Json peer = sh_pod("job-0", agent.node(), "trap 'exit 0' TERM; while true; do sleep 0.1; done", {},
                      {{"hostname", "job-0"}, {"subdomain", "job"}, {"terminationGracePeriodSeconds", 5}});
   peer["metadata"]["labels"] = {{"app", "job"}};
@@ -183,10 +185,10 @@ TEST(NodeAgent, RunsPodsWithEnvVolumesAndClusterNames) {
       "set -e; echo token=$TOKEN pod=$POD ip=$IP bind=$WEFT_BIND_ADDR; hostname; "
       "test \"$(cat /etc/weft/bucket_cap_mb)\" = 4; test \"$(cat /etc/tok/token)\" = s3cr3t; "
       "touch /tmp/scratch; echo ok > /data/out; "
-      "for i in $(seq 1 200); do getent hosts job-0.job." + n + ".svc >/dev/null && break; sleep 0.1; done; "
+      "for i in $(seq 1 600); do getent hosts job-0.job." + n + ".svc >/dev/null && break; sleep 0.1; done; "
       "getent hosts job-0.job." + n + ".svc; getent hosts job-0.job." + n + ".svc.cluster.local; "
       "getent hosts job-1.job." + n + ".svc; getent hosts job." + n + ".svc; "
-      "for i in $(seq 1 200); do test \"$(cat /etc/weft/bucket_cap_mb)\" = 8 && break; sleep 0.1; done; "
+      "for i in $(seq 1 600); do test \"$(cat /etc/weft/bucket_cap_mb)\" = 8 && break; sleep 0.1; done; "
       "test \"$(cat /etc/weft/bucket_cap_mb)\" = 8; echo cap updated";
   Json env = Json::array({{{"name", "TOKEN"}, {"valueFrom", {{"secretKeyRef", {{"name", "tok"}, {"key", "token"}}}}}},
                           {{"name", "POD"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
