@@ -271,10 +271,9 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
   }
 }
 
-ShardedWrite::ShardedWrite(std::string dir, const Llama* model, const ModelConfig& cfg, const CheckpointMeta& meta,
-                           int keep, const OptimizerShard& shard, comm::Communicator& group)
+ShardedWrite::ShardedWrite(std::string dir, const ModelConfig& cfg, const CheckpointMeta& meta, int keep,
+                           const OptimizerShard& shard, comm::Communicator& group)
     : dir_(std::move(dir)),
-      model_(model),
       cfg_(cfg),
       meta_(meta),
       keep_(keep),
@@ -321,8 +320,7 @@ void ShardedWrite::write(const AdamW& opt, const std::vector<SafetensorsWriter::
                "directory every rank writes its shard into (a ReadWriteMany volume, or hostPath on one node)";
       return;
     }
-    if (group_.rank() == 0 && model_) model_files_ = write_hf_model(tmp_, *model_, meta_.max_shard_bytes);
-    write_optimizer(fs::path(tmp_) / optim_file_name(shard_.rank), opt, shard_, model_ ? nullptr : &weights);
+    write_optimizer(fs::path(tmp_) / optim_file_name(shard_.rank), opt, shard_, &weights);
   });
 }
 
@@ -341,7 +339,7 @@ std::string ShardedWrite::finish(bool export_hf) {
   }
   attempt([&] {
     if (group_.rank() != 0) return;
-    const std::vector<ParamInfo> table = model_ ? model_->params() : llama_param_table(cfg_);
+    const std::vector<ParamInfo> table = llama_param_table(cfg_);
     int64_t num_params = 0;
     for (const ParamInfo& p : table) num_params += p.numel;
     nlohmann::json files = nlohmann::json::object();
@@ -349,18 +347,19 @@ std::string ShardedWrite::finish(bool export_hf) {
       const fs::path p = tmp / file;
       files[file] = {{"bytes", fs::file_size(p)}, {"crc32", crc32_of_file(p.string())}};
     };
-    if (!model_ && export_hf) {
+    std::vector<WrittenFile> model_files;
+    if (export_hf) {
       // The HF model files, one tensor at a time from the rank files just
       // written: the full model is never in memory, and the checkpoint is
       // still a directory from_pretrained loads.
       const ShardedCheckpointWeights src(tmp, shard_.shards, table);
-      model_files_ = write_hf_model(
+      model_files = write_hf_model(
           tmp_, cfg_, table, DType::F32, [&](int i, int64_t first, Tensor dst) { src.read(table[i].offset + first, dst); },
           meta_.max_shard_bytes);
     }
-    for (const WrittenFile& f : model_files_) files[f.name] = {{"bytes", fs::file_size(tmp / f.name)}, {"crc32", f.crc32}};
+    for (const WrittenFile& f : model_files) files[f.name] = {{"bytes", fs::file_size(tmp / f.name)}, {"crc32", f.crc32}};
     for (int r = 0; r < shard_.shards; ++r) record(optim_file_name(r));
-    result = publish(dir_, tmp, num_params, meta_, shard_.shards, files, keep_, /*sharded_weights=*/model_ == nullptr);
+    result = publish(dir_, tmp, num_params, meta_, shard_.shards, files, keep_, /*sharded_weights=*/true);
   });
   group_.barrier("checkpoint " + name_ + " published")->wait();
   if (not_shared_) throw ConfigError(error_);
@@ -375,29 +374,7 @@ std::vector<SafetensorsWriter::Piece> host_pieces(const Tensor& t) {
   return {{t.data, t.nbytes()}};
 }
 
-std::string save_shards(const std::string& dir, const Llama* model, const ModelConfig& cfg, const AdamW& opt,
-                        const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
-                        comm::Communicator& group, bool export_hf) {
-  ShardedWrite w(dir, model, cfg, meta, keep, shard, group);
-  w.begin();
-  w.write(opt, model ? std::vector<SafetensorsWriter::Piece>{} : host_pieces(opt.master()));
-  return w.finish(export_hf);
-}
-
 }  // namespace
-
-std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
-                                    const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
-                                    comm::Communicator& group) {
-  return save_shards(dir, &model, model.config(), opt, meta, keep, shard, group, false);
-}
-
-std::string save_weight_shards(const std::string& dir, const ModelConfig& cfg, const AdamW& part,
-                               const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
-                               comm::Communicator& group, bool export_hf) {
-  WEFT_CHECK(part.has_master(), "save_weight_shards: the weights come as the part's master copy");
-  return save_shards(dir, nullptr, cfg, part, meta, keep, shard, group, export_hf);
-}
 
 std::vector<std::string> model_shape_differences(const ModelConfig& saved, const ModelConfig& now) {
   std::vector<std::string> out;
@@ -756,7 +733,7 @@ std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_complete
         for (const ParamRange& r : opt.ranges())
           weights.push_back({params + r.offset, static_cast<size_t>(r.numel) * sizeof(float)});
       }
-      ShardedWrite w(dir_, nullptr, cfg_.model, meta, keep, shard(), *group_);
+      ShardedWrite w(dir_, cfg_.model, meta, keep, shard(), *group_);
       w.begin();
       return write_now(w, opt, weights);
     }
@@ -764,7 +741,7 @@ std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_complete
     const OptimizerShard where = state_.shards_weights()
                                      ? OptimizerShard{rank_, world_, world_, optimizer_layout(rank_, world_, *part)}
                                      : shard();
-    auto write = std::make_unique<ShardedWrite>(dir_, nullptr, cfg_.model, meta, keep, where, *group_);
+    auto write = std::make_unique<ShardedWrite>(dir_, cfg_.model, meta, keep, where, *group_);
     write->begin();
     if (!background) return write_now(*write, *part, host_pieces(part->master()));
     pending_ = std::move(write);

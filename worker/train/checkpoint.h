@@ -7,7 +7,7 @@
 // Strategies that shard weights or optimizer state over several ranks (ISP,
 // ZeRO) write sharded checkpoints instead: each rank's optim-rank-R file also
 // holds its weights, no model files until the run's last checkpoint (see
-// save_weight_shards), and export_hf turns any checkpoint into a model
+// ShardedWrite), and export_hf turns any checkpoint into a model
 // directory.
 //
 // Invariants: a step-N directory is only ever visible complete (written to a
@@ -66,44 +66,26 @@ int64_t reshard_optimizer(const std::string& ckpt, int saved_shards, const std::
 std::string save_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
                             const CheckpointMeta& meta, int keep, int rank = 0);
 
-// The same for sharded optimizer state: every rank of `group` calls it at the
-// same step; each writes its optim-rank-R.safetensors into one shared
-// temporary directory, group rank 0 also the model, and once all are written
-// rank 0 records every file in meta.json and publishes the step (collective;
-// returns on every rank after `latest` names it).
-std::string save_sharded_checkpoint(const std::string& dir, const Llama& model, const AdamW& opt,
-                                    const CheckpointMeta& meta, int keep,
-                                    const OptimizerShard& shard, comm::Communicator& group);
-
 // A sharded checkpoint, for strategies that shard weights or optimizer state
-// (ISP, ZeRO): every rank of `group` calls it at the same step with `part`,
-// its own ranges in the full model's flat layout (StrategyState::
-// export_shard: moments, and the f32 weights as the master copy), and writes
-// optim-rank-R.safetensors holding both ("exp_avg", "exp_avg_sq", "weights";
-// "layout" names the ranges). No rank holds the full model; meta.json marks
-// the weights "sharded". With export_hf (a run's last checkpoint) group rank
-// 0 also writes the HF model files, streamed tensor by tensor from the rank
-// files, so the directory loads in from_pretrained. Collective, like
-// save_sharded_checkpoint.
-std::string save_weight_shards(const std::string& dir, const ModelConfig& cfg, const AdamW& part,
-                               const CheckpointMeta& meta, int keep, const OptimizerShard& shard,
-                               comm::Communicator& group, bool export_hf);
-
-// One sharded checkpoint (save_sharded_checkpoint, save_weight_shards) in
-// three phases, so the rank files can be written while training goes on:
-// begin() (collective: group rank 0 makes the staging directory), write()
-// (this rank's file; no collectives, so any thread may run it), finish()
-// (collective: rank 0 records every file in meta.json, with export_hf after
-// streaming the HF files, and publishes; every rank throws here what its
-// write met). `model`: rank 0 writes it as HF files; null: the weights are in
-// the rank files (write's optimizer carries them as its master copy).
+// (ISP, ZeRO; RunCheckpoints::save), in three phases so the rank files can be
+// written while training goes on. Every rank of `group` takes part at the
+// same step with its own ranges in the full model's flat layout and writes
+// optim-rank-R.safetensors ("exp_avg", "exp_avg_sq", "weights" f32; its
+// "layout" metadata names the ranges); no rank holds the full model, and
+// meta.json marks the weights "sharded". begin() (collective: group rank 0
+// makes the staging directory), write() (this rank's file; no collectives,
+// so any thread may run it), finish() (collective: rank 0 records every file
+// in meta.json, with export_hf (a run's last checkpoint) after streaming the
+// HF model files tensor by tensor from the rank files, so the directory
+// loads in from_pretrained, and publishes; every rank throws here what its
+// write met).
 class ShardedWrite {
  public:
-  ShardedWrite(std::string dir, const Llama* model, const ModelConfig& cfg, const CheckpointMeta& meta, int keep,
+  ShardedWrite(std::string dir, const ModelConfig& cfg, const CheckpointMeta& meta, int keep,
                const OptimizerShard& shard, comm::Communicator& group);
   void begin();
-  // opt's moments and, without a model, `weights`: host f32 of opt's ranges,
-  // in order, in as many pieces as they lie in.
+  // opt's moments and `weights`: host f32 of opt's ranges, in order, in as
+  // many pieces as they lie in.
   void write(const AdamW& opt, const std::vector<SafetensorsWriter::Piece>& weights);
   std::string finish(bool export_hf);
   int64_t step() const { return meta_.step; }
@@ -112,7 +94,6 @@ class ShardedWrite {
   void attempt(const std::function<void()>& fn);  // records the first failure
 
   std::string dir_;
-  const Llama* model_;
   ModelConfig cfg_;
   CheckpointMeta meta_;
   int keep_;
@@ -121,7 +102,6 @@ class ShardedWrite {
   std::string name_, tmp_;
   std::string error_;
   bool not_shared_ = false;
-  std::vector<WrittenFile> model_files_;
 };
 
 // Writes the HF model directory of `checkpoint` (a step-N directory, or a
@@ -201,7 +181,7 @@ class RunCheckpoints {
   // `steps_completed` steps. Returns it when it is published now; empty when
   // this rank writes nothing, or when its files are written in the
   // background. That is a sharded checkpoint (a strategy that shards weights
-  // or optimizer state over several ranks; save_weight_shards) other than
+  // or optimizer state over several ranks; ShardedWrite) other than
   // the `final` one, with checkpoint.async on: each rank snapshots its part
   // and writes it while training goes on, and complete() publishes it.
   // `final` (the run's last) is written at once, with its HF model files.
