@@ -1,11 +1,15 @@
-// A one-rank world in this process: env parsing, group setup without a store,
-// argument checks and FIFO order on the Gloo comm thread.
+// A one-rank world in this process: env parsing, group setup without a store
+// (groups of one rank, which need no transport), argument checks and FIFO
+// order on the Gloo comm thread of a one-rank Gloo group.
 #include "comm/process_groups.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
+
+#include "comm/gloo_communicator.h"
+#include "comm/solo_communicator.h"
 
 
 namespace weft::comm {
@@ -47,6 +51,7 @@ TEST(ProcessGroups, OneRankWorldNeedsNoStore) {
   for (auto* c : {pg->world.get(), pg->dp.get(), pg->sp.get(), pg->wp.get(), pg->wdp.get()}) {
     EXPECT_EQ(c->size(), 1);
     EXPECT_EQ(c->rank(), 0);
+    EXPECT_NE(dynamic_cast<SoloCommunicator*>(c), nullptr) << c->name() << ": a group of one needs no transport";
   }
   EXPECT_EQ(pg->dp->name(), "dp");
   std::vector<float> x(10);
@@ -62,6 +67,54 @@ TEST(ProcessGroups, OneRankWorldNeedsNoStore) {
   EXPECT_EQ(s.by_op["all_reduce"].bytes, 40u);
 }
 
+TEST(SoloCommunicator, EveryCollectiveIsTheIdentity) {
+  SoloCommunicator c("sp", 3);
+  EXPECT_EQ(c.members(), std::vector<int>{3});
+  std::vector<float> x{1, 2, 3, 4}, y(4, 0.0f);
+  c.all_reduce(Tensor::f32(x.data(), Shape{4}), ReduceOp::Sum)->wait();
+  c.broadcast(Tensor::f32(x.data(), Shape{4}), 0)->wait();
+  EXPECT_EQ(x, (std::vector<float>{1, 2, 3, 4}));
+  for (int op = 0; op < 3; ++op) {
+    std::fill(y.begin(), y.end(), 0.0f);
+    const Tensor in = Tensor::f32(x.data(), Shape{4}), out = Tensor::f32(y.data(), Shape{4});
+    WorkPtr w = op == 0   ? c.reduce_scatter(in, out, ReduceOp::Avg)
+                : op == 1 ? c.all_gather(in, out, {4})
+                          : c.all_to_all(in, out, {4}, {4});
+    EXPECT_TRUE(w->completed());
+    w->wait();
+    EXPECT_EQ(y, x) << op;
+  }
+  std::vector<uint16_t> h{1, 2, 3}, g(3);  // bf16 moves as bytes
+  c.all_gather(Tensor(h.data(), DType::BF16, {3}), Tensor(g.data(), DType::BF16, {3}))->wait();
+  EXPECT_EQ(g, h);
+  EXPECT_EQ(c.stats().by_op["all_gather"].count, 2u);
+  EXPECT_EQ(c.stats().by_op["all_gather"].bytes, 22u);
+}
+
+TEST(SoloCommunicator, MisuseThrowsNamingGroupAndOp) {
+  SoloCommunicator c("wp", 0);
+  std::vector<float> a(8), b(3);
+  std::vector<uint16_t> h(8);
+  std::vector<int32_t> i(4);
+  auto error = [](auto&& call) {
+    try {
+      call();
+    } catch (const CommError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const Tensor a8 = Tensor::f32(a.data(), Shape{8}), b3 = Tensor::f32(b.data(), Shape{3});
+  EXPECT_THAT(error([&] { c.reduce_scatter(a8, b3, ReduceOp::Sum); }),
+              HasSubstr("reduce_scatter on group wp: input has 8 elements and output 3"));
+  EXPECT_THAT(error([&] { c.all_gather(a8, Tensor(h.data(), DType::BF16, {8})); }),
+              HasSubstr("all_gather on group wp: input is f32, output bf16"));
+  EXPECT_THAT(error([&] { c.all_to_all(a8, a8, {5}, {8}); }), HasSubstr("counts sum to 5"));
+  EXPECT_THAT(error([&] { c.all_reduce(Tensor::i32(i.data(), Shape{4}), ReduceOp::Sum); }),
+              HasSubstr("all_reduce on group wp: data has dtype i32"));
+  EXPECT_THAT(error([&] { c.broadcast(a8, 1); }), HasSubstr("root 1 is not a rank of this group of one"));
+}
+
 TEST(ProcessGroups, RejectsBadBackendAndGrid) {
   GroupOptions o;
   o.backend = "mpi";
@@ -74,8 +127,17 @@ TEST(ProcessGroups, RejectsBadBackendAndGrid) {
   EXPECT_THROW(init_process_groups(ProcessEnv{}, o), CommError);
 }
 
+// A Gloo group of this one process (init_process_groups would build a
+// SoloCommunicator for it).
+struct OneRankGloo {
+  CommContext ctx{std::chrono::seconds(5)};
+  std::shared_ptr<Communicator> world =
+      GlooCommunicator::create(ctx, nullptr, make_gloo_device("127.0.0.1"), "world", {0}, 0, 2);
+};
+
 TEST(GlooCommunicator, MisuseThrowsNamingGroupAndOp) {
-  auto pg = init_process_groups(ProcessEnv{}, GroupOptions{});
+  OneRankGloo g;
+  auto* pg = &g;
   std::vector<float> a(8), b(3);
   std::vector<int32_t> i(4);
   try {
@@ -91,7 +153,8 @@ TEST(GlooCommunicator, MisuseThrowsNamingGroupAndOp) {
 }
 
 TEST(GlooCommunicator, RunsCollectivesInIssueOrderOffTheCallerThread) {
-  auto pg = init_process_groups(ProcessEnv{}, GroupOptions{});
+  OneRankGloo g;
+  auto* pg = &g;
   std::vector<std::vector<float>> bufs(50, std::vector<float>(1 << 14, 1.0f));
   std::vector<WorkPtr> works;
   for (auto& b : bufs) works.push_back(pg->world->all_reduce(Tensor::f32(b.data(), Shape{1 << 14}), ReduceOp::Sum));

@@ -8,6 +8,9 @@
 #ifdef WEFT_HAVE_NCCL
 #include "comm/comm_context.h"
 #include "comm/nccl_communicator.h"
+#include "comm/solo_communicator.h"
+
+#include <cstdio>
 
 #include <cuda_runtime.h>
 #endif
@@ -49,6 +52,41 @@ TEST(NcclSingleRank, EveryCollectiveKeepsASingleRanksValues) {
   EXPECT_EQ(s.by_op.at("all_gather").count, 2u);
   EXPECT_EQ(s.by_op.at("broadcast").count, 2u);
   EXPECT_EQ(s.by_op.at("barrier").count, 2u);
+}
+
+// What a one-GPU run uses instead of single-rank NCCL communicators: the
+// same values by copies on the compute stream, and no NCCL resources. Beside
+// it, for the record, what one single-rank NCCL communicator costs in device
+// memory (docs/gpu-performance.md, "Memory").
+TEST(SoloCommunicatorGpu, CopiesOnTheComputeStreamWithoutNcclResources) {
+  WEFT_REQUIRE_GPU();
+  size_t free_before = 0, free_after = 0, total = 0;
+  comm::SoloCommunicator solo("sp", 0, cuda::CudaContext::current().compute_stream());
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const std::vector<float> x = round_to(dt, random_normal_f32(100000, 9));
+    OwnedTensor a = gpu_tensor(x, dt, {100000});
+    solo.all_reduce(a, comm::ReduceOp::Avg)->wait();
+    solo.broadcast(a, 0)->wait();
+    OwnedTensor out = gpu_empty(dt, {100000});
+    for (int op = 0; op < 3; ++op) {
+      poison(out);
+      (op == 0 ? solo.reduce_scatter(a, out, comm::ReduceOp::Sum) : op == 1 ? solo.all_gather(a, out) : solo.all_to_all(a, out))
+          ->wait();
+      expect_close("solo op " + std::to_string(op), x, download(out), Tol{0, 0});
+    }
+  }
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  {
+    comm::CommContext ctx(std::chrono::milliseconds(60000), comm::FailurePolicy::Throw);
+    auto nccl = comm::NcclCommunicator::create(ctx, nullptr, "dp", {0}, 0);
+    nccl->set_compute_stream(cuda::CudaContext::current().compute_stream());
+    OwnedTensor a = gpu_tensor(std::vector<float>(1024, 1.0f), DType::F32, {1024});
+    nccl->all_reduce(a, comm::ReduceOp::Sum)->wait();
+    ASSERT_EQ(cudaStreamSynchronize(nccl->comm_stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+    std::printf("one single-rank NCCL communicator after its first all-reduce: %.0f MiB of device memory\n",
+                (static_cast<double>(free_before) - static_cast<double>(free_after)) / 1048576.0);
+  }
 }
 #else
 TEST(NcclSingleRank, EveryCollectiveKeepsASingleRanksValues) {

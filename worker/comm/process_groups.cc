@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/gloo_communicator.h"
+#include "comm/solo_communicator.h"
 #include "weft_contract.h"
 #ifdef WEFT_HAVE_NCCL
 #include "comm/nccl_communicator.h"
@@ -137,7 +138,15 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   RankGroups g = grid.groups_of(env.rank);
   // Every rank creates its groups in the same order, so each group's
   // (blocking) connection step sees all of its members.
+  // A group of one rank needs no transport (comm/solo_communicator.h): every
+  // group of a one-GPU run, and the size-1 dimensions of an ISP grid.
+  int solo = 0;
   auto make = [&](const std::string& name, const std::vector<int>& members) -> CommunicatorPtr {
+    if (members.size() == 1) {
+      ++solo;
+      void* stream = opt.device == Device::CUDA && opt.cuda_compute_stream ? opt.cuda_compute_stream() : nullptr;
+      return std::make_shared<SoloCommunicator>(name, env.rank, stream);
+    }
 #ifdef WEFT_HAVE_NCCL
     if (backend == "nccl") {
       auto c = NcclCommunicator::create(*pg->ctx_, store, name, members, env.rank);
@@ -163,8 +172,9 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   // rank wrote through its connection), so the store refuses newcomers; the
   // members keep being served.
   if (pg->server_) pg->server_->close_membership();
-  spdlog::info("comm: rank {}/{} ready ({}; dp {}, sp {}, wp {}, wdp {})", env.rank, env.world,
-               backend, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size());
+  spdlog::info("comm: rank {}/{} ready ({}; dp {}, sp {}, wp {}, wdp {}; {} of the 5 groups have one rank and run "
+               "without {})",
+               env.rank, env.world, backend, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size(), solo, backend);
   return pg;
 }
 
