@@ -95,9 +95,11 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
       e.optimizer = clamp_bytes((8 + master) * P);
     }
   } else {
-    // isp: this rank's rows of every matrix (1/wp) and every norm in f32;
-    // with wp > 1 a two-slot pool of the largest unit's full weights, its
-    // f32 gradient scratch and the reduce-scatter staging (worker/parallel/isp.h).
+    // isp: this rank's rows of every matrix (1/wp) and every norm in the
+    // working dtype; with wp > 1 a two-slot pool of the largest unit's full
+    // weights, its f32 gradient scratch and the reduce-scatter staging
+    // (worker/parallel/isp.h); the optimizer's moments (and master copy) of
+    // the shard, or of its owned part with ZeRO over wdp.
     sp = std::max(1, in.sp);
     const int wp = std::max(1, in.wp);
     const int wdp = std::max(1, world / (sp * wp));
@@ -106,10 +108,10 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
     const double wire = in.bf16_wire && wdp > 1 ? 2 * S : 0;
     const bool zero = in.wdp_strategy == "zero" && wdp > 1;
     const double owned = zero ? std::ceil(S / wdp) : S;
-    e.params = clamp_bytes(4 * S + 2 * slot * wt);
+    e.params = clamp_bytes(wt * S + 2 * slot * wt);
     e.grads = clamp_bytes(4 * S + 2 * slot * 4 + 2 * (slot / wp) * 4 + wire +
                           (zero && in.zero_stage == 2 ? 4 * owned : 0));
-    e.optimizer = clamp_bytes(8 * owned);
+    e.optimizer = clamp_bytes((8 + master) * owned);
   }
 
   // Activations (Llama::ensure_activations): per position of a micro-batch,

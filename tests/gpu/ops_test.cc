@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -232,6 +234,27 @@ TEST(CudaOps, Elementwise) {
       const double g1 = ops::sum_squares(gx.t), g2 = ops::sum_squares(gx.t);
       EXPECT_NEAR(g1, ss, 1e-9 * ss);
       EXPECT_EQ(g1, g2) << "sum_squares must be deterministic";
+    }
+}
+
+// The Ulysses packing on the device equals the host's, for both loop orders
+// (fewer leading rows than columns and the other way round) and both dtypes.
+TEST(CudaOps, SwapLeadingDims) {
+  WEFT_REQUIRE_GPU();
+  for (DType dt : kFloatTypes)
+    for (auto [A, C, R] : {std::tuple<int64_t, int64_t, int64_t>{2, 96, 384}, {4096, 4, 192}, {1, 1, 7}}) {
+      SCOPED_TRACE(name(dt) + " A" + std::to_string(A) + " C" + std::to_string(C) + " R" + std::to_string(R));
+      const int64_t n = A * C * R;
+      const std::vector<float> x = round_to(dt, random_normal_f32(n, 23));
+      std::vector<float> want(n);
+      for (int64_t a = 0; a < A; ++a)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t r = 0; r < R; ++r) want[(c * A + a) * R + r] = x[(a * C + c) * R + r];
+      OwnedTensor gx = gpu_tensor(x, dt, {n});
+      OwnedTensor gy = gpu_empty(dt, {n});
+      poison(gy.t);
+      ops::swap_leading_dims(gy.t, gx, A, C);
+      expect_close("swap_leading_dims", want, download(gy.t), Tol{0, 0});
     }
 }
 

@@ -107,6 +107,37 @@ TEST(GpuTraining, ResumeMatchesUninterruptedRun) {
     EXPECT_NEAR(b.losses[i], ref.losses[8 + i], 1e-3 * ref.losses[8 + i]) << "step " << 9 + i;
   fs::remove_all(dir);
 }
+
+// ISP on one GPU (every group of one rank, so no exchange and no pool): the
+// model borrows its weights from ISP's shard buffer on the device, bf16 with
+// the master copy in the inner optimizer, and checkpoints go through the
+// host. It trains what DP trains on the same GPU and resumes.
+TEST(GpuTraining, IspOnOneGpuTrainsLikeDpAndResumes) {
+  WEFT_REQUIRE_GPU();
+  const fs::path dir = scratch("isp");
+  WorkerConfig c = tiny(dir / "dp", "cuda", "bf16");
+  c.train.steps = 20;
+  const TrainSummary dp = Trainer(c).run();
+  c.parallel.strategy = "isp";
+  c.train.out_dir = (dir / "isp").string();
+  const TrainSummary isp = Trainer(c).run();
+  ASSERT_EQ(isp.losses.size(), 20u);
+  for (size_t i = 0; i < 20; ++i)
+    EXPECT_NEAR(isp.losses[i], dp.losses[i], 1e-3 * dp.losses[i]) << "step " << i + 1;
+  c.train.out_dir = (dir / "part").string();
+  c.checkpoint.every = 8;
+  c.train.steps = 8;
+  Trainer(c).run();
+  c.train.steps = 20;
+  const TrainSummary b = Trainer(c).run();
+  ASSERT_EQ(b.start_step, 8);
+  ASSERT_EQ(b.losses.size(), 12u);
+  for (size_t i = 0; i < 12; ++i)
+    EXPECT_NEAR(b.losses[i], isp.losses[8 + i], 1e-3 * isp.losses[8 + i]) << "step " << 9 + i;
+  std::printf("isp on one gpu, 20 steps: final loss %.4f (dp %.4f); resumed at 8: final %.4f\n", isp.losses.back(),
+              dp.losses.back(), b.losses.back());
+  fs::remove_all(dir);
+}
 #else
 TEST(GpuTraining, TinyPresetTracksTheCpuRuns) { GTEST_SKIP() << "weft was built without CUDA"; }
 #endif

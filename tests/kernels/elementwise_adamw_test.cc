@@ -26,6 +26,29 @@ TEST(Elementwise, FillCopyAddScale) {
   EXPECT_EQ(a, b);
 }
 
+// The Ulysses all-to-all's packing: [A, C, R] -> [C, A, R], rows as bytes.
+TEST(Elementwise, SwapLeadingDimsMovesRowsOfAnyDtype) {
+  const int64_t A = 3, C = 5, R = 4;
+  std::vector<float> in(A * C * R), out(A * C * R, -1.0f);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  ops::swap_leading_dims(Tensor::f32(out.data(), {C, A, R}), Tensor::f32(in.data(), {A, C, R}), A, C);
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r) ASSERT_EQ(out[(c * A + a) * R + r], in[(a * C + c) * R + r]);
+  // Swapping back restores the input; bf16 rows move as they are.
+  std::vector<uint16_t> h(A * C * R), g(A * C * R), back(A * C * R);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(0x3f80 + i);
+  ops::swap_leading_dims(Tensor(g.data(), DType::BF16, {A * C * R}), Tensor(h.data(), DType::BF16, {A * C * R}), A, C);
+  ops::swap_leading_dims(Tensor(back.data(), DType::BF16, {A * C * R}), Tensor(g.data(), DType::BF16, {A * C * R}), C,
+                         A);
+  EXPECT_EQ(back, h);
+  EXPECT_EQ(g[1 * R], h[1 * C * R]) << "out[0, 1] is in[1, 0]";
+  EXPECT_DEATH(ops::swap_leading_dims(Tensor::f32(out.data(), {60}), Tensor::f32(in.data(), {60}), 7, 2),
+               "is not \\[7, 2, R\\]");
+  EXPECT_DEATH(ops::swap_leading_dims(Tensor(g.data(), DType::BF16, {60}), Tensor::f32(in.data(), {60}), A, C),
+               "dtypes differ");
+}
+
 TEST(Elementwise, SumSquaresAccumulatesInDouble) {
   // 2^24 + n ones: a float accumulator would stall at 2^24.
   const int64_t n = 1 << 20;

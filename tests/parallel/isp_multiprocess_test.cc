@@ -3,7 +3,8 @@
 // batch (losses and final weights, fp32, relative 1e-5 over 10 steps), with
 // prefetch off, recomputation, gradient accumulation and ZeRO over wdp; a
 // rank holds 1/wp of the sharded weights plus a two-block pool; checkpoints
-// resume in any layout; a killed rank makes the others exit 3; layouts the
+// resume in any layout; bf16 working weights track one bf16 rank and resume
+// from the master copy; a killed rank makes the others exit 3; layouts the
 // world cannot hold exit 1 naming the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -48,7 +49,7 @@ class IspProcesses : public ::testing::Test {
                      int steps = 10, const std::string& extra = "") {
     return write_file(dir_ / (name + ".yaml"),
                       std::string("preset: tiny\n") + kModel +
-                          "train: {seq_len: 16, steps: " + std::to_string(steps) +
+                          "train: {seq_len: 16, steps: " + std::to_string(steps) + dtype_ +
                           ", log_every: 1, micro_batch: " + std::to_string(micro_batch) +
                           ", grad_accum: " + std::to_string(grad_accum) +
                           "}\n"
@@ -70,6 +71,7 @@ class IspProcesses : public ::testing::Test {
   }
 
   fs::path dir_;
+  std::string dtype_;  // ", dtype: bf16" for the bf16 runs
 };
 
 double max_rel_loss_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -201,6 +203,73 @@ TEST_F(IspProcesses, ResumesInAnyLayout) {
     EXPECT_LT(dl, 1e-5);
     EXPECT_LT(dw, 1e-5);
     std::printf("resumed at step 6 as %s: max rel diff vs uninterrupted: losses %.2e, weights %.2e\n", c.name, dl, dw);
+  }
+}
+
+// bf16 working weights with an f32 master copy: ISP layouts (ZeRO over wdp
+// included) train what one bf16 rank trains, far closer to it than bf16 is
+// to f32 (the rounding of the working weights is the same, only the order of
+// the gradient sums differs); a sharded checkpoint carries the master copy,
+// so the same layout resumes bit-identically and another one closely.
+TEST_F(IspProcesses, Bf16TracksOneBf16RankAndResumesFromTheMasterCopy) {
+  const std::string every5 = "checkpoint: {every: 5, keep: 5}\n";
+  const fs::path f32 = dir_ / "f32", one = dir_ / "one";
+  auto r = launch(config("f32", 4, "{strategy: dp}"), 1, f32);
+  ASSERT_EQ(r.code, 0) << r.output;
+  dtype_ = ", dtype: bf16";
+  r = launch(config("one", 4, "{strategy: dp}"), 1, one);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto f32_losses = summary(f32)["losses"].get<std::vector<double>>();
+  const auto ref_losses = summary(one)["losses"].get<std::vector<double>>();
+  const SafetensorsFile ref = final_weights(one);
+  // What bf16 itself changes: the yardstick for the differences below.
+  const double bf16_dl = max_rel_loss_diff(f32_losses, ref_losses), bf16_dw = max_rel_diff(final_weights(f32), ref);
+  std::printf("bf16 vs f32, one rank: max rel diff losses %.2e, weights %.2e\n", bf16_dl, bf16_dw);
+  ASSERT_GT(bf16_dl, 0.0);
+  struct Case {
+    const char* name;
+    int ranks, micro_batch;
+    std::string parallel;
+  } cases[] = {{"sp2wp2", 4, 2, "{strategy: isp, sp: 2, wp: 2}"},
+               {"wp2zero2", 4, 1,
+                "{strategy: isp, wp: 2, bucket_cap_mb: 0.01, isp: {wdp_strategy: zero}, zero: {stage: 2}}"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path out = dir_ / c.name;
+    r = launch(config(c.name, c.micro_batch, c.parallel, 1, 10, every5), c.ranks, out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const double dl = max_rel_loss_diff(ref_losses, summary(out)["losses"].get<std::vector<double>>());
+    const double dw = max_rel_diff(ref, final_weights(out));
+    EXPECT_LT(dl, bf16_dl / 10);
+    EXPECT_LT(dw, bf16_dw / 10);
+    std::printf("bf16 %s vs one bf16 rank: max rel diff losses %.2e, weights %.2e\n", c.name, dl, dw);
+  }
+  // Resume sp 2 wp 2 from step 5 as itself and as wp 4.
+  const fs::path full = dir_ / "sp2wp2", step5 = full / "checkpoints" / "step-5";
+  ASSERT_TRUE(fs::exists(step5 / "optim-rank-3.safetensors"));
+  const auto want_all = summary(full)["losses"].get<std::vector<double>>();
+  const std::vector<double> want(want_all.begin() + 5, want_all.end());
+  const SafetensorsFile uninterrupted = final_weights(full);
+  for (const Case& c : {Case{"same", 4, 2, "{strategy: isp, sp: 2, wp: 2}"}, Case{"wp4", 4, 1, "{strategy: isp, wp: 4}"}}) {
+    SCOPED_TRACE(c.name);
+    const fs::path out = dir_ / ("resume-" + std::string(c.name));
+    fs::create_directories(out / "checkpoints");
+    fs::copy(step5, out / "checkpoints" / "step-5", fs::copy_options::recursive);
+    write_file(out / "checkpoints" / "latest", "step-5\n");
+    r = launch(config(std::string("resume-") + c.name, c.micro_batch, c.parallel, 1, 10, every5), c.ranks, out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+    const auto tail = summary(out)["losses"].get<std::vector<double>>();
+    ASSERT_EQ(tail.size(), want.size());
+    const double dl = max_rel_loss_diff(want, tail), dw = max_rel_diff(uninterrupted, final_weights(out));
+    if (std::string(c.name) == "same") {
+      for (size_t i = 0; i < tail.size(); ++i) EXPECT_EQ(tail[i], want[i]) << "step " << i + 6;
+      EXPECT_EQ(dw, 0.0);
+    }
+    EXPECT_LT(dl, bf16_dl / 10);
+    EXPECT_LT(dw, bf16_dw / 10);
+    std::printf("bf16 resumed at step 5 as %s: max rel diff vs uninterrupted: losses %.2e, weights %.2e\n", c.name,
+                dl, dw);
   }
 }
 

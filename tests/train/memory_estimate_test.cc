@@ -36,6 +36,10 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
          c.parallel.strategy = "isp";
          c.parallel.isp.recompute_blocks = 1;
        }},
+      {"isp bf16", [](WorkerConfig& c) {
+         c.parallel.strategy = "isp";
+         c.train.dtype = "bf16";
+       }},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);

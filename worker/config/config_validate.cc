@@ -218,12 +218,6 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
   check_checkpoint(c, cfg.checkpoint);
   check_parallel(c, cfg.parallel, cfg.model, cfg.train);
   check_comm(c, cfg.comm, cfg.device);
-  // ISP's weight pool, exchanges and checkpoint slices are written for f32
-  // host weights (docs/architecture.md, "ISP").
-  c.require(cfg.parallel.strategy != "isp" || (cfg.device == "cpu" && cfg.train.dtype != "bf16"),
-            cfg.device == "cpu" ? "train.dtype" : "device",
-            "parallel.strategy isp runs on the cpu in f32 only (got device " + cfg.device + ", train.dtype " +
-                cfg.train.dtype + ")");
   c.require(cfg.metrics.port >= 0 && cfg.metrics.port <= 65535, "metrics.port",
             "must be in [0, 65535], got " + num(cfg.metrics.port));
   c.require(cfg.metrics.peak_tflops >= 0, "metrics.peak_tflops",

@@ -440,6 +440,24 @@ void copy(Tensor dst, const Tensor& src) {
                            static_cast<int64_t>(src.nbytes()));
 }
 
+void swap_leading_dims(Tensor out, const Tensor& in, int64_t A, int64_t C) {
+  const char* op = "swap_leading_dims";
+  expect_numel(op, "out", out, in.numel(), "in is " + in.shape.str());
+  WEFT_CHECK(out.dtype == in.dtype, std::string("swap_leading_dims: dtypes differ: out ") + dtype_name(out.dtype) +
+                                        ", in " + dtype_name(in.dtype));
+  WEFT_CHECK(A > 0 && C > 0 && in.numel() % (A * C) == 0,
+             "swap_leading_dims: " + in.shape.str() + " is not [" + std::to_string(A) + ", " + std::to_string(C) +
+                 ", R]");
+  WEFT_CHECK(out.data != in.data || in.numel() == 0, "swap_leading_dims: out aliases in");
+  if (common_device(op, {&out, &in}) == Device::CUDA)
+    return WEFT_CUDA_OP(op, cuda::swap_leading_dims(out, in, A, C));
+  const size_t row = in.nbytes() / static_cast<size_t>(A * C);
+  const char* src = static_cast<const char*>(in.data);
+  char* dst = static_cast<char*>(out.data);
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t c = 0; c < C; ++c) std::memcpy(dst + (c * A + a) * row, src + (a * C + c) * row, row);
+}
+
 void transfer(Tensor dst, const Tensor& src) {
   const char* op = "transfer";
   expect_numel(op, "dst", dst, src.numel(), "src is " + src.shape.str());

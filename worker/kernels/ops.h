@@ -95,6 +95,11 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
 // ---- elementwise helpers ---------------------------------------------------
 void fill(Tensor x, float value);
 void copy(Tensor dst, const Tensor& src);       // same numel, dtype and device
+// out[c, a, :] = in[a, c, :] with in viewed as [A, C, R] (R = numel / (A C))
+// and out as [C, A, R]: the two leading dimensions swapped, rows of R
+// elements moved as bytes (any dtype). The Ulysses all-to-all packs and
+// unpacks its chunks with it. Same numel, dtype and device; no aliasing.
+void swap_leading_dims(Tensor out, const Tensor& in, int64_t A, int64_t C);
 void add_acc(Tensor y_acc, const Tensor& x);    // y += x
 void scale(Tensor x, float s);                  // x *= s
 double sum_squares(const Tensor& x);            // sum x^2 in double

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "parallel/host_scalars.h"
+
 
 namespace weft {
 
@@ -19,7 +21,7 @@ double NormScope::weight(int param) const {
 double NormScope::reduce(double sumsq) const {
   if (!active()) return sumsq;
   float wire = static_cast<float>(sumsq);
-  across->all_reduce(Tensor::f32(&wire, {1}), comm::ReduceOp::Sum, "grad norm")->wait();
+  all_reduce_host(*across, device, &wire, 1, comm::ReduceOp::Sum, "grad norm")->wait();
   return wire;
 }
 

@@ -93,6 +93,7 @@ struct StateBytes {
 // replicated across it (norm weights) counted once. Empty: the group's norm.
 struct NormScope {
   comm::CommunicatorPtr across;
+  Device device = Device::CPU;   // where across's collectives take their tensors
   std::vector<char> replicated;  // per parameter of the buffer: 1 = replicated across `across`
   bool active() const { return across && across->size() > 1; }
   // Weight of parameter i's squared norm on this rank.

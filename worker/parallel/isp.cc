@@ -4,19 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <functional>
 
 #include "kernels/ops.h"
 #include "parallel/data_parallel.h"
+#include "parallel/host_scalars.h"
 #include "parallel/zero.h"
 
 namespace weft {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
 
@@ -49,7 +46,8 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
       wp_(std::move(groups.wp)),
       wdp_(std::move(groups.wdp)),
       gather_waits_(model_->device()),
-      rs_waits_(model_->device()) {
+      rs_waits_(model_->device()),
+      a2a_waits_(model_->device()) {
   WEFT_CHECK(!model_->owns_storage(), "ISP provides the model's weights: its buffer must be Storage::Provided");
   optim_ = cfg.optim;
   o_.prefetch = cfg.parallel.isp.prefetch;
@@ -75,6 +73,7 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
   // The global norm spans every weight shard; norms are replicated over wp.
   NormScope scope;
   scope.across = wp_;
+  scope.device = model_->device();
   for (const ParamInfo& q : full_) scope.replicated.push_back(q.kind == ParamKind::Norm);
   inner_->set_norm_scope(std::move(scope));
 
@@ -224,8 +223,9 @@ void IspGradSync::zero_grads() { shard_->zero_grads(); }
 void IspGradSync::start() {
   inner_->start();
   // Every wp rank starts from the same replicated norm weights; the inner
-  // start made the wdp group agree, these make wp agree as well. (ISP runs
-  // in f32 only: its optimizer has no master copy to reload afterwards.)
+  // start made the wdp group agree, these make wp agree as well. Like the
+  // inner broadcast, this moves working weights only: a master copy came
+  // from the same source on every rank (load_weights, load_full_weights).
   if (wp_size() > 1) {
     std::vector<comm::WorkPtr> ws;
     for (size_t i = 0; i < full_.size(); ++i)
@@ -283,7 +283,7 @@ double IspGradSync::finish_micro_batch(double loss) {
   if (last_micro_ && wp_size() > 1) {
     // The inner strategy averages over wdp; wp x wdp is the whole world.
     loss_wire_ = static_cast<float>(loss);
-    wp_->all_reduce(Tensor::f32(&loss_wire_, {1}), comm::ReduceOp::Avg, "loss")->wait();
+    all_reduce_host(*wp_, model_->device(), &loss_wire_, 1, comm::ReduceOp::Avg, "loss")->wait();
     loss = loss_wire_;
   }
   return inner_->finish_micro_batch(loss);
@@ -300,20 +300,20 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   last_.weight_gather_seconds = gather_spans_.busy_seconds();
   // Every wait of this step is behind us: on a GPU, one sync reads them all.
   const double gather_wait_s = gather_waits_.take_seconds(), rs_wait_s = rs_waits_.take_seconds();
+  const double a2a_s = a2a_waits_.take_seconds();
   last_.prefetch_wait_seconds = gather_wait_s;
   last_.reduce_scatter_seconds = rs_spans_.busy_seconds();
-  last_.all_to_all_seconds = a2a_s_;
+  last_.all_to_all_seconds = a2a_s;
   // Gathers, reduce-scatters and the inner strategy's collectives run side
-  // by side on the lanes: their union, not their sum (the all-to-alls are
-  // synchronous and counted as they ran).
+  // by side on the lanes: their union, not their sum (the all-to-alls hold
+  // the compute stream and are counted as it waited).
   spans_.add(last_.spans);
-  last_.comm_seconds = spans_.busy_seconds() + a2a_s_;
+  last_.comm_seconds = spans_.busy_seconds() + a2a_s;
   last_.spans = spans_;
   spans_.clear();
   gather_spans_.clear();
   rs_spans_.clear();
-  last_.exposed_seconds += gather_wait_s + rs_wait_s + a2a_s_;
-  a2a_s_ = 0;
+  last_.exposed_seconds += gather_wait_s + rs_wait_s + a2a_s;
   return norm;
 }
 
@@ -326,47 +326,94 @@ void IspGradSync::flush() {
 void IspGradSync::gather_full_weights(ParamAndGradBuffer& full) {
   flush();
   WEFT_CHECK(full.params().size() == full_.size(), "gather_full: another parameter table");
-  std::vector<comm::WorkPtr> ws;
+  // The inner strategy's full-precision shard (its master copy where there
+  // is one, collective over wdp), then each sharded parameter's rows from
+  // every wp rank, in f32 on the model's device.
+  ParamAndGradBuffer part(shard_->params(), DType::F32, model_->device());
+  inner_->state().gather_full_weights(part);
   for (size_t i = 0; i < full_.size(); ++i) {
     const int p = static_cast<int>(i);
-    if (sharded(p))
-      ws.push_back(wp_->all_gather(flat(shard_->param(p)), flat(full.param(p)), {}, "gather " + full_[i].name));
-    else
-      ops::copy(flat(full.param(p)), flat(shard_->param(p)));
+    if (!sharded(p)) {
+      assign(flat(full.param(p)), flat(part.param(p)));
+      continue;
+    }
+    Buffer rows(static_cast<size_t>(full_[i].numel) * sizeof(float), model_->device());
+    const Tensor all = rows.as(DType::F32, {full_[i].numel});
+    wp_->all_gather(flat(part.param(p)), all, {}, "gather " + full_[i].name)->wait();
+    assign(flat(full.param(p)), all);
   }
-  for (auto& w : ws) w->wait();
 }
 
 void IspGradSync::load_full_weights(const ParamAndGradBuffer& full) {
   WEFT_CHECK(full.params().size() == full_.size(), "load_full: another parameter table");
+  // This rank's rows, as the inner strategy's full model: it loads the
+  // working weights and the master copy from them.
   const int r = wp_ ? wp_->rank() : 0;
+  ParamAndGradBuffer part(shard_->params(), DType::F32, Device::CPU);
   for (size_t i = 0; i < full_.size(); ++i) {
     const int p = static_cast<int>(i);
     const int64_t rows = shard_->params()[i].shape[0];
-    Tensor src = sharded(p) ? full.param(p).slice0(r * rows, (r + 1) * rows) : full.param(p);
-    ops::copy(flat(shard_->param(p)), flat(src));
+    assign(flat(part.param(p)), flat(sharded(p) ? full.param(p).slice0(r * rows, (r + 1) * rows) : full.param(p)));
   }
+  inner_->state().load_full_weights(part);
 }
 
 // ---- checkpoints ------------------------------------------------------------
 
+namespace {
+
+// The shard buffer's flat layout read from a source in the full model's: a
+// shard parameter is one contiguous range there (its rows), so a read splits
+// at shard parameter boundaries and maps each piece.
+class ShardLayoutSource : public WeightSource {
+ public:
+  ShardLayoutSource(const WeightSource& full, const std::vector<ParamInfo>& shard,
+                    std::function<int64_t(int64_t)> model_offset)
+      : full_(full), shard_(shard), model_offset_(std::move(model_offset)) {}
+  void read(int64_t offset, Tensor dst) const override {
+    const int64_t n = dst.numel();
+    for (int64_t done = 0; done < n;) {
+      const int64_t at = offset + done;
+      auto it = std::upper_bound(shard_.begin(), shard_.end(), at,
+                                 [](int64_t o, const ParamInfo& p) { return o < p.offset; });
+      WEFT_CHECK(it != shard_.begin(), "ISP weights: offset " + std::to_string(at) + " outside the shard");
+      --it;
+      const int64_t take = std::min(n - done, it->offset + it->numel - at);
+      WEFT_CHECK(take > 0, "ISP weights: [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                               ") extends past the shard");
+      full_.read(model_offset_(at), Tensor::f32(dst.f32() + done, {take}));
+      done += take;
+    }
+  }
+
+ private:
+  const WeightSource& full_;
+  const std::vector<ParamInfo>& shard_;
+  std::function<int64_t(int64_t)> model_offset_;
+};
+
+}  // namespace
+
 bool IspGradSync::load_weights(const WeightSource& src) {
   // A sharded parameter's rows [r * rows, (r + 1) * rows) are one contiguous
-  // range of the full model's: read just those.
+  // range of the full model's: read just those, into the working weights
+  // and, at full precision, into the inner optimizer's master copy (if any).
   const int r = wp_ ? wp_->rank() : 0;
   for (size_t i = 0; i < full_.size(); ++i) {
     const int p = static_cast<int>(i);
     const int64_t n = shard_->params()[i].numel;
     src.read_into(full_[i].offset + (sharded(p) ? int64_t(r) * n : 0), shard_->param(p));
   }
+  inner_->state().optimizer().load_master(
+      ShardLayoutSource(src, shard_->params(), [this](int64_t at) { return model_offset(at); }));
   return true;
 }
 
 int IspGradSync::param_at(int64_t shard_offset) const {
   const auto& t = shard_->params();
-  int i = 0;
-  while (i + 1 < static_cast<int>(t.size()) && t[i + 1].offset <= shard_offset) ++i;
-  return i;
+  auto it = std::upper_bound(t.begin(), t.end(), shard_offset,
+                             [](int64_t o, const ParamInfo& p) { return o < p.offset; });
+  return std::max(0, static_cast<int>(it - t.begin()) - 1);
 }
 
 int64_t IspGradSync::model_offset(int64_t shard_offset) const {
@@ -396,11 +443,14 @@ AdamW IspGradSync::export_state(bool owned_only, bool weights) {
   const Tensor shard_params = weights ? shard_->flat_params() : Tensor();
   for (size_t k = 0; k < from.size(); ++k) {
     const int64_t n = ranges[k].numel, src = opt.state_offset(from[k]), dst = out.state_offset(k);
-    ops::copy(out.exp_avg().slice0(dst, dst + n), opt.exp_avg().slice0(src, src + n));
-    ops::copy(out.exp_avg_sq().slice0(dst, dst + n), opt.exp_avg_sq().slice0(src, src + n));
+    ops::transfer(out.exp_avg().slice0(dst, dst + n), opt.exp_avg().slice0(src, src + n));
+    ops::transfer(out.exp_avg_sq().slice0(dst, dst + n), opt.exp_avg_sq().slice0(src, src + n));
     if (weights) {
-      const int64_t at = opt.ranges()[from[k]].offset;  // in the shard's layout
-      assign(out.master().slice0(dst, dst + n), shard_params.slice0(at, at + n));
+      // The master copy where there is one (bf16 working weights), else the
+      // f32 working weights of the range (in the shard's layout).
+      const int64_t at = opt.ranges()[from[k]].offset;
+      assign(out.master().slice0(dst, dst + n),
+             opt.has_master() ? opt.master().slice0(src, src + n) : shard_params.slice0(at, at + n));
     }
   }
   out.set_step_count(opt.step_count());
@@ -413,8 +463,8 @@ void IspGradSync::import_optimizer(const AdamW& state) {
   for (size_t k = 0; k < opt.ranges().size(); ++k) {
     const int64_t n = opt.ranges()[k].numel, src = state.state_offset(k), dst = opt.state_offset(k);
     WEFT_CHECK(state.ranges()[k].numel == n, "import_optimizer: another range list");
-    ops::copy(opt.exp_avg().slice0(dst, dst + n), state.exp_avg().slice0(src, src + n));
-    ops::copy(opt.exp_avg_sq().slice0(dst, dst + n), state.exp_avg_sq().slice0(src, src + n));
+    ops::transfer(opt.exp_avg().slice0(dst, dst + n), state.exp_avg().slice0(src, src + n));
+    ops::transfer(opt.exp_avg_sq().slice0(dst, dst + n), state.exp_avg_sq().slice0(src, src + n));
   }
   opt.set_step_count(state.step_count());
 }
@@ -428,46 +478,38 @@ void IspGradSync::to_sequence(Tensor out, const Tensor& in) { exchange(out, in, 
 // Chunk j of the send buffer is [B, T, H/n, D]: this rank's positions of head
 // group j; chunk src of the receive buffer is rank src's positions of this
 // rank's heads. to_sequence is the same exchange read the other way round.
+// Packing and unpacking swap two leading dimensions of a 3-D view (rows of
+// R elements; ops::swap_leading_dims), on whatever device the activations
+// are, in their dtype; the compute stream waits for the exchange, which is
+// timed as it sees it (ops::StreamWaits).
 void IspGradSync::exchange(Tensor out, const Tensor& in, bool to_heads) {
-  const auto t0 = Clock::now();
   const int n = sp_size();
-  WEFT_CHECK(in.device == Device::CPU && in.dtype == DType::F32 && out.dtype == DType::F32,
-             "ISP all-to-all: f32 tensors on the CPU");
+  WEFT_CHECK(in.dtype == out.dtype && in.device == out.device && in.device == model_->device(),
+             "ISP all-to-all: tensors of one dtype on the model's device");
   const Tensor& seq = to_heads ? in : out;   // [B, T, H, D]
   const Tensor& head = to_heads ? out : in;  // [B, S, H/n, D]
   const int64_t B = seq.dim(0), T = seq.dim(1), H = seq.dim(2), D = seq.dim(3), Hn = H / n;
   WEFT_CHECK(head.dim(0) == B && head.dim(1) == T * n && head.dim(2) == Hn && head.dim(3) == D,
              "ISP all-to-all: shapes " + seq.shape.str() + " and " + head.shape.str() + " do not match sp " +
                  std::to_string(n));
-  const size_t bytes = static_cast<size_t>(in.numel()) * sizeof(float);
+  const size_t bytes = in.nbytes();
   if (send_.bytes() < bytes) {
-    send_ = Buffer(bytes);
-    recv_ = Buffer(bytes);
+    send_ = Buffer(bytes, in.device);
+    recv_ = Buffer(bytes, in.device);
   }
-  float* send = static_cast<float*>(send_.data());
-  float* recv = static_cast<float*>(recv_.data());
-  const int64_t row = Hn * D;  // one position of one head group
-  // chunk c, batch b, position t of the chunk -> offset in the staging buffers
-  auto staged = [&](int64_t c, int64_t b, int64_t t) { return ((c * B + b) * T + t) * row; };
-  // element offsets of (b, t) in the sequence-split and head-split layouts
-  auto seq_at = [&](int64_t b, int64_t t, int64_t c) { return ((b * T + t) * H + c * Hn) * D; };
-  auto head_at = [&](int64_t b, int64_t s) { return (b * T * n + s) * row; };
-  const float* src = in.f32();
-  float* dst = out.f32();
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        std::memcpy(send + staged(c, b, t), src + (to_heads ? seq_at(b, t, c) : head_at(b, c * T + t)),
-                    row * sizeof(float));
-  Tensor s = Tensor::f32(send, {in.numel()}), r = Tensor::f32(recv, {in.numel()});
-  comm::WorkPtr w = sp_->all_to_all(s, r, {}, {}, to_heads ? "all_to_all heads" : "all_to_all sequence");
-  w->wait();
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        std::memcpy(dst + (to_heads ? head_at(b, c * T + t) : seq_at(b, t, c)), recv + staged(c, b, t),
-                    row * sizeof(float));
-  a2a_s_ += since(t0);
+  const Tensor send = send_.as(in.dtype, {in.numel()}), recv = recv_.as(in.dtype, {in.numel()});
+  // Staged as [n chunks][B][T] rows of one position of one head group.
+  if (to_heads)
+    ops::swap_leading_dims(send, in, B * T, n);  // [B T, n, Hn D] -> [n, B T, Hn D]
+  else
+    ops::swap_leading_dims(send, in, B, n);  // [B, n, T Hn D] -> [n, B, T Hn D]
+  a2a_waits_.time([&] {
+    sp_->all_to_all(send, recv, {}, {}, to_heads ? "all_to_all heads" : "all_to_all sequence")->wait();
+  });
+  if (to_heads)
+    ops::swap_leading_dims(out, recv, n, B);  // [n, B, T Hn D] -> [B, n, T Hn D]
+  else
+    ops::swap_leading_dims(out, recv, n, B * T);  // [n, B T, Hn D] -> [B T, n, Hn D]
 }
 
 }  // namespace weft

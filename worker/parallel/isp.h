@@ -153,13 +153,12 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
   std::deque<Pending> pending_;
   bool last_micro_ = true;
   float loss_wire_ = 0;
-  Buffer send_, recv_;  // all-to-all staging
+  Buffer send_, recv_;  // all-to-all staging, on the model's device
 
   // This step's ISP accounting so far; last_ = the inner's plus these. The
-  // waits are timed on the compute stream (read at the step's end); the
-  // all-to-alls, synchronous CPU exchanges, in host time.
-  ops::StreamWaits gather_waits_{Device::CPU}, rs_waits_{Device::CPU};
-  double a2a_s_ = 0;
+  // waits, the all-to-alls included (compute waits for the whole exchange),
+  // are timed on the compute stream and read at the step's end.
+  ops::StreamWaits gather_waits_{Device::CPU}, rs_waits_{Device::CPU}, a2a_waits_{Device::CPU};
   StepCommStats last_;
 };
 

@@ -52,6 +52,8 @@ void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& 
 
 void fill(Tensor x, float value);
 void copy(Tensor dst, const Tensor& src);
+// ops::swap_leading_dims (checked there): one 2-D copy per leading index.
+void swap_leading_dims(Tensor out, const Tensor& in, int64_t A, int64_t C);
 // Any pair of devices, at least one of them CUDA; same dtype and numel
 // (ops::transfer checked). Synchronises the compute stream, so host memory on
 // either side is safe to read or reuse on return.

@@ -91,6 +91,24 @@ void copy(Tensor dst, const Tensor& src) {
                              CudaContext::current().compute_stream()));
 }
 
+void swap_leading_dims(Tensor out, const Tensor& in, int64_t A, int64_t C) {
+  if (in.numel() == 0) return;
+  const size_t row = in.nbytes() / static_cast<size_t>(A * C);  // bytes of one [R] row
+  const char* src = static_cast<const char*>(in.data);
+  char* dst = static_cast<char*>(out.data);
+  cudaStream_t stream = CudaContext::current().compute_stream();
+  // The fewer of A or C copies, each a strided 2-D copy of the other's rows.
+  if (A <= C) {
+    for (int64_t a = 0; a < A; ++a)  // in[a, :, :] -> out[:, a, :]
+      CUDA_CHECK(cudaMemcpy2DAsync(dst + a * row, A * row, src + a * C * row, row, row, C,
+                                   cudaMemcpyDeviceToDevice, stream));
+  } else {
+    for (int64_t c = 0; c < C; ++c)  // in[:, c, :] -> out[c, :, :]
+      CUDA_CHECK(cudaMemcpy2DAsync(dst + c * A * row, row, src + c * row, C * row, row, A,
+                                   cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
 void transfer(Tensor dst, const Tensor& src) {
   if (src.nbytes() == 0) return;
   const cudaMemcpyKind kind =
