@@ -62,6 +62,13 @@ std::string memory_fix_hint(const std::string& prefix) {
          "parallel.isp.recompute_blocks for activations)";
 }
 
+int64_t logits_chunk_rows(double chunk_mb, bool cuda, int64_t vocab, int working_bytes) {
+  const double mb = chunk_mb > 0 ? chunk_mb : cuda ? kAutoLogitsChunkCudaMb : 0;
+  if (mb <= 0 || vocab <= 0 || working_bytes <= 0) return 0;
+  const double rows = std::floor(mb * 1048576.0 / (static_cast<double>(vocab) * working_bytes));
+  return rows < 1 ? 1 : rows > 4e18 ? static_cast<int64_t>(4e18) : static_cast<int64_t>(rows);
+}
+
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const int world = in.world;
   const bool cuda = in.device == "cuda";
@@ -126,7 +133,10 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
       N * wt * (5 * C + 2 * kv + 3 * F) + N * 4 * (2 + Hq) + (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
   const double recompute = isp ? std::clamp<double>(in.recompute_blocks, 0, L) : 0;
   const double blocks = L * N * C * wt + (L - recompute) * block + (recompute > 0 ? block : 0);
-  const double head_acts = N * 4 * 4 + N * wt * (V + (recompute > 0 ? 7 : 6) * C + 2 * kv + 3 * F) +
+  // The logits: N rows, or a chunk of them (recomputed in backward).
+  const double chunk = static_cast<double>(logits_chunk_rows(in.logits_chunk_mb, cuda, in.vocab_size, bf16 ? 2 : 4));
+  const double logit_rows = chunk > 0 ? std::min(N, chunk) : N;
+  const double head_acts = N * 4 * 4 + logit_rows * wt * V + N * wt * ((recompute > 0 ? 7 : 6) * C + 2 * kv + 3 * F) +
                            (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
   e.activations = clamp_bytes(blocks + head_acts);
 

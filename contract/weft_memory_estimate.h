@@ -37,6 +37,7 @@ struct MemoryEstimateInputs {
   bool tie_embeddings = false; // model.tie_embeddings
   int micro_batch = 0;         // train.micro_batch
   int seq_len = 0;             // train.seq_len
+  double logits_chunk_mb = 0;  // train.logits_chunk_mb (0: auto)
   std::string strategy = "dp"; // parallel.strategy: "dp" | "zero" | "isp"
   int sp = 1;                  // parallel.sp
   int wp = 1;                  // parallel.wp
@@ -68,6 +69,13 @@ struct MemoryEstimate {
 
   bool operator==(const MemoryEstimate&) const = default;
 };
+
+// train.logits_chunk_mb as rows of logits computed at a time (the worker's
+// Llama::set_logits_chunk_rows): `chunk_mb` MiB of [rows, vocab] logits of
+// `working_bytes` per element, at least one row; 0 (auto) means 64 MiB on
+// cuda and the whole micro-batch (returned as 0) on the CPU.
+inline constexpr double kAutoLogitsChunkCudaMb = 64;
+int64_t logits_chunk_rows(double chunk_mb, bool cuda, int64_t vocab, int working_bytes);
 
 // Each part saturates at 2^60 bytes, so a config with 10^9 layers yields a
 // huge estimate, not an overflowed one.

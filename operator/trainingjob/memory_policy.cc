@@ -89,6 +89,17 @@ struct WorkerReader {
         wrong(path, "a boolean");
     }
   }
+  // A number > 0 or `auto` (held as 0), like the worker's auto fields.
+  void read_auto(std::initializer_list<const char*> path, double& out) {
+    if (const Json* v = find(path)) {
+      if (v->is_string() && v->get<std::string>() == "auto")
+        out = 0;
+      else if (v->is_number() && v->get<double>() > 0)
+        out = v->get<double>();
+      else
+        wrong(path, "auto or a number > 0");
+    }
+  }
   void read(std::initializer_list<const char*> path, std::string& out) {
     if (const Json* v = find(path)) {
       if (v->is_string())
@@ -164,6 +175,7 @@ std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const Train
   r.read({"train", "micro_batch"}, in.micro_batch);
   r.read({"train", "seq_len"}, in.seq_len);
   r.read({"train", "dtype"}, in.dtype);
+  r.read_auto({"train", "logits_chunk_mb"}, in.logits_chunk_mb);
   r.read({"parallel", "strategy"}, in.strategy);
   r.read({"parallel", "sp"}, in.sp);
   r.read({"parallel", "wp"}, in.wp);

@@ -74,6 +74,8 @@ const BadConfig kBadConfigs[] = {
     {"train:\n  grad_accum: 0\n", "train.grad_accum: must be > 0"},
     {"train:\n  log_every: -1\n", "train.log_every: must be >= 0"},
     {"train:\n  out_dir: ''\n", "train.out_dir: must not be empty"},
+    {"train:\n  logits_chunk_mb: 0\n", "test.yaml:2: train.logits_chunk_mb: expected auto or a number > 0, got '0'"},
+    {"train:\n  logits_chunk_mb: lots\n", "train.logits_chunk_mb: expected auto or a number > 0, got 'lots'"},
     // optim
     {"optim:\n  lr: 0\n", "optim.lr: must be > 0, got 0"},
     {"optim:\n  beta1: 1\n", "optim.beta1: must be in [0, 1), got 1"},
@@ -153,6 +155,9 @@ TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
   EXPECT_EQ(preset("tiny").parallel.bucket_cap_mb, kAutoBucketCap);
   EXPECT_EQ(preset("gpt2-124m").parallel.bucket_cap_mb, kAutoBucketCap);
   EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: auto}\n").parallel.bucket_cap_mb, kAutoBucketCap);
+  EXPECT_EQ(parse_config("train: {logits_chunk_mb: auto}\n").train.logits_chunk_mb, 0.0);
+  EXPECT_EQ(parse_config("train: {logits_chunk_mb: 32}\n").train.logits_chunk_mb, 32.0);
+  EXPECT_NE(to_yaml(preset("tiny")).find("  logits_chunk_mb: auto\n"), std::string::npos) << to_yaml(preset("tiny"));
   EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 4}\n").parallel.bucket_cap_mb, 4);
   EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 2.5}\n").parallel.bucket_cap_mb, 2.5);
   // A first bucket with an auto cap is the user's.

@@ -86,6 +86,8 @@ std::vector<Case> cases() {
        "model: {tie_embeddings: true, ffn_hidden: 500}\ntrain: {dtype: bf16, micro_batch: 3}\n"
        "parallel: {bf16_wire: true}\n",
        2},
+      {"logits in chunks of 0.5 MiB", "preset: gpt2-124m\ntrain: {micro_batch: 2, logits_chunk_mb: 0.5}\n", 2},
+      {"logits chunk auto on cuda", "preset: gpt2-124m\ndevice: cuda\ntrain: {logits_chunk_mb: auto}\n", 2},
       {"device from the pod's WEFT_DEVICE", "preset: tiny\n", 2,
        Json::array({{{"name", "WEFT_DEVICE"}, {"value", "cuda"}}})},
       {"gpt2-124m preset, WEFT_DEVICE cpu", "preset: gpt2-124m\n", 1,
@@ -125,6 +127,7 @@ TEST(EstimateAgreement, WorkerAndOperatorEstimateTheSameBytes) {
     EXPECT_EQ(op_in->tie_embeddings, worker_in.tie_embeddings);
     EXPECT_EQ(op_in->micro_batch, worker_in.micro_batch);
     EXPECT_EQ(op_in->seq_len, worker_in.seq_len);
+    EXPECT_EQ(op_in->logits_chunk_mb, worker_in.logits_chunk_mb);
     EXPECT_EQ(op_in->strategy, worker_in.strategy);
     EXPECT_EQ(op_in->sp, worker_in.sp);
     EXPECT_EQ(op_in->wp, worker_in.wp);
@@ -175,6 +178,8 @@ TEST(EstimateAgreement, ConfigsTheOperatorCannotReadAreNotEstimated) {
       {{{"parallel", {{"bf16_wire", "yes"}}}}, "spec.worker.parallel.bf16_wire is not a boolean"},
       {{{"parallel", {{"zero", 2}}}}, "spec.worker.parallel.zero is not a mapping"},
       {{{"train", {{"dtype", 16}}}}, "spec.worker.train.dtype is not a string"},
+      {{{"train", {{"logits_chunk_mb", 0}}}}, "spec.worker.train.logits_chunk_mb is not auto or a number > 0"},
+      {{{"train", {{"logits_chunk_mb", "big"}}}}, "spec.worker.train.logits_chunk_mb is not auto or a number > 0"},
   };
   for (const Bad& b : bad) {
     SCOPED_TRACE(b.worker.dump());

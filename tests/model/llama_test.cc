@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
+#include <string>
+#include <memory>
 #include <vector>
 
 namespace weft {
@@ -138,6 +141,51 @@ TEST(LlamaBackward, RecomputedBlocksGiveIdenticalGradients) {
     Tensor a = keep.flat_grads(), b = m.flat_grads();
     for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.f32()[i], b.f32()[i]) << n << " recomputed, element " << i;
   }
+}
+
+// Logits computed a few rows at a time (and again in backward) give the
+// loss and gradients of the whole [B*T, vocab] at once, tied or not, f32 or
+// bf16 working weights, with a [rows, vocab] buffer only; parameters are
+// still reported once each in layout order.
+TEST(LlamaBackward, ChunkedLogitsGiveTheWholeMicroBatchsLossAndGradients) {
+  Tokens r;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool tied : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (tied ? " tied" : " untied"));  // the matmuls of fewer rows may sum in another order: 1e-7
+      auto model = [&] {
+        auto m = std::make_unique<Llama>(small(tied), std::make_shared<ParamAndGradBuffer>(
+                                                          llama_param_table(small(tied)), dt));
+        Llama f32(small(tied));  // init draws f32; bf16 weights are its rounding
+        f32.init(5);
+        assign(m->flat_params(), f32.flat_params());
+        return m;
+      };
+      auto whole = model();
+      const double loss = whole->forward(r.in.data(), r.tgt.data(), r.B, r.T);
+      whole->zero_grads();
+      whole->backward(0.25f);
+      for (int64_t rows : {1, 5, 16, 1000}) {
+        SCOPED_TRACE(std::to_string(rows) + " rows");
+        auto m = model();
+        m->set_logits_chunk_rows(rows);
+        const double l = m->forward(r.in.data(), r.tgt.data(), r.B, r.T);
+        EXPECT_NEAR(l, loss, 1e-7 * loss);
+        EXPECT_EQ(m->logits().dim(0), std::min<int64_t>(rows, int64_t(r.B) * r.T));
+        if (rows < int64_t(r.B) * r.T) {
+          EXPECT_LT(m->activation_bytes(), whole->activation_bytes());
+        }
+        m->zero_grads();
+        std::vector<int> order;
+        m->backward(0.25f, [&](int i) { order.push_back(i); });
+        ASSERT_EQ(order.size(), m->params().size());
+        for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i));
+        Tensor a = whole->flat_grads(), b = m->flat_grads();
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < a.numel(); ++i) scale = std::max(scale, double(std::fabs(a.f32()[i])));
+        for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, double(std::fabs(a.f32()[i] - b.f32()[i])));
+        EXPECT_LE(worst, 1e-6 * scale) << "largest gradient " << scale;
+      }
+    }
 }
 
 TEST(LlamaForward, InitialLossIsNearUniformAndDeterministic) {

@@ -36,6 +36,7 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
          c.parallel.strategy = "isp";
          c.parallel.isp.recompute_blocks = 1;
        }},
+      {"logits in chunks", [](WorkerConfig& c) { c.train.logits_chunk_mb = 0.002; }},
       {"isp bf16", [](WorkerConfig& c) {
          c.parallel.strategy = "isp";
          c.train.dtype = "bf16";
@@ -57,6 +58,32 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
     // Never below the state it must hold.
     EXPECT_GE(e.total(), s.memory.params + s.memory.grads + s.memory.optimizer);
   }
+  std::filesystem::remove_all(dir);
+}
+
+// train.logits_chunk_mb on the user's path: the run a config trains with its
+// logits a few rows at a time is the one it trains with them whole (the
+// same sums, in chunks), in less activation memory.
+TEST(MemoryEstimate, ChunkedLogitsTrainTheSameRunInLessMemory) {
+  const auto dir = fresh_dir("chunked-logits");
+  WorkerConfig c = small_config((dir / "whole").string());
+  c.train.steps = 5;
+  Trainer whole(c);
+  const TrainSummary a = whole.run();
+  c.train.out_dir = (dir / "chunked").string();
+  c.train.logits_chunk_mb = 0.002;
+  validate(c);
+  Trainer chunked(c);
+  ASSERT_GT(chunked.model().logits_chunk_rows(), 0);
+  const TrainSummary b = chunked.run();
+  ASSERT_LT(chunked.model().logits_chunk_rows(), int64_t(c.train.micro_batch) * c.train.seq_len);
+  EXPECT_LT(chunked.model().activation_bytes(), whole.model().activation_bytes());
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_NEAR(b.losses[i], a.losses[i], 1e-5 * a.losses[i]) << i;
+  c.train.logits_chunk_mb = -1;
+  auto p = find_problem(c);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->path, "train.logits_chunk_mb");
   std::filesystem::remove_all(dir);
 }
 

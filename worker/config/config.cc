@@ -31,8 +31,8 @@ using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*>;
 struct Field {
   const char* name;
   FieldRef (*ref)(WorkerConfig&);
-  // A number field that also takes `auto`, held as 0 (kAutoBucketCap); its
-  // numbers must then be > 0.
+  // A number field that also takes `auto`, held as 0 (kAutoBucketCap,
+  // train.logits_chunk_mb's auto); its numbers must then be > 0.
   bool takes_auto = false;
 };
 
@@ -57,7 +57,7 @@ const std::vector<Section>& sections() {
       {"train",
        {WEFT_FIELD(train, steps), WEFT_FIELD(train, micro_batch), WEFT_FIELD(train, seq_len),
         WEFT_FIELD(train, grad_accum), WEFT_FIELD(train, seed), WEFT_FIELD(train, log_every),
-        WEFT_FIELD(train, out_dir), WEFT_FIELD(train, dtype)}},
+        WEFT_FIELD(train, out_dir), WEFT_FIELD(train, dtype), WEFT_AUTO_FIELD(train, logits_chunk_mb)}},
       {"optim",
        {WEFT_FIELD(optim, lr), WEFT_FIELD(optim, min_lr_ratio), WEFT_FIELD(optim, warmup_steps),
         WEFT_FIELD(optim, beta1), WEFT_FIELD(optim, beta2), WEFT_FIELD(optim, eps),

@@ -50,6 +50,12 @@ struct TrainConfig {
   // weights in the optimizer, fp32 gradients) or "auto" (bf16 on cuda, f32 on
   // cpu). The CPU runs bf16 too (stored bf16, computed in fp32).
   std::string dtype = "auto";
+  // MiB of LM-head logits ([rows, vocab] in the working dtype) computed at a
+  // time, with the loss, and recomputed chunk by chunk in backward, so the
+  // whole [tokens, vocab] never exists: a memory lever for large vocabularies
+  // that costs one more LM-head matmul per micro-batch. 0 (YAML `auto`, the
+  // default): 64 MiB on cuda, the whole micro-batch at once on the CPU.
+  double logits_chunk_mb = 0;
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -3,6 +3,7 @@
 // where that field was written. Rules that need the world size (world divisible
 // by sp * wp, ...) live where the world is known, not here.
 #include <charconv>
+#include <cmath>
 #include <initializer_list>
 
 #include "config/config.h"
@@ -109,6 +110,8 @@ void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
   c.non_negative(t.log_every, "train.log_every");
   c.require(!t.out_dir.empty(), "train.out_dir", "must not be empty");
   c.choice(t.dtype, {"auto", "f32", "bf16"}, "train.dtype");
+  c.require(std::isfinite(t.logits_chunk_mb) && t.logits_chunk_mb >= 0, "train.logits_chunk_mb",
+            "expected auto or a number > 0, got " + num(t.logits_chunk_mb));
 }
 
 void check_optim(Checker& c, const OptimConfig& o) {

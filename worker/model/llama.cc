@@ -118,6 +118,12 @@ void Llama::set_recompute_blocks(int n) {
   B_ = T_ = 0;
 }
 
+void Llama::set_logits_chunk_rows(int64_t rows) {
+  WEFT_CHECK(rows >= 0, "logits chunk rows must be >= 0, got " + std::to_string(rows));
+  logits_chunk_rows_ = rows;
+  B_ = T_ = 0;
+}
+
 void Llama::alloc_block_acts(LayerActs& a, int B, int T) {
   const int64_t N = int64_t(B) * T, C = cfg_.d_model, F = cfg_.ffn();
   const int64_t D = cfg_.head_dim(), Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads;
@@ -173,7 +179,7 @@ void Llama::ensure_activations(int B, int T) {
   x_final_ = act({N, C});
   lnf_ = act({N, C});
   rstdf_ = f32({N});
-  logits_ = act({N, V});
+  logits_ = act({logits_chunk_rows_ > 0 ? std::min(N, logits_chunk_rows_) : N, V});
   losses_ = f32({N});
   dx_ = act({N, C});
   dtmp_ = recompute_ > 0 ? act({N, C}) : OwnedTensor{};  // the recomputed blocks' output sink
@@ -270,8 +276,21 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
   }
   buf_->before_use(kHeadLayer, WeightUse::Forward);
   ops::rmsnorm_forward(lnf_.t, rstdf_.t, x_final_, param(final_norm_), eps);
-  ops::matmul(logits_.t, lnf_, param(lm_head_), false, true);
-  return ops::cross_entropy_forward(losses_.t, logits_, targets_);
+  const int64_t R = logits_.t.dim(0);
+  if (R == N) {
+    ops::matmul(logits_.t, lnf_, param(lm_head_), false, true);
+    return ops::cross_entropy_forward(losses_.t, logits_, targets_);
+  }
+  // Chunked: each chunk's logits in the one buffer, then its losses.
+  double sum = 0;
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    const int64_t r1 = std::min(N, r0 + R);
+    Tensor logits = logits_.t.slice0(0, r1 - r0);
+    ops::matmul(logits, lnf_.t.slice0(r0, r1), param(lm_head_), false, true);
+    sum += ops::cross_entropy_forward(losses_.t.slice0(r0, r1), logits, targets_.t.slice0(r0, r1)) *
+           static_cast<double>(r1 - r0);
+  }
+  return sum / static_cast<double>(N);
 }
 
 void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
@@ -284,12 +303,26 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     if (on_grad_ready) on_grad_ready(i);
   };
 
-  // Loss -> logits (in place) -> LM head and final norm.
+  // Loss -> logits (in place) -> LM head and final norm; chunk by chunk
+  // when the logits are chunked, each chunk's logits computed again first.
   buf_->before_use(kHeadLayer, WeightUse::Backward);
-  ops::cross_entropy_backward(logits_.t, logits_, targets_, loss_scale, &losses_.t);
-  ops::matmul(grad(lm_head_), logits_, lnf_, true, false, 1.0f, 1.0f);  // dW += dlogits^T lnf
-  if (!cfg_.tie_embeddings) ready(lm_head_);
-  ops::matmul(dln_.t, logits_, param(lm_head_), false, false);  // dlnf = dlogits W
+  const int64_t R = logits_.t.dim(0);
+  if (R == N) {
+    ops::cross_entropy_backward(logits_.t, logits_, targets_, loss_scale, &losses_.t);
+    ops::matmul(grad(lm_head_), logits_, lnf_, true, false, 1.0f, 1.0f);  // dW += dlogits^T lnf
+    if (!cfg_.tie_embeddings) ready(lm_head_);
+    ops::matmul(dln_.t, logits_, param(lm_head_), false, false);  // dlnf = dlogits W
+  } else {
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+      const int64_t r1 = std::min(N, r0 + R);
+      Tensor logits = logits_.t.slice0(0, r1 - r0), lnf = lnf_.t.slice0(r0, r1), losses = losses_.t.slice0(r0, r1);
+      ops::matmul(logits, lnf, param(lm_head_), false, true);
+      ops::cross_entropy_backward(logits, logits, targets_.t.slice0(r0, r1), loss_scale, &losses);
+      ops::matmul(grad(lm_head_), logits, lnf, true, false, 1.0f, 1.0f);
+      ops::matmul(dln_.t.slice0(r0, r1), logits, param(lm_head_), false, false);
+    }
+    if (!cfg_.tie_embeddings) ready(lm_head_);
+  }
   ops::rmsnorm_backward(dx_.t, grad(final_norm_), dln_, x_final_, param(final_norm_), rstdf_);
   ready(final_norm_);
 

@@ -87,6 +87,13 @@ class Llama {
   // Blocks 0..n-1 recompute their activations in backward (0: none).
   void set_recompute_blocks(int n);
   int recompute_blocks() const { return recompute_; }
+  // The LM head's logits `rows` positions at a time (0: all B*T at once):
+  // forward computes each chunk's logits and losses in one [rows, vocab]
+  // buffer and keeps only the losses; backward computes each chunk's logits
+  // again, then their gradient and the head's. Same results, one more LM
+  // head matmul, and never the whole [B*T, vocab] (train.logits_chunk_mb).
+  void set_logits_chunk_rows(int64_t rows);
+  int64_t logits_chunk_rows() const { return logits_chunk_rows_; }
 
   // Normal(0, init_std) for linear and embedding weights, ones for norms.
   // A pure function of the seed.
@@ -103,7 +110,7 @@ class Llama {
   void backward(float loss_scale, const GradReadyFn& on_grad_ready = {});
 
   // [B*T, vocab] logits of the last forward (until backward overwrites them
-  // with their gradient).
+  // with their gradient); with chunked logits, the last chunk's rows only.
   const Tensor& logits() const { return logits_.t; }
 
   // Bytes held in activations for the current (B, T).
@@ -141,6 +148,7 @@ class Llama {
   LayerActs rc_;                  // recomputed blocks' activations (shared)
   SequenceExchange* seq_ = nullptr;
   int recompute_ = 0;
+  int64_t logits_chunk_rows_ = 0;
   OwnedTensor tokens_, targets_, x_final_, lnf_, rstdf_, logits_, losses_;
   // backward scratch
   OwnedTensor dx_, dtmp_, dln_, datt_, dq_, dk_, dv_, dh_, dgate_, dup_;

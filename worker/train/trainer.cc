@@ -16,6 +16,7 @@
 #include "train/output_dirs.h"
 #include "train/device.h"
 #include "train/hf_weights.h"
+#include "train/memory_estimate.h"
 
 namespace weft {
 
@@ -66,6 +67,9 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
                       ")");
   model_.set_sequence_exchange(sync_->sequence_exchange());
   model_.set_recompute_blocks(traits_.recompute_blocks);
+  model_.set_logits_chunk_rows(contract::logits_chunk_rows(cfg.train.logits_chunk_mb, buffer_->device() == Device::CUDA,
+                                                           cfg.model.vocab_size,
+                                                           static_cast<int>(dtype_size(buffer_->param_dtype()))));
   attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp());
   if (!attention_.error.empty()) throw ConfigError(attention_.error);
   init_weights();

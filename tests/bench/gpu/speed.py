@@ -4,6 +4,7 @@
 usage (on the GPU machine, from the project root, after . .gpu/env.sh):
   python3 tests/bench/gpu/speed.py --bin .gpu/bin --out DIR
       [--configs gpt2-124m-mb4,gpt2-124m-mb16,llama-1b-mb4] [--contestants weft,eager,compile]
+      (contestant weft-whole: weft with whole logits, train.logits_chunk_mb off)
       [--deadline SECONDS]
 
 For each config the three contestants train the same Llama from the same
@@ -162,20 +163,24 @@ def make_model_dir(m, seq, path):
     torch.cuda.empty_cache()
 
 
-def weft_contestant(args, name, c, model_dir, shard, work):
+def weft_contestant(args, name, c, model_dir, shard, work, who="weft"):
+    """weft as configured by default; who "weft-whole" keeps the logits whole
+    (train.logits_chunk_mb larger than any micro-batch's), the default before
+    chunked logits: the pair measures that lever's memory and speed."""
     steps = c["warmup"] + c["steps"]
-    cfg = os.path.join(work, f"{name}-weft.yaml")
-    out_dir = os.path.join(work, f"{name}-weft")
+    cfg = os.path.join(work, f"{name}-{who}.yaml")
+    out_dir = os.path.join(work, f"{name}-{who}")
+    chunk = ", logits_chunk_mb: 1000000" if who == "weft-whole" else ""
     with open(cfg, "w") as f:
         f.write(f"""device: cuda
 train: {{steps: {steps}, micro_batch: {c['mb']}, seq_len: {c['seq']}, grad_accum: 1, log_every: 1,
-        dtype: bf16, out_dir: {out_dir}}}
+        dtype: bf16, out_dir: {out_dir}{chunk}}}
 data: {{source: shards, shards: "{shard}"}}
 optim: {{lr: {LR}, warmup_steps: 0, min_lr_ratio: 1.0, beta1: {BETAS[0]}, beta2: {BETAS[1]}, eps: {EPS},
         weight_decay: {WD}, grad_clip: {CLIP}}}
 metrics: {{port: 0}}
 """)
-    log = os.path.join(args.out, f"{name}-weft.log")
+    log = os.path.join(args.out, f"{name}-{who}.log")
     shutil.rmtree(out_dir, ignore_errors=True)  # a checkpoint left by an earlier run would be resumed
     rc, peak = run_measured([os.path.join(args.bin, "weft-worker"), cfg, "--init-from", model_dir, "--no-resume"],
                             log, timeout=args.step_timeout)
@@ -360,8 +365,8 @@ def main():
         t0 = time.monotonic()
         if not os.path.isdir(model_dir):
             make_model_dir(m, c["seq"], model_dir)
-        if who == "weft":
-            per[who] = weft_contestant(args, name, c, model_dir, shard, args.work)
+        if who in ("weft", "weft-whole"):
+            per[who] = weft_contestant(args, name, c, model_dir, shard, args.work, who)
         else:
             per[who] = torch_contestant(args, name, c, who, model_dir, shard)
         print(f"{name} {who}: {json.dumps({k: v for k, v in per[who].items() if k != 'losses'})} "
