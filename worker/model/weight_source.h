@@ -31,6 +31,12 @@ class WeightSource {
     read(offset, h);
     assign(dst.view({dst.numel()}), h);
   }
+  // Every parameter of `buffer`, its table's offsets taken in this source's
+  // layout (the same model's), in the buffer's dtype and on its device.
+  void read_params_into(const ParamAndGradBuffer& buffer) const {
+    for (size_t i = 0; i < buffer.params().size(); ++i)
+      read_into(buffer.params()[i].offset, buffer.param(static_cast<int>(i)));
+  }
 };
 
 // A source that holds weights per tensor of a parameter table: a range of the

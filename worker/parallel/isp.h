@@ -72,7 +72,7 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
   // This rank's rows of `full` into the shard buffer (no communication).
   void load_full_weights(const ParamAndGradBuffer& full) override;
   int64_t pool_bytes() const;
-  AdamW export_optimizer(bool owned_only) override { return export_state(owned_only, false); }
+  AdamW export_optimizer() override { return export_state(false, false); }
   void import_optimizer(const AdamW& state) override;
   AdamW export_shard() override { return export_state(true, true); }
   bool load_weights(const WeightSource& src) override;
@@ -110,7 +110,10 @@ class IspGradSync : public GradSync, public StrategyState, private WeightHook, p
 
   int sp_size() const { return sp_ ? sp_->size() : 1; }
   int wp_size() const { return wp_ ? wp_->size() : 1; }
-  // export_optimizer, and with `weights` the ranges' weights as the master copy.
+  // Optimizer ranges in the full model's layout: owned_only, each element
+  // once over the ranks (what a checkpoint writes), else every range this
+  // rank steps (what it loads); with `weights` the ranges' f32 weights as
+  // the master copy.
   AdamW export_state(bool owned_only, bool weights);
   bool sharded(int param) const { return wp_size() > 1 && full_[param].kind != ParamKind::Norm; }
   int param_at(int64_t shard_offset) const;  // the parameter holding a shard-buffer element

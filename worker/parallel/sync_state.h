@@ -48,26 +48,23 @@ class StrategyState {
   virtual void load_full_weights(const ParamAndGradBuffer& full) = 0;
   virtual void gather_full_weights(ParamAndGradBuffer& full) = 0;
 
-  // Strategies that keep only a shard of the weights on a rank (ISP): initial
-  // weights and checkpoints always go through the full model.
+  // Strategies that keep only a shard of the weights on a rank (ISP), whose
+  // optimizer ranges are in the shard's layout, not the model's.
   virtual bool shards_weights() const { return false; }
-  // Checkpoints of such a strategy: its optimizer state with ranges in the
-  // full model's flat layout (what reshard_optimizer reads, so any layout
-  // resumes it). owned_only: each element once over all ranks (what this rank
-  // writes); else every range this rank steps (what it loads). import takes
-  // back a state exported with owned_only false.
-  virtual AdamW export_optimizer(bool owned_only) {
-    (void)owned_only;
-    return AdamW(OptimConfig{}, {});
-  }
+  // Resuming such a strategy: every range this rank steps, translated into
+  // the full model's flat layout (what load_latest_checkpoint fills from any
+  // saved layout through reshard_optimizer), moments only; import takes the
+  // filled state back.
+  virtual AdamW export_optimizer() { return AdamW(OptimConfig{}, {}); }
   virtual void import_optimizer(const AdamW& state) { (void)state; }
 
   // Sharded checkpoints (strategies that shard weights or optimizer state):
   // what this rank writes, with no rank gathering the full model. Its
-  // optimizer state as export_optimizer(owned_only = true) gives it, ranges in
-  // the full model's flat layout, each element of the model in exactly one
-  // rank's part over the group, and the f32 weights of those ranges (the
-  // master copy where there is one) as the result's master copy.
+  // optimizer state for the ranges it owns (replicated state once over the
+  // group), ranges in the full model's flat layout, each element of the
+  // model in exactly one rank's part over the group, and the f32 weights of
+  // those ranges (the master copy where there is one) as the result's
+  // master copy.
   virtual AdamW export_shard() { return AdamW(OptimConfig{}, {}); }
   // Loads this rank's weights (and master copy) from `src`, reading only
   // what this rank keeps; false when the strategy takes only the full model

@@ -460,10 +460,8 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Lla
 
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, Llama& model,
                                                      AdamW& opt, const OptimizerShard& shard) {
-  return load_latest_checkpoint(dir, model.config(), opt, shard, [&](const WeightSource& src) {
-    for (size_t i = 0; i < model.params().size(); ++i)
-      src.read_into(model.params()[i].offset, model.param(static_cast<int>(i)));
-  });
+  return load_latest_checkpoint(dir, model.config(), opt, shard,
+                                [&](const WeightSource& src) { src.read_params_into(model.buffer()); });
 }
 
 std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, const ModelConfig& cfg, AdamW& opt,
@@ -634,14 +632,10 @@ std::string export_hf(const std::string& checkpoint, const std::string& out) {
 }
 
 void load_weights_into(const WeightSource& src, StrategyState& state, Llama& model, bool via_full) {
-  if (!via_full) {
-    for (size_t i = 0; i < model.params().size(); ++i)
-      src.read_into(model.params()[i].offset, model.param(static_cast<int>(i)));
-    return;
-  }
+  if (!via_full) return src.read_params_into(model.buffer());
   if (state.load_weights(src)) return;  // just this rank's part
   Llama full(model.config());
-  for (size_t i = 0; i < full.params().size(); ++i) src.read(full.params()[i].offset, full.param(static_cast<int>(i)));
+  src.read_params_into(full.buffer());
   state.load_full_weights(full.buffer());
 }
 
@@ -654,7 +648,7 @@ std::optional<CheckpointMeta> RunCheckpoints::resume() {
   std::optional<AdamW> staged;
   OptimizerShard where = shard();
   if (state_.shards_weights()) {
-    staged.emplace(state_.export_optimizer(/*owned_only=*/false));
+    staged.emplace(state_.export_optimizer());
     where = OptimizerShard{rank_, world_, world_, optimizer_layout(rank_, world_, *staged)};
   } else if (state_.optimizer().device() != Device::CPU) {
     staged.emplace(state_.optimizer().copy_to(Device::CPU));

@@ -210,13 +210,9 @@ void check_hf_weights(const HfWeights& w, const std::vector<ParamInfo>& params, 
   throw CheckpointError(w.dir() + ": weights do not fit the model: " + all);
 }
 
-void load_hf_weights(const HfWeights& w, Llama& model, const std::function<bool(const ParamInfo&)>& wanted) {
+void load_hf_weights(const HfWeights& w, Llama& model) {
   check_hf_weights(w, model.params(), model.config().tie_embeddings);
-  for (size_t i = 0; i < model.params().size(); ++i) {
-    const ParamInfo& p = model.params()[i];
-    if (wanted && !wanted(p)) continue;
-    w.read(p.name, 0, model.param(static_cast<int>(i)));
-  }
+  HfWeightSource(w, model.params()).read_params_into(model.buffer());
 }
 
 namespace {

@@ -6,8 +6,8 @@
 // names (ParamInfo::name) and may be stored as F32, BF16 or F16; reads convert
 // to the parameter's dtype. Only headers are read on open; tensor data is read
 // per tensor or per element range, so a rank whose strategy shards parameters
-// (ZeRO, ISP) reads only its part (read() with a range, or load_hf_weights
-// with a `wanted` filter).
+// (ZeRO, ISP) reads only its part (read() with a range, or HfWeightSource,
+// a WeightSource in the model's flat layout).
 //
 // write_hf_model writes the weights with config.json and
 // generation_config.json, so every checkpoint directory is also a model
@@ -58,10 +58,10 @@ class HfWeights {
 // CheckpointError listing every problem.
 void check_hf_weights(const HfWeights& w, const std::vector<ParamInfo>& params, bool tied);
 
-// Checks (as above) and loads the parameters `wanted` selects (default all)
-// into model's parameter buffer.
-void load_hf_weights(const HfWeights& w, Llama& model,
-                     const std::function<bool(const ParamInfo&)>& wanted = {});
+// Checks (as above) and loads every parameter into model's parameter buffer
+// (a whole model in memory: the worker itself reads HF files through
+// HfWeightSource, each rank only what it keeps).
+void load_hf_weights(const HfWeights& w, Llama& model);
 
 // A weight set read by range in the flat layout of `table` (a model's
 // parameter table; check_hf_weights it first).
