@@ -69,6 +69,10 @@ int64_t logits_chunk_rows(double chunk_mb, bool cuda, int64_t vocab, int working
   return rows < 1 ? 1 : rows > 4e18 ? static_cast<int64_t>(4e18) : static_cast<int64_t>(rows);
 }
 
+bool recompute_pointwise(const std::string& recompute, bool cuda) {
+  return recompute == "pointwise" || (recompute == "auto" && cuda);
+}
+
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const int world = in.world;
   const bool cuda = in.device == "cuda";
@@ -124,15 +128,19 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   // Activations (Llama::ensure_activations): per position of a micro-batch,
   // every block keeps its input; a block that does not recompute also keeps
   // its norms, q/k/v, attention, residual and SwiGLU tensors (one shared set
-  // serves the recomputing blocks); then the head, and backward's scratch
-  // (with a [N, C] sink for the recomputed blocks' output when there are any).
+  // serves the recomputing blocks; with pointwise recompute the norms' outputs
+  // and the SwiGLU product are one shared scratch for every block); then the
+  // head, and backward's scratch (with a [N, C] sink for the recomputed
+  // blocks' output when there are any).
   const double T = static_cast<double>(in.seq_len) / sp;
   const double N = static_cast<double>(in.micro_batch) * T;
   const double kv = Hkv * D;
-  const double block =
-      N * wt * (5 * C + 2 * kv + 3 * F) + N * 4 * (2 + Hq) + (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
+  const bool pointwise = recompute_pointwise(in.recompute, cuda);
+  const double block = N * wt * (pointwise ? 3 * C + 2 * kv + 2 * F : 5 * C + 2 * kv + 3 * F) + N * 4 * (2 + Hq) +
+                       (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
   const double recompute = isp ? std::clamp<double>(in.recompute_blocks, 0, L) : 0;
-  const double blocks = L * N * C * wt + (L - recompute) * block + (recompute > 0 ? block : 0);
+  const double blocks = L * N * C * wt + (L - recompute) * block + (recompute > 0 ? block : 0) +
+                        (pointwise ? N * wt * (C + F) : 0);
   // The logits: N rows, or a chunk of them (recomputed in backward).
   const double chunk = static_cast<double>(logits_chunk_rows(in.logits_chunk_mb, cuda, in.vocab_size, bf16 ? 2 : 4));
   const double logit_rows = chunk > 0 ? std::min(N, chunk) : N;

@@ -38,6 +38,7 @@ struct MemoryEstimateInputs {
   int micro_batch = 0;         // train.micro_batch
   int seq_len = 0;             // train.seq_len
   double logits_chunk_mb = 0;  // train.logits_chunk_mb (0: auto)
+  std::string recompute = "auto";  // train.recompute: "auto" | "none" | "pointwise"
   std::string strategy = "dp"; // parallel.strategy: "dp" | "zero" | "isp"
   int sp = 1;                  // parallel.sp
   int wp = 1;                  // parallel.wp
@@ -76,6 +77,10 @@ struct MemoryEstimate {
 // cuda and the whole micro-batch (returned as 0) on the CPU.
 inline constexpr double kAutoLogitsChunkCudaMb = 64;
 int64_t logits_chunk_rows(double chunk_mb, bool cuda, int64_t vocab, int working_bytes);
+
+// train.recompute as the worker's Llama::set_recompute_pointwise: "pointwise",
+// or "auto" on cuda.
+bool recompute_pointwise(const std::string& recompute, bool cuda);
 
 // Each part saturates at 2^60 bytes, so a config with 10^9 layers yields a
 // huge estimate, not an overflowed one.

@@ -176,6 +176,7 @@ std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const Train
   r.read({"train", "seq_len"}, in.seq_len);
   r.read({"train", "dtype"}, in.dtype);
   r.read_auto({"train", "logits_chunk_mb"}, in.logits_chunk_mb);
+  r.read({"train", "recompute"}, in.recompute);
   r.read({"parallel", "strategy"}, in.strategy);
   r.read({"parallel", "sp"}, in.sp);
   r.read({"parallel", "wp"}, in.wp);

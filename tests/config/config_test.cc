@@ -76,6 +76,7 @@ const BadConfig kBadConfigs[] = {
     {"train:\n  out_dir: ''\n", "train.out_dir: must not be empty"},
     {"train:\n  logits_chunk_mb: 0\n", "test.yaml:2: train.logits_chunk_mb: expected auto or a number > 0, got '0'"},
     {"train:\n  logits_chunk_mb: lots\n", "train.logits_chunk_mb: expected auto or a number > 0, got 'lots'"},
+    {"train:\n  recompute: blocks\n", "train.recompute: 'blocks' is not one of auto, none, pointwise"},
     // optim
     {"optim:\n  lr: 0\n", "optim.lr: must be > 0, got 0"},
     {"optim:\n  beta1: 1\n", "optim.beta1: must be in [0, 1), got 1"},
@@ -158,6 +159,9 @@ TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
   EXPECT_EQ(parse_config("train: {logits_chunk_mb: auto}\n").train.logits_chunk_mb, 0.0);
   EXPECT_EQ(parse_config("train: {logits_chunk_mb: 32}\n").train.logits_chunk_mb, 32.0);
   EXPECT_NE(to_yaml(preset("tiny")).find("  logits_chunk_mb: auto\n"), std::string::npos) << to_yaml(preset("tiny"));
+  EXPECT_EQ(preset("gpt2-124m").train.recompute, "auto");
+  EXPECT_EQ(parse_config("train: {recompute: pointwise}\n").train.recompute, "pointwise");
+  EXPECT_NE(to_yaml(preset("tiny")).find("  recompute: \"auto\"\n"), std::string::npos) << to_yaml(preset("tiny"));
   EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 4}\n").parallel.bucket_cap_mb, 4);
   EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 2.5}\n").parallel.bucket_cap_mb, 2.5);
   // A first bucket with an auto cap is the user's.

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <vector>
 
 #include <unistd.h>
 
@@ -136,6 +138,53 @@ TEST(GpuTraining, IspOnOneGpuTrainsLikeDpAndResumes) {
   std::printf("isp on one gpu, 20 steps: final loss %.4f (dp %.4f); resumed at 8: final %.4f\n", isp.losses.back(),
               dp.losses.back(), b.losses.empty() ? 0.0 : b.losses.back());
   fs::remove_all(dir);
+}
+
+// Pointwise recompute on the device (train.recompute's auto on cuda): the
+// RMSNorm and SwiGLU kernels form the same bf16 outputs again in backward, so
+// the loss is bit-identical and the gradients equal up to the order of the
+// kernels' atomic adds, in [B*T, 2 d + ffn] less memory per block.
+TEST(GpuTraining, PointwiseRecomputeGivesTheKeptActivationsGradients) {
+  WEFT_REQUIRE_GPU();
+  const ModelConfig cfg = preset("gpt2-124m").model;
+  const int B = 2, T = 256;
+  std::vector<int32_t> in(B * T), tgt(B * T);
+  for (int i = 0; i < B * T; ++i) {
+    in[i] = (i * 7919) % cfg.vocab_size;
+    tgt[i] = (i * 104729 + 13) % cfg.vocab_size;
+  }
+  Llama host(cfg);
+  host.init(3);
+  auto run = [&](bool pointwise, double* loss, size_t* act_bytes) {
+    Llama m(cfg, std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg), DType::BF16, Device::CUDA));
+    assign(m.flat_params(), host.flat_params());
+    m.set_recompute_pointwise(pointwise);
+    *loss = m.forward(in.data(), tgt.data(), B, T);
+    *act_bytes = m.activation_bytes();
+    m.zero_grads();
+    m.backward(1.0f / (B * T));
+    OwnedTensor g(DType::F32, {m.num_params()});
+    assign(g.t, m.flat_grads());
+    return std::vector<float>(g.f32(), g.f32() + g.numel());
+  };
+  double kept_loss = 0, pw_loss = 0;
+  size_t kept_bytes = 0, pw_bytes = 0;
+  const std::vector<float> kept = run(false, &kept_loss, &kept_bytes);
+  const std::vector<float> pw = run(true, &pw_loss, &pw_bytes);
+  EXPECT_EQ(pw_loss, kept_loss);
+  const int64_t C = cfg.d_model, F = cfg.ffn(), N = int64_t(B) * T;
+  EXPECT_EQ(static_cast<int64_t>(kept_bytes - pw_bytes), (cfg.n_layers * (2 * C + F) - (C + F)) * N * 2);
+  double worst = 0, scale = 0;
+  size_t differ = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(kept[i])));
+    worst = std::max(worst, double(std::fabs(kept[i] - pw[i])));
+    differ += kept[i] != pw[i];
+  }
+  EXPECT_LE(worst, 1e-5 * scale) << "largest gradient " << scale;
+  std::printf("pointwise recompute, gpt2-124m B %d T %d: loss %.6f both; %zu of %zu gradients differ (worst %.3g of "
+              "%.3g); activations %.1f -> %.1f MiB\n",
+              B, T, kept_loss, differ, kept.size(), worst, scale, kept_bytes / 1048576.0, pw_bytes / 1048576.0);
 }
 #else
 TEST(GpuTraining, TinyPresetTracksTheCpuRuns) { GTEST_SKIP() << "weft was built without CUDA"; }

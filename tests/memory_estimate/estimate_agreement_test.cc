@@ -88,6 +88,8 @@ std::vector<Case> cases() {
        2},
       {"logits in chunks of 0.5 MiB", "preset: gpt2-124m\ntrain: {micro_batch: 2, logits_chunk_mb: 0.5}\n", 2},
       {"logits chunk auto on cuda", "preset: gpt2-124m\ndevice: cuda\ntrain: {logits_chunk_mb: auto}\n", 2},
+      {"pointwise recompute on cpu", "preset: gpt2-124m\ndevice: cpu\ntrain: {micro_batch: 2, recompute: pointwise}\n", 2},
+      {"recompute none on cuda", "preset: gpt2-124m\ndevice: cuda\ntrain: {recompute: none}\n", 2},
       {"device from the pod's WEFT_DEVICE", "preset: tiny\n", 2,
        Json::array({{{"name", "WEFT_DEVICE"}, {"value", "cuda"}}})},
       {"gpt2-124m preset, WEFT_DEVICE cpu", "preset: gpt2-124m\n", 1,
@@ -128,6 +130,7 @@ TEST(EstimateAgreement, WorkerAndOperatorEstimateTheSameBytes) {
     EXPECT_EQ(op_in->micro_batch, worker_in.micro_batch);
     EXPECT_EQ(op_in->seq_len, worker_in.seq_len);
     EXPECT_EQ(op_in->logits_chunk_mb, worker_in.logits_chunk_mb);
+    EXPECT_EQ(op_in->recompute, worker_in.recompute);
     EXPECT_EQ(op_in->strategy, worker_in.strategy);
     EXPECT_EQ(op_in->sp, worker_in.sp);
     EXPECT_EQ(op_in->wp, worker_in.wp);

@@ -41,6 +41,13 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
          c.parallel.strategy = "isp";
          c.train.dtype = "bf16";
        }},
+      {"pointwise recompute", [](WorkerConfig& c) { c.train.recompute = "pointwise"; }},
+      {"pointwise recompute, isp recompute 1, bf16", [](WorkerConfig& c) {
+         c.train.recompute = "pointwise";
+         c.train.dtype = "bf16";
+         c.parallel.strategy = "isp";
+         c.parallel.isp.recompute_blocks = 1;
+       }},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
@@ -84,6 +91,40 @@ TEST(MemoryEstimate, ChunkedLogitsTrainTheSameRunInLessMemory) {
   auto p = find_problem(c);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->path, "train.logits_chunk_mb");
+  std::filesystem::remove_all(dir);
+}
+
+// train.recompute on the user's path: pointwise recompute trains the run that
+// keeps every activation, bit for bit, in less activation memory; auto is
+// none on the CPU; a bad value names the field.
+TEST(MemoryEstimate, PointwiseRecomputeTrainsTheSameRunInLessMemory) {
+  const auto dir = fresh_dir("pointwise");
+  WorkerConfig c = small_config((dir / "kept").string());
+  c.train.steps = 5;
+  c.train.dtype = "bf16";
+  Trainer kept(c);
+  EXPECT_FALSE(kept.model().recompute_pointwise());  // auto on the CPU
+  const TrainSummary a = kept.run();
+  c.train.out_dir = (dir / "pointwise").string();
+  c.train.recompute = "pointwise";
+  validate(c);
+  Trainer pointwise(c);
+  ASSERT_TRUE(pointwise.model().recompute_pointwise());
+  const TrainSummary b = pointwise.run();
+  EXPECT_LT(pointwise.model().activation_bytes(), kept.model().activation_bytes());
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_EQ(b.losses[i], a.losses[i]) << i;
+  // On cuda auto is pointwise: [N, 2 d + ffn] less per block of gpt2-124m's 12, one [N, d + ffn] scratch more.
+  WorkerConfig g = preset("gpt2-124m");
+  g.device = "cuda";
+  const MemoryEstimate on = estimate_memory(g, 1);
+  g.train.recompute = "none";
+  const int64_t N = int64_t(g.train.micro_batch) * g.train.seq_len, C = g.model.d_model, F = g.model.ffn();
+  EXPECT_EQ(estimate_memory(g, 1).activations - on.activations, (12 * (2 * C + F) - (C + F)) * N * 2);
+  c.train.recompute = "everything";
+  auto p = find_problem(c);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->path, "train.recompute");
   std::filesystem::remove_all(dir);
 }
 

@@ -56,6 +56,12 @@ struct TrainConfig {
   // that costs one more LM-head matmul per micro-batch. 0 (YAML `auto`, the
   // default): 64 MiB on cuda, the whole micro-batch at once on the CPU.
   double logits_chunk_mb = 0;
+  // Activations formed again in backward instead of kept: "pointwise" (every
+  // block's two RMSNorm outputs and its SwiGLU product, [tokens, 2 d + ffn]
+  // per block, for two norm forwards and one SwiGLU forward per block in
+  // backward; bit-identical results), "none", or "auto" (the default:
+  // pointwise on cuda, none on the CPU).
+  std::string recompute = "auto";
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -110,6 +110,7 @@ void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
   c.non_negative(t.log_every, "train.log_every");
   c.require(!t.out_dir.empty(), "train.out_dir", "must not be empty");
   c.choice(t.dtype, {"auto", "f32", "bf16"}, "train.dtype");
+  c.choice(t.recompute, {"auto", "none", "pointwise"}, "train.recompute");
   c.require(std::isfinite(t.logits_chunk_mb) && t.logits_chunk_mb >= 0, "train.logits_chunk_mb",
             "expected auto or a number > 0, got " + num(t.logits_chunk_mb));
 }

@@ -118,6 +118,11 @@ void Llama::set_recompute_blocks(int n) {
   B_ = T_ = 0;
 }
 
+void Llama::set_recompute_pointwise(bool on) {
+  pointwise_ = on;
+  B_ = T_ = 0;
+}
+
 void Llama::set_logits_chunk_rows(int64_t rows) {
   WEFT_CHECK(rows >= 0, "logits chunk rows must be >= 0, got " + std::to_string(rows));
   logits_chunk_rows_ = rows;
@@ -132,7 +137,14 @@ void Llama::alloc_block_acts(LayerActs& a, int B, int T) {
   const DType wt = buf_->param_dtype();
   auto act = [dev, wt](Shape s) { return OwnedTensor(wt, s, dev); };
   auto f32 = [dev](Shape s) { return OwnedTensor(DType::F32, s, dev); };
-  a.ln1 = act({N, C});
+  // Pointwise recompute: the norms' outputs and SwiGLU's product are views
+  // of the shared scratch (no storage of their own).
+  auto scratch = [](const OwnedTensor& s) {
+    OwnedTensor v;
+    v.t = s.t;
+    return v;
+  };
+  a.ln1 = pointwise_ ? scratch(ln_scratch_) : act({N, C});
   a.rstd1 = f32({N});
   a.q = act({B, T, Hq, D});
   a.k = act({B, T, Hkv, D});
@@ -140,11 +152,11 @@ void Llama::alloc_block_acts(LayerActs& a, int B, int T) {
   a.att = act({B, T, Hq, D});
   a.lse = f32({B, Hq / n, S});
   a.xmid = act({N, C});
-  a.ln2 = act({N, C});
+  a.ln2 = pointwise_ ? scratch(ln_scratch_) : act({N, C});
   a.rstd2 = f32({N});
   a.gate = act({N, F});
   a.up = act({N, F});
-  a.h = act({N, F});
+  a.h = pointwise_ ? scratch(h_scratch_) : act({N, F});
   if (n > 1) {
     a.qh = act({B, S, Hq / n, D});
     a.kh = act({B, S, Hkv / n, D});
@@ -166,6 +178,8 @@ void Llama::ensure_activations(int B, int T) {
   const DType wt = buf_->param_dtype();
   auto act = [dev, wt](Shape s) { return OwnedTensor(wt, s, dev); };
   auto f32 = [dev](Shape s) { return OwnedTensor(DType::F32, s, dev); };
+  ln_scratch_ = pointwise_ ? act({N, C}) : OwnedTensor{};
+  h_scratch_ = pointwise_ ? act({N, F}) : OwnedTensor{};
   acts_.clear();
   acts_.resize(cfg_.n_layers);
   for (int l = 0; l < cfg_.n_layers; ++l) {
@@ -216,8 +230,9 @@ size_t Llama::activation_bytes() const {
   };
   for (const LayerActs& a : acts_) add_block(a);
   add_block(rc_);
-  for (const OwnedTensor* t : {&tokens_, &targets_, &x_final_, &lnf_, &rstdf_, &logits_, &losses_, &dx_, &dtmp_,
-                               &dln_, &datt_, &dq_, &dk_, &dv_, &dh_, &dgate_, &dup_, &datth_, &dqh_, &dkh_, &dvh_})
+  for (const OwnedTensor* t : {&ln_scratch_, &h_scratch_, &tokens_, &targets_, &x_final_, &lnf_, &rstdf_, &logits_,
+                               &losses_, &dx_, &dtmp_, &dln_, &datt_, &dq_, &dk_, &dv_, &dh_, &dgate_, &dup_, &datth_,
+                               &dqh_, &dkh_, &dvh_})
     add(*t);
   return total;
 }
@@ -298,6 +313,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
   const int64_t N = int64_t(B_) * T_;
   const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
   const float theta = static_cast<float>(cfg_.rope_theta);
+  const float eps = static_cast<float>(cfg_.norm_eps);
   const int64_t pos0 = seq_ ? int64_t(seq_->rank()) * T_ : 0;
   auto ready = [&](int i) {
     if (on_grad_ready) on_grad_ready(i);
@@ -335,6 +351,12 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     // dtmp is free until the norm backward below: a sink for the recomputed
     // block's output, which the next block's stored input already holds.
     if (recomputed) forward_block(l, x, rc_, dtmp_.t);
+    // Pointwise recompute: ln2 and h into the scratch (a recomputed block
+    // has just formed them there). The norm rewrites rstd2 with its own value.
+    if (pointwise_ && !recomputed) {
+      ops::rmsnorm_forward(a.ln2.t, a.rstd2.t, a.xmid, param(p.ln2), eps);
+      ops::swiglu_forward(a.h.t, a.gate, a.up);
+    }
     // MLP: dx holds d(next residual) = d(xmid) through the skip connection.
     ops::matmul(grad(p.down), dx_, a.h, true, false, 1.0f, 1.0f);
     ready(p.down);
@@ -369,6 +391,8 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     ops::rope_backward(dk_.t, dk_, theta, pos0);
     Tensor dq2 = dq_.t.view({N, Hq * D}), dk2 = dk_.t.view({N, Hkv * D});
     Tensor dv2 = dv_.t.view({N, Hkv * D});
+    // ln1 shares the scratch with ln2, which the MLP's gradients have used.
+    if (pointwise_) ops::rmsnorm_forward(a.ln1.t, a.rstd1.t, x, param(p.ln1), eps);
     ops::matmul(grad(p.v), dv2, a.ln1, true, false, 1.0f, 1.0f);
     ready(p.v);
     ops::matmul(grad(p.k), dk2, a.ln1, true, false, 1.0f, 1.0f);

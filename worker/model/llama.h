@@ -20,7 +20,11 @@
 //     positions and attention runs head-split over the whole sequence;
 //   - the first recompute_blocks() blocks keep only their input in forward
 //     and recompute the rest (in one shared scratch) during backward, after
-//     their before_use(layer, Backward).
+//     their before_use(layer, Backward);
+//   - with recompute_pointwise(), no block keeps its norms' outputs or its
+//     SwiGLU product: they live in one shared scratch, and backward forms
+//     them again from what the block keeps (x, xmid, gate, up) with the same
+//     kernels on the same inputs, so losses and gradients are bit-identical.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +91,13 @@ class Llama {
   // Blocks 0..n-1 recompute their activations in backward (0: none).
   void set_recompute_blocks(int n);
   int recompute_blocks() const { return recompute_; }
+  // The norms' outputs ([B*T, d] twice) and SwiGLU's product ([B*T, ffn]) of
+  // every block recomputed in backward instead of kept (train.recompute
+  // pointwise): [B*T, 2 d + ffn] less per block for two RMSNorm forwards and
+  // one SwiGLU forward per block in backward, as torch.compile's partitioner
+  // does for such memory-bound ops.
+  void set_recompute_pointwise(bool on);
+  bool recompute_pointwise() const { return pointwise_; }
   // The LM head's logits `rows` positions at a time (0: all B*T at once):
   // forward computes each chunk's logits and losses in one [rows, vocab]
   // buffer and keeps only the losses; backward computes each chunk's logits
@@ -148,6 +159,8 @@ class Llama {
   LayerActs rc_;                  // recomputed blocks' activations (shared)
   SequenceExchange* seq_ = nullptr;
   int recompute_ = 0;
+  bool pointwise_ = false;
+  OwnedTensor ln_scratch_, h_scratch_;  // recompute_pointwise: every block's ln1/ln2 and h
   int64_t logits_chunk_rows_ = 0;
   OwnedTensor tokens_, targets_, x_final_, lnf_, rstdf_, logits_, losses_;
   // backward scratch

@@ -104,6 +104,7 @@ contract::MemoryEstimateInputs memory_estimate_inputs(const WorkerConfig& cfg, i
   in.micro_batch = cfg.train.micro_batch;
   in.seq_len = cfg.train.seq_len;
   in.logits_chunk_mb = cfg.train.logits_chunk_mb;
+  in.recompute = cfg.train.recompute;
   in.strategy = p.strategy;
   in.sp = p.sp;
   in.wp = p.wp;

@@ -67,6 +67,7 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
                       ")");
   model_.set_sequence_exchange(sync_->sequence_exchange());
   model_.set_recompute_blocks(traits_.recompute_blocks);
+  model_.set_recompute_pointwise(contract::recompute_pointwise(cfg.train.recompute, buffer_->device() == Device::CUDA));
   model_.set_logits_chunk_rows(contract::logits_chunk_rows(cfg.train.logits_chunk_mb, buffer_->device() == Device::CUDA,
                                                            cfg.model.vocab_size,
                                                            static_cast<int>(dtype_size(buffer_->param_dtype()))));
@@ -154,6 +155,14 @@ void Trainer::log_start(const TrainSummary& s) const {
                cfg_.model.n_kv_heads, cfg_.model.ffn(), cfg_.model.vocab_size);
   spdlog::info("data: {}", source_->describe());
   spdlog::info("attention: {} ({})", attention_.name, attention_.detail);
+  const int64_t rows = model_.logits_chunk_rows();
+  spdlog::info("activations: {}; logits {}{}",
+               model_.recompute_pointwise() ? "norm outputs and SwiGLU products recomputed in backward (train.recompute)"
+                                            : "all kept for backward",
+               rows > 0 ? std::to_string(rows) + " rows at a time" : "whole",
+               model_.recompute_blocks() > 0
+                   ? "; blocks 0.." + std::to_string(model_.recompute_blocks() - 1) + " recomputed whole"
+                   : "");
   if (sync_->group()) spdlog::info("{}", sync_->describe());
 }
 

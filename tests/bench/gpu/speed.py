@@ -4,7 +4,8 @@
 usage (on the GPU machine, from the project root, after . .gpu/env.sh):
   python3 tests/bench/gpu/speed.py --bin .gpu/bin --out DIR
       [--configs gpt2-124m-mb4,gpt2-124m-mb16,llama-1b-mb4] [--contestants weft,eager,compile]
-      (contestant weft-whole: weft with whole logits, train.logits_chunk_mb off)
+      (contestants weft-whole: weft with whole logits, train.logits_chunk_mb off;
+       weft-kept: weft keeping every activation, train.recompute none)
       [--deadline SECONDS]
 
 For each config the three contestants train the same Llama from the same
@@ -163,14 +164,20 @@ def make_model_dir(m, seq, path):
     torch.cuda.empty_cache()
 
 
+# weft's contestants: the train fields each sets beside the default config.
+WEFT_VARIANTS = {"weft": "", "weft-whole": ", logits_chunk_mb: 1000000", "weft-kept": ", recompute: none"}
+
+
 def weft_contestant(args, name, c, model_dir, shard, work, who="weft"):
     """weft as configured by default; who "weft-whole" keeps the logits whole
     (train.logits_chunk_mb larger than any micro-batch's), the default before
-    chunked logits: the pair measures that lever's memory and speed."""
+    chunked logits, and "weft-kept" keeps every activation (train.recompute
+    none), the default before pointwise recompute: each pair with "weft"
+    measures one memory lever's memory and speed."""
     steps = c["warmup"] + c["steps"]
     cfg = os.path.join(work, f"{name}-{who}.yaml")
     out_dir = os.path.join(work, f"{name}-{who}")
-    chunk = ", logits_chunk_mb: 1000000" if who == "weft-whole" else ""
+    chunk = WEFT_VARIANTS[who]
     with open(cfg, "w") as f:
         f.write(f"""device: cuda
 train: {{steps: {steps}, micro_batch: {c['mb']}, seq_len: {c['seq']}, grad_accum: 1, log_every: 1,
@@ -365,7 +372,7 @@ def main():
         t0 = time.monotonic()
         if not os.path.isdir(model_dir):
             make_model_dir(m, c["seq"], model_dir)
-        if who in ("weft", "weft-whole"):
+        if who in WEFT_VARIANTS:
             per[who] = weft_contestant(args, name, c, model_dir, shard, args.work, who)
         else:
             per[who] = torch_contestant(args, name, c, who, model_dir, shard)
