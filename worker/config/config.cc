@@ -31,8 +31,8 @@ using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*>;
 struct Field {
   const char* name;
   FieldRef (*ref)(WorkerConfig&);
-  // A number field that also takes `auto`, held as 0 (kAutoBucketCap,
-  // train.logits_chunk_mb's auto); its numbers must then be > 0.
+  // A number field that also takes `auto`, held as kAuto (0); its numbers
+  // must then be > 0.
   bool takes_auto = false;
 };
 
@@ -175,7 +175,7 @@ std::string assign_from_text(const FieldRef& ref, const std::string& text, bool 
   if (takes_auto) {
     double* p = std::get<double*>(ref);
     if (text == "auto") {
-      *p = kAutoBucketCap;
+      *p = kAuto;
       return {};
     }
     double v = 0;
@@ -356,7 +356,7 @@ class Parser {
 
 void emit_field(YAML::Emitter& out, const char* name, const FieldRef& ref, bool takes_auto = false) {
   out << YAML::Key << name << YAML::Value;
-  if (takes_auto && *std::get<double*>(ref) == kAutoBucketCap) {
+  if (takes_auto && *std::get<double*>(ref) == kAuto) {
     out << "auto";
     return;
   }

@@ -136,9 +136,11 @@ struct IspConfig {
   bool operator==(const IspConfig&) const = default;
 };
 
-// parallel.bucket_cap_mb: auto, written 0 in the struct (YAML takes only
-// `auto` or a number > 0, so a configured 0 cannot mean auto by accident).
-inline constexpr double kAutoBucketCap = 0;
+// A number field's YAML `auto` (parallel.bucket_cap_mb,
+// train.logits_chunk_mb), written 0 in the struct: such a field takes only
+// `auto` or a number > 0, so a configured 0 cannot mean auto by accident.
+inline constexpr double kAuto = 0;
+inline constexpr double kAutoBucketCap = kAuto;
 
 struct ParallelConfig {
   std::string strategy = "dp";      // "dp" | "zero" | "isp"
