@@ -20,7 +20,14 @@ BIN=${WEFT_KUBE_BIN:-$HOME/.cache/weft/kube-v1.20.2/bin}
 P=$DIR/pki
 LOGS=$DIR/logs
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Three distinct free ports (held together while picked). Another process may
+# still take one before etcd or the apiserver binds it: start retries.
+free_ports() {
+  /usr/bin/python3 -c 'import socket
+ss = [socket.socket() for _ in range(3)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))'
+}
 
 stop_one() {  # stop_one NAME: SIGTERM, wait up to 5 s, then SIGKILL
   local f="$DIR/$1.pid" pid
@@ -92,7 +99,11 @@ start)
   mkdir -p "$LOGS"
   T0=$(date +%s%N)
   make_pki
-  ETCD_PORT=$(free_port); ETCD_PEER_PORT=$(free_port); APISERVER_PORT=$(free_port)
+  # etcd and the apiserver on fresh ports, up to three times: a port picked
+  # free can be taken by a parallel test before it is bound.
+  started=0
+  for attempt in 1 2 3; do
+  read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT <<<"$(free_ports)"
   cat > "$DIR/env" <<ENV
 ETCD_PORT=$ETCD_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT
@@ -125,10 +136,20 @@ KC
     --initial-cluster "weft=http://127.0.0.1:$ETCD_PEER_PORT" \
     --unsafe-no-fsync --quota-backend-bytes=2147483648 </dev/null >"$LOGS/etcd.log" 2>&1 &
   echo $! > "$DIR/etcd.pid"
-  for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$ETCD_PORT/health" >/dev/null 2>&1 && break; sleep 0.1
+  etcd_ok=0
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$ETCD_PORT/health" >/dev/null 2>&1 && { etcd_ok=1; break; }
+    kill -0 "$(cat "$DIR/etcd.pid")" 2>/dev/null || break
+    sleep 0.1
   done
-  start_apiserver
+  if [ $etcd_ok = 1 ] && start_apiserver; then started=1; break; fi
+  [ $etcd_ok = 1 ] || { echo "testenv: etcd did not become healthy; last lines of $LOGS/etcd.log:" >&2; tail -5 "$LOGS/etcd.log" >&2; }
+  echo "testenv: attempt $attempt of 3 failed (ports $ETCD_PORT, $ETCD_PEER_PORT, $APISERVER_PORT)" >&2
+  stop_one kube-apiserver
+  stop_one etcd
+  rm -rf "$DIR/etcd" "$DIR/certs"
+  done
+  [ $started = 1 ] || exit 1
   if [ "${WEFT_KUBE_CONTROLLERS:-1}" = 1 ]; then
     setsid "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
       --port=0 --secure-port=0 --leader-elect=false \

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "integration/harness.h"
 #include "integration/tcp_proxy.h"
@@ -22,6 +23,13 @@ std::map<std::string, std::string> read_env(const std::string& dir) {
   while (std::getline(in, line))
     if (auto eq = line.find('='); eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
   return env;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // A kubeconfig identical to `src` but pointing at 127.0.0.1:port.
@@ -98,7 +106,7 @@ class OwnControlPlane : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / unique_name("weft-it-restart");
     std::filesystem::create_directories(dir_);
-    ASSERT_EQ(sh("start"), 0) << "testenv start failed";
+    ASSERT_EQ(sh("start"), 0) << "testenv start failed:\n" << read_file(dir_ / "testenv.out");
     ASSERT_EQ(std::system(("kubectl --kubeconfig " + kc() + " apply --validate=false -f " WEFT_SOURCE_DIR
                            "/manifests/crd/ >/dev/null && kubectl --kubeconfig " + kc() +
                            " wait --for condition=established crd/trainingjobs.weft.dev --timeout=60s >/dev/null")
