@@ -77,10 +77,12 @@ start_apiserver() {
     --cert-dir="$DIR/certs" --profiling=false --v=1 \
     </dev/null >>"$LOGS/kube-apiserver.log" 2>&1 &
   echo $! > "$DIR/kube-apiserver.pid"
+  # Each probe is bounded: when another process holds the port, curl would
+  # otherwise wait on its silent listener and the exited apiserver go unseen.
   for _ in $(seq 1 600); do
-    if curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
-         "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; then return 0; fi
     kill -0 "$(cat "$DIR/kube-apiserver.pid")" 2>/dev/null || break
+    if curl -sf --max-time 2 --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
+         "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; then return 0; fi
     sleep 0.1
   done
   echo "testenv: kube-apiserver did not become ready; last lines of $LOGS/kube-apiserver.log:" >&2
@@ -138,8 +140,8 @@ KC
   echo $! > "$DIR/etcd.pid"
   etcd_ok=0
   for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$ETCD_PORT/health" >/dev/null 2>&1 && { etcd_ok=1; break; }
     kill -0 "$(cat "$DIR/etcd.pid")" 2>/dev/null || break
+    curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" >/dev/null 2>&1 && { etcd_ok=1; break; }
     sleep 0.1
   done
   if [ $etcd_ok = 1 ] && start_apiserver; then started=1; break; fi
@@ -184,7 +186,7 @@ restart-apiserver)
 status)
   # shellcheck disable=SC1091
   . "$DIR/env"
-  curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
+  curl -sf --max-time 5 --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
     "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null
   ;;
 *) echo "testenv: unknown command '$CMD'" >&2; exit 2 ;;

@@ -34,10 +34,7 @@ std::string read_file(const std::filesystem::path& path) {
 
 // A kubeconfig identical to `src` but pointing at 127.0.0.1:port.
 std::string kubeconfig_via(const std::string& src, int port, const std::string& out) {
-  std::ifstream in(src);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text = read_file(src);
   auto pos = text.find("server: https://127.0.0.1:");
   auto end = text.find('\n', pos);
   text.replace(pos, end - pos, "server: https://127.0.0.1:" + std::to_string(port));
