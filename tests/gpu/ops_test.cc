@@ -11,6 +11,7 @@
 
 #include <tuple>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -87,7 +88,8 @@ TEST(CudaOps, Embedding) {
 TEST(CudaOps, RmsNorm) {
   WEFT_REQUIRE_GPU();
   for (DType dt : kFloatTypes)
-    for (auto [N, C] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {300, 1000}, {3, 2050}}) {
+    // 5000 x 768: dw in 157 chunks of 32 rows, three column blocks of packs.
+    for (auto [N, C] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {300, 1000}, {3, 2050}, {5000, 768}}) {
       SCOPED_TRACE(name(dt) + " N" + std::to_string(N) + " C" + std::to_string(C));
       const float eps = 1e-5f;
       auto x = round_to(dt, random_normal_f32(N * C, 8));
@@ -116,7 +118,7 @@ TEST(CudaOps, RmsNorm) {
         for (int64_t c = 0; c < C; ++c)
           terms = std::max(terms, std::fabs(double(rstd[n]) * w[c] * dout[n * C + c]));
       expect_close("rmsnorm dx", host_of(cdx.t), download(gdx.t), tol_for(dt), terms);
-      // dw sums N products: fp32 order differs (atomics by row chunk).
+      // dw sums N products: fp32 order differs from the CPU's (row chunks).
       expect_close("rmsnorm dw", host_of(cdw.t), download(gdw.t), Tol{1e-4, 1e-5});
       // accumulate: dx += d/dx in one pass, as the residual stream takes it.
       auto prev = round_to(dt, random_normal_f32(N * C, 13));
@@ -130,16 +132,21 @@ TEST(CudaOps, RmsNorm) {
       }
       expect_close("rmsnorm dx accumulated", want, download(gacc.t), tol_for(dt), terms + prev_max);
       expect_close("rmsnorm dw (accumulating dx)", host_of(cdw.t), download(gdw2.t), Tol{1e-4, 1e-5});
+      // The same dw from the same inputs, to the bit: the reduction's order
+      // is fixed (no atomics), so steps repeat exactly.
+      EXPECT_EQ(download(gdw.t), download(gdw2.t)) << "dw differs between two identical calls";
     }
 }
 
 TEST(CudaOps, Rope) {
   WEFT_REQUIRE_GPU();
   // pos0 > 0 is a sequence-parallel rank's slice; 3000 + 300 positions grow
-  // the device's cos/sin table past its first size.
+  // the device's cos/sin table past its first size. Head dims: 2 and 10 one
+  // pair per thread, 24 packed in f32 only, 64 and 128 packed in both.
   for (DType dt : kFloatTypes)
     for (int64_t pos0 : {int64_t{0}, int64_t{3000}})
-    for (auto sh : {Shape{1, 1, 1, 2}, Shape{2, 37, 3, 10}, Shape{1, 300, 2, 64}}) {
+    for (auto sh : {Shape{1, 1, 1, 2}, Shape{2, 37, 3, 10}, Shape{1, 300, 2, 64}, Shape{2, 41, 3, 24},
+                    Shape{2, 50, 4, 128}}) {
       SCOPED_TRACE(name(dt) + " " + sh.str() + " pos0 " + std::to_string(pos0));
       const float theta = 10000.0f;
       auto x = round_to(dt, random_normal_f32(sh.numel(), 12));
@@ -197,6 +204,15 @@ TEST(CudaOps, CrossEntropy) {
       const double gmean = ops::cross_entropy_forward(gloss.t, gl, gt);
       EXPECT_NEAR(gmean, cmean, 1e-4 * (1.0 + std::fabs(cmean)));
       expect_close("ce losses", host_of(closs.t), download(gloss.t), Tol{1e-5, 1e-5});
+      // The chunked LM head's path: losses 3 rows at a time without a sync,
+      // one mean_loss: the same losses and mean as the forward, to the bit.
+      OwnedTensor gchunked = gpu_empty(DType::F32, {N});
+      for (int64_t r0 = 0; r0 < N; r0 += 3) {
+        const int64_t r1 = std::min(N, r0 + 3);
+        ops::cross_entropy_losses(gchunked.t.slice0(r0, r1), gl.t.slice0(r0, r1), gt.t.slice0(r0, r1));
+      }
+      EXPECT_EQ(ops::mean_loss(gchunked.t), gmean);
+      EXPECT_EQ(download(gchunked.t), download(gloss.t));
       ops::cross_entropy_backward(gd.t, gl, gt, scale);
       expect_close("ce dlogits", host_of(cd.t), download(gd.t), tol_for(dt));
       ops::cross_entropy_backward(gd.t, gl, gt, scale, &gloss.t);  // logsumexp from the losses
@@ -299,6 +315,17 @@ TEST(CudaOpsDeathTest, OutOfRangeTargetIsReported) {
         ops::cross_entropy_forward(gloss.t, gl, gt);
       },
       "cross-entropy target outside the vocabulary");
+  // Chunked: the chunk's kernel only flags it; the step's one sync reports it.
+  EXPECT_DEATH(
+      {
+        OwnedTensor gl = gpu_tensor(random_normal_f32(2 * 7, 50), DType::F32, {2, 7});
+        OwnedTensor gt = gpu_ints({3, 7}, {2});
+        OwnedTensor gloss = gpu_empty(DType::F32, {2});
+        ops::cross_entropy_losses(gloss.t.slice0(0, 1), gl.t.slice0(0, 1), gt.t.slice0(0, 1));
+        ops::cross_entropy_losses(gloss.t.slice0(1, 2), gl.t.slice0(1, 2), gt.t.slice0(1, 2));
+        ops::mean_loss(gloss.t);
+      },
+      "mean_loss: a CUDA kernel found bad input since the last check: a cross-entropy target");
 }
 
 }  // namespace

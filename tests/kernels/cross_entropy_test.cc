@@ -3,7 +3,9 @@
 // (also in place) and target/shape errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/cross_entropy.h"
@@ -105,6 +107,40 @@ TEST(CrossEntropy, RejectsBadTargets) {
                                            Tensor::f32(logits.data(), {3, 4}),
                                            Tensor::i32(good.data(), {3}), 1.0f, &short_losses),
                "cross_entropy_backward: losses expected 3 elements .*got shape \\[2\\]");
+}
+
+// The LM head's chunked path: losses chunk by chunk, then one mean_loss.
+// Same losses as the forward's, the mean within f32 rounding of each loss
+// (mean_loss sums the stored f32 losses; the forward the double ones).
+TEST(CrossEntropy, LossesInChunksThenTheirMeanMatchTheForward) {
+  const int64_t N = 10, V = 37;
+  const auto l = random_normal(N * V, 43, 2.0);
+  std::vector<float> logits(l.begin(), l.end()), whole(N), chunked(N);
+  auto targets = test::random_tokens(N, static_cast<int32_t>(V), 44);
+  const double mean = ops::cross_entropy_forward(Tensor::f32(whole.data(), {N}),
+                                                 Tensor::f32(logits.data(), {N, V}),
+                                                 Tensor::i32(targets.data(), {N}));
+  for (int64_t r0 = 0; r0 < N; r0 += 4) {
+    const int64_t r1 = std::min(N, r0 + 4);
+    ops::cross_entropy_losses(Tensor::f32(chunked.data() + r0, {r1 - r0}),
+                              Tensor::f32(logits.data() + r0 * V, {r1 - r0, V}),
+                              Tensor::i32(targets.data() + r0, {r1 - r0}));
+  }
+  EXPECT_EQ(whole, chunked);
+  double want = 0;
+  for (float x : chunked) want += x;
+  EXPECT_EQ(ops::mean_loss(Tensor::f32(chunked.data(), {N})), want / N);
+  EXPECT_NEAR(ops::mean_loss(Tensor::f32(chunked.data(), {N})), mean, 1e-7 * mean);
+  EXPECT_EQ(ops::mean_loss(Tensor::f32(chunked.data(), {0})), 0.0);
+
+  test::use_threadsafe_death_tests();
+  targets[7] = static_cast<int32_t>(V);
+  EXPECT_DEATH(ops::cross_entropy_losses(Tensor::f32(chunked.data(), {N}), Tensor::f32(logits.data(), {N, V}),
+                                         Tensor::i32(targets.data(), {N})),
+               "cross_entropy_losses: target 37 at row 7 is outside \\[0, 37\\)");
+  std::vector<uint16_t> half(N);
+  EXPECT_DEATH(ops::mean_loss(Tensor(half.data(), DType::BF16, {N})),
+               "mean_loss: losses expected dtype f32, got bf16");
 }
 
 TEST(CrossEntropy, BackwardWithTheForwardsLossesMatchesWithout) {

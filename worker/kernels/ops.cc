@@ -379,20 +379,47 @@ void check_cross_entropy(const char* op, const Tensor& logits, const Tensor& tar
   expect_numel(op, "targets", targets, rows_of(logits),
                "one per row of logits " + logits.shape.str());
 }
+
+// The forward's checks (cross_entropy_forward, cross_entropy_losses); true
+// when the operands are on CUDA.
+bool check_cross_entropy_forward(const char* op, const Tensor& losses, const Tensor& logits,
+                                 const Tensor& targets) {
+  check_cross_entropy(op, logits, targets);
+  expect_numel(op, "losses", losses, rows_of(logits),
+               "one per row of logits " + logits.shape.str());
+  if (common_device(op, {&losses, &logits, &targets}) == Device::CUDA) return true;
+  expect_float(op, "logits", logits);
+  expect_f32(op, {{"losses", &losses}});
+  return false;
+}
 }  // namespace
 
 double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets) {
   const char* op = "cross_entropy_forward";
-  check_cross_entropy(op, logits, targets);
-  expect_numel(op, "losses", losses, rows_of(logits),
-               "one per row of logits " + logits.shape.str());
-  if (common_device(op, {&losses, &logits, &targets}) == Device::CUDA)
+  if (check_cross_entropy_forward(op, losses, logits, targets))
     return WEFT_CUDA_VALUE(op, cuda::cross_entropy_forward(losses, logits, targets));
-  expect_float(op, "logits", logits);
-  expect_f32(op, {{"losses", &losses}});
   cpu::WidenedOperands w;
   return cpu::cross_entropy_forward<float>(losses.f32(), w.in(logits), targets.i32(),
-                                           rows_of(logits), last_dim(logits));
+                                           rows_of(logits), last_dim(logits), op);
+}
+
+void cross_entropy_losses(Tensor losses, const Tensor& logits, const Tensor& targets) {
+  const char* op = "cross_entropy_losses";
+  if (check_cross_entropy_forward(op, losses, logits, targets))
+    return WEFT_CUDA_OP(op, cuda::cross_entropy_losses(losses, logits, targets));
+  cpu::WidenedOperands w;
+  cpu::cross_entropy_forward<float>(losses.f32(), w.in(logits), targets.i32(), rows_of(logits),
+                                    last_dim(logits), op);
+}
+
+double mean_loss(const Tensor& losses) {
+  const char* op = "mean_loss";
+  expect_f32(op, {{"losses", &losses}});
+  if (losses.device == Device::CUDA) return WEFT_CUDA_VALUE(op, cuda::mean_loss(losses));
+  double total = 0.0;
+  const float* l = losses.f32();
+  for (int64_t i = 0; i < losses.numel(); ++i) total += l[i];
+  return losses.numel() ? total / static_cast<double>(losses.numel()) : 0.0;
 }
 
 void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,

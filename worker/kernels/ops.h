@@ -84,6 +84,13 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
 // logits [N,V], targets i32 [N]. losses[n] = logsumexp(logits[n]) - logits[n, t].
 // Returns the mean loss over N (computed in double).
 double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets);
+// The losses alone, without the mean: on CUDA no host sync, so logits
+// computed in chunks cost one sync per step (mean_loss's), not one per
+// chunk; a bad target is reported by that sync. The CPU checks at once.
+void cross_entropy_losses(Tensor losses, const Tensor& logits, const Tensor& targets);
+// Mean of f32 losses [N], summed in double in a fixed order (on CUDA the same
+// sum cross_entropy_forward returns; synchronises and reports bad input).
+double mean_loss(const Tensor& losses);
 // dlogits = (softmax(logits) - onehot(targets)) * scale (overwritten; may alias logits).
 // scale = dL/dloss_n, e.g. 1/(N * grad_accum_steps) for a mean loss.
 // losses, when given, are cross_entropy_forward's for these very logits: the

@@ -296,16 +296,15 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
     ops::matmul(logits_.t, lnf_, param(lm_head_), false, true);
     return ops::cross_entropy_forward(losses_.t, logits_, targets_);
   }
-  // Chunked: each chunk's logits in the one buffer, then its losses.
-  double sum = 0;
+  // Chunked: each chunk's logits in the one buffer, then its losses; their
+  // mean once at the end (on a GPU one host sync a step, not one a chunk).
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t r1 = std::min(N, r0 + R);
     Tensor logits = logits_.t.slice0(0, r1 - r0);
     ops::matmul(logits, lnf_.t.slice0(r0, r1), param(lm_head_), false, true);
-    sum += ops::cross_entropy_forward(losses_.t.slice0(r0, r1), logits, targets_.t.slice0(r0, r1)) *
-           static_cast<double>(r1 - r0);
+    ops::cross_entropy_losses(losses_.t.slice0(r0, r1), logits, targets_.t.slice0(r0, r1));
   }
-  return sum / static_cast<double>(N);
+  return ops::mean_loss(losses_);
 }
 
 void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {

@@ -28,8 +28,8 @@ T row_max(const T* l, int64_t V) {
 
 template <typename T>
 double cross_entropy_forward(T* losses, const T* logits, const int32_t* targets, int64_t N,
-                             int64_t V) {
-  check_targets("cross_entropy_forward", targets, N, V);
+                             int64_t V, const char* op) {
+  check_targets(op, targets, N, V);
   if (N == 0) return 0.0;
   std::vector<double> row_loss(static_cast<size_t>(N));
 #pragma omp parallel for schedule(static)
@@ -65,9 +65,9 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
 }
 
 template double cross_entropy_forward<float>(float*, const float*, const int32_t*, int64_t,
-                                             int64_t);
+                                             int64_t, const char*);
 template double cross_entropy_forward<double>(double*, const double*, const int32_t*, int64_t,
-                                              int64_t);
+                                              int64_t, const char*);
 template void cross_entropy_backward<float>(float*, const float*, const int32_t*, int64_t, int64_t,
                                             float);
 template void cross_entropy_backward<double>(double*, const double*, const int32_t*, int64_t,

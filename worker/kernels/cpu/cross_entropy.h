@@ -11,10 +11,11 @@ namespace weft::cpu {
 
 // losses[n] = logsumexp(logits[n]) - logits[n, targets[n]] (overwritten).
 // Returns the mean of the unrounded per-row losses, summed in double in row
-// order (bit-identical across thread counts). N == 0 returns 0.
+// order (bit-identical across thread counts). N == 0 returns 0. A target
+// outside [0, V) aborts naming `op` and the row.
 template <typename T>
 double cross_entropy_forward(T* losses, const T* logits, const int32_t* targets, int64_t N,
-                             int64_t V);
+                             int64_t V, const char* op = "cross_entropy_forward");
 
 // dlogits = (softmax(logits) - onehot(targets)) * scale (overwritten); dlogits may
 // alias logits (each row's max and sum are taken before the row is written).

@@ -153,17 +153,14 @@ void check(const char* op, const Tensor& logits, int64_t N) {
 
 }  // namespace
 
-double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets) {
-  const char* op = "cross_entropy_forward";
+void cross_entropy_losses(Tensor losses, const Tensor& logits, const Tensor& targets) {
+  const char* op = "cross_entropy_losses";
   const int64_t V = logits.dim(-1), N = V ? logits.numel() / V : 0;
   check(op, logits, N);
   expect_cuda_dtype(op, "losses", losses, DType::F32);
+  if (N == 0) return;
+  WEFT_CHECK(V > 0, std::string(op) + ": empty vocabulary (logits " + logits.shape.str() + ")");
   CudaContext& ctx = CudaContext::current();
-  if (N == 0) {
-    ctx.sync_and_check(op);
-    return 0.0;
-  }
-  WEFT_CHECK(V > 0, "cross_entropy_forward: empty vocabulary (logits " + logits.shape.str() + ")");
   dispatch_packed(logits.dtype, packed_rows(logits, V), [&](auto tag, auto vec) {
     using T = decltype(tag);
     ce_fwd_kernel<T, decltype(vec)::value>
@@ -172,11 +169,27 @@ double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& 
             static_cast<const int32_t*>(targets.data), V, ctx.error_word());
   });
   CUDA_CHECK_LAUNCH();
+}
+
+double mean_loss(const Tensor& losses) {
+  const char* op = "mean_loss";
+  expect_cuda_dtype(op, "losses", losses, DType::F32);
+  const int64_t N = losses.numel();
+  CudaContext& ctx = CudaContext::current();
+  if (N == 0) {
+    ctx.sync_and_check(op);
+    return 0.0;
+  }
   ce_sum_kernel<<<1, 32, 0, ctx.compute_stream()>>>(static_cast<const float*>(losses.data), N,
                                                     ctx.host_result());
   CUDA_CHECK_LAUNCH();
   ctx.sync_and_check(op);
   return *ctx.host_result() / static_cast<double>(N);
+}
+
+double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets) {
+  cross_entropy_losses(losses, logits, targets);
+  return mean_loss(losses);
 }
 
 void cross_entropy_backward(Tensor dlogits, const Tensor& logits, const Tensor& targets,

@@ -44,6 +44,10 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
 // Synchronises (returns the mean loss) and reports out-of-range targets or
 // tokens found by any kernel since the last check.
 double cross_entropy_forward(Tensor losses, const Tensor& logits, const Tensor& targets);
+// The forward's two halves: the losses (queued, no sync) and their mean
+// (synchronises, reports bad input).
+void cross_entropy_losses(Tensor losses, const Tensor& logits, const Tensor& targets);
+double mean_loss(const Tensor& losses);
 // dlogits may alias logits: the LM head's logits buffer is reused in place for
 // its gradient, so no second [N, V] buffer exists. losses (the forward's, or
 // nullptr) saves a read of the logits.

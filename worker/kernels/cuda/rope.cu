@@ -1,6 +1,10 @@
-// RoPE, rotate_half convention. A warp-row of threads per (row, head), each
-// thread a pair j < D/2: it reads both elements of its pair before writing
-// either, so out may alias x.
+// RoPE, rotate_half convention. One thread per (row, head, group of pairs):
+// a group is one 16-byte pack of the head's first half (8 bf16 or 4 f32
+// pairs j < D/2) with its partner pack in the second half, read in two
+// loads with the group's cos/sin as float4s, or one pair where D/2 is not a
+// whole number of packs. A thread reads both elements of its pairs before
+// writing either, so out may alias x. Index math is 32-bit when the tensor
+// and the table allow (int64 division cost more than the loads).
 // The angles p * theta^(-2j/D) are formed and reduced in double on the host,
 // exactly as the CPU kernel forms them (in fp32, p ~ 4096 would leave only
 // ~1e-3 rad of angle precision), rounded to f32 cos/sin once, and kept on the
@@ -52,22 +56,41 @@ const float2* rope_table(CudaContext& ctx, float theta, int64_t D, int64_t posit
   return t.cos_sin;
 }
 
-constexpr int kPairThreads = 32, kRowsPerBlock = 8;
+constexpr int kThreads = 256;
 
-template <typename T>
-__global__ void rope_kernel(T* out, const T* x, const float2* table, int64_t rows, int64_t Tn,
-                            int64_t H, int64_t half, int64_t pos0, float sign) {
-  for (int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.y; row < rows;
-       row += int64_t{gridDim.x} * kRowsPerBlock) {  // row = (b * T + t) * H + h
-    const float2* cs = table + (pos0 + (row / H) % Tn) * half;
-    const int64_t off = row * 2 * half;
-    for (int64_t j = threadIdx.x; j < half; j += kPairThreads) {
-      const float2 e = cs[j];
-      const float c = e.x, s = sign * e.y;
-      const float lo = load_f32(x, off + j), hi = load_f32(x, off + j + half);
-      store_f32(out, off + j, lo * c - hi * s);
-      store_f32(out, off + j + half, hi * c + lo * s);
+// Item i = (row, g): row = (b * T + t) * H + h, g the group of pairs.
+template <typename T, bool kVec, typename I>
+__global__ void rope_kernel(T* out, const T* x, const float2* table, I items, I groups, I Tn, I H,
+                            I half, I pos0, float sign) {
+  using W = Packs<T, kVec>;
+  constexpr int P = W::P;
+  for (I i = blockIdx.x * I{kThreads} + threadIdx.x; i < items; i += I{gridDim.x} * I{kThreads}) {
+    const I row = i / groups, g = i - row * groups;
+    const float2* cs = table + (pos0 + (row / H) % Tn) * half + g * P;
+    float c[P], s[P];
+    if constexpr (kVec) {
+      for (int k = 0; k < P / 2; ++k) {  // 16-byte aligned: half and g * P are even
+        const float4 q = reinterpret_cast<const float4*>(cs)[k];
+        c[2 * k] = q.x;
+        s[2 * k] = sign * q.y;
+        c[2 * k + 1] = q.z;
+        s[2 * k + 1] = sign * q.w;
+      }
+    } else {
+      c[0] = cs[0].x;
+      s[0] = sign * cs[0].y;
     }
+    const T* xr = x + row * 2 * half;
+    T* o = out + row * 2 * half;
+    float lo[P], hi[P], nlo[P], nhi[P];
+    W::load(xr, g, lo);
+    W::load(xr + half, g, hi);
+    for (int k = 0; k < P; ++k) {
+      nlo[k] = lo[k] * c[k] - hi[k] * s[k];
+      nhi[k] = hi[k] * c[k] + lo[k] * s[k];
+    }
+    W::store(o, g, nlo);
+    W::store(o + half, g, nhi);
   }
 }
 
@@ -75,17 +98,30 @@ void rope(const char* op, Tensor out, const Tensor& x, float theta, int64_t pos0
   expect_float_dtype(op, "input", x);
   expect_same_dtype(op, "output", out, x, "input");
   const int64_t B = x.dim(0), Tn = x.dim(1), H = x.dim(2), D = x.dim(3);
-  const int64_t rows = B * Tn * H;
+  const int64_t rows = B * Tn * H, half = D / 2;
   if (rows == 0 || D == 0) return;
   CudaContext& ctx = CudaContext::current();
   const float2* table = rope_table(ctx, theta, D, pos0 + Tn);
-  const dim3 block(kPairThreads, kRowsPerBlock);
-  const unsigned grid = blocks_for(rows, kRowsPerBlock);
-  dispatch_float(x.dtype, [&](auto tag) {
+  // Packs of the first half and of the second (at + half) are both aligned
+  // when half is a whole number of packs.
+  const bool vec = packed_rows(x, half) && packed_rows(out, half);
+  dispatch_packed(x.dtype, vec, [&](auto tag, auto v) {
     using T = decltype(tag);
-    rope_kernel<T><<<grid, block, 0, ctx.compute_stream()>>>(
-        static_cast<T*>(out.data), static_cast<const T*>(x.data), table, rows, Tn, H, D / 2, pos0,
-        sign);
+    constexpr bool kVec = decltype(v)::value;
+    const int64_t groups = half / Packs<T, kVec>::P, items = rows * groups;
+    const unsigned grid = blocks_for(items, kThreads);
+    auto launch = [&](auto index) {
+      using I = decltype(index);
+      rope_kernel<T, kVec, I><<<grid, kThreads, 0, ctx.compute_stream()>>>(
+          static_cast<T*>(out.data), static_cast<const T*>(x.data), table, I(items), I(groups), I(Tn),
+          I(H), I(half), I(pos0), sign);
+    };
+    // Every index the kernel forms (elements, table entries, items) below 2^32.
+    const int64_t largest = std::max({rows * D, (pos0 + Tn) * half, items + int64_t{grid} * kThreads});
+    if (largest < (int64_t{1} << 32))
+      launch(uint32_t{});
+    else
+      launch(int64_t{});
   });
   CUDA_CHECK_LAUNCH();
 }
