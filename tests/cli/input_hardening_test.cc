@@ -214,6 +214,35 @@ TEST(Shards, TruncatedWhileReadIsBadDataNamingTheFile) {
   fs::remove_all(d);
 }
 
+// The same size, other valid tokens: nothing but the write itself tells.
+TEST(Shards, RewrittenInPlaceIsBadDataNamingTheFile) {
+  fs::path d = fresh_dir("rewrite");
+  const fs::path shard = d / "train_000.bin";
+  write_shard(shard, 1 << 20, 64);
+  std::string cfg = write_file(d / "c.yaml", "model: {vocab_size: 64}\ntrain: {steps: 100000, log_every: 1}\n"
+                                             "data: {source: shards, shards: '" +
+                                                 (d / "*.bin").string() + "'}\nmetrics: {port: 0}\n");
+  std::atomic<bool> written{false};
+  std::thread writer([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (seconds_since(t0) < 120 && !mapped_by_some_process(shard.string())) std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(500ms);
+    std::fstream io(shard, std::ios::in | std::ios::out | std::ios::binary);  // no truncation
+    io.seekp(1024);
+    const std::vector<char> zeros(2 * (1 << 20), 0);  // token 0 everywhere: valid
+    io.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    written = static_cast<bool>(io.flush());
+  });
+  auto r = run_process({kWorker, cfg, "--out", (d / "out").string()}, {}, 0, "", 240s);
+  writer.join();
+  ASSERT_TRUE(written);
+  EXPECT_EQ(fs::file_size(shard), 1024u + 2 * (1 << 20));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(has(r.output, shard.string() + ": shard changed while the run reads it (written after it was mapped"))
+      << r.output;
+  fs::remove_all(d);
+}
+
 // ---- 4. usage errors exit 1 like every other bad input --------------------
 
 TEST(Usage, BadFlagsExitOneWithTheMessageAndHelpExitsZero) {
@@ -333,7 +362,7 @@ TEST(StartupSignals, SigtermWhileBuildingTheModelExitsAtOnce) {
   auto r = run_process({kWorker, "--preset", "gpt2-124m", "--steps", "5", "--out", (d / "out").string()},
                        {"WEFT_METRICS_PORT=0", "WEFT_DEVICE=cpu"}, SIGTERM, "building the model", 300s);
   EXPECT_EQ(r.code, 143) << r.output;
-  EXPECT_TRUE(has(r.output, "stopped by a signal while joining the job or building the model; nothing to save"))
+  EXPECT_TRUE(has(r.output, "stopped by a signal while joining the job, building the model or loading its weights; nothing to save"))
       << r.output;
   EXPECT_FALSE(has(r.output, "checkpoint written")) << r.output;
   EXPECT_FALSE(has(r.output, "step 1/")) << r.output;

@@ -67,10 +67,41 @@ TEST(OutputDirs, AVolumeTooSmallForOneCheckpointFailsBeforeTheFirstStep) {
   const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_TRUE(WIFEXITED(status)) << out;
   EXPECT_EQ(WEXITSTATUS(status), 4) << out;
-  EXPECT_NE(out.find("checkpoint.dir " + (d / "small/checkpoints").string() + ": 0.1 MiB free, but one checkpoint"),
+  EXPECT_NE(out.find("checkpoint.dir " + (d / "small/checkpoints").string() + ": 0.1 MiB free, but 4 more checkpoints"),
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("step 1/40"), std::string::npos) << "trained before failing:\n" << out;
+  fs::remove_all(d);
+}
+
+// Room for two checkpoints of the tiny preset (about 9.3 MiB each), not for
+// keep 3 and the one being written: the check counts checkpoint.keep (it
+// used to ask for one checkpoint's room, and the third write failed hours
+// in). keep 1 fits, and trains.
+TEST(OutputDirs, AVolumeTooSmallForTheKeptCheckpointsFailsNamingKeep) {
+  if (::geteuid() != 0 || std::system("unshare -m true >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs root and unshare -m to mount a small tmpfs";
+  const fs::path d = fresh_dir("ckptkeep");
+  fs::create_directories(d / "small");
+  auto run = [&](int keep) {
+    const std::string cfg = write_file(d / "c.yaml", "train: {steps: 2, seq_len: 16, micro_batch: 2}\n"
+                                                     "data: {branching: 3}\nmetrics: {port: 0}\ncheckpoint: {keep: " +
+                                                         std::to_string(keep) + "}\n");
+    const std::string log = (d / "log").string();
+    const std::string cmd = "unshare -m sh -c 'mount -t tmpfs -o size=25m weft-keep " + (d / "small").string() +
+                            " && exec " + kWorker + " " + cfg + " --out " + (d / "small").string() + "' >" + log +
+                            " 2>&1";
+    const int status = std::system(cmd.c_str());
+    std::ifstream in(log);
+    const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  auto [code3, out3] = run(3);
+  EXPECT_EQ(code3, 4) << out3;
+  EXPECT_NE(out3.find("but 4 more checkpoints of this model need about"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("checkpoint.keep 3 and the one being written, 0 there now"), std::string::npos) << out3;
+  auto [code1, out1] = run(1);
+  EXPECT_EQ(code1, 0) << out1;
   fs::remove_all(d);
 }
 

@@ -90,6 +90,8 @@ const BadConfig kBadConfigs[] = {
     // data
     {"data:\n  source: files\n", "data.source: 'files' is not one of synthetic, shards"},
     {"data:\n  source: shards\n", "data.shards: data.source is 'shards' but no glob"},
+    {"data:\n  shards: 'data/*.bin'\n",
+     "data.shards: is set ('data/*.bin') but data.source is 'synthetic'; set data.source: shards"},
     {"data:\n  branching: 0\n", "data.branching: must be >= 1, got 0"},
     {"data:\n  branching: 300\n", "data.branching: 300 exceeds model.vocab_size 256"},
     // checkpoint
@@ -391,6 +393,7 @@ TEST(Config, RoundTripsThroughYaml) {
   odd.device = "cuda";
   odd.train.out_dir = "runs/with: colon # and hash";
   odd.checkpoint.dir = "~";  // YAML's null unless quoted
+  odd.data.source = "shards";
   odd.data.shards = "true";  // YAML's bool unless quoted
   odd.optim.lr = 0.1 + 0.2;  // needs all 17 digits
   odd.optim.eps = 1e-300;

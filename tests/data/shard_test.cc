@@ -1,6 +1,6 @@
 // llm.c shard reader and writer: round trip, sampling, validation errors.
+#include <fcntl.h>
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <cmath>
@@ -246,12 +246,25 @@ TEST(ShardSource, AShardChangedWhileMappedIsBadData) {
   std::filesystem::resize_file(dir.file("a.bin"), 1024 + 2 * 100);
   EXPECT_TRUE(fails_with([&] { source->fill(b, 4, 16, BatchIndex{}); },
                          dir.file("a.bin") + ": shard changed while the run reads it (mapped 9024 bytes, the file now has 1224)"));
-  // Rewritten in place with the same size but other tokens.
+  // Rewritten in place with the same size but other tokens: the write
+  // moved its modification time.
   write_shard(dir.file("b.bin"), ramp(4000, 0));
   auto b_source = make_shard_source(dir.file("b.bin"), 5);
   write_shard(dir.file("b.bin"), std::vector<int32_t>(4000, 60000));
   EXPECT_TRUE(fails_with([&] { b_source->fill(b, 4, 16, BatchIndex{}); },
-                         dir.file("b.bin") + ": shard changed while the run reads it (token 60000 is beyond the largest id 3999"));
+                         dir.file("b.bin") + ": shard changed while the run reads it (written after it was mapped, "
+                                             "at the same size)"));
+  // A writer that put the old time back (or a file system too coarse to
+  // show the write) is still caught by a token past the largest id.
+  write_shard(dir.file("c.bin"), ramp(4000, 0));
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("c.bin").c_str(), &st), 0);
+  auto c_source = make_shard_source(dir.file("c.bin"), 5);
+  write_shard(dir.file("c.bin"), std::vector<int32_t>(4000, 60000));
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, dir.file("c.bin").c_str(), times, 0), 0);
+  EXPECT_TRUE(fails_with([&] { c_source->fill(b, 4, 16, BatchIndex{}); },
+                         dir.file("c.bin") + ": shard changed while the run reads it (token 60000 is beyond the largest id 3999"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // world cannot hold exit 1 naming the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <fstream>
@@ -204,6 +205,38 @@ TEST_F(IspProcesses, ResumesInAnyLayout) {
     EXPECT_LT(dw, 1e-5);
     std::printf("resumed at step 6 as %s: max rel diff vs uninterrupted: losses %.2e, weights %.2e\n", c.name, dl, dw);
   }
+}
+
+// SIGTERM with checkpoint.async on: the ranks write and publish the
+// checkpoint of the step they stopped at before exit 143 (it used to be
+// left in the background, unpublished), and the restart resumes there with
+// the uninterrupted losses.
+TEST_F(IspProcesses, SigtermWithAsyncCheckpointsResumesWhereItStopped) {
+  const std::string async = "checkpoint: {every: 1000, keep: 2, async: true}\n";
+  const std::string parallel = "{strategy: isp, sp: 2, wp: 2}";
+  auto full = launch(config("full", 1, parallel, 1, 200, async), 4, dir_ / "full");
+  ASSERT_EQ(full.code, 0) << full.output;
+  const auto ref = summary(dir_ / "full")["losses"].get<std::vector<double>>();
+  const fs::path out = dir_ / "cut";
+  const std::string c = config("cut", 1, parallel, 1, 200, async);
+  auto cut = run_process({bin("weft-run"), "-n", "4", c, "--out", out.string()}, kEnv, SIGTERM, "step  50/200",
+                         std::chrono::seconds(300));
+  ASSERT_EQ(cut.code, 143) << cut.output;
+  const int64_t stopped_at = summary(out)["steps_done"];
+  ASSERT_GE(stopped_at, 50);
+  ASSERT_LT(stopped_at, 200) << "finished before the signal arrived";
+  EXPECT_NE(cut.output.find("checkpoint " + (out / "checkpoints" / ("step-" + std::to_string(stopped_at))).string()),
+            std::string::npos)
+      << cut.output;
+  for (const auto& e : fs::directory_iterator(out / "checkpoints"))
+    EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << "left unpublished: " << e.path();
+  auto resumed = launch(c, 4, out);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const auto second = summary(out);
+  EXPECT_EQ(second["start_step"].get<int64_t>(), stopped_at);
+  const auto tail = second["losses"].get<std::vector<double>>();
+  ASSERT_EQ(tail.size(), ref.size() - stopped_at);
+  for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], ref[stopped_at + i]) << "step " << stopped_at + i + 1;
 }
 
 // bf16 working weights with an f32 master copy: ISP layouts (ZeRO over wdp

@@ -102,8 +102,6 @@ TEST_F(ZeroProcesses, GlooRanksReachDpParameters) {
   }
 }
 
-// SIGTERM to weft-run reaches both ranks: they agree on a step, write their
-// shards and exit 143; the restart resumes with the uninterrupted losses.
 // A mid-run checkpoint holds each rank's weights in its own file and no
 // model files; exported, it is the model plain DP has after the same steps.
 // The run's last checkpoint is a model directory already. Exports refuse to
@@ -153,10 +151,17 @@ TEST_F(ZeroProcesses, ShardedCheckpointsExportToTheDpModel) {
   EXPECT_FALSE(fs::exists(dir_ / "out2"));
 }
 
+// SIGTERM to weft-run reaches both ranks: they agree on a step, write their
+// shards, publish them and exit 143; the restart resumes there with the
+// uninterrupted losses. With checkpoint.async on, the stop's own checkpoint
+// is written and published before exit (it used to go to the background
+// and die unpublished with the process, and the restart threw it away);
+// with a checkpoint every step a background write is in flight whenever the
+// stop is agreed: it is published, and the same step is not written twice.
 TEST_F(ZeroProcesses, SigtermResumeIsBitIdentical) {
   const std::string parallel =
       "{strategy: zero, bucket_cap_mb: 0.01, zero: {stage: 2, overlap: interleaved, overlap_param_gather: true}}";
-  const std::string text =
+  const std::string common =
       "preset: tiny\n"
       "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 16}\n"
       "train: {seq_len: 16, steps: 400, log_every: 50, micro_batch: 2}\n"
@@ -164,27 +169,46 @@ TEST_F(ZeroProcesses, SigtermResumeIsBitIdentical) {
       "data: {branching: 3}\n"
       "metrics: {port: 0}\n"
       "parallel: " + parallel + "\n";
-  const std::string c = write_file(dir_ / "resume.yaml", text);
-  auto full = launch(c, 2, dir_ / "full");
+  auto full = launch(write_file(dir_ / "full.yaml", common), 2, dir_ / "full");
   ASSERT_EQ(full.code, 0) << full.output;
   auto ref = summary(dir_ / "full")["losses"].get<std::vector<double>>();
 
-  auto cut = launch(c, 2, dir_ / "cut", SIGTERM, "step  50/400");
-  ASSERT_EQ(cut.code, 143) << cut.output;
-  EXPECT_NE(cut.output.find("checkpoint written"), std::string::npos) << cut.output;
-  const int64_t stopped_at = summary(dir_ / "cut")["steps_done"];
-  ASSERT_GE(stopped_at, 50);
-  ASSERT_LT(stopped_at, 400) << "finished before the signal arrived";
+  // every 1000: only the stop writes one; every 1: one is in flight.
+  struct Case {
+    const char* async;
+    int every;
+  } cases[] = {{"false", 1000}, {"true", 1000}, {"true", 1}};
+  for (const Case& k : cases) {
+    const std::string name = std::string("async-") + k.async + "-every-" + std::to_string(k.every);
+    SCOPED_TRACE(name);
+    const std::string c = write_file(dir_ / (name + ".yaml"), common + "checkpoint: {every: " + std::to_string(k.every) +
+                                                                  ", keep: 2, async: " + k.async + "}\n");
+    const fs::path out = dir_ / name;
+    auto cut = launch(c, 2, out, SIGTERM, "step  50/400");
+    ASSERT_EQ(cut.code, 143) << cut.output;
+    const int64_t stopped_at = summary(out)["steps_done"];
+    ASSERT_GE(stopped_at, 50);
+    ASSERT_LT(stopped_at, 400) << "finished before the signal arrived";
+    const std::string published = (out / "checkpoints" / ("step-" + std::to_string(stopped_at))).string();
+    EXPECT_NE(cut.output.find("checkpoint " + published), std::string::npos)
+        << "the stop did not name its checkpoint:\n" << cut.output;
+    std::ifstream latest(out / "checkpoints" / "latest");
+    std::string name_latest;
+    latest >> name_latest;
+    EXPECT_EQ(name_latest, "step-" + std::to_string(stopped_at));
+    for (const auto& e : fs::directory_iterator(out / "checkpoints"))
+      EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << "left unpublished: " << e.path();
 
-  auto resumed = launch(c, 2, dir_ / "cut");
-  ASSERT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
-  auto second = summary(dir_ / "cut");
-  EXPECT_EQ(second["start_step"].get<int64_t>(), stopped_at);
-  auto tail = second["losses"].get<std::vector<double>>();
-  ASSERT_EQ(tail.size(), ref.size() - stopped_at);
-  for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], ref[stopped_at + i]) << "step " << stopped_at + i + 1;
-
+    auto resumed = launch(c, 2, out);
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_EQ(resumed.output.find("leftovers"), std::string::npos) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+    auto second = summary(out);
+    EXPECT_EQ(second["start_step"].get<int64_t>(), stopped_at);
+    auto tail = second["losses"].get<std::vector<double>>();
+    ASSERT_EQ(tail.size(), ref.size() - stopped_at);
+    for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], ref[stopped_at + i]) << "step " << stopped_at + i + 1;
+  }
 }
 
 // checkpoint.async: each rank writes its files while the next step runs,

@@ -1,8 +1,10 @@
 #include "train/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "train/train_util.h"
 #include "train/trainer.h"
@@ -146,6 +148,48 @@ TEST_F(CorruptCheckpoint, MissingMetaFallsBackAndAllBadIsAnError) {
   }
 }
 
+// meta.json carries a checksum of its own: a hand-edited step (or
+// next_step) is refused like a corrupt file, and the run resumes from the
+// previous intact checkpoint, saying why.
+TEST_F(CorruptCheckpoint, EditedMetaFallsBackToPrevious) {
+  const fs::path meta = fs::path(ckpts_[0]) / "meta.json";
+  std::ifstream in(meta);
+  nlohmann::json j = nlohmann::json::parse(in);
+  in.close();
+  ASSERT_TRUE(j.contains("meta_crc32"));
+  j["step"] = 100;
+  j["data"]["next_step"] = 100;
+  std::ofstream(meta) << j.dump(2);
+  EXPECT_EQ(load()->step, 8);
+  // Untouched (re-serialized the same), it loads again.
+  j["step"] = 12;
+  j["data"]["next_step"] = 12;
+  std::ofstream(meta) << j.dump(2);
+  EXPECT_EQ(load()->step, 12);
+}
+
+// meta.json or `latest` as a FIFO (or a device) would block the rank in its
+// open, where a stop signal cannot end it: refused at once, named, and the
+// newest intact checkpoint taken.
+TEST_F(CorruptCheckpoint, FifoMetaOrLatestIsRefusedNotOpened) {
+  const fs::path meta = fs::path(ckpts_[0]) / "meta.json";
+  fs::remove(meta);
+  ASSERT_EQ(::mkfifo(meta.c_str(), 0600), 0);
+  EXPECT_EQ(load()->step, 8);
+  const fs::path latest = dir_ / "checkpoints" / "latest";
+  fs::remove(latest);
+  ASSERT_EQ(::mkfifo(latest.c_str(), 0600), 0);
+  EXPECT_EQ(load()->step, 8);
+  // export_hf needs `latest` when given the directory: named, not waited on.
+  try {
+    export_hf((dir_ / "checkpoints").string(), (dir_ / "hf").string());
+    ADD_FAILURE() << "exported through a FIFO";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(latest.string() + ": not a regular file (a FIFO)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(CorruptCheckpoint, KeepRemovesOldest) {
   cfg_.train.steps = 20;
   cfg_.checkpoint.keep = 2;
@@ -180,6 +224,30 @@ TEST(Safetensors, RejectsBadFiles) {
   std::string h3 = "{oops";
   len[0] = static_cast<char>(h3.size());
   expect_error(len + h3, "not valid JSON");
+  // Two tensors over the same bytes, with a gap that makes the byte count
+  // add up: each would read the other's values.
+  std::string h4 =
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
+      R"("c":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})";
+  h4 += std::string(8 - h4.size() % 8, ' ');
+  len[0] = static_cast<char>(h4.size() & 0xff);
+  len[1] = static_cast<char>(h4.size() >> 8);
+  expect_error(len + h4 + std::string(24, 'x'), "tensors 'a' (bytes 0-8) and 'b' (bytes 4-12) overlap");
+  // A FIFO is refused without waiting for a writer; so is a directory.
+  const fs::path fifo = dir / "fifo.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(
+      {
+        try {
+          SafetensorsIndex::open(fifo.string());
+        } catch (const CheckpointError& e) {
+          EXPECT_NE(std::string(e.what()).find(fifo.string() + ": not a regular file (a FIFO)"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      CheckpointError);
+  EXPECT_THROW(SafetensorsFile::load(dir.string()), CheckpointError);
   fs::remove_all(dir);
 }
 

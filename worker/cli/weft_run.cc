@@ -34,6 +34,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -235,7 +237,18 @@ int main(int argc, char** argv) {
   app.add_option("--worker", worker, "worker program (default: weft-worker next to weft-run)");
   app.add_option("--master-port", master_port, "rendezvous port (default: a free port)")
       ->check(CLI::Range(1, 65535));
-  app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when a rank fails");
+  // NaN passes every comparison (CLI::Range included) and inf or 1e300
+  // overflow the deadline's arithmetic into the past: both killed at once.
+  app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when a rank fails (0 to 86400)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 86400)
+              return "--grace: '" + text + "' is not a number of seconds from 0 to 86400";
+            return "";
+          },
+          "SECONDS"));
   app.prefix_command();  // everything after the options goes to the worker
   app.footer("Everything after the options (or after --) is passed to every rank.");
   try {

@@ -36,13 +36,25 @@ void on_signal(int sig) { g_stop_signal.store(sig); }
 
 // Before training starts there is nothing to save, and a rank may block for
 // the whole rendezvous timeout in DNS, connect or the store's wait, or spend
-// minutes building a large model: a signal then ends the process at once.
+// minutes building a large model or loading its checkpoint or init_from
+// weights: a signal then ends the process at once.
 void on_signal_before_training(int sig) {
   const char msg[] =
-      "weft-worker: stopped by a signal while joining the job or building the model; nothing to save\n";
+      "weft-worker: stopped by a signal while joining the job, building the model or loading its weights; "
+      "nothing to save\n";
   ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
   ::_exit(sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted);
+}
+
+// A rank that failed on its own is on its way out with its reason: leaving
+// the job closes its connections, its peers exit 3 at once, and the launcher
+// (weft-run, the kubelet) answers with SIGTERM. Ignored from here, so the
+// exit code stays this rank's reason, not the 143 of a stop.
+int exit_with_own_reason(int code) {
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
+  return code;
 }
 
 // OpenMP's worker threads spin while they wait for work, and so do
@@ -209,10 +221,8 @@ int main(int argc, char** argv) {
     weft::Trainer trainer(cfg, tc);
     if (writes_checkpoints)
       weft::require_free_space(ckpt_dir, weft::checkpoint_bytes_estimate(trainer.model().num_params()),
+                               cfg.checkpoint.keep, static_cast<int>(weft::list_checkpoints(ckpt_dir).size()),
                                "checkpoint.dir");
-    // From here a signal asks for a checkpoint at the next step all ranks agree on.
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
     // Metrics: the registry belongs to TrainMetrics; only main serves it. A
     // busy port costs the metrics, never the training run.
     std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};
@@ -246,7 +256,12 @@ int main(int argc, char** argv) {
                      e.what());
       }
     }
-    weft::TrainSummary s = trainer.run(&g_stop_signal);
+    // Once the ranks agree where they start, a signal asks for a checkpoint
+    // at the next step all ranks agree on.
+    weft::TrainSummary s = trainer.run(&g_stop_signal, [] {
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+    });
     if (s.stopped_early) {
       const int sig = g_stop_signal.load();
       const std::string why =
@@ -263,15 +278,15 @@ int main(int argc, char** argv) {
     return weft::contract::kExitDone;
   } catch (const weft::ConfigError& e) {
     spdlog::error("bad config: {}", e.what());
-    return weft::contract::kExitBadConfig;
+    return exit_with_own_reason(weft::contract::kExitBadConfig);
   } catch (const weft::DataError& e) {
     spdlog::error("bad data: {}", e.what());
-    return weft::contract::kExitBadConfig;
+    return exit_with_own_reason(weft::contract::kExitBadConfig);
   } catch (const weft::CheckpointError& e) {
     spdlog::error("checkpoint: {}", e.what());
-    return weft::contract::kExitCheckpointIo;
+    return exit_with_own_reason(weft::contract::kExitCheckpointIo);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return weft::contract::kExitInternal;
+    return exit_with_own_reason(weft::contract::kExitInternal);
   }
 }

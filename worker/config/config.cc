@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/small_file.h"
 #include "config/hf_config.h"
 
 #include "weft_contract.h"
@@ -424,12 +425,10 @@ WorkerConfig load_config_file(const std::string& path, const std::string& init_f
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError(path + ": is a directory, not a config file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) + ")");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) + ")");
-  return parse_config(text.str(), path, init_from);
+  const SmallFile f = read_small_file(path, kMaxTextFileBytes);
+  if (f.status == SmallFile::Status::Missing) throw ConfigError(path + ": cannot read config file (no such file)");
+  if (!f.ok()) throw ConfigError(f.problem + " (the config file)");
+  return parse_config(f.text, path, init_from);
 }
 
 void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::string>& env) {

@@ -134,6 +134,11 @@ void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
               "data.source is 'shards' but no glob of shard files is given");
   }
   if (d.source == "synthetic") {
+    // Shards named while the source stays at its default would train on the
+    // synthetic chain without a word.
+    c.require(d.shards.empty(), "data.shards",
+              "is set ('" + d.shards + "') but data.source is 'synthetic'; set data.source: shards to train on "
+              "them, or remove data.shards");
     c.require(d.branching >= 1, "data.branching", "must be >= 1, got " + num(d.branching));
     c.require(d.branching <= m.vocab_size, "data.branching",
               num(d.branching) + " exceeds model.vocab_size " + num(m.vocab_size) +

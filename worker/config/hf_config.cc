@@ -6,6 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "config/small_file.h"
+
 namespace weft {
 namespace {
 
@@ -112,11 +114,12 @@ HfModelConfig read_hf_config(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw ConfigError(dir + ": not a directory (init_from names a Hugging Face model directory)");
-  std::ifstream in(out.path);
-  if (!in) throw ConfigError(out.path + ": cannot read (" + std::strerror(errno) + ")");
+  const SmallFile f = read_small_file(out.path, kMaxTextFileBytes);
+  if (f.status == SmallFile::Status::Missing) throw ConfigError(out.path + ": cannot read (no such file)");
+  if (!f.ok()) throw ConfigError(f.problem);
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(f.text);
   } catch (const std::exception& e) {
     throw ConfigError(out.path + ": not valid JSON (" + e.what() + ")");
   }

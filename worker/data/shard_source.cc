@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "config/small_file.h"
 #include "data/sample_order.h"
 #include "data/shard_writer.h"
 #include "data/source.h"
@@ -26,15 +27,6 @@ namespace weft {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
-
-std::string file_kind(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  return "not a regular file";
-}
 
 // A read-only mapping of a whole regular file; unmapped on destruction. The
 // descriptor stays open so reads can check that the file still has the size
@@ -48,7 +40,7 @@ class MappedFile {
     // itself from blocking.
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw DataError(path + ": cannot stat shard (" + errno_text() + ")");
-    if (!S_ISREG(st.st_mode)) throw DataError(path + ": not a regular file (" + file_kind(st.st_mode) + ")");
+    if (!S_ISREG(st.st_mode)) throw DataError(path + ": " + not_regular_file(st.st_mode));
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) throw DataError(path + ": cannot open shard (" + errno_text() + ")");
     if (::fstat(fd_, &st) != 0) {
@@ -58,9 +50,10 @@ class MappedFile {
     }
     if (!S_ISREG(st.st_mode)) {
       ::close(fd_);
-      throw DataError(path + ": not a regular file (" + file_kind(st.st_mode) + ")");
+      throw DataError(path + ": " + not_regular_file(st.st_mode));
     }
     size_ = static_cast<size_t>(st.st_size);
+    mtime_ = st.st_mtim;
     if (size_ > 0) {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
       if (p == MAP_FAILED) {
@@ -87,9 +80,16 @@ class MappedFile {
     struct stat st {};
     return ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
   }
+  // Whether the file was written since it was mapped (its modification time
+  // moved): a rewrite in place keeps the size but not the time.
+  bool written_since_mapped() const {
+    struct stat st {};
+    return ::fstat(fd_, &st) != 0 || st.st_mtim.tv_sec != mtime_.tv_sec || st.st_mtim.tv_nsec != mtime_.tv_nsec;
+  }
 
  private:
   int fd_ = -1;
+  struct timespec mtime_ {};
   const unsigned char* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -206,7 +206,8 @@ class ShardSource final : public TokenSource {
       windows_end[i] = (windows += shards_[i].count - T);
     }
     // A shard truncated or rewritten while mapped is bad data, named: its
-    // size is checked before the reads, a shrink during them ends in SIGBUS
+    // size and modification time are checked before the reads, a shrink
+    // during them ends in SIGBUS
     // (caught in copy_rows), and a token beyond the largest id read at start
     // means the bytes changed.
     for (const Shard& s : shards_) check_unchanged(s);
@@ -267,6 +268,11 @@ class ShardSource final : public TokenSource {
       throw DataError(s.path + ": shard changed while the run reads it (mapped " + std::to_string(s.file->size()) +
                       " bytes, the file now has " + std::to_string(now) +
                       "); shards must not be modified during training");
+    // The same size, other bytes: valid tokens written over valid tokens
+    // would otherwise train on without a word.
+    if (s.file->written_since_mapped())
+      throw DataError(s.path + ": shard changed while the run reads it (written after it was mapped, at the same "
+                      "size); shards must not be modified during training");
   }
 
   std::string describe() const override {

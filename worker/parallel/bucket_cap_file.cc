@@ -10,16 +10,28 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/small_file.h"
 #include "weft_contract.h"
 
 namespace weft {
 
 std::optional<double> BucketCapFile::poll() {
-  std::ifstream in(path_);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  // Polled before every step: a FIFO there would block the rank, and
+  // /dev/zero or a huge file would grow its memory and its log without
+  // bound. Such a file is rejected like a bad value (once per kind of
+  // refusal), and the cap in force stays.
+  const SmallFile f = read_small_file(path_, kMaxLineFileBytes);
+  if (f.status == SmallFile::Status::Missing) return std::nullopt;
+  if (!f.ok()) {
+    if (!have_last_ || last_text_ != f.problem) {
+      ++rejected_;
+      spdlog::warn("{}; keeping the current bucket cap", f.problem);
+    }
+    have_last_ = true;
+    last_text_ = f.problem;
+    return std::nullopt;
+  }
+  const std::string& text = f.text;
   if (have_last_ && text == last_text_) return std::nullopt;
   have_last_ = true;
   last_text_ = text;

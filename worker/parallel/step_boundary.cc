@@ -30,4 +30,30 @@ StepAgreement StepBoundary::agree(bool stop_requested, double current_cap_mb) {
   return a;
 }
 
+std::vector<StartPoint> StepBoundary::start_points(const StartPoint& mine) {
+  if (!group_) return {mine};
+  // An all-gather through the host-scalar all-reduce: each rank fills its
+  // own slots of a zeroed table, the sum is everyone's. Values travel as
+  // 16-bit pieces, which a float holds exactly: 48 bits of step, 32 of id.
+  constexpr int kSlots = 5;
+  const int n = group_->size();
+  std::vector<float> table(static_cast<size_t>(n) * kSlots, 0.0f);
+  float* own = table.data() + static_cast<size_t>(group_->rank()) * kSlots;
+  const uint64_t step = static_cast<uint64_t>(mine.step);
+  for (int i = 0; i < 3; ++i) own[i] = static_cast<float>((step >> (16 * i)) & 0xffff);
+  for (int i = 0; i < 2; ++i) own[3 + i] = static_cast<float>((mine.checkpoint >> (16 * i)) & 0xffff);
+  all_reduce_host(*group_, device_, table.data(), static_cast<int>(table.size()), comm::ReduceOp::Sum,
+                  "start agreement")
+      ->wait();
+  std::vector<StartPoint> all(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const float* v = table.data() + static_cast<size_t>(r) * kSlots;
+    uint64_t st = 0;
+    for (int i = 0; i < 3; ++i) st |= static_cast<uint64_t>(v[i]) << (16 * i);
+    all[r].step = static_cast<int64_t>(st);
+    all[r].checkpoint = static_cast<uint32_t>(v[3]) | (static_cast<uint32_t>(v[4]) << 16);
+  }
+  return all;
+}
+
 }  // namespace weft

@@ -12,11 +12,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "parallel/bucket_cap_file.h"
 
 namespace weft {
+
+// Where a rank starts: the step it resumes at and the identity of the
+// checkpoint it loaded (0 and 0 for a fresh start).
+struct StartPoint {
+  int64_t step = 0;
+  uint32_t checkpoint = 0;
+  bool operator==(const StartPoint&) const = default;
+};
 
 struct StepAgreement {
   bool stop = false;   // some rank was asked to stop: all stop here
@@ -33,6 +42,11 @@ class StepBoundary {
   // Collective over the group: every rank calls it once before each step.
   // current_cap_mb is the cap in force; an equal request is no change.
   StepAgreement agree(bool stop_requested, double current_cap_mb);
+  // Collective over the group, once before the first step: every rank's
+  // start point, in group rank order (alone: just `mine`). Ranks that load
+  // different checkpoints (one node's disk against another's, a stale
+  // volume) would otherwise train in lock-step from different steps.
+  std::vector<StartPoint> start_points(const StartPoint& mine);
   // Cap-file contents rank 0 rejected so far (0 on other ranks).
   int64_t rejected_caps() const { return cap_file_ ? cap_file_->rejected() : 0; }
 

@@ -13,6 +13,9 @@
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
+
+#include "config/small_file.h"
 
 namespace weft {
 
@@ -47,6 +50,31 @@ void add_model(SafetensorsWriter& w, const Llama& model) {
     w.add(model.params()[i].name, model.param(static_cast<int>(i)));
 }
 
+// meta.json's own checksum: over its canonical text without the checksum
+// field (nlohmann's objects are ordered, and doubles print to round-trip, so
+// a parsed meta prints as it was written). A hand-edited step or next_step
+// no longer passes as the writer's.
+constexpr const char* kMetaChecksum = "meta_crc32";
+
+uint32_t meta_digest(nlohmann::json meta) {
+  meta.erase(kMetaChecksum);
+  const std::string text = meta.dump();
+  return static_cast<uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+}
+
+// The checkpoint `latest` names in `dir`; empty when there is no `latest`.
+// A `latest` that is not a small regular file is refused (a FIFO would block).
+std::string read_latest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "latest").string();
+  const SmallFile f = read_small_file(path, kMaxLineFileBytes);
+  if (f.status == SmallFile::Status::Missing) return "";
+  if (!f.ok()) throw CheckpointError(f.problem);
+  std::istringstream in(f.text);
+  std::string name;
+  in >> name;
+  return name;
+}
+
 struct FileRecord {
   uint64_t bytes;
   uint32_t crc;
@@ -55,11 +83,12 @@ struct FileRecord {
 // Checks meta.json's records against the files; returns the parsed meta.
 nlohmann::json verify(const fs::path& ckpt) {
   fs::path meta_path = ckpt / "meta.json";
-  std::ifstream in(meta_path);
-  if (!in) throw CheckpointError(meta_path.string() + ": missing");
+  const SmallFile f = read_small_file(meta_path.string(), kMaxTextFileBytes);
+  if (f.status == SmallFile::Status::Missing) throw CheckpointError(meta_path.string() + ": missing");
+  if (!f.ok()) throw CheckpointError(f.problem);
   nlohmann::json meta;
   try {
-    meta = nlohmann::json::parse(in);
+    meta = nlohmann::json::parse(f.text);
   } catch (const std::exception& e) {
     throw CheckpointError(meta_path.string() + ": not valid JSON (" + e.what() + ")");
   }
@@ -67,6 +96,12 @@ nlohmann::json verify(const fs::path& ckpt) {
     throw CheckpointError(meta_path.string() + ": unknown format " + meta.value("format", "''"));
   if (!meta.contains("files") || !meta["files"].is_object())
     throw CheckpointError(meta_path.string() + ": no file records");
+  // Written before meta.json carried a checksum of its own: the file records
+  // below still hold.
+  if (meta.contains(kMetaChecksum) &&
+      (!meta[kMetaChecksum].is_number_unsigned() || meta[kMetaChecksum].get<uint32_t>() != meta_digest(meta)))
+    throw CheckpointError(meta_path.string() + ": edited after it was written (its " + kMetaChecksum +
+                          " does not match its contents)");
   for (auto it = meta["files"].begin(); it != meta["files"].end(); ++it) {
     fs::path file = ckpt / it.key();
     std::error_code ec;
@@ -227,6 +262,7 @@ std::string publish(const std::string& dir, const fs::path& tmp, int64_t num_par
                       {"files", files}};
   // Weights in the rank files (each rank's ranges) rather than HF files.
   if (sharded_weights) m["weights"] = "sharded";
+  m[kMetaChecksum] = meta_digest(m);
   {
     std::ofstream out(tmp / "meta.json");
     out << m.dump(2) << "\n";
@@ -470,10 +506,15 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, con
   const int rank = shard.rank;
   const std::vector<ParamInfo> table = llama_param_table(cfg);
   std::vector<std::string> candidates = list_checkpoints(dir);
-  // `latest` first: it names what the writer finished last.
-  std::ifstream lf(fs::path(dir) / "latest");
+  // `latest` first: it names what the writer finished last. One that cannot
+  // be read leaves the newest intact step first.
   std::string latest;
-  if (lf >> latest) {
+  try {
+    latest = read_latest(dir);
+  } catch (const CheckpointError& e) {
+    spdlog::warn("{}; taking the newest intact checkpoint instead", e.what());
+  }
+  if (!latest.empty()) {
     fs::path p = fs::path(dir) / latest;
     auto it = std::find(candidates.begin(), candidates.end(), p.string());
     if (it != candidates.end()) std::rotate(candidates.begin(), it, it + 1);
@@ -552,6 +593,7 @@ std::optional<CheckpointMeta> load_latest_checkpoint(const std::string& dir, con
       out.last_loss = meta.value("last_loss", 0.0);
       out.world_size = meta["world"].value("size", 1);
       out.config_yaml = meta.value("config", "");
+      out.identity = meta_digest(meta);
       if (!problems.empty())
         spdlog::warn("resuming from the older checkpoint {} instead", c);
       return out;
@@ -589,9 +631,8 @@ OptimizerShard RunCheckpoints::shard() const {
 std::string export_hf(const std::string& checkpoint, const std::string& out) {
   fs::path ckpt = checkpoint;
   if (!fs::exists(ckpt / "meta.json")) {
-    std::ifstream lf(ckpt / "latest");
-    std::string latest;
-    if (!(lf >> latest))
+    const std::string latest = read_latest(ckpt.string());
+    if (latest.empty())
       throw CheckpointError(checkpoint + ": not a checkpoint (no meta.json) nor a checkpoint directory (no 'latest')");
     ckpt /= latest;
   }
@@ -689,7 +730,8 @@ bool RunCheckpoints::sharded() const {
   return group_ && world_ > 1 && (state_.shards_weights() || state_.optimizer_shards() > 1);
 }
 
-std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_completed, double last_loss, bool final) {
+std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_completed, double last_loss, CheckpointKind kind) {
+  const bool final = kind == CheckpointKind::Final;
   state_.flush();  // overlapped parameter gathers land before the weights are written
   CheckpointMeta meta;
   meta.step = steps_completed;
@@ -707,7 +749,7 @@ std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_complete
     // full model's layout; nobody gathers the model. The last checkpoint of
     // a run also gets the HF model files, streamed from those.
     WEFT_CHECK(!pending_, "save: the previous checkpoint is still being written (complete() first)");
-    const bool background = !final && async();
+    const bool background = kind == CheckpointKind::Periodic && async();
     auto write_now = [&](ShardedWrite& w, const AdamW& opt, const std::vector<SafetensorsWriter::Piece>& weights) {
       w.write(opt, weights);
       saved.path = w.finish(/*export_hf=*/final);

@@ -40,6 +40,7 @@ struct CheckpointMeta {
   int world_size = 1;
   std::string config_yaml;  // the config the run was started with
   uint64_t max_shard_bytes = kDefaultMaxShardBytes;  // save: split larger model files
+  uint32_t identity = 0;   // load: the checksum of its meta.json (which ranks compare)
 };
 
 // Whose optimizer state a rank saves or loads: replicated (shards 1, rank 0's
@@ -161,6 +162,13 @@ void save_model_weights(const std::string& path, const Llama& model);
 //    any layout resumes.
 // Weights and optimizer state load independently: AdamW::load_state leaves
 // the master copy, which comes with the weights, alone.
+// Why a checkpoint is written, which decides when it is published.
+enum class CheckpointKind : int {
+  Periodic,  // checkpoint.every: may be written in the background
+  Stop,      // a stop signal: published before the process exits
+  Final,     // the run's last: published at once, with its HF model files
+};
+
 class RunCheckpoints {
  public:
   // `group`: the data-parallel group (sharded files); null when alone.
@@ -181,11 +189,12 @@ class RunCheckpoints {
   // `steps_completed` steps. Returns it when it is published now; empty when
   // this rank writes nothing, or when its files are written in the
   // background. That is a sharded checkpoint (a strategy that shards weights
-  // or optimizer state over several ranks; ShardedWrite) other than
-  // the `final` one, with checkpoint.async on: each rank snapshots its part
-  // and writes it while training goes on, and complete() publishes it.
-  // `final` (the run's last) is written at once, with its HF model files.
-  std::optional<Saved> save(int64_t steps_completed, double last_loss, bool final = false);
+  // or optimizer state over several ranks; ShardedWrite) of CheckpointKind::Periodic
+  // with checkpoint.async on: each rank snapshots its part and writes it
+  // while training goes on, and complete() publishes it. A Stop or Final
+  // checkpoint first publishes the one in flight, then is written and
+  // published before save returns: a stopped process has no later step.
+  std::optional<Saved> save(int64_t steps_completed, double last_loss, CheckpointKind kind = CheckpointKind::Periodic);
   // Collective: waits for the background write, if one is in flight, and
   // publishes its checkpoint (the trainer calls it after every step and
   // before every save, on every rank). Empty when none was in flight. Throws

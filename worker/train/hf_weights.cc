@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/hf_config.h"
+#include "config/small_file.h"
 #include "tensor/bf16.h"
 
 namespace weft {
@@ -94,10 +95,10 @@ HfWeights HfWeights::open(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(index, ec)) {
     nlohmann::json j;
+    const SmallFile f = read_small_file(index.string(), kMaxTextFileBytes);
+    if (!f.ok()) throw CheckpointError(f.problem.empty() ? index.string() + ": cannot read" : f.problem);
     try {
-      std::ifstream in(index);
-      if (!in) throw CheckpointError(index.string() + ": cannot read");
-      j = nlohmann::json::parse(in);
+      j = nlohmann::json::parse(f.text);
     } catch (const nlohmann::json::exception& e) {
       throw CheckpointError(index.string() + ": not valid JSON (" + e.what() + ")");
     }

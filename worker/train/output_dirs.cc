@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -59,15 +60,21 @@ void require_writable_dir(const std::string& dir, const std::string& what) {
   if (!ok) throw CheckpointError(fmt::format("{} {}: a test write failed: {}", what, dir, std::strerror(err)));
 }
 
-void require_free_space(const std::string& dir, int64_t need_bytes, const std::string& what) {
+void require_free_space(const std::string& dir, int64_t one_checkpoint, int keep, int existing,
+                        const std::string& what) {
   struct statvfs st {};
   if (::statvfs(dir.c_str(), &st) != 0) return;  // unknown: the writes themselves will tell
   const int64_t free_bytes = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+  // At the peak the directory holds `keep` checkpoints and the new one.
+  const int more = std::max(1, std::max(keep, 1) + 1 - existing);
+  const int64_t need_bytes = one_checkpoint * more;
   if (free_bytes < need_bytes)
     throw CheckpointError(fmt::format(
-        "{} {}: {} free, but one checkpoint of this model needs about {}; free space there, or point {} "
-        "at a larger volume",
-        what, dir, mib(free_bytes), mib(need_bytes), what));
+        "{} {}: {} free, but {} more checkpoint{} of this model need about {} ({} each; checkpoint.keep {} "
+        "and the one being written, {} there now); free space there, lower checkpoint.keep, or point {} at a "
+        "larger volume",
+        what, dir, mib(free_bytes), more, more == 1 ? "" : "s", mib(need_bytes), mib(one_checkpoint), keep,
+        existing, what));
 }
 
 std::string checkpoint_dir(const WorkerConfig& cfg) {

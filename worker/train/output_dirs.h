@@ -21,8 +21,12 @@ std::string checkpoint_dir(const WorkerConfig& cfg);
 void require_writable_dir(const std::string& dir, const std::string& what);
 
 // Throws CheckpointError when the file system of `dir` has less free space
-// for an unprivileged writer than `need_bytes`, naming both and `what`.
-void require_free_space(const std::string& dir, int64_t need_bytes, const std::string& what);
+// for an unprivileged writer than the checkpoints of the run still need:
+// `keep` of `one_checkpoint` bytes each and the one being written before
+// the oldest is removed, less the `existing` ones already there (at least
+// one more). Names the space, the need, checkpoint.keep and `what`.
+void require_free_space(const std::string& dir, int64_t one_checkpoint, int keep, int existing,
+                        const std::string& what);
 
 // The bytes of one checkpoint of a model of `num_params` parameters: f32
 // weights plus the two f32 AdamW moments over all shards, and a margin for

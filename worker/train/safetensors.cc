@@ -10,6 +10,10 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <vector>
+
+#include "config/small_file.h"
 
 namespace weft {
 
@@ -39,6 +43,13 @@ bool parse_dtype(const std::string& s, DType* out) {
   throw CheckpointError(path + ": " + what);
 }
 
+// Weights and optimizer files are opened by name: a FIFO or a device there
+// would block or never end (config/small_file.h).
+void require_regular(const std::string& path) {
+  const std::string problem = irregular_file_problem(path);
+  if (!problem.empty()) throw CheckpointError(problem);
+}
+
 uint64_t read_header_length(const std::string& path, const char* bytes, uint64_t file_size) {
   if (file_size < 8) fail(path, "truncated: " + std::to_string(file_size) + " bytes, no header");
   uint64_t hlen = 0;
@@ -62,6 +73,7 @@ void parse_entries(const std::string& path, const char* hbegin, const char* hend
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
   uint64_t covered = 0;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> ranges;  // [begin, end) of each tensor's bytes
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) fail(path, "__metadata__ is not an object");
@@ -103,9 +115,20 @@ void parse_entries(const std::string& path, const char* hbegin, const char* hend
       fail(path, "tensor '" + it.key() + "' has " + std::to_string(end - b) +
                      " bytes, its shape needs " + std::to_string(v.bytes));
     v.offset = data_begin + b;
+    ranges.emplace_back(b, end, it.key());
     if (__builtin_add_overflow(covered, v.bytes, &covered))
       fail(path, "tensors cover more than 2^64 bytes");
     tensors[it.key()] = std::move(v);
+  }
+  // Two tensors over the same bytes would load one's values into both (the
+  // byte count alone can still match when a gap makes up for the overlap).
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const auto& [b0, e0, n0] = ranges[i - 1];
+    const auto& [b1, e1, n1] = ranges[i];
+    if (b1 < e0 && b1 < e1)
+      fail(path, "tensors '" + n0 + "' (bytes " + std::to_string(b0) + "-" + std::to_string(e0) + ") and '" + n1 +
+                     "' (bytes " + std::to_string(b1) + "-" + std::to_string(e1) + ") overlap");
   }
   if (covered != data_size)
     fail(path, "data section has " + std::to_string(data_size) + " bytes but tensors cover " +
@@ -227,6 +250,7 @@ uint32_t SafetensorsWriter::write(const std::string& path) const {
 
 SafetensorsFile SafetensorsFile::load(const std::string& path) {
   SafetensorsFile f;
+  require_regular(path);
   f.path_ = path;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot open");
@@ -262,6 +286,7 @@ size_t safetensors_dtype_size(const std::string& d) {
 
 SafetensorsIndex SafetensorsIndex::open(const std::string& path) {
   SafetensorsIndex f;
+  require_regular(path);
   f.path_ = path;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot open");
@@ -324,6 +349,7 @@ const SafetensorsFile::View& SafetensorsFile::get(const std::string& name, DType
 }
 
 uint32_t crc32_of_file(const std::string& path) {
+  require_regular(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open");
   std::vector<char> buf(1 << 20);

@@ -136,10 +136,37 @@ void Trainer::log_progress(const StepReport& r, double elapsed, int64_t steps_th
                r.tokens_per_second, sync, hms(eta));
 }
 
-int64_t Trainer::resume_or_init() {
+int64_t Trainer::resume_or_init(TrainSummary& s) {
+  const int64_t step = load_start(s);
+  agree_on_start(step);
+  return step;
+}
+
+void Trainer::agree_on_start(int64_t step) {
+  // Every rank must start where the others do, from the same checkpoint;
+  // checked before the first step, whose collectives would otherwise run in
+  // lock-step over different steps and weights.
+  const std::vector<StartPoint> all = boundary_.start_points({step, start_checkpoint_});
+  if (std::all_of(all.begin(), all.end(), [&](const StartPoint& p) { return p == all.front(); })) return;
+  std::string each;
+  for (size_t r = 0; r < all.size(); ++r)
+    each += fmt::format("{}rank {}: {}", r ? "; " : "", r,
+                        all[r].checkpoint || all[r].step ? fmt::format("step {} (checkpoint {:08x})", all[r].step, all[r].checkpoint)
+                                          : std::string("no checkpoint (step 0)"));
+  throw CheckpointError(fmt::format(
+      "the ranks would resume from different checkpoints ({}); this rank read {}. Give every rank the same "
+      "checkpoint.dir (a volume they all mount), or remove the stale one",
+      each, checkpoints_->dir()));
+}
+
+int64_t Trainer::load_start(TrainSummary& s) {
   if (cfg_.checkpoint.resume) {
     if (const auto meta = checkpoints_->resume()) {
       spdlog::info("resumed from {}/step-{} (loss {:.4f})", checkpoints_->dir(), meta->step, meta->last_loss);
+      // A stop before the first step has this checkpoint already.
+      saved_step_ = meta->step;
+      start_checkpoint_ = meta->identity;
+      s.last_checkpoint = fmt::format("{}/step-{}", checkpoints_->dir(), meta->step);
       return meta->step;
     }
   }
@@ -282,10 +309,15 @@ StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss
   return r;
 }
 
-void Trainer::save(TrainSummary& s, int64_t steps_completed, double last_loss, bool final) {
+void Trainer::save(TrainSummary& s, int64_t steps_completed, double last_loss, CheckpointKind kind) {
   publish_pending(s);
+  // A stop right after a periodic checkpoint has it already (published just
+  // now, if it was written in the background); the same step is not written
+  // twice. A run's last checkpoint is: it adds the HF model files.
+  if (kind == CheckpointKind::Stop && saved_step_ == steps_completed) return;
+  saved_step_ = steps_completed;
   // Empty: replicated state another rank writes, or files still being written.
-  if (const auto saved = checkpoints_->save(steps_completed, last_loss, final))
+  if (const auto saved = checkpoints_->save(steps_completed, last_loss, kind))
     report(s, saved->path, saved->step, saved->seconds);
 }
 
@@ -300,14 +332,15 @@ void Trainer::report(TrainSummary& s, const std::string& path, int64_t step, dou
   if (observer_) observer_->on_checkpoint(step);
 }
 
-TrainSummary Trainer::run(const std::atomic<int>* stop) {
+TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void()>& started) {
   const TrainConfig& t = cfg_.train;
   TrainSummary s;
   s.num_params = model_.num_params();
   s.entropy_floor = source_->entropy_floor();
   log_start(s);
   s.bucket_cap_mb = sync_->bucket_cap_mb();
-  s.start_step = resume_or_init();
+  s.start_step = resume_or_init(s);
+  if (started) started();
   sync_->start();
   // Loading and initialising leave the GPU allocator's cache full of blocks
   // of sizes the step never asks for (f32 staging of safetensors, shards):
@@ -354,13 +387,17 @@ TrainSummary Trainer::run(const std::atomic<int>* stop) {
     // A sharded checkpoint's files were written during this step: publish it.
     publish_pending(s);
     if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
-      save(s, step + 1, loss, /*final=*/false);
+      save(s, step + 1, loss, CheckpointKind::Periodic);
   }
   sync_->state().flush();
   finish(s, step, seconds_since(t0));
   // The last checkpoint of a finished run is a model directory (HF files);
-  // a stopped run's is resumed, and its deadline is the grace period.
-  if (step > s.start_step || s.stopped_early) save(s, step, s.final_loss, /*final=*/!s.stopped_early);
+  // a stopped run's is resumed, and its deadline is the grace period: both
+  // are published (with the one still in flight) before run returns.
+  if (step > s.start_step || s.stopped_early)
+    save(s, step, s.final_loss, s.stopped_early ? CheckpointKind::Stop : CheckpointKind::Final);
+  else
+    publish_pending(s);
   s.peak_rss_bytes = peak_rss_bytes();
   if (buffer_->device() == Device::CUDA) s.device_memory = ops::cuda_memory();
   log_end(s);

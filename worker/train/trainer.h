@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@
 namespace weft {
 
 class RunCheckpoints;  // train/checkpoint.h
+enum class CheckpointKind : int;
 
 struct TrainSummary {
   int64_t start_step = 0;      // 0, or the step a checkpoint resumed at
@@ -82,9 +84,12 @@ class Trainer {
   explicit Trainer(const WorkerConfig& cfg, TrainerComm comm = {});
   ~Trainer();
 
-  // Trains until config steps or *stop becomes non-zero. Throws ConfigError,
+  // Trains until config steps or *stop becomes non-zero. `started` is called
+  // once, when the ranks agree where they start and before the first step:
+  // from then on a stop is a checkpoint, before it there is nothing to save
+  // (the caller's signal handling changes there). Throws ConfigError,
   // DataError or CheckpointError for the caller to map to an exit code.
-  TrainSummary run(const std::atomic<int>* stop = nullptr);
+  TrainSummary run(const std::atomic<int>* stop = nullptr, const std::function<void()>& started = {});
 
   Llama& model() { return model_; }
   GradSync& grad_sync() { return *sync_; }
@@ -109,8 +114,13 @@ class Trainer {
   int sp() const { return rank_.sp ? rank_.sp->size() : 1; }
   void init_from_hf(const std::string& dir);  // throws ConfigError for a bad directory
   // The step training starts at: a resumed checkpoint's, else 0 (from
-  // init_from's weights when set).
-  int64_t resume_or_init();
+  // init_from's weights when set). Loads where this rank starts
+  // (load_start), then checks with the others that they start at the same
+  // step from the same checkpoint (agree_on_start throws CheckpointError
+  // naming each rank's start when they do not).
+  int64_t resume_or_init(TrainSummary& s);
+  int64_t load_start(TrainSummary& s);
+  void agree_on_start(int64_t step);
   void log_start(const TrainSummary& s) const;
   ops::AttentionKernel attention_;
   // Stop requests and bucket caps agreed by every rank; false: stop now.
@@ -126,7 +136,7 @@ class Trainer {
                          const double (&phase_before)[4]) const;
   // Checkpoints: save, publish one written in the background (collective;
   // after every step), and log/observe one that was published.
-  void save(TrainSummary& s, int64_t steps_completed, double last_loss, bool final);
+  void save(TrainSummary& s, int64_t steps_completed, double last_loss, CheckpointKind kind);
   void publish_pending(TrainSummary& s);
   void report(TrainSummary& s, const std::string& path, int64_t step, double seconds);
   // The summary's totals once the loop ended at `step`.
@@ -145,6 +155,8 @@ class Trainer {
   Llama model_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<RunCheckpoints> checkpoints_;
+  int64_t saved_step_ = -1;  // steps completed at the last save() on every rank
+  uint32_t start_checkpoint_ = 0;  // identity of the checkpoint resumed from; 0: none
   StepBoundary boundary_;
   int64_t cap_step_ = 0;  // step that applied the current bucket cap (StepReport::bucket_cap_step)
   StepObserver* observer_ = nullptr;
