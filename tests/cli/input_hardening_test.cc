@@ -23,16 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using weft::testing::fresh_dir;
+using weft::testing::has;
 using weft::testing::run_process;
+using weft::testing::seconds_since;
 using weft::testing::write_file;
 const std::string kWorker = weft::testing::bin("weft-worker");
 const std::string kRun = weft::testing::bin("weft-run");
-
-bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // A model of about a billion parameters: 17 GB of weights, gradients and
 // AdamW state in f32.

@@ -28,4 +28,11 @@ std::string write_file(const std::filesystem::path& p, const std::string& text);
 
 std::string bin(const std::string& program);  // WEFT_BIN_DIR/program
 
+// Whether a program's output contains `what`.
+inline bool has(const std::string& output, const std::string& what) { return output.find(what) != std::string::npos; }
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace weft::testing
