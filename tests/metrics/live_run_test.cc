@@ -9,12 +9,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 
 #include "metrics/metrics_test_util.h"
 #include "support/net.h"
@@ -28,6 +33,7 @@ using nlohmann::json;
 using weft::testing::free_port;
 using weft::testing::http_get;
 using weft::testing::HttpResponse;
+using namespace std::chrono_literals;
 
 const char* kNamespace = "weft-test";
 const char* kJob = "metrics-e2e";
@@ -221,6 +227,66 @@ TEST(LiveRun, PromtoolPrometheusAndEveryDashboardQueryAcceptALive2RankRun) {
   const int code = stop(run, 20);
   EXPECT_TRUE(code == 143 || code == 0) << "weft-run exit " << code << "\n"
                                         << read_file(run.log_path);
+  if (!HasFailure()) fs::remove_all(tmp);
+}
+
+// One rank training under `ulimit -n 64` (a tight container) while clients
+// flood its metrics port: 300 idle connections, 20 that trickle a request,
+// 20 that send binary garbage, and a scraper hammering /ready through the
+// stop. What must hold: scrapes are still answered; SIGTERM still writes the
+// checkpoint (which needs descriptors the flood must not have taken) and the
+// rank exits 143; the log is not flooded.
+TEST(LiveRun, ARankFloodedAtUlimit64StillCheckpointsOnSigtermAndExits143) {
+  rlimit own{};
+  ::getrlimit(RLIMIT_NOFILE, &own);
+  if (own.rlim_cur < 512) GTEST_SKIP() << "the flood needs 512 descriptors; RLIMIT_NOFILE is " << own.rlim_cur;
+  const fs::path tmp = fs::temp_directory_path() / ("weft-metrics-flood-" + std::to_string(getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  Children guard;
+  const int port = weft::testing::free_port_range(1);
+  Child run = spawn({"/bin/sh", "-c", "ulimit -n 64 && exec \"$@\"", "sh", std::string(WEFT_BIN_DIR) + "/weft-worker",
+                     std::string(WEFT_SOURCE_DIR) + "/tests/metrics/metrics_run.yaml", "--out", (tmp / "out").string(),
+                     "--checkpoint-dir", (tmp / "ckpt").string(), "--no-resume"},
+                    {{"WEFT_METRICS_PORT", std::to_string(port)},
+                     {"RANK", ""},
+                     {"WORLD_SIZE", ""},
+                     {"LOCAL_RANK", ""},
+                     {"MASTER_ADDR", ""},
+                     {"MASTER_PORT", ""}},
+                    (tmp / "rank.log").string());
+  guard.all.push_back(&run);
+  ASSERT_TRUE(wait_for(120, [&] { return !running(run) || http_get(port, "/ready").status == 200; }))
+      << read_file(run.log_path);
+  ASSERT_TRUE(running(run)) << read_file(run.log_path);
+
+  std::vector<int> flood;
+  for (int i = 0; i < 340; ++i) {
+    int fd = weft::testing::connect_loopback(port);
+    if (fd < 0) continue;
+    if (i >= 300 && i < 320) weft::testing::send_all(fd, "GET /metrics HTTP/1.1\r\nX-Slow: ");
+    if (i >= 320) weft::testing::send_all(fd, std::string("\x16\x03\x01\x00\xff\x01\x00\x00", 8));
+    flood.push_back(fd);
+  }
+  std::atomic<bool> stop_scraping{false};
+  std::atomic<int> answered{0};
+  std::thread scraper([&] {
+    while (!stop_scraping) {
+      if (http_get(port, "/ready", 5s).status == 200) ++answered;
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  EXPECT_TRUE(wait_for(60, [&] { return answered > 0; })) << "no scrape answered during the flood";
+  std::this_thread::sleep_for(3s);  // the rank trains (and checkpoints every 100 steps) under the flood
+  const int code = stop(run, 60);
+  stop_scraping = true;
+  scraper.join();
+  for (int fd : flood) ::close(fd);
+  const std::string log = read_file(run.log_path);
+  EXPECT_EQ(code, 143) << log;
+  EXPECT_NE(log.find("checkpoint written"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Too many open files"), std::string::npos) << log;
+  EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 400) << "the clients flooded the log:\n" << log;
   if (!HasFailure()) fs::remove_all(tmp);
 }
 
