@@ -120,6 +120,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   // The API server refused a pod built from the user's spec (e.g. an invalid
   // template override): retrying cannot help.
   if (cx.error && !cx.error->transient() && cx.error->status != 403) return refuse_pods(cx);
+  keep_podgroup_while_waiting(cx);
   return report_progress(cx);
 }
 
@@ -137,6 +138,7 @@ std::optional<ReconcileResult> Reconciler::read_state(const std::string& key, Co
   cx.generation = job["metadata"].value("generation", 0L);
   cx.spec = parse_spec(job.contains("spec") ? job["spec"] : Json(), &cx.spec_errors);
   for (auto& e : validate(cx.spec)) cx.spec_errors.push_back(std::move(e));
+  for (auto& e : validate_name(cx.name, cx.spec)) cx.spec_errors.push_back(std::move(e));
   for (auto& e : check_pod_powers(cx.spec, powers_)) cx.spec_errors.push_back(std::move(e));
   std::vector<SpecError> status_errors;
   cx.status = parse_status(job.contains("status") ? job["status"] : Json::object(), &status_errors);
@@ -206,6 +208,9 @@ void Reconciler::relaunch_if_spec_changed(Context& cx) {
     cx.event("Normal", kReasonSpecChanged,
              "spec changed (generation " + std::to_string(cx.generation) + "): relaunching the gang as attempt " +
                  std::to_string(st.attempt));
+    // A PodGroup the new gang does not use would keep its place in a queue
+    // (Volcano's) for pods that no longer name it.
+    delete_unwanted_podgroups(cx);
     return;
   }
 }
@@ -350,8 +355,10 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
                          " running",
                      cx.generation, cx.now_s);
   }
-  // A PodGroup API may be installed later: look again.
-  if (!cx.podgroup_problem.empty()) return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(30)));
+  // A PodGroup API may be installed later: look again. A gang that waits
+  // for its scheduler is looked at again too: its PodGroup is not watched.
+  if (!cx.podgroup_problem.empty() || (cx.podgroup_ensured && !view.all_ready))
+    return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(30)));
   if (!view.all_ready) return finish(cx, ReconcileResult::done());
   // Observe, then decide and apply. Both may ask for a requeue: the earlier
   // one wins.

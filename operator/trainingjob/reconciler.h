@@ -139,6 +139,12 @@ class Reconciler {
   // (minMember, ...) to the job's; false when it cannot exist (then no pods).
   bool ensure_podgroup(Context& cx);
   void delete_podgroup(Context& cx);  // when the gang is gone for good: suspended or finished
+  // After a spec change: the PodGroups of the kinds the spec no longer asks
+  // for (gang scheduling turned off, another provider).
+  void delete_unwanted_podgroups(Context& cx);
+  // While the gang waits for its scheduler: its PodGroup must still exist
+  // and ask for this gang (someone may have deleted or edited it).
+  void keep_podgroup_while_waiting(Context& cx);
   void set_scheduling_condition(Context& cx);
   int create_pods(Context& cx, const std::vector<int>& ranks);  // pods of cx.status.attempt; returns how many
   void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);

@@ -153,6 +153,7 @@ bool Reconciler::ensure_secret(Context& cx) {
 }
 
 bool Reconciler::ensure_podgroup(Context& cx) {
+  cx.podgroup_ensured = true;
   const Json want = build_podgroup(*cx.job, cx.spec);
   const std::string name = podgroup_name(cx.name);
   const bool volcano = cx.spec.scheduling.volcano();
@@ -174,8 +175,8 @@ bool Reconciler::ensure_podgroup(Context& cx) {
     return false;
   }
   if (!owned_by(*have, (*cx.job)["metadata"].value("uid", ""))) {
-    cx.podgroup_problem = "PodGroup " + cx.ns + "/" + name + " exists but is not this job's; no pods are created "
-                          "until it is gone";
+    cx.podgroup_problem = "PodGroup " + cx.ns + "/" + name + " exists but is not this job's; the operator creates "
+                          "its own, and any pods missing, once it is gone";
     return false;
   }
   // The job's replicas or scheduling fields may have changed since it was
@@ -210,6 +211,34 @@ void Reconciler::delete_podgroup(Context& cx) {
   if (!res && !res.error().not_found())
     spdlog::warn("{}: deleting PodGroup {}: {} (the garbage collector removes it with the job)", cx.key(), name,
                  res.error().message);
+}
+
+void Reconciler::delete_unwanted_podgroups(Context& cx) {
+  const SchedulingSpec& g = cx.spec.scheduling;
+  const std::string name = podgroup_name(cx.name);
+  for (const kube::Resource* res : {&kube::kPodGroups, &kube::kVolcanoPodGroups}) {
+    if (g.enabled() && res == &podgroup_resource(cx.spec)) continue;
+    // Not found is the usual answer (also where the API is not served). A
+    // PodGroup of that name that is not this job's is left alone.
+    auto have = api_.get(*res, cx.ns, name);
+    if (!have || !owned_by(*have, (*cx.job)["metadata"].value("uid", ""))) continue;
+    auto gone = api_.remove(*res, cx.ns, name, kube::Propagation::Background,
+                            (*have)["metadata"].value("uid", ""));
+    if (!gone && !gone.error().not_found() && gone.error().status != 409)
+      spdlog::warn("{}: deleting the {} PodGroup the spec no longer asks for: {} (the garbage collector removes it "
+                   "with the job)",
+                   cx.key(), res->group, gone.error().message);
+  }
+}
+
+void Reconciler::keep_podgroup_while_waiting(Context& cx) {
+  if (!cx.spec.scheduling.enabled() || cx.podgroup_ensured) return;
+  if (static_cast<int>(cx.present.size()) < cx.spec.replicas) return;  // not launched: create_pods ensures it
+  int placed = 0;
+  for (const RankState& r : cx.gang.ranks)
+    if (r.scheduled && !r.terminating) ++placed;
+  if (placed >= cx.spec.replicas) return;  // bound: the scheduler is done with it until the next launch
+  ensure_podgroup(cx);
 }
 
 void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {

@@ -34,6 +34,7 @@ struct Reconciler::Context {
   std::vector<tuner::RankObservation> tuning_ranks;
   bool secret_ensured = false;                     // this reconcile created the Secret or found it there
   std::string podgroup_problem;                    // why the gang's PodGroup could not be created (then no pods)
+  bool podgroup_ensured = false;                   // ensure_podgroup() ran in this reconcile
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
 

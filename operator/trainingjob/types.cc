@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "kube/quantity.h"
 #include "trainingjob/constants.h"
@@ -10,12 +13,41 @@
 namespace weft::tj {
 namespace {
 
+// `v` as a T when it is a whole number T can hold; nullopt otherwise.
+template <class T>
+std::optional<T> whole_number(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+    return static_cast<T>(u);
+  }
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+        i > static_cast<std::int64_t>(std::numeric_limits<T>::max()))
+      return std::nullopt;
+    return static_cast<T>(i);
+  }
+  return std::nullopt;
+}
+
 // Reads spec[key] as T if present; a present value of the wrong JSON type is
 // reported instead of silently falling back to the default.
 template <class T>
 void read(const Json& obj, const char* key, T& out, const std::string& path, std::vector<SpecError>* errors) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return;
+  // nlohmann's get<int>() casts without a check: 4294967298 would read as 2
+  // and 2.5 as 2, a job other than the one asked for.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (auto n = whole_number<T>(*it)) {
+      out = *n;
+    } else if (errors) {
+      errors->push_back({path + "." + key, it->is_number() ? "must be a whole number in range, got " + it->dump()
+                                                           : "has the wrong type (" + std::string(it->type_name()) + ")"});
+    }
+    return;
+  }
   try {
     out = it->get<T>();
   } catch (const Json::exception&) {
@@ -27,6 +59,23 @@ const Json& parallel_of(const Json& worker) {
   static const Json empty = Json::object();
   auto it = worker.find("parallel");
   return it != worker.end() && it->is_object() ? *it : empty;
+}
+
+// A DNS-1123 subdomain, the form of an object's name (a Volcano Queue's)
+// and of a scheduler's: "-", "a..b" or "x-" pass a character check but not
+// this, and a v1.20 API server takes them in a pod, which then waits forever.
+bool dns_subdomain(const std::string& v) {
+  if (v.empty() || v.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = v.find('.', start);
+    const std::string label = v.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (label.empty() || label.front() == '-' || label.back() == '-' ||
+        label.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+      return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
 }
 
 }  // namespace
@@ -41,13 +90,13 @@ int TrainingJobSpec::metrics_port() const {
   auto p = m->find("port");
   return p != m->end() && p->is_number_integer() ? p->get<int>() : contract::metrics_port(0);
 }
-int TrainingJobSpec::sp() const {
+long long TrainingJobSpec::sp() const {
   const Json& p = parallel_of(worker);
-  return p.contains("sp") && p["sp"].is_number_integer() ? p["sp"].get<int>() : 1;
+  return p.contains("sp") && p["sp"].is_number_integer() ? whole_number<long long>(p["sp"]).value_or(0) : 1;
 }
-int TrainingJobSpec::wp() const {
+long long TrainingJobSpec::wp() const {
   const Json& p = parallel_of(worker);
-  return p.contains("wp") && p["wp"].is_number_integer() ? p["wp"].get<int>() : 1;
+  return p.contains("wp") && p["wp"].is_number_integer() ? whole_number<long long>(p["wp"]).value_or(0) : 1;
 }
 std::optional<double> TrainingJobSpec::bucket_cap_mb() const {
   const Json& p = parallel_of(worker);
@@ -93,10 +142,11 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
   if (auto p = spec.find("procsPerPod"); p != spec.end() && !p->is_null()) {
     if (p->is_string() && p->get<std::string>() == "auto")
       s.procs_per_pod_auto = true;
-    else if (p->is_number_integer())
-      s.procs_per_pod = p->get<int>();
+    else if (auto n = whole_number<int>(*p))
+      s.procs_per_pod = *n;
     else if (errors)
-      errors->push_back({"spec.procsPerPod", "must be a whole number of ranks or \"auto\", got " + p->dump()});
+      errors->push_back({"spec.procsPerPod", "must be a whole number of ranks in [1, " +
+                                                 std::to_string(kMaxProcsPerPod) + "] or \"auto\", got " + p->dump()});
   }
   read(spec, "shmSize", s.shm_size, "spec", errors);
   read(spec, "image", s.image, "spec", errors);
@@ -169,12 +219,12 @@ std::vector<SpecError> validate_scheduling(const TrainingJobSpec& s) {
                  "is a field of scheduler-plugins' PodGroup; Volcano's has none (provider is volcano)"});
   if (!g.queue.empty() && !g.volcano())
     e.push_back({"spec.scheduling.queue", "is a field of Volcano's PodGroup; set provider: volcano"});
-  // Names the API server would refuse in a pod or a PodGroup.
+  // Names no scheduler or Volcano Queue can have.
   for (const auto& [field, value] : {std::pair{"schedulerName", g.scheduler_name}, {"queue", g.queue}})
-    if (!value.empty() && (value.size() > 253 || value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") !=
-                                                     std::string::npos))
+    if (!value.empty() && !dns_subdomain(value))
       e.push_back({std::string("spec.scheduling.") + field,
-                   "must be a lowercase DNS name (a-z, 0-9, '-', '.'; at most 253), got '" + value + "'"});
+                   "must be a lowercase DNS name (dot-separated a-z, 0-9 and '-', each part starting and ending "
+                   "with a letter or digit; at most 253), got '" + value + "'"});
   if (g.enabled() && s.pod_template.contains("schedulerName"))
     e.push_back({"spec.template.schedulerName",
                  "conflicts with gang scheduling, whose pods go to spec.scheduling.schedulerName (" + g.scheduler() +
@@ -191,21 +241,35 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
   const std::string strat = s.strategy();
   if (strat != "dp" && strat != "zero" && strat != "isp")
     e.push_back({"spec.worker.parallel.strategy", "must be one of dp, zero, isp; got '" + strat + "'"});
-  if (s.sp() < 1) e.push_back({"spec.worker.parallel.sp", "must be >= 1"});
-  if (s.wp() < 1) e.push_back({"spec.worker.parallel.wp", "must be >= 1"});
+  for (const auto& [key, size] : {std::pair{"sp", s.sp()}, {"wp", s.wp()}})
+    if (size < 1)
+      e.push_back({std::string("spec.worker.parallel.") + key,
+                   "must be a whole number >= 1, got " + s.worker["parallel"][key].dump()});
   const auto gpus = s.gpu_limit();
-  if (s.procs_per_pod_auto && !(gpus && *gpus > 0))
-    e.push_back({"spec.procsPerPod", std::string("auto takes the pod's ") + kGpuResource +
-                                         " limit, and spec.resources.limits sets none"});
+  if (s.procs_per_pod_auto && !(gpus && *gpus > 0)) {
+    const Json* limit = nullptr;
+    if (auto l = s.resources.find("limits"); l != s.resources.end() && l->is_object())
+      if (auto g = l->find(kGpuResource); g != l->end()) limit = &*g;
+    e.push_back({"spec.procsPerPod", std::string("auto takes the pod's ") + kGpuResource + " limit, " +
+                                         (limit ? "which must be a whole number above 0, got " + limit->dump()
+                                                : std::string("and spec.resources.limits sets none"))});
+  }
   if (!s.procs_per_pod_auto && (s.procs_per_pod < 1 || s.procs_per_pod > kMaxProcsPerPod))
     e.push_back({"spec.procsPerPod", "must be in [1, " + std::to_string(kMaxProcsPerPod) + "] or auto, got " +
                                          std::to_string(s.procs_per_pod)});
+  else if (s.procs_per_pod_auto && s.ranks_per_pod() > kMaxProcsPerPod)
+    // auto is bound like a number: the launcher, the ports and WORLD_SIZE
+    // (replicas x procsPerPod, an int32) are sized for it.
+    e.push_back({"spec.procsPerPod", "auto takes the pod's " + std::to_string(s.ranks_per_pod()) + " GPUs (spec.resources.limits." +
+                                         kGpuResource + "), more than " + std::to_string(kMaxProcsPerPod) +
+                                         " ranks per pod"});
   else if (gpus && *gpus > 0 && s.ranks_per_pod() > *gpus)
     e.push_back({"spec.procsPerPod", "is " + std::to_string(s.procs_per_pod) + ", more than the pod's " +
                                          std::to_string(*gpus) + " GPUs (spec.resources.limits." + kGpuResource +
                                          "): every rank needs a GPU of its own"});
   // ISP groups are ranks, not pods: sp and wp divide pods x procsPerPod.
-  const int world = s.world_size();
+  // In 64 bits: an invalid procsPerPod refused above must not overflow here.
+  const long long world = static_cast<long long>(s.replicas) * s.ranks_per_pod();
   const std::string ranks = s.ranks_per_pod() == 1 ? "spec.replicas" : "spec.replicas x spec.procsPerPod";
   if (s.sp() >= 1 && world % s.sp() != 0)
     e.push_back({"spec.replicas", "the ranks (" + ranks + " = " + std::to_string(world) +
@@ -262,6 +326,24 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
         if (env.value("name", "") == n)
           e.push_back({"spec.template.env", std::string("cannot override ") + n + ", which the operator sets"});
   return e;
+}
+
+std::vector<SpecError> validate_name(const std::string& name, const TrainingJobSpec& s) {
+  // The job's name is its Service's (a DNS-1035 label: no dots, a letter
+  // first) and the value of its children's weft.dev/job label, and
+  // `<name>-<rank>` is each pod's hostname: the API server would refuse
+  // those children, not the job, which would wait for them forever.
+  const std::string last_pod = name + "-" + std::to_string(std::max(s.replicas, 1) - 1);
+  const bool label = !name.empty() && name.size() <= 63 && name.front() >= 'a' && name.front() <= 'z' &&
+                     name.back() != '-' && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+  if (!label)
+    return {{"metadata.name", "must be a DNS-1035 label (a-z, 0-9 and '-', a letter first, at most 63 characters): "
+                              "it names the job's Service, got '" + name + "'"}};
+  if (last_pod.size() > 63)
+    return {{"metadata.name", "is too long for " + std::to_string(s.replicas) + " pods: their hostnames <name>-<rank> (" +
+                              last_pod + ") must be at most 63 characters: a name of at most " +
+                              std::to_string(63 - (last_pod.size() - name.size())) + " characters"}};
+  return {};
 }
 
 std::string describe(const std::vector<SpecError>& errors) {

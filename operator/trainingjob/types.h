@@ -79,8 +79,9 @@ struct TrainingJobSpec {
 
   // Read from `worker` (defaults as in worker/train/config.h).
   std::string strategy() const;
-  int sp() const;
-  int wp() const;
+  // 0 for a number beyond 64 bits (validate() refuses sp and wp below 1).
+  long long sp() const;
+  long long wp() const;
   // spec.worker.parallel.bucket_cap_mb: the number, or nullopt when absent or
   // "auto" (the workers size buckets from the model themselves).
   std::optional<double> bucket_cap_mb() const;
@@ -149,6 +150,9 @@ Json to_json(const TuningStatus& t);
 std::vector<SpecError> validate(const TrainingJobSpec& spec);
 // The spec.scheduling part of validate().
 std::vector<SpecError> validate_scheduling(const TrainingJobSpec& spec);
+// metadata.name: the names of the children it becomes part of (Service,
+// pod hostnames for `replicas` pods) must be valid.
+std::vector<SpecError> validate_name(const std::string& name, const TrainingJobSpec& spec);
 std::string describe(const std::vector<SpecError>& errors);
 
 }  // namespace weft::tj

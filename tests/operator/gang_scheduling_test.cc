@@ -117,6 +117,12 @@ TEST(GangScheduling, SpecRules) {
       {"timeout 0", gang("", {{"scheduleTimeoutSeconds", 0}}), {}, "spec.scheduling.scheduleTimeoutSeconds"},
       {"scheduler name with capitals", gang("", {{"schedulerName", "My_Scheduler"}}), {},
        "spec.scheduling.schedulerName"},
+      // Lowercase characters, but no DNS names: no scheduler or Volcano Queue can be called that.
+      {"scheduler name with a leading dash", gang("", {{"schedulerName", "-gang-"}}), {},
+       "spec.scheduling.schedulerName"},
+      {"scheduler name with an empty part", gang("", {{"schedulerName", "a..b"}}), {}, "spec.scheduling.schedulerName"},
+      {"dotted scheduler name", gang("", {{"schedulerName", "gang.example.com"}}), {}, ""},
+      {"queue ending with a dot", gang("volcano", {{"queue", "research."}}), {}, "spec.scheduling.queue"},
       {"template scheduler beside gang", gang(), {{"schedulerName", "other"}}, "spec.template.schedulerName"},
       {"template scheduler without gang", {{"gang", "none"}}, {{"schedulerName", "other"}}, ""},
       {"gang of the wrong type", {{"gang", true}}, {}, "spec.scheduling.gang"},

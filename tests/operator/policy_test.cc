@@ -349,6 +349,20 @@ TEST(SpecValidation, Table) {
        "spec.procsPerPod"},
       {"procsPerPod at the GPU limit",
        MakeJob("a", "n").Spec("procsPerPod", 2).Spec("resources", {{"limits", {{"nvidia.com/gpu", 2}}}}).Obj(), ""},
+      // Numbers beyond an int are refused, not wrapped (2^32 + 2 read as 2).
+      {"procsPerPod beyond 32 bits", MakeJob("a", "n").Spec("procsPerPod", 4294967298LL).Obj(), "spec.procsPerPod"},
+      {"replicas a fraction", MakeJob("a", "n").Spec("replicas", 2.5).Obj(), "spec.replicas"},
+      {"sp beyond 32 bits",
+       MakeJob("a", "n").Replicas(2).Spec("worker", {{"parallel", {{"strategy", "isp"}, {"sp", 4294967298LL}}}}).Obj(),
+       "spec.replicas"},
+      {"sp beyond 64 bits",
+       MakeJob("a", "n").Spec("worker", {{"parallel", {{"strategy", "isp"}, {"sp", 18446744073709551615ULL}}}}).Obj(),
+       "spec.worker.parallel.sp"},
+      {"procsPerPod auto above 256 GPUs",
+       MakeJob("a", "n").Spec("procsPerPod", "auto").Spec("resources", {{"limits", {{"nvidia.com/gpu", 1000}}}}).Obj(),
+       "spec.procsPerPod"},
+      {"procsPerPod auto at 256 GPUs",
+       MakeJob("a", "n").Spec("procsPerPod", "auto").Spec("resources", {{"limits", {{"nvidia.com/gpu", 256}}}}).Obj(), ""},
       {"shmSize not a quantity", MakeJob("a", "n").Spec("shmSize", "1GB").Obj(), "spec.shmSize"},
       {"shmSize zero", MakeJob("a", "n").Spec("shmSize", "0").Obj(), "spec.shmSize"},
       {"grace period for a long checkpoint", MakeJob("a", "n").Template({{"terminationGracePeriodSeconds", 900}}).Obj(), ""},
@@ -360,6 +374,20 @@ TEST(SpecValidation, Table) {
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
     testing::ExpectFirstSpecError(r.job, r.want_field);
+  }
+}
+
+// The job's name is its Service's and, with the rank, each pod's hostname.
+TEST(SpecValidation, JobNameFitsTheChildrenItNames) {
+  const auto spec = [](int replicas) { return parse_spec(MakeJob("a", "n").Replicas(replicas).Obj()["spec"]); };
+  EXPECT_TRUE(validate_name("llm-7b", spec(4)).empty());
+  EXPECT_TRUE(validate_name(std::string(61, 'a'), spec(10)).empty());  // a-9: 63
+  for (const std::string bad : {std::string(64, 'a'), std::string("dotted.name"), std::string("7b"),
+                                std::string("ends-"), std::string(62, 'a')}) {
+    SCOPED_TRACE(bad);
+    auto errors = validate_name(bad, spec(11));
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0].field, "metadata.name");
   }
 }
 
