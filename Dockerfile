@@ -16,7 +16,8 @@
 #     --build-arg WORKER_BASE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04 -t weft-worker:0.1.0 .
 #
 # The build stage runs what CI runs (scripts/install-deps.sh build, then
-# make), building only the three programs. Runtime stages receive the
+# make), building only the three programs, through a compiler cache kept
+# between builds. Runtime stages receive the
 # programs plus exactly the shared libraries ldd resolves for them
 # (scripts/stage-runtime.sh), re-checked with ldd on the runtime base: no
 # compiler, no headers, no -dev packages. Both run as uid/gid 65532 like the
@@ -33,11 +34,15 @@ WORKDIR /src
 COPY scripts/install-deps.sh scripts/
 RUN scripts/install-deps.sh build && apt-get clean && rm -rf /var/lib/apt/lists/*
 
+# The compiler cache (ccache, from install-deps.sh) lives in a cache mount
+# that outlasts the build: an image rebuilt after a source edit recompiles
+# only what changed, like a local build tree.
 FROM deps AS build
 ARG WEFT_CUDA=OFF
 ARG JOBS=
 COPY . .
-RUN make programs BUILD=/build JOBS="${JOBS:-$(nproc)}" CMAKE_ARGS="-DWEFT_CUDA=${WEFT_CUDA}" \
+RUN --mount=type=cache,target=/root/.cache/ccache,id=weft-ccache \
+    make programs BUILD=/build JOBS="${JOBS:-$(nproc)}" CMAKE_ARGS="-DWEFT_CUDA=${WEFT_CUDA}" \
  && scripts/stage-runtime.sh /stage/worker /build/bin/weft-worker /build/bin/weft-run \
  && scripts/stage-runtime.sh /stage/operator /build/bin/weft-operator \
  && for d in worker operator; do cp scripts/stage-runtime.sh /stage/$d/usr/local/lib/; done \

@@ -4,8 +4,10 @@
 # Usage: scripts/install-deps.sh [group...]   groups: build (default), test, kube, images, docs
 set -euo pipefail
 
+# ccache: rebuilds of unchanged sources (a fresh clone, the ASan tree, the
+# image's build stage) come from ~/.cache/ccache.
 build_pkgs=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache
   libopenblas-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev zlib1g-dev
