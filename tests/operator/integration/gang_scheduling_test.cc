@@ -29,15 +29,6 @@ class GangScheduling : public OperatorTest {
     const Json c = condition(job, tj::kCondGangScheduled);
     return c.value("status", "") == status && c.value("reason", "") == reason;
   }
-  // What a scheduler writes on a pod it cannot place.
-  void unschedulable(const std::string& pod, const std::string& message) {
-    Json patch = {{"status",
-                   {{"conditions",
-                     {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
-                       {"message", message}}}}}}};
-    auto r = admin_api().merge_patch(kube::kPods, ns(), pod, patch, true);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-  }
   std::set<std::string> attempts(const std::string& job) {
     std::set<std::string> out;
     for (const auto& p : job_pods(ns(), job, true)) out.insert(p["metadata"]["labels"].value(tj::kLabelAttempt, "?"));

@@ -117,6 +117,15 @@ std::string env_value(const Json& pod, const std::string& name) {
   return "";
 }
 
+void OperatorTest::unschedulable(const std::string& pod, const std::string& message) {
+  Json patch = {{"status",
+                 {{"conditions",
+                   {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
+                     {"message", message}}}}}}};
+  auto r = admin_api().merge_patch(kube::kPods, ns(), pod, patch, true);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
 void set_pod_phase(const std::string& ns, const std::string& pod, const std::string& phase,
                    std::optional<int> exit_code, std::optional<bool> ready_opt) {
   const bool ready = ready_opt.value_or(phase == "Running");

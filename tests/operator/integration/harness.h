@@ -73,6 +73,8 @@ class OperatorTest : public ::testing::Test {
   const std::string& ns() const { return ns_.name(); }
   void create(const Json& job) { create_job(ns(), job); }
   void patch_spec(const std::string& name, const Json& spec) { patch_job_spec(ns(), name, spec); }
+  // What a (gang) scheduler writes on a pod it cannot place or holds back.
+  void unschedulable(const std::string& pod, const std::string& message);
 
   TestNamespace ns_;
   std::unique_ptr<InProcessOperator> op_;

@@ -187,15 +187,6 @@ class HostileSpec : public OperatorTest {
     if (!res) return std::nullopt;
     return *res;
   }
-  // What a gang scheduler writes on a pod it holds back.
-  void unschedulable(const std::string& pod, const std::string& message) {
-    Json patch = {{"status",
-                   {{"conditions",
-                     {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
-                       {"message", message}}}}}}};
-    auto r = admin_api().merge_patch(kube::kPods, ns(), pod, patch, true);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-  }
 };
 
 // The user writes 2^32 + 2 for procsPerPod (int-or-string: the schema has no
