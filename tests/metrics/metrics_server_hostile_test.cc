@@ -205,6 +205,11 @@ TEST(MetricsServerHostile, ScrapesSucceedWhileSlowClientsAreConnected) {
       std::this_thread::sleep_for(200ms);
     }
   });
+  // The server counts a connection once its loop has accepted it; scrape only
+  // when all eight are held, or the scrapes may run before they are.
+  const auto until = Clock::now() + 20s;
+  while (server.open_connections() < 8u && Clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_GE(server.open_connections(), 8u) << "the server never accepted the slow clients";
   for (int i = 0; i < 5; ++i) {
     auto r = http_get(server.port(), "/metrics");
     EXPECT_EQ(r.status, 200) << "scrape " << i;
