@@ -88,7 +88,9 @@ int TrainingJobSpec::metrics_port() const {
   auto m = worker.find("metrics");
   if (m == worker.end() || !m->is_object()) return contract::metrics_port(0);
   auto p = m->find("port");
-  return p != m->end() && p->is_number_integer() ? p->get<int>() : contract::metrics_port(0);
+  if (p == m->end() || !p->is_number_integer()) return contract::metrics_port(0);
+  // validate() refuses a port outside [0, 65535]; never wrap one into range.
+  return whole_number<int>(*p).value_or(0);
 }
 long long TrainingJobSpec::sp() const {
   const Json& p = parallel_of(worker);
@@ -238,6 +240,12 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
   if (s.image.empty()) e.push_back({"spec.image", "must not be empty"});
   if (s.master_port < 1024 || s.master_port > 65535)
     e.push_back({"spec.masterPort", "must be in [1024, 65535], got " + std::to_string(s.master_port)});
+  if (auto m = s.worker.find("metrics"); m != s.worker.end() && m->is_object())
+    if (auto p = m->find("port"); p != m->end()) {
+      const auto port = p->is_number_integer() ? whole_number<long long>(*p) : std::nullopt;
+      if (!port || *port < 0 || *port > 65535)
+        e.push_back({"spec.worker.metrics.port", "must be a whole number in [0, 65535], got " + p->dump()});
+    }
   const std::string strat = s.strategy();
   if (strat != "dp" && strat != "zero" && strat != "isp")
     e.push_back({"spec.worker.parallel.strategy", "must be one of dp, zero, isp; got '" + strat + "'"});

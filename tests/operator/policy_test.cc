@@ -370,6 +370,18 @@ TEST(SpecValidation, Table) {
        "spec.template.terminationGracePeriodSeconds"},
       {"grace period not a number", MakeJob("a", "n").Template({{"terminationGracePeriodSeconds", "10m"}}).Obj(),
        "spec.template.terminationGracePeriodSeconds"},
+      // The port the operator scrapes and opens in the pod: never wrapped
+      // into range (2^32 + 9400 read as 9400).
+      {"metrics port", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", 9500}}}}).Obj(), ""},
+      {"metrics port 0 (off)", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", 0}}}}).Obj(), ""},
+      {"metrics port above 65535", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", 70000}}}}).Obj(),
+       "spec.worker.metrics.port"},
+      {"metrics port beyond 32 bits", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", 4294976696LL}}}}).Obj(),
+       "spec.worker.metrics.port"},
+      {"metrics port negative", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", -1}}}}).Obj(),
+       "spec.worker.metrics.port"},
+      {"metrics port a string", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", "9400"}}}}).Obj(),
+       "spec.worker.metrics.port"},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
