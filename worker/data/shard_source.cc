@@ -80,11 +80,17 @@ class MappedFile {
     struct stat st {};
     return ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
   }
-  // Whether the file was written since it was mapped (its modification time
-  // moved): a rewrite in place keeps the size but not the time.
-  bool written_since_mapped() const {
+  // How the file differs from what was mapped, from one fstat: its size, or
+  // its modification time (a rewrite in place keeps the size but not the
+  // time); empty when it does not.
+  std::string change_since_mapped() const {
     struct stat st {};
-    return ::fstat(fd_, &st) != 0 || st.st_mtim.tv_sec != mtime_.tv_sec || st.st_mtim.tv_nsec != mtime_.tv_nsec;
+    if (::fstat(fd_, &st) != 0) return "cannot stat it (" + errno_text() + ")";
+    if (static_cast<size_t>(st.st_size) != size_)
+      return "mapped " + std::to_string(size_) + " bytes, the file now has " + std::to_string(st.st_size);
+    if (st.st_mtim.tv_sec != mtime_.tv_sec || st.st_mtim.tv_nsec != mtime_.tv_nsec)
+      return "written after it was mapped, at the same size";
+    return {};
   }
 
  private:
@@ -262,17 +268,12 @@ class ShardSource final : public TokenSource {
 
   int vocab_size() const override { return vocab_; }
 
+  // The same size with other bytes would train on valid tokens written over
+  // valid tokens without a word, so the time is checked too.
   static void check_unchanged(const Shard& s) {
-    const int64_t now = s.file->current_size();
-    if (now != static_cast<int64_t>(s.file->size()))
-      throw DataError(s.path + ": shard changed while the run reads it (mapped " + std::to_string(s.file->size()) +
-                      " bytes, the file now has " + std::to_string(now) +
+    if (const std::string change = s.file->change_since_mapped(); !change.empty())
+      throw DataError(s.path + ": shard changed while the run reads it (" + change +
                       "); shards must not be modified during training");
-    // The same size, other bytes: valid tokens written over valid tokens
-    // would otherwise train on without a word.
-    if (s.file->written_since_mapped())
-      throw DataError(s.path + ": shard changed while the run reads it (written after it was mapped, at the same "
-                      "size); shards must not be modified during training");
   }
 
   std::string describe() const override {
