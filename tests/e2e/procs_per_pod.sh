@@ -15,7 +15,7 @@ MODE=${4:?usage: procs_per_pod.sh CLUSTER_DIR SOURCE_DIR BIN_DIR dp|zero|isp}
 . "$(dirname "$0")/lib.sh" "$1" "$2" "procs-$MODE"
 BIN=$3
 case $MODE in
-  dp) PODS=2 PROCS=2 STEPS=120 PARALLEL='{strategy: dp, bucket_cap_mb: 1}' ;;
+  dp) PODS=2 PROCS=2 STEPS=60 PARALLEL='{strategy: dp, bucket_cap_mb: 1}' ;;
   zero) PODS=2 PROCS=2 STEPS=40 PARALLEL='{strategy: zero, zero: {stage: 2}, bucket_cap_mb: 1}' ;;
   isp) PODS=2 PROCS=3 STEPS=30 PARALLEL='{strategy: isp, sp: 2, wp: 2}' ;;
   *) fail "unknown mode $MODE" ;;
