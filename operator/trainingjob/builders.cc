@@ -10,6 +10,7 @@
 #include <random>
 
 #include "kube/quantity.h"
+#include "launch_env.h"
 #include "trainingjob/constants.h"
 #include "weft_contract.h"
 
@@ -240,19 +241,19 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   // Pod `index` runs ranks index·P .. index·P+P-1 of pods·P. One rank is the
   // container's process itself; several are started by weft-run, which sets
   // RANK and LOCAL_RANK for each (torchrun's role in a PyTorchJob pod).
-  const int procs = spec.ranks_per_pod(), world = spec.world_size();
+  const int procs = spec.ranks_per_pod();
+  contract::LaunchEnv launch;
+  launch.world = spec.world_size();
+  launch.local_world = procs;
+  launch.node_rank = index;
+  launch.rank = index;  // with one rank a pod; else weft-run sets each rank's
+  launch.master_addr = master_addr(job_name, ns);
+  launch.master_port = static_cast<uint16_t>(spec.master_port);
+  launch.attempt = attempt;
   Json env = Json::array();
-  if (procs == 1) {
-    env.push_back({{"name", kEnvRank}, {"value", std::to_string(index)}});
-    env.push_back({{"name", kEnvLocalRank}, {"value", "0"}});
-  }
+  for (const auto& [name, value] : contract::launch_env_vars(launch, procs == 1))
+    env.push_back({{"name", name}, {"value", value}});
   for (Json e : Json::array({
-      {{"name", kEnvWorldSize}, {"value", std::to_string(world)}},
-      {{"name", kEnvLocalWorldSize}, {"value", std::to_string(procs)}},
-      {{"name", kEnvNodeRank}, {"value", std::to_string(index)}},
-      {{"name", kEnvMasterAddr}, {"value", master_addr(job_name, ns)}},
-      {{"name", kEnvMasterPort}, {"value", std::to_string(spec.master_port)}},
-      {{"name", kEnvAttempt}, {"value", std::to_string(attempt)}},
       {{"name", kEnvRdzvToken},
        {"valueFrom", {{"secretKeyRef", {{"name", secret_name(job_name, uid_of(job))}, {"key", kSecretTokenKey}}}}}},
       // The tuning path: rank 0 polls this ConfigMap key and the ranks switch

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   // WEFT_BENCH_SERIAL=1: wait for each collective before issuing the next
   // (torch-serial's pattern), instead of queueing them all.
   const bool serial = std::getenv("WEFT_BENCH_SERIAL") && std::string(std::getenv("WEFT_BENCH_SERIAL")) == "1";
-  auto pg = init_process_groups(read_process_env(current_environment()), opt);
+  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
   const int n = pg->world_size();
   constexpr int kBuffers = 2;
   std::vector<std::vector<float>> full(kBuffers, std::vector<float>(static_cast<size_t>(max_bytes / 4), 1.0f));

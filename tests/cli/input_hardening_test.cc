@@ -273,6 +273,32 @@ TEST(WeftRunConfig, ABadConfigIsCalledABadConfig) {
   fs::remove_all(d);
 }
 
+// A launch environment set by hand or by a broken launcher: exit 1 before
+// anything is built, naming the variable (before, LOCAL_WORLD_SIZE=2x read
+// as 2 in the memory check and the rank went on; a bad WEFT_ATTEMPT passed
+// through weft-run to fail every rank).
+TEST(LaunchEnvironment, ABadVariableIsNamedAndExitsOne) {
+  fs::path d = fresh_dir("badlaunchenv");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"LOCAL_WORLD_SIZE=2x"}, "LOCAL_WORLD_SIZE: '2x'"},
+      {{"LOCAL_RANK=two"}, "LOCAL_RANK: 'two'"},
+      {{"WORLD_SIZE=4", "RANK=1", "NODE_RANK=1", "LOCAL_WORLD_SIZE=2", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
+        "MASTER_PORT=29555"},
+       "RANK: '1' is not NODE_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK = 1 * 2 + 0 = 2"},
+  };
+  for (const auto& [env, want] : cases) {
+    auto r = run_process({kWorker, "--preset", "tiny", "--steps", "1", "--out", (d / "out").string()}, env, 0, "", 60s);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_TRUE(has(r.output, "weft-worker: bad launch environment: " + want)) << r.output;
+    EXPECT_FALSE(fs::exists(d / "out/summary.json"));
+  }
+  auto r = run_process({kRun, "-n", "1", "--", "--preset", "tiny", "--steps", "1", "--out", (d / "out").string()},
+                       {"WEFT_ATTEMPT=first"}, 0, "", 60s);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "weft-run: bad launch environment: WEFT_ATTEMPT: 'first'")) << r.output;
+  fs::remove_all(d);
+}
+
 // ---- 6. ranks die with their launcher ---------------------------------------
 
 std::vector<pid_t> children_of(pid_t pid) {

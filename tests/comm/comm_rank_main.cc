@@ -53,7 +53,7 @@ int scenario_collectives(int sp, int wp, int lanes) {
   opt.lanes = lanes;
   opt.timeout = std::chrono::seconds(20);
   opt.rendezvous_timeout = std::chrono::seconds(30);
-  auto pg = init_process_groups(read_process_env(current_environment()), opt);
+  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
   weft::testing::CollectiveChecks all;
   for (Communicator* c : {pg->world.get(), pg->dp.get(), pg->sp.get(), pg->wp.get(), pg->wdp.get()})
     all.issue_all(*c);
@@ -75,7 +75,7 @@ int scenario_rendezvous() {
   GroupOptions opt;
   opt.timeout = std::chrono::seconds(20);
   opt.rendezvous_timeout = std::chrono::seconds(20);
-  auto pg = init_process_groups(read_process_env(current_environment()), opt);
+  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
   float x = static_cast<float>(pg->rank());
   pg->world->barrier()->wait();
   pg->world->all_reduce(Tensor::f32(&x, Shape{1}), ReduceOp::Sum)->wait();
@@ -89,7 +89,7 @@ int scenario_formed() {
   GroupOptions opt;
   opt.timeout = std::chrono::seconds(20);
   opt.rendezvous_timeout = std::chrono::seconds(20);
-  ProcessEnv env = read_process_env(current_environment());
+  ProcessEnv env = contract::parse_launch_env(current_environment());
   auto pg = init_process_groups(env, opt);
   if (pg->rank() == 0) {
     StoreOptions so;
@@ -125,7 +125,7 @@ int scenario_ordering(int lanes) {
   opt.lanes = lanes;
   opt.timeout = std::chrono::seconds(20);
   opt.rendezvous_timeout = std::chrono::seconds(30);
-  auto pg = init_process_groups(read_process_env(current_environment()), opt);
+  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
   const int n = pg->world_size(), me = pg->rank();
   const int64_t big = 1 << 20;  // 4 MiB: a bulk lane
   for (int round = 0; round < 3; ++round) {
@@ -162,7 +162,7 @@ int scenario_express(int lanes) {
   opt.rendezvous_timeout = std::chrono::seconds(30);
   // 2 ranks: the 1 MiB all-reduce is 2 messages of 512 KiB -> 1.5 s.
   opt.network.bytes_per_second = (1 << 20) / 1.5;
-  auto pg = init_process_groups(read_process_env(current_environment()), opt);
+  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
   if (pg->world_size() != 2) {
     std::fprintf(stderr, "express: needs 2 ranks\n");
     return 1;
@@ -186,7 +186,7 @@ int scenario_failure(bool die, int victim, int timeout_ms, int lanes) {
   opt.timeout = std::chrono::milliseconds(timeout_ms);
   opt.rendezvous_timeout = std::chrono::seconds(20);
   opt.lanes = lanes;
-  auto pg = init_process_groups(read_process_env(current_environment()), opt);
+  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
   // One bucket (lanes == 1, the single FIFO); else one bucket per bulk lane
   // and a small one on the express lane, so a waiter sits on every lane.
   const int buckets = lanes == 1 ? 1 : lanes + 1;

@@ -1,4 +1,4 @@
-// A one-rank world in this process: env parsing, group setup without a store
+// A one-rank world in this process: group setup without a store
 // (groups of one rank, which need no transport), argument checks and FIFO
 // order on the Gloo comm thread of a one-rank Gloo group.
 #include "comm/process_groups.h"
@@ -17,36 +17,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string env_error(const std::map<std::string, std::string>& env) {
-  try {
-    read_process_env(env);
-  } catch (const CommError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-TEST(ProcessEnv, DefaultsToOneRank) {
-  ProcessEnv e = read_process_env({});
-  EXPECT_EQ(e.rank, 0);
-  EXPECT_EQ(e.world, 1);
-  EXPECT_EQ(e.attempt, 0);
-}
-
-TEST(ProcessEnv, ErrorsNameTheVariable) {
-  EXPECT_THAT(env_error({{"RANK", "abc"}}), HasSubstr("RANK: 'abc'"));
-  EXPECT_THAT(env_error({{"WORLD_SIZE", "2"}, {"RANK", "2"}}), HasSubstr("RANK: '2'"));
-  EXPECT_THAT(env_error({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_PORT", "29500"}}),
-              HasSubstr("MASTER_ADDR"));
-  EXPECT_THAT(env_error({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}), HasSubstr("MASTER_PORT"));
-  EXPECT_THAT(env_error({{"MASTER_PORT", "70000"}}), HasSubstr("MASTER_PORT: '70000'"));
-  EXPECT_THAT(env_error({{"WEFT_ATTEMPT", "-1"}}), HasSubstr("WEFT_ATTEMPT"));
-}
-
 TEST(ProcessGroups, OneRankWorldNeedsNoStore) {
   GroupOptions o;
   o.timeout = std::chrono::seconds(5);
-  auto pg = init_process_groups(read_process_env({}), o);
+  auto pg = init_process_groups(ProcessEnv{}, o);
   EXPECT_EQ(pg->store(), nullptr);
   for (auto* c : {pg->world.get(), pg->dp.get(), pg->sp.get(), pg->wp.get(), pg->wdp.get()}) {
     EXPECT_EQ(c->size(), 1);

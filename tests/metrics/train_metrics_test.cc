@@ -248,13 +248,6 @@ TEST(MetricsEndpoint, IsBasePlusLocalRankAndZeroDisables) {
   EXPECT_TRUE(metrics_endpoint(m, 5).problem.empty());
 }
 
-TEST(MetricsEndpoint, LocalRankComesFromTheEnvironment) {
-  EXPECT_EQ(local_rank_from_env({}), 0);
-  EXPECT_EQ(local_rank_from_env({{"LOCAL_RANK", "2"}}), 2);
-  EXPECT_THROW(local_rank_from_env({{"LOCAL_RANK", "two"}}), ConfigError);
-  EXPECT_THROW(local_rank_from_env({{"LOCAL_RANK", "-1"}}), ConfigError);
-}
-
 }  // namespace
 }  // namespace weft
 

@@ -58,7 +58,7 @@ TEST(DevicePlacement, LocalRankPicksItsGpuAndTooFewGpusAreNamed) {
 TEST(DevicePlacement, CpuRanksNeverTouchCuda) {
   WorkerConfig cfg;
   cfg.device = "cpu";
-  const DevicePlacement p = place_rank(cfg, {{"LOCAL_RANK", "5"}, {"CUDA_VISIBLE_DEVICES", ""}});
+  const DevicePlacement p = place_rank(cfg, contract::parse_launch_env({{"LOCAL_RANK", "5"}}), {{"CUDA_VISIBLE_DEVICES", ""}});
   EXPECT_EQ(p.gpu, -1);
   EXPECT_EQ(p.describe(), "cpu");
 }

@@ -162,7 +162,7 @@ TEST(MemoryEstimate, ShardingStrategiesHoldLessOptimizerStateOrWeights) {
 TEST(MemoryLimits, CgroupFileIsSharedByLocalRanksAndMaxMeansNone) {
   const auto dir = fresh_dir("memlimit");
   const std::string file = write_file(dir / "memory.max", "1073741824\n");
-  auto limits = host_memory_limits({{kEnvCgroupMemoryMax, file}, {"LOCAL_WORLD_SIZE", "4"}});
+  auto limits = host_memory_limits({{kEnvCgroupMemoryMax, file}}, contract::parse_launch_env({{"LOCAL_WORLD_SIZE", "4"}}));
   ASSERT_FALSE(limits.empty());
   EXPECT_EQ(limits[0].bytes, 268435456);
   EXPECT_NE(limits[0].source.find("1.00 GiB (" + file + ") / 4 ranks on this host"), std::string::npos)

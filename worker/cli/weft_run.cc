@@ -50,6 +50,7 @@
 
 #include "metrics/metrics_port.h"
 #include "config/config.h"
+#include "launch_env.h"
 #include "weft_contract.h"
 
 extern char** environ;
@@ -279,8 +280,24 @@ int main(int argc, char** argv) {
   }
   if (master_port == 0) master_port = free_port();
   print_metrics_endpoints(worker_args, nproc, first_rank);
-  std::string token = tok_env && *tok_env ? tok_env : random_token();
-  const char* attempt = getenv(kEnvAttempt);
+  // The gang's attempt and rendezvous secret, when an operator started this
+  // launcher, read by the ranks' own rules; every rank gets the same.
+  LaunchEnv gang;
+  try {
+    EnvMap given;
+    for (const char* name : {kEnvAttempt, kEnvRdzvToken})
+      if (const char* v = getenv(name)) given[name] = v;
+    gang = parse_launch_env(given);
+  } catch (const LaunchEnvError& e) {
+    std::fprintf(stderr, "weft-run: bad launch environment: %s\n", e.what());
+    return kExitBadConfig;
+  }
+  if (gang.token.empty()) gang.token = random_token();
+  gang.world = world;
+  gang.local_world = nproc;
+  gang.node_rank = node_rank;
+  gang.master_addr = master_addr;
+  gang.master_port = static_cast<uint16_t>(master_port);
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   std::string threads = std::to_string(std::max(1u, ncpu / static_cast<unsigned>(nproc)));
 
@@ -316,15 +333,10 @@ int main(int argc, char** argv) {
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       dup2(out[1], 1);
       dup2(err[1], 2);
-      setenv(kEnvRank, std::to_string(first_rank + r).c_str(), 1);
-      setenv(kEnvLocalRank, std::to_string(r).c_str(), 1);
-      setenv(kEnvWorldSize, std::to_string(world).c_str(), 1);
-      setenv(kEnvLocalWorldSize, std::to_string(nproc).c_str(), 1);
-      setenv(kEnvNodeRank, std::to_string(node_rank).c_str(), 1);
-      setenv(kEnvMasterAddr, master_addr.c_str(), 1);
-      setenv(kEnvMasterPort, std::to_string(master_port).c_str(), 1);
-      setenv(kEnvRdzvToken, token.c_str(), 1);
-      setenv(kEnvAttempt, attempt ? attempt : "0", 1);
+      LaunchEnv mine = gang;
+      mine.rank = first_rank + r;
+      mine.local_rank = r;
+      for (const auto& [name, value] : launch_env_vars(mine)) setenv(name.c_str(), value.c_str(), 1);
       setenv("OMP_NUM_THREADS", threads.c_str(), 0);
       setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
       std::vector<char*> a{const_cast<char*>(worker.c_str())};

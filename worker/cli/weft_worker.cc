@@ -147,23 +147,31 @@ int main(int argc, char** argv) {
     std::cerr << "weft-worker: bad config: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
   }
+  // The launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...), read once.
   const auto env = weft::comm::current_environment();
+  weft::contract::LaunchEnv launch;
+  try {
+    launch = weft::contract::parse_launch_env(env);
+  } catch (const weft::contract::LaunchEnvError& e) {
+    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
+  }
   if (print_config) {
     std::cout << weft::to_yaml(cfg) << "# memory estimate per rank: "
-              << weft::estimate_memory(cfg, weft::world_size_from_env(env)).describe() << "\n";
+              << weft::estimate_memory(cfg, launch.world).describe() << "\n";
     return weft::contract::kExitDone;
   }
 
   // The GPU is chosen before the communicators exist: NCCL binds to it.
   try {
-    const weft::DevicePlacement placed = weft::place_rank(cfg, weft::comm::current_environment());
+    const weft::DevicePlacement placed = weft::place_rank(cfg, launch, env);
     // What the device holds before weft allocates (the CUDA context, other
     // processes), and below after the communicators: the memory outside
     // weft's allocator, told apart step by step.
     if (placed.gpu >= 0)
       spdlog::info("device: {}; {:.0f} MiB of it in use", placed.describe(), weft::gpu_mib_in_use());
     // A model that cannot fit is refused before anything is allocated.
-    weft::check_memory_fits(cfg, env);
+    weft::check_memory_fits(cfg, env, launch);
   } catch (const weft::ConfigError& e) {
     std::cerr << "weft-worker: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
@@ -173,8 +181,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal_before_training);
   std::unique_ptr<weft::comm::ProcessGroups> groups;
   try {
-    groups = weft::comm::init_process_groups(
-        weft::comm::read_process_env(weft::comm::current_environment()), weft::group_options(cfg));
+    groups = weft::comm::init_process_groups(launch, weft::group_options(cfg));
   } catch (const weft::comm::TokenRejectedError& e) {
     std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
     return weft::comm::kExitBadConfig;
@@ -232,15 +239,12 @@ int main(int argc, char** argv) {
     metrics.set_bucket_cap_mb(trainer.grad_sync().bucket_cap_mb());
     metrics.set_attention_kernel(trainer.attention_kernel().name);
     std::unique_ptr<weft::MetricsServer> exposer;
-    const weft::MetricsEndpoint ep =
-        weft::metrics_endpoint(cfg.metrics, weft::local_rank_from_env(weft::comm::current_environment()));
+    const weft::MetricsEndpoint ep = weft::metrics_endpoint(cfg.metrics, launch.local_rank);
     if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
     if (ep.port > 0) {
       // A pod (or a local cluster's pod) with its own address serves there,
       // so several ranks on one machine do not claim the same 0.0.0.0 port.
-      const auto env = weft::comm::current_environment();
-      const auto bind = env.find(weft::contract::kEnvBindAddr);
-      const std::string host = bind != env.end() && !bind->second.empty() ? bind->second : "0.0.0.0";
+      const std::string host = launch.bind_addr.empty() ? "0.0.0.0" : launch.bind_addr;
       weft::MetricsServerOptions server_opt;
       server_opt.ready = [&metrics, rank](std::string* why) {
         const int64_t step = metrics.last_step();

@@ -1,6 +1,5 @@
 #include "comm/process_groups.h"
 
-#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 
@@ -20,49 +19,11 @@ extern char** environ;
 namespace weft::comm {
 namespace {
 
-int64_t parse_int(const std::map<std::string, std::string>& env, const std::string& name,
-                  int64_t dflt, int64_t lo, int64_t hi) {
-  auto it = env.find(name);
-  if (it == env.end() || it->second.empty()) return dflt;
-  const std::string& s = it->second;
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || end == s.c_str() || *end != '\0' || v < lo || v > hi)
-    throw CommError(name + ": '" + s + "' is not an integer in [" + std::to_string(lo) + ", " +
-                    std::to_string(hi) + "]");
-  return v;
-}
-
-std::string get(const std::map<std::string, std::string>& env, const std::string& name) {
-  auto it = env.find(name);
-  return it == env.end() ? std::string() : it->second;
-}
-
 bool is_loopback_name(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
 }  // namespace
-
-ProcessEnv read_process_env(const std::map<std::string, std::string>& env) {
-  using namespace contract;
-  ProcessEnv e;
-  e.world = static_cast<int>(parse_int(env, kEnvWorldSize, 1, 1, 1 << 20));
-  e.rank = static_cast<int>(parse_int(env, kEnvRank, 0, 0, e.world - 1));
-  e.master_addr = get(env, kEnvMasterAddr);
-  e.master_port = static_cast<uint16_t>(parse_int(env, kEnvMasterPort, 0, 1, 65535));
-  e.attempt = static_cast<int>(parse_int(env, kEnvAttempt, 0, 0, 1 << 30));
-  e.token = get(env, kEnvRdzvToken);
-  e.bind_addr = get(env, kEnvBindAddr);
-  if (e.world > 1 && e.master_addr.empty())
-    throw CommError(std::string(kEnvMasterAddr) + ": must be set when " + kEnvWorldSize + " is " +
-                    std::to_string(e.world));
-  if (e.world > 1 && e.master_port == 0)
-    throw CommError(std::string(kEnvMasterPort) + ": must be set when " + kEnvWorldSize + " is " +
-                    std::to_string(e.world));
-  return e;
-}
 
 std::map<std::string, std::string> current_environment() {
   std::map<std::string, std::string> m;

@@ -1,5 +1,5 @@
-// weft comm: process-level setup. Reads the rank's environment contract
-// (contract/weft_contract.h: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// weft comm: process-level setup. From the rank's launch environment
+// (contract/launch_env.h: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 // WEFT_ATTEMPT, WEFT_RDZV_TOKEN, WEFT_BIND_ADDR), runs the rendezvous (rank 0
 // serves the store) and builds the RankGrid's communicators. main() owns the returned ProcessGroups and
 // passes its communicators to the strategies that use them; there is no
@@ -19,6 +19,7 @@
 #include "comm/network_model.h"
 #include "comm/rank_grid.h"
 #include "comm/tcp_store.h"
+#include "launch_env.h"
 #include "tensor/tensor.h"
 
 namespace gloo::transport {
@@ -27,18 +28,9 @@ class Device;
 
 namespace weft::comm {
 
-// The environment contract, parsed and checked. Errors (CommError) name the
-// variable: "MASTER_PORT: 'abc' is not an integer in [1, 65535]".
-struct ProcessEnv {
-  int rank = 0;
-  int world = 1;
-  std::string master_addr;   // required when world > 1
-  uint16_t master_port = 0;  // required when world > 1
-  int attempt = 0;
-  std::string token;
-  std::string bind_addr;     // WEFT_BIND_ADDR; empty = the address that reaches MASTER_ADDR
-};
-ProcessEnv read_process_env(const std::map<std::string, std::string>& env);
+// The environment contract (contract/launch_env.h), parsed once by main()
+// with contract::parse_launch_env.
+using ProcessEnv = contract::LaunchEnv;
 std::map<std::string, std::string> current_environment();
 
 struct GroupOptions {

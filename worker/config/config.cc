@@ -486,16 +486,4 @@ std::string to_yaml(const WorkerConfig& cfg) {
   return std::string(out.c_str()) + "\n";
 }
 
-int local_rank_from_env(const std::map<std::string, std::string>& env) {
-  auto it = env.find(contract::kEnvLocalRank);
-  if (it == env.end() || it->second.empty()) return 0;
-  const std::string& v = it->second;
-  int r = -1;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
-  if (ec != std::errc() || end != v.data() + v.size() || r < 0)
-    throw ConfigError(std::string(contract::kEnvLocalRank) +
-                      ": expected a non-negative integer, got '" + v + "'");
-  return r;
-}
-
 }  // namespace weft

@@ -234,11 +234,6 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
 // Throws ConfigError naming the first impossible field.
 void validate(const WorkerConfig& cfg);
 
-// LOCAL_RANK from the environment (the rank's index on its host: its metrics
-// port offset and its GPU); 0 when unset. Throws ConfigError naming the
-// variable when it is set but not a non-negative integer.
-int local_rank_from_env(const std::map<std::string, std::string>& env);
-
 // The first rule a config breaks: the field path it is charged to and what is
 // wrong ("6 does not divide model.d_model 128"); nullopt when the config is
 // valid. validate() throws "path: message" from this; parse_config adds the

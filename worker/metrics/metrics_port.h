@@ -17,7 +17,7 @@ struct MetricsEndpoint {
   std::string problem;  // non-empty when the port cannot be used, e.g. out of range
 };
 
-// `local_rank` >= 0 (local_rank_from_env, config/config.h). metrics.port 0
+// `local_rank` >= 0 (LaunchEnv::local_rank, contract/launch_env.h). metrics.port 0
 // disables metrics for every rank.
 MetricsEndpoint metrics_endpoint(const MetricsConfig& m, int local_rank);
 

@@ -32,7 +32,8 @@ int choose_gpu(int local_rank, int visible, const std::string& why, const std::s
   return local_rank;
 }
 
-DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, std::string>& env) {
+DevicePlacement place_rank(const WorkerConfig& cfg, const contract::LaunchEnv& launch,
+                           const std::map<std::string, std::string>& env) {
   DevicePlacement p;
   p.device = cfg.device;
   if (cfg.device != "cuda") return p;
@@ -40,7 +41,7 @@ DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, 
   const std::string cvd = it == env.end() ? "" : it->second;
   std::string why;
   p.visible = ops::cuda_device_count(&why);
-  p.gpu = choose_gpu(local_rank_from_env(env), p.visible, why, cvd);
+  p.gpu = choose_gpu(launch.local_rank, p.visible, why, cvd);
   p.gpu_name = ops::use_cuda_device(p.gpu);
   return p;
 }

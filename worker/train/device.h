@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "launch_env.h"
 #include "tensor/tensor.h"
 
 namespace weft {
@@ -28,10 +29,11 @@ struct DevicePlacement {
 // runtime's reason for seeing no GPU.
 int choose_gpu(int local_rank, int visible, const std::string& why, const std::string& cuda_visible_devices);
 
-// Reads LOCAL_RANK and CUDA_VISIBLE_DEVICES from `env`, asks the CUDA runtime
-// how many GPUs it sees and makes the chosen one current for this thread.
-// A cpu config is placed on the CPU without touching CUDA.
-DevicePlacement place_rank(const WorkerConfig& cfg, const std::map<std::string, std::string>& env);
+// Takes GPU launch.local_rank of those the CUDA runtime sees (CUDA_VISIBLE_DEVICES
+// read from `env` for the message) and makes it current for this thread. A
+// cpu config is placed on the CPU without touching CUDA.
+DevicePlacement place_rank(const WorkerConfig& cfg, const contract::LaunchEnv& launch,
+                           const std::map<std::string, std::string>& env);
 
 // MiB of the current GPU in use by anything (the CUDA context, libraries,
 // communicators, weft's allocator, other processes): the log tells the memory

@@ -68,25 +68,11 @@ std::pair<std::string, std::string> cgroup_paths() {
   return {v2, v1};
 }
 
-int local_world_size(const std::map<std::string, std::string>& env) {
-  auto it = env.find(contract::kEnvLocalWorldSize);
-  if (it == env.end()) return 1;
-  const int n = std::atoi(it->second.c_str());
-  return n >= 1 ? n : 1;
-}
-
 std::string per_rank(int local) {
   return local > 1 ? " / " + std::to_string(local) + " ranks on this host" : "";
 }
 
 }  // namespace
-
-int world_size_from_env(const std::map<std::string, std::string>& env) {
-  auto it = env.find(contract::kEnvWorldSize);
-  if (it == env.end()) return 1;
-  const int n = std::atoi(it->second.c_str());
-  return n >= 1 ? n : 1;
-}
 
 contract::MemoryEstimateInputs memory_estimate_inputs(const WorkerConfig& cfg, int world) {
   const ModelConfig& m = cfg.model;
@@ -120,9 +106,10 @@ MemoryEstimate estimate_memory(const WorkerConfig& cfg, int world) {
   return contract::estimate_memory(memory_estimate_inputs(cfg, world));
 }
 
-std::vector<MemoryLimit> host_memory_limits(const std::map<std::string, std::string>& env) {
+std::vector<MemoryLimit> host_memory_limits(const std::map<std::string, std::string>& env,
+                                            const contract::LaunchEnv& launch) {
   std::vector<MemoryLimit> out;
-  const int local = local_world_size(env);
+  const int local = launch.local_world;
   const int64_t rss = std::max<int64_t>(0, kb_field("/proc/self/status", "VmRSS"));
 
   // The cgroup's limit covers every rank of this host (and what they hold now).
@@ -168,14 +155,15 @@ std::vector<MemoryLimit> host_memory_limits(const std::map<std::string, std::str
   return out;
 }
 
-void check_memory_fits(const WorkerConfig& cfg, const std::map<std::string, std::string>& env) {
+void check_memory_fits(const WorkerConfig& cfg, const std::map<std::string, std::string>& env,
+                       const contract::LaunchEnv& launch) {
   auto skip = env.find(kEnvSkipMemoryCheck);
   if (skip != env.end() && !skip->second.empty() && skip->second != "0") return;
-  const MemoryEstimate e = estimate_memory(cfg, world_size_from_env(env));
+  const MemoryEstimate e = estimate_memory(cfg, launch.world);
   const std::string fix =
       ". " + contract::memory_fix_hint("") + "; " + std::string(kEnvSkipMemoryCheck) + "=1 skips this check";
   MemoryLimit tightest;
-  for (const MemoryLimit& l : host_memory_limits(env))
+  for (const MemoryLimit& l : host_memory_limits(env, launch))
     if (l.bytes >= 0 && (tightest.bytes < 0 || l.bytes < tightest.bytes)) tightest = l;
   if (tightest.bytes >= 0 && e.host_bytes() > tightest.bytes)
     throw ConfigError("memory: this rank needs about " + e.describe() + " of host memory" +

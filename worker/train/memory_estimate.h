@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "launch_env.h"
 #include "weft_memory_estimate.h"
 
 namespace weft {
@@ -46,16 +47,17 @@ struct MemoryLimit {
   std::string source;  // "cgroup memory.max 4.00 GiB / 2 ranks on this host"
 };
 
-// The memory limits of this rank's host share, from the files and the
-// environment above; `env` supplies LOCAL_WORLD_SIZE and the test seam.
-std::vector<MemoryLimit> host_memory_limits(const std::map<std::string, std::string>& env);
+// The memory limits of this rank's host share (divided among
+// launch.local_world ranks), from the files above; `env` supplies the test
+// seam.
+std::vector<MemoryLimit> host_memory_limits(const std::map<std::string, std::string>& env,
+                                            const contract::LaunchEnv& launch = {});
 
 // Throws ConfigError when the estimate exceeds a limit (unless
 // WEFT_SKIP_MEMORY_CHECK is set in env). Call after validate(), before the
-// model is built; on cuda after the rank's GPU is current.
-void check_memory_fits(const WorkerConfig& cfg, const std::map<std::string, std::string>& env);
-
-// The rank count of the job from WORLD_SIZE (1 when unset or not a number).
-int world_size_from_env(const std::map<std::string, std::string>& env);
+// model is built; on cuda after the rank's GPU is current. The estimate is
+// for launch.world ranks.
+void check_memory_fits(const WorkerConfig& cfg, const std::map<std::string, std::string>& env,
+                       const contract::LaunchEnv& launch = {});
 
 }  // namespace weft
