@@ -6,43 +6,32 @@
 #include "kube/quantity.h"
 #include "trainingjob/constants.h"
 #include "weft_contract.h"
+#include "weft_presets.h"
 
 namespace weft::tj {
 namespace {
 
 constexpr const char* kLimitField = "spec.resources.limits.memory";
 
-// The worker's presets (worker/config/config.cc, preset()) as far as the
-// estimate reads them; tests/memory_estimate checks they agree.
+// The preset as far as the estimate reads it (contract/weft_presets.h, the
+// table the worker's preset() applies); the parallel section's defaults are
+// the worker's.
 std::optional<contract::MemoryEstimateInputs> preset_inputs(const std::string& name) {
-  contract::MemoryEstimateInputs in;  // the parallel section's defaults are the worker's
-  // tiny: config.h's defaults.
-  in.device = "cpu";
+  const contract::Preset* p = contract::find_preset(name);
+  if (!p) return std::nullopt;
+  contract::MemoryEstimateInputs in;
+  in.device = p->device;
   in.dtype = "auto";
-  in.vocab_size = 256;
-  in.d_model = 128;
-  in.n_layers = 4;
-  in.n_heads = 4;
-  in.n_kv_heads = 2;
-  in.ffn = 0;  // ffn_hidden until resolved below
-  in.tie_embeddings = false;
-  in.micro_batch = 16;
-  in.seq_len = 64;
-  if (name == "tiny") return in;
-  if (name == "gpt2-124m") {
-    in.device = "cuda";
-    in.vocab_size = 50304;
-    in.d_model = 768;
-    in.n_layers = 12;
-    in.n_heads = 12;
-    in.n_kv_heads = 12;
-    in.ffn = 2048;
-    in.tie_embeddings = true;
-    in.micro_batch = 4;
-    in.seq_len = 1024;
-    return in;
-  }
-  return std::nullopt;
+  in.vocab_size = p->vocab_size;
+  in.d_model = p->d_model;
+  in.n_layers = p->n_layers;
+  in.n_heads = p->n_heads;
+  in.n_kv_heads = p->n_kv_heads;
+  in.ffn = p->ffn_hidden;  // ffn_hidden until resolved below
+  in.tie_embeddings = p->tie_embeddings;
+  in.micro_batch = p->micro_batch;
+  in.seq_len = p->seq_len;
+  return in;
 }
 
 // Reads spec.worker fields the way the worker's parser types them: a field
@@ -160,8 +149,8 @@ std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const Train
                 "/config.json inside the pod, which the operator does not read");
   auto base = preset_inputs(preset);
   if (!base)
-    return fail("spec.worker.preset '" + preset +
-                "' is not a preset the operator knows (tiny, gpt2-124m)");
+    return fail("spec.worker.preset '" + preset + "' is not a preset the operator knows (" +
+                std::string(contract::kPresetNames) + ")");
   contract::MemoryEstimateInputs in = *base;
   int ffn_hidden = in.ffn;
   r.read({"device"}, in.device);
@@ -188,8 +177,7 @@ std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const Train
   // The pod's WEFT_DEVICE overrides `device` (worker/config/config.h, apply_env_overrides).
   if (const std::string dev = template_env(spec, contract::kEnvDevice); !dev.empty())
     in.device = dev;
-  // ModelConfig::ffn(): 0 means round_up(8 * d_model / 3, 32).
-  in.ffn = ffn_hidden > 0 ? ffn_hidden : (8 * in.d_model / 3 + 31) / 32 * 32;
+  in.ffn = contract::ffn_width(ffn_hidden, in.d_model);
   in.world = spec.world_size();
   return in;
 }

@@ -154,6 +154,32 @@ TEST_P(BadConfigTest, RejectedWithFieldAndReason) {
 
 INSTANTIATE_TEST_SUITE_P(Rules, BadConfigTest, testing::ValuesIn(kBadConfigs));
 
+// The presets are one table (contract/weft_presets.h) that the operator reads
+// too; tiny is also the config's defaults, so a config without a preset and
+// one that names tiny are the same, and gpt2-124m keeps its llm.c numbers.
+TEST(Config, PresetsComeFromTheContractTableAndTinyIsTheDefaults) {
+  EXPECT_EQ(preset("tiny"), WorkerConfig{});
+  EXPECT_EQ(parse_config(""), WorkerConfig{});
+  const WorkerConfig g = preset("gpt2-124m");
+  EXPECT_EQ(g.device, "cuda");
+  EXPECT_EQ(g.model.vocab_size, 50304);
+  EXPECT_EQ(g.model.ffn(), 2048);
+  EXPECT_TRUE(g.model.tie_embeddings);
+  EXPECT_EQ(g.train.steps, 19073);
+  EXPECT_EQ(g.train.micro_batch * g.train.seq_len * g.train.grad_accum * 8, 524288);
+  EXPECT_EQ(g.optim.lr, 6e-4);
+  EXPECT_EQ(g.optim.warmup_steps, 700);
+  EXPECT_EQ(g.train.out_dir, "runs/gpt2-124m");
+  // Llama's width rule: 8 * 128 / 3 = 341.3, up to 352.
+  EXPECT_EQ(preset("tiny").model.ffn(), 352);
+  try {
+    preset("gpt3");
+    ADD_FAILURE() << "an unknown preset was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("known: tiny, gpt2-124m"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
   EXPECT_EQ(preset("tiny").parallel.bucket_cap_mb, kAutoBucketCap);
   EXPECT_EQ(preset("gpt2-124m").parallel.bucket_cap_mb, kAutoBucketCap);

@@ -19,10 +19,12 @@
 #include <vector>
 
 #include "config/config.h"
+
 #include "config/small_file.h"
 #include "config/hf_config.h"
 
 #include "weft_contract.h"
+#include "weft_presets.h"
 
 namespace weft {
 namespace {
@@ -380,38 +382,29 @@ void emit_field(YAML::Emitter& out, const char* name, const FieldRef& ref, bool 
 }  // namespace
 
 WorkerConfig preset(const std::string& name) {
-  WorkerConfig c;  // the defaults in config.h are the tiny preset
-  if (name == "tiny") return c;
-  if (name == "gpt2-124m") {
-    // GPT-2 small as a Llama: 12 x 768, 12 heads of 64, full KV heads, tied
-    // embeddings. A SwiGLU of width 2048 has the same 3 * 768 * 2048 = 4.7M
-    // weights per block as GPT-2's 4x MLP, so the model has about 124M
-    // parameters (38.6M embedding + 12 * 7.1M blocks). Optimizer and schedule
-    // follow llm.c's GPT-2 run: lr 6e-4, 700 warmup steps, 19073 steps of
-    // 4 x 1024 x 16 accumulation x 8 ranks = 524288 tokens (10B tokens).
-    // Data stays synthetic (vocab 50304) so the preset runs anywhere; see
-    // configs/gpt2-124m-shards.yaml for FineWeb shards.
-    c.device = "cuda";
-    c.model.vocab_size = 50304;  // GPT-2's 50257 padded to a multiple of 128
-    c.model.d_model = 768;
-    c.model.n_layers = 12;
-    c.model.n_heads = 12;
-    c.model.n_kv_heads = 12;
-    c.model.ffn_hidden = 2048;
-    c.model.max_seq_len = 1024;
-    c.model.tie_embeddings = true;
-    c.train.steps = 19073;
-    c.train.micro_batch = 4;
-    c.train.seq_len = 1024;
-    c.train.grad_accum = 16;
-    c.train.out_dir = "runs/gpt2-124m";
-    c.optim.lr = 6e-4;
-    c.optim.warmup_steps = 700;
-    c.optim.min_lr_ratio = 0.1;
-    c.optim.weight_decay = 0.1;
-    return c;
-  }
-  throw ConfigError("preset: unknown preset '" + name + "' (known: tiny, gpt2-124m)");
+  const contract::Preset* p = contract::find_preset(name);
+  if (!p)
+    throw ConfigError("preset: unknown preset '" + name + "' (known: " + std::string(contract::kPresetNames) + ")");
+  WorkerConfig c;
+  c.device = p->device;
+  c.model.vocab_size = p->vocab_size;
+  c.model.d_model = p->d_model;
+  c.model.n_layers = p->n_layers;
+  c.model.n_heads = p->n_heads;
+  c.model.n_kv_heads = p->n_kv_heads;
+  c.model.ffn_hidden = p->ffn_hidden;
+  c.model.max_seq_len = p->max_seq_len;
+  c.model.tie_embeddings = p->tie_embeddings;
+  c.train.steps = p->steps;
+  c.train.micro_batch = p->micro_batch;
+  c.train.seq_len = p->seq_len;
+  c.train.grad_accum = p->grad_accum;
+  c.train.out_dir = p->out_dir;
+  c.optim.lr = p->lr;
+  c.optim.warmup_steps = p->warmup_steps;
+  c.optim.min_lr_ratio = p->min_lr_ratio;
+  c.optim.weight_decay = p->weight_decay;
+  return c;
 }
 
 WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin,

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "weft_contract.h"
+#include "weft_presets.h"
 
 namespace weft {
 
@@ -33,7 +34,7 @@ struct ModelConfig {
   double init_std = 0.02;       // normal init of linear/embedding weights
 
   int head_dim() const { return d_model / n_heads; }
-  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : (8 * d_model / 3 + 31) / 32 * 32; }
+  int ffn() const { return contract::ffn_width(ffn_hidden, d_model); }
 
   bool operator==(const ModelConfig&) const = default;
 };
