@@ -73,6 +73,54 @@ for row in "${MATRIX[@]}"; do
   echo "ok [$i] ${values:-(defaults)}"
 done
 
+# Worker scraping (metrics.workers): the PodMonitor and the plain Prometheus
+# scrape job carry the same relabelling rules, scoped to the watched
+# namespace, with the labels the dashboard's variables read; the real
+# promtool accepts the scrape job's rules; the ConfigMap applies to the API
+# server.
+tmp=$(mktemp -d)
+rendered=$("$HELM" template "w-$ID" "$CHART" --namespace "$TEAM" --set operator.watchNamespace=$TEAM \
+  --set metrics.workers.podMonitor.enabled=true --set metrics.workers.scrapeConfig.enabled=true 2>&1) \
+  || fail "helm template with metrics.workers: $rendered"
+printf '%s\n' "$rendered" > "$tmp/rendered.yaml"
+out=$(/usr/bin/python3 - "$tmp/rendered.yaml" "$tmp/prometheus.yml" "$TEAM" "$SRC/charts/weft/dashboards" <<'PY' 2>&1
+import glob, json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+pm = next(d for d in docs if d["kind"] == "PodMonitor")
+cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-worker-scrape"))
+job = yaml.safe_load(cm["data"]["weft-workers.yaml"])[0]
+rename = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+rules = [{rename.get(k, k): v for k, v in r.items()} for r in pm["spec"]["podMetricsEndpoints"][0]["relabelings"]]
+assert rules == job["relabel_configs"], ("the two forms differ", rules, job["relabel_configs"])
+assert pm["spec"]["namespaceSelector"] == {"matchNames": [sys.argv[3]]}, pm["spec"]["namespaceSelector"]
+assert job["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": [sys.argv[3]]}}], job
+# Every label the dashboards' variables select on is set by a rule (rank is
+# the worker's own).
+targets = {r.get("target_label") for r in rules}
+for path in glob.glob(sys.argv[4] + "/*.json"):
+    for v in json.load(open(path))["templating"]["list"]:
+        if v.get("type") == "datasource":
+            continue
+        name = v["name"]
+        assert name in targets or name == "rank", (path, name, "no rule sets it")
+# Debian's Prometheus is built without Kubernetes discovery (its NEWS.Debian:
+# "Kubernetes support has been completely removed"), so promtool, which
+# would refuse kubernetes_sd_configs as an unknown field, checks the rest of
+# the job (the rules' actions, regexes and labels) with a static target.
+checked = dict(job)
+del checked["kubernetes_sd_configs"]
+checked["static_configs"] = [{"targets": ["127.0.0.1:9400"]}]
+open(sys.argv[2], "w").write(yaml.safe_dump({"scrape_configs": [checked]}))
+PY
+) || fail "metrics.workers: $out"
+out=$(promtool check config "$tmp/prometheus.yml" 2>&1) || fail "promtool check config rejects the worker scrape job: $out"
+out=$(sed -n '/^kind: ConfigMap$/,/^---$/p' <<<"$rendered" | grep -q weft-workers.yaml && \
+      "$HELM" template "w-$ID" "$CHART" --namespace "$TEAM" --set metrics.workers.scrapeConfig.enabled=true \
+        --show-only templates/worker-monitoring.yaml | kubectl apply -n "$TEAM" -f - 2>&1) \
+  || fail "the worker scrape ConfigMap does not apply: $out"
+rm -rf "$tmp"
+echo "ok worker scraping: PodMonitor and scrape job agree; promtool accepts its rules"
+
 # A real install (the CRD already exists: Helm leaves it), NOTES.txt, uninstall.
 ns=hm-install-$ID
 new_ns "$ns"
@@ -94,4 +142,5 @@ bad "--set operator.leaderElect=false" "replicaCount: Must be less than or equal
 bad "--set image.pullPolicy=Sometimes" "image.pullPolicy must be one of the following"
 bad "--set metrics.port=0" "metrics.port: Must be greater than or equal to 1"
 bad "--set operatr.workers=2" "Additional property operatr is not allowed"
-echo "PASS: helm lint; ${#MATRIX[@]} value sets rendered and applied to the API server; install/uninstall; 7 bad values refused"
+bad "--set metrics.workers.podMonitor.interval=often" "metrics.workers.podMonitor.interval: Does not match pattern"
+echo "PASS: helm lint; ${#MATRIX[@]} value sets rendered and applied to the API server; worker scraping; install/uninstall; 8 bad values refused"

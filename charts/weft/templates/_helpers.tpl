@@ -88,3 +88,39 @@ serves neither, and the rule grants nothing there. */ -}}
   verbs: [get, create, update]
 {{- end }}
 {{- end }}
+
+{{- /*
+The relabelling of every TrainingJob rank's metrics target, once, in the
+PodMonitor's spelling (relabelings); weft.workerRelabelConfigs spells the same
+rules for a plain Prometheus (relabel_configs). Kept: pods the operator made,
+their metrics ports (one a local rank: metrics, metrics-1, ...), Running
+pods only (a finished job's targets go away). Set: the labels the overlap
+dashboard reads.
+*/ -}}
+{{- define "weft.workerRelabelings" -}}
+- action: keep
+  sourceLabels: [__meta_kubernetes_pod_label_app_kubernetes_io_managed_by]
+  regex: weft-operator
+- action: keep
+  sourceLabels: [__meta_kubernetes_pod_container_port_name]
+  regex: metrics(-[0-9]+)?
+- action: keep
+  sourceLabels: [__meta_kubernetes_pod_phase]
+  regex: Running
+- action: replace
+  sourceLabels: [__meta_kubernetes_namespace]
+  targetLabel: namespace
+- action: replace
+  sourceLabels: [__meta_kubernetes_pod_label_weft_dev_job]
+  targetLabel: job
+- action: replace
+  sourceLabels: [__meta_kubernetes_pod_name]
+  targetLabel: pod
+- action: replace
+  sourceLabels: [__meta_kubernetes_pod_node_name]
+  targetLabel: node
+{{- end }}
+
+{{- define "weft.workerRelabelConfigs" -}}
+{{ include "weft.workerRelabelings" . | replace "sourceLabels:" "source_labels:" | replace "targetLabel:" "target_label:" }}
+{{- end }}
