@@ -60,8 +60,7 @@ TEST(Dashboard, DeclaresDatasourceNamespaceJobAndRankVariables) {
     ASSERT_TRUE(vars.count(name)) << name;
     EXPECT_EQ(vars[name]["type"], "query") << name;
     EXPECT_EQ(vars[name]["datasource"]["uid"], "${datasource}") << name;
-    EXPECT_THAT(vars[name]["definition"].get<std::string>(), ::testing::HasSubstr("weft_step"))
-        << name;
+    EXPECT_THAT(vars[name]["query"]["query"].get<std::string>(), ::testing::HasSubstr("weft_step")) << name;
   }
 }
 
@@ -99,8 +98,11 @@ TEST(Dashboard, EveryReferencedMetricIsExposed) {
   json d = load_dashboard();
   std::vector<std::string> exprs;
   for (const auto& q : dashboard_queries(d)) exprs.push_back(q.expr);
-  for (const auto& a : d["annotations"]["list"]) exprs.push_back(a.value("expr", ""));
-  for (const auto& v : d["templating"]["list"]) exprs.push_back(v.value("definition", ""));
+  // Annotations keep their PromQL in target (Grafana's AnnotationQuery), the
+  // variables in query.query.
+  for (const auto& a : d["annotations"]["list"]) exprs.push_back(a["target"].value("expr", ""));
+  for (const auto& v : d["templating"]["list"])
+    if (v["query"].is_object()) exprs.push_back(v["query"].value("query", ""));
   std::set<std::string> used;
   for (const auto& e : exprs)
     for (const auto& m : referenced_metrics(e)) {

@@ -212,7 +212,7 @@ TEST(LiveRun, PromtoolPrometheusAndEveryDashboardQueryAcceptALive2RankRun) {
 
   // Annotations must at least be valid PromQL (they only fire on re-bucketing).
   for (const auto& a : dash["annotations"]["list"]) {
-    json j = prom_query(prom_port, substitute(a.value("expr", ""), all));
+    json j = prom_query(prom_port, substitute(a["target"].value("expr", ""), all));
     EXPECT_EQ(j.value("status", ""), "success") << a.dump() << " -> " << j.dump();
   }
   // The template variables' label_values() find the scrape's labels.
