@@ -7,7 +7,8 @@
 # Grafana. Each panel is checked as Panel or RowPanel on its own (in the
 # dashboard's panels array the union weakens the check). Prometheus's query
 # fields (expr, legendFormat, ...) are declared as Grafana's PromQuery adds
-# them to DataQuery. The packages are fetched once into ~/.cache/weft.
+# them to DataQuery, and an annotation's step and titleFormat as its
+# Prometheus annotation editor keeps them beside the target. The packages are fetched once into ~/.cache/weft.
 # Exit 77 (skip) without npm.
 set -euo pipefail
 SRC=${1:?usage: grafana_schema_check.sh WEFT_SOURCE_DIR}
@@ -36,6 +37,7 @@ out = ['import type { Dashboard, Panel, RowPanel } from "@grafana/schema";',
        'declare module "@grafana/schema" {',
        '  interface DataQuery { expr?: string; legendFormat?: string; step?: string; titleFormat?: string;',
        '    interval?: string; instant?: boolean; range?: boolean; format?: string; exemplar?: boolean; }',
+       '  interface AnnotationQuery<TQuery extends DataQuery = DataQuery> { step?: string; titleFormat?: string; }',
        '}']
 def panels(ps):
     for p in ps:
