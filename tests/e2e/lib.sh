@@ -110,19 +110,6 @@ step_losses() {
   local steps=$1 prefix=$2; shift 2
   sed -n "s/.*${prefix}.*step *\([0-9][0-9]*\)\/${steps} | loss \([0-9.]*\).*/\1 \2/p" "$@"
 }
-# until_rank0_logged JOB STEPS N: waits for JOB to run and its rank 0 (a
-# one-rank pod) to log step N of STEPS; sets log0 to that log and defines
-# logged_step (the last step it logged) for the caller.
-until_rank0_logged() {
-  local job=$1 n=$3 uid
-  RANK0_STEPS=$2
-  wait_for 60 "phase Running" phase_is "$job" Running
-  uid=$(pod_uid "$job-0") || fail "no uid for pod $job-0"
-  log0=$STATE/logs/${NS}_$job-0_$uid/worker/0.log
-  logged_step() { step_losses "$RANK0_STEPS" '' "$log0" 2>/dev/null | tail -1 | cut -d' ' -f1; }
-  _past() { [ "$(logged_step)" -ge "$1" ] 2>/dev/null; }
-  wait_for 120 "step $n logged" _past "$n"
-}
 # match_weft_run JOB WORLD STEPS PREFIX WHAT: runs `weft-run -n WORLD` (from
 # $BIN) outside the cluster on JOB's spec.worker and compares every loss that
 # pod JOB-0 logged after PREFIX, in all its attempts, with that run's: fails

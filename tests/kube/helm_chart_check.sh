@@ -111,12 +111,11 @@ checked = dict(job)
 del checked["kubernetes_sd_configs"]
 checked["static_configs"] = [{"targets": ["127.0.0.1:9400"]}]
 open(sys.argv[2], "w").write(yaml.safe_dump({"scrape_configs": [checked]}))
+open(sys.argv[2].rsplit("/", 1)[0] + "/scrape-configmap.yaml", "w").write(yaml.safe_dump(cm))
 PY
 ) || fail "metrics.workers: $out"
 out=$(promtool check config "$tmp/prometheus.yml" 2>&1) || fail "promtool check config rejects the worker scrape job: $out"
-out=$(sed -n '/^kind: ConfigMap$/,/^---$/p' <<<"$rendered" | grep -q weft-workers.yaml && \
-      "$HELM" template "w-$ID" "$CHART" --namespace "$TEAM" --set metrics.workers.scrapeConfig.enabled=true \
-        --show-only templates/worker-monitoring.yaml | kubectl apply -n "$TEAM" -f - 2>&1) \
+out=$(kubectl apply -n "$TEAM" -f "$tmp/scrape-configmap.yaml" 2>&1) \
   || fail "the worker scrape ConfigMap does not apply: $out"
 rm -rf "$tmp"
 echo "ok worker scraping: PodMonitor and scrape job agree; promtool accepts its rules"

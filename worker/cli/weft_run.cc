@@ -260,8 +260,19 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> worker_args = app.remaining();
   if (!worker_args.empty() && worker_args.front() == "--") worker_args.erase(worker_args.begin());
-  const char* tok_env = getenv(kEnvRdzvToken);
-  if (std::string err = check_nodes(nnodes, node_rank, nproc, master_addr, master_port, tok_env && *tok_env);
+  // The gang's attempt and rendezvous secret, when an operator started this
+  // launcher, read by the ranks' own rules; every rank gets the same.
+  LaunchEnv gang;
+  try {
+    EnvMap given;
+    for (const char* name : {kEnvAttempt, kEnvRdzvToken})
+      if (const char* v = getenv(name)) given[name] = v;
+    gang = parse_launch_env(given);
+  } catch (const LaunchEnvError& e) {
+    std::fprintf(stderr, "weft-run: bad launch environment: %s\n", e.what());
+    return kExitBadConfig;
+  }
+  if (std::string err = check_nodes(nnodes, node_rank, nproc, master_addr, master_port, !gang.token.empty());
       !err.empty()) {
     std::fprintf(stderr, "weft-run: %s\n", err.c_str());
     return kExitBadConfig;
@@ -280,18 +291,6 @@ int main(int argc, char** argv) {
   }
   if (master_port == 0) master_port = free_port();
   print_metrics_endpoints(worker_args, nproc, first_rank);
-  // The gang's attempt and rendezvous secret, when an operator started this
-  // launcher, read by the ranks' own rules; every rank gets the same.
-  LaunchEnv gang;
-  try {
-    EnvMap given;
-    for (const char* name : {kEnvAttempt, kEnvRdzvToken})
-      if (const char* v = getenv(name)) given[name] = v;
-    gang = parse_launch_env(given);
-  } catch (const LaunchEnvError& e) {
-    std::fprintf(stderr, "weft-run: bad launch environment: %s\n", e.what());
-    return kExitBadConfig;
-  }
   if (gang.token.empty()) gang.token = random_token();
   gang.world = world;
   gang.local_world = nproc;

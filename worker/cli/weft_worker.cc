@@ -129,6 +129,9 @@ int main(int argc, char** argv) {
       return weft::contract::kExitBadConfig;
     }
   }
+  // The process environment, read once: config overrides (WEFT_*) and the
+  // launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) both come from it.
+  const auto env = weft::comm::current_environment();
   weft::WorkerConfig cfg;
   try {
     if (!config_path.empty())
@@ -137,7 +140,7 @@ int main(int argc, char** argv) {
       cfg = weft::parse_config("preset: " + preset + "\n", "--preset", init_from);
     else
       cfg = weft::preset(preset);
-    weft::apply_env_overrides(cfg, weft::comm::current_environment());
+    weft::apply_env_overrides(cfg, env);
     if (steps > 0) cfg.train.steps = steps;
     if (!out_dir.empty()) cfg.train.out_dir = out_dir;
     if (!checkpoint_dir.empty()) cfg.checkpoint.dir = checkpoint_dir;
@@ -147,8 +150,6 @@ int main(int argc, char** argv) {
     std::cerr << "weft-worker: bad config: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
   }
-  // The launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...), read once.
-  const auto env = weft::comm::current_environment();
   weft::contract::LaunchEnv launch;
   try {
     launch = weft::contract::parse_launch_env(env);
