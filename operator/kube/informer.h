@@ -1,7 +1,7 @@
 // Informer: keeps a local, read-only cache of one resource kind (optionally
 // one label selector) current with list + watch, and tells handlers which
 // objects changed. Handlers only enqueue keys (watch events never
-// drive logic directly: reconcile is level-triggered, docs/operator.md).
+// drive logic directly: reconcile is level-triggered, docs/operator/reconcile.md).
 //
 // Invariants:
 //  - Cached objects are shared immutable snapshots (shared_ptr<const Json>);

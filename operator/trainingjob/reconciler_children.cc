@@ -26,7 +26,7 @@ using namespace detail;
 // 256; a quota that admits only part of the gang wastes at most one batch.
 // Doubling (1, 2, 4, ... 32) took 7 round trips for 64 ranks, and each round
 // trip waits on the slowest create of its batch: on a loaded API server that,
-// not the server's throughput, set the launch time (docs/operator.md).
+// not the server's throughput, set the launch time (docs/operator/benchmark.md).
 // Created (or already existing) ranks join cx.gang and cx.present.
 int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
   // The pods read the token from the Secret; one deleted since the last

@@ -4,7 +4,7 @@ weft (weft-run, Gloo) vs PyTorch DDP (gloo, bucket_cap_mb=25) on the same
 model and batch; weft at its defaults (bucket_cap_mb auto, comm.lanes 2),
 at the old default cap of 25 MiB, and with comm.lanes 1 (one FIFO per group); weft with overlap on vs the sync-after-backward
 baseline; and a bucket-cap sweep. Prints the load (uptime) and markdown
-tables for docs/benchmarks.md.
+tables for docs/benchmarks/data-parallel.md.
 
 With --model gpt2-124m the model is GPT-2 small's shape (124 M parameters,
 tied embeddings, vocab 50304) at the same per-rank batch; --quick runs only

@@ -10,7 +10,7 @@
    largest budget plain DP on 2 ranks fails with, and ISP with sp 2 training
    the same sequence length within it.
 
-Prints markdown tables for docs/benchmarks.md.
+Prints markdown tables for docs/benchmarks/isp.md.
 
 usage: isp_step_time.py BUILD_DIR [--steps 12]
 """

@@ -10,7 +10,7 @@ rank logs its own), and the seconds rank 0's checkpoints held training up
 (ZeRO needs 2) and ISP on one rank.
 
 Pass --bin for another build's bin directory to put its column beside this
-build's (the before/after table of docs/benchmarks.md).
+build's (the before/after table of docs/benchmarks/memory.md).
 
 usage: memory_scaling.py BUILD_DIR [--bin OTHER_BIN --label OTHER]
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Single-process training throughput and peak memory: weft-worker vs the
 same model in PyTorch (Debian python3-torch), same thread count and batch,
-measured in one run. Prints a markdown table for docs/benchmarks.md.
+measured in one run. Prints a markdown table for docs/benchmarks/single-process.md.
 
 usage: train_throughput.py BUILD_DIR [--threads 2] [--only tiny] [--rounds 3]
 """

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Bucket-size tuning benchmark (docs/benchmarks.md): for each emulated network
+# Bucket-size tuning benchmark (docs/benchmarks/tuning.md): for each emulated network
 # (comm.simulate), one 2-rank data-parallel job runs under the operator's
 # BucketTuner (weft_tuner_bench --tune, start 25 MiB, confirmRounds
 # WEFT_BENCH_CONFIRM, default 2) until it converges; then

@@ -6,7 +6,7 @@ ZeroRedundancyOptimizer (gloo) as the peer. Also the optimizer (and
 gradient) bytes rank 0 holds. Runs without clipping (optim.grad_clip 0), so
 the overlapped modes step shards before the last reduction (with clipping the
 step waits for the global norm); one DP/ZeRO pair with clipping for contrast.
-Prints markdown tables for docs/benchmarks.md.
+Prints markdown tables for docs/benchmarks/zero.md.
 
 usage: zero_step_time.py BUILD_DIR [--steps 12]
 """

@@ -225,7 +225,7 @@ TEST(BucketSearch, FinalCheckFollowsASearchEndedByItsBudget) {
   EXPECT_EQ(st.bucket_mb, 25) << "1 MiB's 10 % did not hold up in the check: " << st.why;
 }
 
-// Trials as this project's 2-core VM gives them (docs/benchmarks.md, the
+// Trials as this project's 2-core VM gives them (docs/benchmarks/tuning.md, the
 // interleaved tuning runs): each trial's score off by 4 % (sd) and the machine
 // slowing by 1 % per trial as a neighbour's load ramps up. The truth: 25 MiB,
 // the start, is 20 % slower than 8 MiB. Single trials one after another rank

@@ -316,7 +316,7 @@ TEST_F(IspProcesses, Bf16TracksOneBf16RankAndResumesFromTheMasterCopy) {
 // sharded, this run aborted at this budget in a CPU build ("out of host
 // memory allocating 63211520 bytes": the full model each rank built); it
 // passes from 1.0 GiB up, and sharded it fails from 0.75 GiB down (CUDA
-// build: passes at 1.0, fails at 0.875; docs/benchmarks.md).
+// build: passes at 1.0, fails at 0.875; docs/benchmarks/memory.md).
 TEST_F(IspProcesses, ShardedModelTrainsCheckpointsAndResumesUnderAMemoryBudget) {
   const std::string cfg = write_file(
       dir_ / "budget.yaml",

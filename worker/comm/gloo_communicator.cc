@@ -168,7 +168,7 @@ class GlooWork : public Work {
 // on epoll_wait until it is free; woken onto the CPU of the lock holder it
 // preempted, it spun there for the rest of its slice (~4 ms) while the holder
 // waited behind it: 300 k epoll_wait/s, and 2-4 ms per small all-reduce on
-// one lane against 0.5 ms without (docs/benchmarks.md). A batch
+// one lane against 0.5 ms without (docs/benchmarks/collectives.md). A batch
 // thread still runs as soon as a CPU is free, and the policy needs no
 // privilege; where it cannot be set the device is created as before.
 std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& bind_addr) {
