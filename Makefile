@@ -81,17 +81,17 @@ test: test-build
 test-images: test-deps configure
 	cd $(BUILD) && ctest --output-on-failure -L '^images$$'
 
-# The local cluster (tests/kube/cluster.sh): control plane, weft-node,
+# The local cluster (localcluster/cluster.sh): control plane, weft-node,
 # weft-operator; `make e2e` runs the end-to-end tests on a fresh one.
 CLUSTER ?= $(BUILD)/cluster
 CLUSTER_TARGETS = weft-node weft-operator weft-worker
 
 cluster-up: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target $(CLUSTER_TARGETS)
-	@tests/kube/cluster.sh up $(CLUSTER) $(BUILD)
+	@localcluster/cluster.sh up $(CLUSTER) $(BUILD)
 
 cluster-down:
-	@tests/kube/cluster.sh down $(CLUSTER) $(BUILD)
+	@localcluster/cluster.sh down $(CLUSTER) $(BUILD)
 
 e2e: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target $(CLUSTER_TARGETS)
@@ -110,7 +110,7 @@ bench: build
 	tests/bench/cluster_scale.sh $(BUILD)
 
 format:
-	find contract worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i
+	find contract clients worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Scale benchmark on the local cluster (tests/kube/cluster.sh): `kubectl
+# Scale benchmark on the local cluster (localcluster/cluster.sh): `kubectl
 # apply` of TrainingJobs of 8, 64 and 256 ranks whose pods run a no-op
 # command, timed to all pods created and to all pods Running (scheduled by
 # the real kube-scheduler, started by weft-node). weft-operator runs with its
@@ -11,7 +11,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 shift || true
 DIR=$(mktemp -d /tmp/weft-cluster-scale.XXXXXX)
-trap '"$SRC/tests/kube/cluster.sh" down "$DIR/cluster" "$BUILD" >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
+trap '"$SRC/localcluster/cluster.sh" down "$DIR/cluster" "$BUILD" >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
 
 # The no-op worker: stays up until the pod is deleted.
 mkdir -p "$DIR/bin"
@@ -24,9 +24,9 @@ chmod +x "$DIR/bin/weft-worker"
 
 # 3 nodes of 110 pods hold the 8 + 64 + 256 ranks at once.
 WEFT_CLUSTER_NODES=3 WEFT_NODE_CPU=1000 WEFT_CLUSTER_BIN_DIR="$DIR/bin" \
-  "$SRC/tests/kube/cluster.sh" up "$DIR/cluster" "$BUILD" >/dev/null
+  "$SRC/localcluster/cluster.sh" up "$DIR/cluster" "$BUILD" >/dev/null
 # The benchmark starts its own weft-operator, watching only its namespace.
-"$SRC/tests/kube/cluster.sh" operator-kill "$DIR/cluster" "$BUILD" >/dev/null
+"$SRC/localcluster/cluster.sh" operator-kill "$DIR/cluster" "$BUILD" >/dev/null
 mkdir -p "$BUILD/bench"
 "$BUILD/bin/weft_operator_bench" --kubeconfig "$DIR/cluster/kubeconfig" --operator-bin "$BUILD/bin/weft-operator" \
   --running --idle-jobs 0 --out "$BUILD/bench/cluster_scale.json" "$@"

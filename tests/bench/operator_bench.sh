@@ -8,9 +8,9 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 shift || true
 DIR=$(mktemp -d /tmp/weft-operator-bench.XXXXXX)
-trap '"$SRC/tests/kube/testenv.sh" stop "$DIR"; rm -rf "$DIR"' EXIT
-"$SRC/tests/kube/build-kube.sh" >/dev/null
-"$SRC/tests/kube/testenv.sh" start "$DIR" >/dev/null
+trap '"$SRC/localcluster/testenv.sh" stop "$DIR"; rm -rf "$DIR"' EXIT
+"$SRC/localcluster/build-kube.sh" >/dev/null
+"$SRC/localcluster/testenv.sh" start "$DIR" >/dev/null
 kubectl --kubeconfig "$DIR/kubeconfig" apply --validate=false -f "$SRC/manifests/crd/" >/dev/null
 kubectl --kubeconfig "$DIR/kubeconfig" wait --for condition=established crd/trainingjobs.weft.dev >/dev/null
 mkdir -p "$BUILD/bench"

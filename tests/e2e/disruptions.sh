@@ -33,7 +33,7 @@
 # Usage: disruptions.sh CLUSTER_DIR SOURCE_DIR BUILD_DIR
 . "$(dirname "$0")/lib.sh" "$1" "$2" disruptions
 BUILD=$3 BIN=$3/bin
-cluster() { "$SRC/tests/kube/cluster.sh" "$1" "$CLUSTER" "$BUILD" >/dev/null; }
+cluster() { "$SRC/localcluster/cluster.sh" "$1" "$CLUSTER" "$BUILD" >/dev/null; }
 trap 'kill -0 "$(cat "$CLUSTER/weft-operator.pid" 2>/dev/null)" 2>/dev/null || cluster operator-start' EXIT
 # Each strike needs about a dozen steps of the attempt before it (a
 # checkpoint to resume from, steps logged past it); what is left after the

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Shared helpers of the end-to-end tests: each test runs against the local
-# cluster of the ctest fixture `e2e-cluster` (tests/kube/cluster.sh), in its
+# cluster of the ctest fixture `e2e-cluster` (localcluster/cluster.sh), in its
 # own namespace, with the real kubectl. Pod processes, logs and exit results
 # are found through weft-node's state dir (CLUSTER/node): logs/<ns>_<pod>_<uid>/worker/<run>.log.
 # Source it: . lib.sh CLUSTER_DIR SOURCE_DIR TEST_NAME

@@ -5,10 +5,9 @@
 # Usage: fixture-setup.sh DIR SOURCE_DIR
 set -euo pipefail
 DIR=$1 SRC=$2
-HERE=$(cd "$(dirname "$0")" && pwd)
-"$HERE/build-kube.sh"
+"$SRC/localcluster/build-kube.sh"
 mkdir -p "$DIR"
-"$HERE/testenv.sh" start "$DIR"
+"$SRC/localcluster/testenv.sh" start "$DIR"
 export KUBECONFIG=$DIR/kubeconfig
 # v1.20's OpenAPI has no x-kubernetes-validations (CEL): client-side validation
 # would reject the field, the server itself ignores it.

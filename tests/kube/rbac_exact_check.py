@@ -7,8 +7,9 @@ list+watch of every Informer built on a resource, and calls whose resource is
 a variable resolved through the helper's call sites. Then renders the chart
 (ClusterRole, and the namespaced Roles) and proves the rules grant exactly
 that set: a verb the code uses but the chart lacks fails, and so does a grant
-the code never uses. localcluster/node/ (weft-node, the test kubelet) is outside operator/, not the
-operator and is skipped.
+the code never uses. The code is operator/ and the Kubernetes client it links
+(clients/kube: events, leases, informers); localcluster/node/ (weft-node, the
+test kubelet) is not the operator and is skipped.
 
 Two grants are also checked for where they are: the leader-election Lease
 only by a Role in the release namespace (the operator's own), never by a
@@ -35,13 +36,13 @@ INFORMER = re.compile(r"\(\s*api_?\s*,\s*(?:kube::)?(k[A-Z]\w*)\s*,")
 
 
 def resource_table(src):
-    """kX -> (group, plural) from operator/kube/resource.h."""
-    text = (src / "operator/kube/resource.h").read_text()
+    """kX -> (group, plural) from clients/kube/resource.h."""
+    text = (src / "clients/kube/resource.h").read_text()
     table = {}
     for name, group, plural in re.findall(r'inline const Resource (k\w+)\{"([^"]*)", "[^"]*", "([^"]*)"', text):
         table[name] = (group, plural)
     if not table:
-        sys.exit("FAIL: no Resource constants found in operator/kube/resource.h")
+        sys.exit("FAIL: no Resource constants found in clients/kube/resource.h")
     return table
 
 
@@ -73,7 +74,7 @@ def helper_constants(text, var, pos):
 
 def used_by_code(src, table):
     used, problems = {}, []
-    files = sorted(p for p in (src / "operator").rglob("*") if p.suffix in (".cc", ".h"))
+    files = sorted(p for d in ("operator", "clients") for p in (src / d).rglob("*") if p.suffix in (".cc", ".h"))
     files = [p for p in files if p.name not in ("kube_api.cc", "kube_api.h")]
     informer_consts = set()
     for f in files:

@@ -3,8 +3,9 @@
 #include of a worker unit must follow an edge of ALLOWED (a unit sees only the
 headers of what it links, see worker/CMakeLists.txt and docs/architecture.md),
 every quoted #include "dir/..." in an operator unit must name its own unit or
-one of OPERATOR[unit]'s allowed units (operator/CMakeLists.txt,
-localcluster/CMakeLists.txt), and only operator/kube may include cpprest. Both
+one of OPERATOR[unit]'s allowed units (clients/CMakeLists.txt,
+operator/CMakeLists.txt, localcluster/CMakeLists.txt), and only clients/kube
+may include cpprest. Both
 tables must be acyclic. Prints each violation as file:line and exits 1 if any.
 
 Usage: check_layering.py SOURCE_DIR
@@ -34,15 +35,16 @@ FORBIDDEN = {
     "parallel": {"model/llama.h"},
     "optim": {"model/llama.h"},
 }
-# The operator's units: unit -> (its sources, relative to the root; units whose
-# headers it may include besides its own). "main" is the weft-operator
-# program; "node" is the local-cluster node agent (weft-node), which only
-# tests and local clusters use. tuning/ holds the types that trainingjob/
+# The control side's units: unit -> (its sources, relative to the root; units
+# whose headers it may include besides its own). kube and scrape are the
+# clients/ libraries weft-operator and weft-node share. "main" is the
+# weft-operator program; "node" is the local-cluster node agent (weft-node),
+# which only tests and local clusters use. tuning/ holds the types that trainingjob/
 # (the reconciler) and tuner/ (the bucket-size decision) share, so that the
 # reconciler calls the tuner and the tuner never sees the reconciler.
 OPERATOR = {
-    "kube": ("operator/kube", set()),
-    "scrape": ("operator/scrape", set()),
+    "kube": ("clients/kube", set()),
+    "scrape": ("clients/scrape", set()),
     "tuning": ("operator/tuning", set()),
     "tuner": ("operator/tuner", {"tuning", "scrape"}),
     "trainingjob": ("operator/trainingjob", {"kube", "scrape", "tuning", "tuner"}),
@@ -113,13 +115,14 @@ def check_operator(root, bad):
     bad.extend(cycles(op_allowed, "OPERATOR"))
     prefix = {"node": "node"}  # include prefix of a unit, when not its name
     known = {prefix.get(u, u): u for u in OPERATOR}
-    # Every folder and source under operator/ belongs to a unit of the table.
+    # Every folder and source under operator/ and clients/ belongs to a unit of the table.
     listed = {path for path, _ in OPERATOR.values()}
-    for entry in sorted(os.listdir(os.path.join(root, "operator"))):
-        rel = f"operator/{entry}"
-        full = os.path.join(root, rel)
-        if (os.path.isdir(full) or entry.endswith((".h", ".cc"))) and rel not in listed:
-            bad.append(f"{rel}: operator unit missing from the OPERATOR table in {sys.argv[0]}")
+    for top in ("operator", "clients"):
+        for entry in sorted(os.listdir(os.path.join(root, top))):
+            rel = f"{top}/{entry}"
+            full = os.path.join(root, rel)
+            if (os.path.isdir(full) or entry.endswith((".h", ".cc"))) and rel not in listed:
+                bad.append(f"{rel}: operator unit missing from the OPERATOR table in {sys.argv[0]}")
     for unit, (path, allowed) in OPERATOR.items():
         full = os.path.join(root, path)
         if not os.path.exists(full):
@@ -169,9 +172,10 @@ def main():
                         if h and h.group(1) in FORBIDDEN.get(unit, ()):
                             bad.append(f"{os.path.relpath(path, root)}:{n}: {unit}/ may not include {h.group(1)}")
                         if CPPREST.match(line):
-                            bad.append(f"{os.path.relpath(path, root)}:{n}: only operator/kube may include cpprest")
-    for dirpath, _, files in [*os.walk(os.path.join(root, "operator")), *os.walk(os.path.join(root, "localcluster"))]:
-        if os.path.relpath(dirpath, root).startswith(os.path.join("operator", "kube")):
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: only clients/kube may include cpprest")
+    for dirpath, _, files in [*os.walk(os.path.join(root, "operator")), *os.walk(os.path.join(root, "localcluster")),
+                              *os.walk(os.path.join(root, "clients"))]:
+        if os.path.relpath(dirpath, root).startswith(os.path.join("clients", "kube")):
             continue
         for f in files:
             path = os.path.join(dirpath, f)
@@ -180,7 +184,7 @@ def main():
             with open(path, encoding="utf-8") as src:
                 for n, line in enumerate(src, 1):
                     if CPPREST.match(line):
-                        bad.append(f"{os.path.relpath(path, root)}:{n}: only operator/kube may include cpprest")
+                        bad.append(f"{os.path.relpath(path, root)}:{n}: only clients/kube may include cpprest")
     check_contract(root, bad)
     for b in bad:
         print(b)

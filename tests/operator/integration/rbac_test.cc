@@ -17,7 +17,7 @@ namespace weft::it {
 namespace {
 
 // The fixture's kubeconfig with the admin client certificate swapped for the
-// operator ServiceAccount's static token (tests/kube/testenv.sh tokens.csv).
+// operator ServiceAccount's static token (localcluster/testenv.sh tokens.csv).
 std::string operator_kubeconfig(const std::string& out) {
   std::ifstream in(kubeconfig_path());
   std::stringstream ss;

@@ -118,7 +118,7 @@ class OwnControlPlane : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
   int sh(const std::string& cmd) {
-    return std::system((std::string(WEFT_SOURCE_DIR) + "/tests/kube/testenv.sh " + cmd + " " + dir_.string() +
+    return std::system((std::string(WEFT_SOURCE_DIR) + "/localcluster/testenv.sh " + cmd + " " + dir_.string() +
                         " >>" + dir_.string() + "/testenv.out 2>&1")
                            .c_str());
   }

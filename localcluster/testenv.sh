@@ -1,11 +1,12 @@
 #!/bin/bash
-# A local Kubernetes control plane for tests, like controller-runtime's envtest
-# but with the real garbage collector and scheduler: etcd, kube-apiserver,
-# kube-controller-manager and kube-scheduler v1.20.2 on loopback, with fresh
-# certificates, RBAC on and an admin kubeconfig. No kubelet: pods stay
+# The local Kubernetes control plane (the `kube` ctest fixture's and
+# cluster.sh's), like controller-runtime's envtest but with the real garbage
+# collector and scheduler: etcd, kube-apiserver, kube-controller-manager and
+# kube-scheduler v1.20.2 on loopback, with fresh certificates, RBAC on and an
+# admin kubeconfig. No kubelet: pods stay
 # unbound or Pending unless a test writes their status.
 #
-# Usage: tests/kube/testenv.sh start|stop|restart-apiserver|status DIR
+# Usage: localcluster/testenv.sh start|stop|restart-apiserver|status DIR
 #   start              starts everything under DIR (free ports picked at random), writes
 #                      DIR/kubeconfig (client certificate) and DIR/env (ports, paths)
 #   stop               stops everything started from DIR (by pid file) and wipes etcd data
@@ -93,7 +94,7 @@ start_apiserver() {
 case "$CMD" in
 start)
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
-    [ -x "$BIN/$b" ] || { echo "testenv: $BIN/$b missing; run tests/kube/build-kube.sh" >&2; exit 1; }
+    [ -x "$BIN/$b" ] || { echo "testenv: $BIN/$b missing; run localcluster/build-kube.sh" >&2; exit 1; }
   done
   command -v etcd >/dev/null || { echo "testenv: etcd not found; run scripts/install-deps.sh kube" >&2; exit 1; }
   for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one $c; done

@@ -5,7 +5,7 @@
 # agent: pods run as local processes, see localcluster/node/agent.h) and
 # weft-operator running as the chart's ServiceAccount (not admin).
 #
-# Usage: tests/kube/cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR
+# Usage: localcluster/cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR
 #   up              starts everything under DIR, waits for Ready nodes, prints the KUBECONFIG
 #   down            stops the operator and the agent, kills every pod process, stops the control plane
 #   operator-kill   SIGKILLs weft-operator (a crash: no cleanup, no lease release)
@@ -19,7 +19,7 @@ CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
 BUILD=$(cd "${3:?BUILD_DIR}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
+SRC=$(cd "$HERE/.." && pwd)
 BIN=$BUILD/bin
 
 stop_pid() {  # stop_pid NAME: SIGTERM, wait up to 5 s, SIGKILL

@@ -3,7 +3,7 @@
 # Debian bookworm's `kubernetes` source package, offline (the orig tarball
 # vendors every Go dependency), into a cache outside the source tree.
 #
-# Usage: tests/kube/build-kube.sh [cache-dir]   (default ~/.cache/weft/kube-v1.20.2)
+# Usage: localcluster/build-kube.sh [cache-dir]   (default ~/.cache/weft/kube-v1.20.2)
 # Result: <cache-dir>/bin/{kube-apiserver,kube-controller-manager,kube-scheduler}.
 # Idempotent and safe to run concurrently: a lock serialises builders and the
 # build is skipped when all three binaries exist. Needs golang-go (1.19), rsync
