@@ -55,6 +55,20 @@ if ! B inspect --type image "$BASE" >/dev/null 2>&1; then
 fi
 echo "base image $BASE from $TAR ($(( $(date +%s) - T0 )) s)"
 
+# The build stage compiles through this machine's own ccache (mounted, the
+# Dockerfile's CCACHE_DIR): the test build before this test compiled the
+# same CPU sources, so the programs build from the Dockerfile, from source,
+# without compiling them a second time. Without ccache here the stage's own
+# cache mount serves, as for any builder.
+CCACHE_ARGS=()
+if command -v ccache >/dev/null; then
+  HOST_CCACHE=$(ccache --get-config cache_dir 2>/dev/null)
+  if [ -n "$HOST_CCACHE" ]; then
+    mkdir -p "$HOST_CCACHE"
+    CCACHE_ARGS=(--volume "$HOST_CCACHE:/ccache-host" --build-arg CCACHE_DIR=/ccache-host)
+  fi
+fi
+
 build() {  # build TARGET TAG [build-arg...]
   local target=$1 tag=$2 t=$(date +%s); shift 2
   B build --layers --target "$target" -t "$tag" --build-arg JOBS="$(nproc)" --build-arg REVISION=test "$@" \
@@ -67,8 +81,10 @@ if ! B inspect --type image "$DEPS" >/dev/null 2>&1; then
   for old in $(B images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/weft-build-deps:'); do B rmi "$old" >/dev/null 2>&1; done
   build deps "$DEPS" --build-arg BUILD_BASE=$BASE
 fi
-build operator "$OPERATOR" --build-arg BUILD_BASE="$DEPS" --build-arg OPERATOR_BASE=$BASE
-build worker "$WORKER" --build-arg BUILD_BASE="$DEPS" --build-arg WORKER_BASE=$BASE
+build operator "$OPERATOR" --build-arg BUILD_BASE="$DEPS" --build-arg OPERATOR_BASE=$BASE "${CCACHE_ARGS[@]}"
+build worker "$WORKER" --build-arg BUILD_BASE="$DEPS" --build-arg WORKER_BASE=$BASE "${CCACHE_ARGS[@]}"
+# How much of the from-source build the cache served (reported, not asserted).
+grep -E '^ccache: +(Hits|Misses):' "$WORK/build-operator.log" | head -2 | sed 's/^ccache: */build stage compilations, ccache /'
 grep -q "install-deps: all .* packages present" "$WORK/build-operator.log" \
   || fail "the build stage did not run scripts/install-deps.sh on the cached dependencies"
 grep -q "stage-runtime: every library of /usr/local/bin/weft-worker /usr/local/bin/weft-run resolves" \
