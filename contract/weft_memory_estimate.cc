@@ -69,8 +69,8 @@ int64_t logits_chunk_rows(double chunk_mb, bool cuda, int64_t vocab, int working
   return rows < 1 ? 1 : rows > 4e18 ? static_cast<int64_t>(4e18) : static_cast<int64_t>(rows);
 }
 
-bool recompute_pointwise(const std::string& recompute, bool cuda) {
-  return recompute == "pointwise" || (recompute == "auto" && cuda);
+bool recompute_pointwise(Recompute recompute, bool cuda) {
+  return recompute == Recompute::Pointwise || (recompute == Recompute::Auto && cuda);
 }
 
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
@@ -91,13 +91,13 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
 
   MemoryEstimate e;
   e.on_device = cuda;
-  const bool isp = in.strategy == "isp";
+  const bool isp = in.strategy == Strategy::Isp;
   int sp = 1;
   if (!isp) {
     // dp and zero hold the whole model and its f32 gradients.
     const double wire = in.bf16_wire && world > 1 ? 2 * P : 0;
     e.params = clamp_bytes(wt * P);
-    if (in.strategy == "zero" && world > 1) {
+    if (in.strategy == Strategy::Zero && world > 1) {
       const double shard = std::ceil(P / world);
       e.grads = clamp_bytes(4 * P + wire + (in.zero_stage == 2 ? 4 * shard : 0));
       e.optimizer = clamp_bytes((8 + master) * shard);
@@ -117,7 +117,7 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
     const double S = norms + matrices / wp;
     const double slot = wp > 1 ? std::max({V * C, block_matrices, head}) : 0;
     const double wire = in.bf16_wire && wdp > 1 ? 2 * S : 0;
-    const bool zero = in.wdp_strategy == "zero" && wdp > 1;
+    const bool zero = in.wdp_strategy == WdpStrategy::Zero && wdp > 1;
     const double owned = zero ? std::ceil(S / wdp) : S;
     e.params = clamp_bytes(wt * S + 2 * slot * wt);
     e.grads = clamp_bytes(4 * S + 2 * slot * 4 + 2 * (slot / wp) * 4 + wire +

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "weft_modes.h"
+
 namespace weft::contract {
 
 // Set to anything but "" or "0" in a rank's environment, the worker skips its
@@ -38,14 +40,14 @@ struct MemoryEstimateInputs {
   int micro_batch = 0;         // train.micro_batch
   int seq_len = 0;             // train.seq_len
   double logits_chunk_mb = 0;  // train.logits_chunk_mb (0: auto)
-  std::string recompute = "auto";  // train.recompute: "auto" | "none" | "pointwise"
-  std::string strategy = "dp"; // parallel.strategy: "dp" | "zero" | "isp"
+  Recompute recompute = Recompute::Auto;  // train.recompute
+  Strategy strategy = Strategy::Dp;       // parallel.strategy
   int sp = 1;                  // parallel.sp
   int wp = 1;                  // parallel.wp
   bool bf16_wire = false;      // parallel.bf16_wire
   int zero_stage = 1;          // parallel.zero.stage
   int recompute_blocks = 0;    // parallel.isp.recompute_blocks
-  std::string wdp_strategy = "dp";  // parallel.isp.wdp_strategy
+  WdpStrategy wdp_strategy = WdpStrategy::Dp;  // parallel.isp.wdp_strategy
   int world = 1;               // ranks in the job (WORLD_SIZE)
 };
 
@@ -78,9 +80,9 @@ struct MemoryEstimate {
 inline constexpr double kAutoLogitsChunkCudaMb = 64;
 int64_t logits_chunk_rows(double chunk_mb, bool cuda, int64_t vocab, int working_bytes);
 
-// train.recompute as the worker's Llama::set_recompute_pointwise: "pointwise",
-// or "auto" on cuda.
-bool recompute_pointwise(const std::string& recompute, bool cuda);
+// train.recompute as the worker's Llama::set_recompute_pointwise: pointwise,
+// or auto on cuda.
+bool recompute_pointwise(Recompute recompute, bool cuda);
 
 // Each part saturates at 2^60 bytes, so a config with 10^9 layers yields a
 // huge estimate, not an overflowed one.

@@ -97,6 +97,18 @@ struct WorkerReader {
         wrong(path, "a string");
     }
   }
+  // A mode by its spelling (contract/weft_modes.h), as the worker parses it.
+  template <class E>
+    requires contract::kIsMode<E>
+  void read(std::initializer_list<const char*> path, E& out) {
+    if (const Json* v = find(path)) {
+      const std::optional<E> mode = v->is_string() ? contract::parse_mode<E>(v->get<std::string>()) : std::nullopt;
+      if (mode)
+        out = *mode;
+      else
+        wrong(path, ("one of " + contract::mode_choices<E>()).c_str());
+    }
+  }
 };
 
 // The literal value spec.template.env gives `name`; "" when unset, empty or

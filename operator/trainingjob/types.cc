@@ -9,6 +9,7 @@
 #include "kube/quantity.h"
 #include "trainingjob/constants.h"
 #include "weft_contract.h"
+#include "weft_modes.h"
 
 namespace weft::tj {
 namespace {
@@ -247,8 +248,10 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
         e.push_back({"spec.worker.metrics.port", "must be a whole number in [0, 65535], got " + p->dump()});
     }
   const std::string strat = s.strategy();
-  if (strat != "dp" && strat != "zero" && strat != "isp")
-    e.push_back({"spec.worker.parallel.strategy", "must be one of dp, zero, isp; got '" + strat + "'"});
+  const std::optional<contract::Strategy> strategy = contract::parse_mode<contract::Strategy>(strat);
+  if (!strategy)
+    e.push_back({"spec.worker.parallel.strategy",
+                 "must be one of " + contract::mode_choices<contract::Strategy>() + "; got '" + strat + "'"});
   for (const auto& [key, size] : {std::pair{"sp", s.sp()}, {"wp", s.wp()}})
     if (size < 1)
       e.push_back({std::string("spec.worker.parallel.") + key,
@@ -289,7 +292,7 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
     e.push_back({"spec.shmSize", shm.error});
   else if (shm.value <= 0)
     e.push_back({"spec.shmSize", "must be positive, got " + s.shm_size});
-  if (strat != "isp" && (s.sp() > 1 || s.wp() > 1))
+  if (strategy != contract::Strategy::Isp && (s.sp() > 1 || s.wp() > 1))
     e.push_back({"spec.worker.parallel", "sp and wp above 1 require strategy isp"});
   // The cap rule shared with the worker and its cap file (weft_contract.h).
   if (s.bucket_cap_malformed() || (s.bucket_cap_mb() && !contract::valid_bucket_cap_mb(*s.bucket_cap_mb())))

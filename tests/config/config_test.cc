@@ -187,8 +187,8 @@ TEST(Config, BucketCapIsAutoByDefaultAndTakesAutoOrANumber) {
   EXPECT_EQ(parse_config("train: {logits_chunk_mb: auto}\n").train.logits_chunk_mb, 0.0);
   EXPECT_EQ(parse_config("train: {logits_chunk_mb: 32}\n").train.logits_chunk_mb, 32.0);
   EXPECT_NE(to_yaml(preset("tiny")).find("  logits_chunk_mb: auto\n"), std::string::npos) << to_yaml(preset("tiny"));
-  EXPECT_EQ(preset("gpt2-124m").train.recompute, "auto");
-  EXPECT_EQ(parse_config("train: {recompute: pointwise}\n").train.recompute, "pointwise");
+  EXPECT_EQ(preset("gpt2-124m").train.recompute, Recompute::Auto);
+  EXPECT_EQ(parse_config("train: {recompute: pointwise}\n").train.recompute, Recompute::Pointwise);
   EXPECT_NE(to_yaml(preset("tiny")).find("  recompute: \"auto\"\n"), std::string::npos) << to_yaml(preset("tiny"));
   EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 4}\n").parallel.bucket_cap_mb, 4);
   EXPECT_EQ(parse_config("parallel: {bucket_cap_mb: 2.5}\n").parallel.bucket_cap_mb, 2.5);
@@ -383,7 +383,8 @@ metrics:
   e.optim = {1.5e-3, 0, 50, 0.8, 0.99, 1e-10, 0, true, 0};
   e.data = {"shards", "/data/fineweb_train_*.bin", 7, 2};
   e.checkpoint = {"/ckpt", 100, 1, false};
-  e.parallel = {"isp", 2, 2, 0.5, 1, false, true, {2, "after_backward", true}, {false, 2, "zero"}, ""};
+  e.parallel = {Strategy::Isp, 2,     2, 0.5, 1, false, true, {2, ZeroOverlap::AfterBackward, true},
+                {false, 2, WdpStrategy::Zero}, ""};
   e.comm = {"gloo", 30.5, 60};
   e.comm.lanes = 3;
   e.metrics = {0};

@@ -128,7 +128,7 @@ TEST(GpuTraining, IspOnOneGpuTrainsLikeDpAndResumes) {
   WorkerConfig c = tiny(dir / "dp", "cuda", "bf16");
   c.train.steps = 20;
   const TrainSummary dp = Trainer(c).run();
-  c.parallel.strategy = "isp";
+  c.parallel.strategy = Strategy::Isp;
   c.train.out_dir = (dir / "isp").string();
   const TrainSummary isp = Trainer(c).run();
   ASSERT_EQ(isp.losses.size(), 20u);

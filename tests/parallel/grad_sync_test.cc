@@ -315,13 +315,13 @@ TEST(GradSync, FactoryPicksByGroupSizeAndRejectsUnbuiltStrategies) {
   auto two = FakeGroup::create(2, "dp");
   EXPECT_NE(dynamic_cast<DataParallel*>(make_grad_sync(cfg, make_buffer(0), two->member(0)).get()), nullptr);
   // ISP provides the model's weights: its buffer holds no storage.
-  cfg.parallel.strategy = "isp";
+  cfg.parallel.strategy = Strategy::Isp;
   auto provided = std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), DType::F32, Device::CPU,
                                                        model_storage(cfg.parallel));
   EXPECT_NE(dynamic_cast<IspGradSync*>(make_grad_sync(cfg, provided, nullptr).get()), nullptr);
   cfg.parallel.wp = 2;  // the config asks for groups the caller did not pass
   EXPECT_THROW(make_grad_sync(cfg, provided, nullptr), ConfigError);
-  cfg.parallel.strategy = "zero";  // sp/wp above 1 belong to isp
+  cfg.parallel.strategy = Strategy::Zero;  // sp/wp above 1 belong to isp
   EXPECT_THROW(make_grad_sync(cfg, make_buffer(0), nullptr), ConfigError);
 }
 

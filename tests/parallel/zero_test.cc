@@ -142,14 +142,14 @@ TEST_F(ZeroVsDp, EveryStageOverlapAndGatherModeReachesDpParameters) {
       if (v.grad_clip > 0)
         for (double norm : dp.grad_norms) ASSERT_GT(norm, v.grad_clip) << "clipping must be active";
       for (int stage : {1, 2})
-        for (const char* overlap : {"none", "after_backward", "interleaved"})
+        for (ZeroOverlap overlap : {ZeroOverlap::None, ZeroOverlap::AfterBackward, ZeroOverlap::Interleaved})
           for (bool gather : {false, true}) {
             const std::string what = std::string(v.name) + " N=" + std::to_string(n) + " stage " +
-                                     std::to_string(stage) + " " + overlap + (gather ? " +gather" : "");
+                                     std::to_string(stage) + " " + std::string(contract::mode_name(overlap)) + (gather ? " +gather" : "");
             SCOPED_TRACE(what);
             WorkerConfig z = cfg;
             z.train.out_dir = (dir_ / "zero").string();
-            z.parallel.strategy = "zero";
+            z.parallel.strategy = Strategy::Zero;
             z.parallel.zero.stage = stage;
             z.parallel.zero.overlap = overlap;
             z.parallel.zero.overlap_param_gather = gather;
@@ -178,7 +178,7 @@ TEST_F(ZeroVsDp, OptimizerStateAndStage2GradientsAreOneNthOfDp) {
     const RunResult dp = train(n, cfg);
     for (int stage : {1, 2}) {
       WorkerConfig z = cfg;
-      z.parallel.strategy = "zero";
+      z.parallel.strategy = Strategy::Zero;
       z.parallel.zero.stage = stage;
       const RunResult r = train(n, z);
       int64_t opt_total = 0, grad_total = 0;
@@ -216,7 +216,7 @@ TEST_F(ZeroVsDp, LiveRebucketingMovesTheShards) {
     for (int stage : {1, 2}) {
       SCOPED_TRACE("N=" + std::to_string(n) + " stage " + std::to_string(stage));
       WorkerConfig z = cfg;
-      z.parallel.strategy = "zero";
+      z.parallel.strategy = Strategy::Zero;
       z.parallel.zero.stage = stage;
       z.parallel.zero.overlap_param_gather = true;
       const std::string cap_file = (dir_ / ("cap-" + std::to_string(n) + "-" + std::to_string(stage))).string();
@@ -235,7 +235,7 @@ TEST_F(ZeroVsDp, Bf16WireMatchesDpWithBf16Wire) {
   WorkerConfig fp32 = base_config(dir_ / "dp32");
   const RunResult dp32 = train(2, fp32);
   WorkerConfig z = cfg;
-  z.parallel.strategy = "zero";
+  z.parallel.strategy = Strategy::Zero;
   z.parallel.zero.stage = 1;
   const RunResult r = train(2, z);
   // Two ranks: a bf16 reduce-scatter rounds each element as the all-reduce does.
@@ -245,7 +245,7 @@ TEST_F(ZeroVsDp, Bf16WireMatchesDpWithBf16Wire) {
 
 TEST(ZeroConfig, ZeroOnOneRankIsAConfigErrorNamingTheStrategy) {
   WorkerConfig c;
-  c.parallel.strategy = "zero";
+  c.parallel.strategy = Strategy::Zero;
   auto buffer = std::make_shared<ParamAndGradBuffer>(llama_param_table(c.model));
   try {
     make_grad_sync(c, buffer, nullptr);
@@ -254,7 +254,7 @@ TEST(ZeroConfig, ZeroOnOneRankIsAConfigErrorNamingTheStrategy) {
     EXPECT_NE(std::string(e.what()).find("parallel.strategy"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("world size is 1"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_zero_overlap("eager"), ConfigError);
+  EXPECT_THROW(parse_config("parallel: {zero: {overlap: eager}}\n"), ConfigError);
 }
 
 }  // namespace

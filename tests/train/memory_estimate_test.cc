@@ -33,19 +33,19 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
       {"bf16 dp", [](WorkerConfig& c) { c.train.dtype = "bf16"; }},
       {"tied", [](WorkerConfig& c) { c.model.tie_embeddings = true; }},
       {"isp recompute 1", [](WorkerConfig& c) {
-         c.parallel.strategy = "isp";
+         c.parallel.strategy = Strategy::Isp;
          c.parallel.isp.recompute_blocks = 1;
        }},
       {"logits in chunks", [](WorkerConfig& c) { c.train.logits_chunk_mb = 0.002; }},
       {"isp bf16", [](WorkerConfig& c) {
-         c.parallel.strategy = "isp";
+         c.parallel.strategy = Strategy::Isp;
          c.train.dtype = "bf16";
        }},
-      {"pointwise recompute", [](WorkerConfig& c) { c.train.recompute = "pointwise"; }},
+      {"pointwise recompute", [](WorkerConfig& c) { c.train.recompute = Recompute::Pointwise; }},
       {"pointwise recompute, isp recompute 1, bf16", [](WorkerConfig& c) {
-         c.train.recompute = "pointwise";
+         c.train.recompute = Recompute::Pointwise;
          c.train.dtype = "bf16";
-         c.parallel.strategy = "isp";
+         c.parallel.strategy = Strategy::Isp;
          c.parallel.isp.recompute_blocks = 1;
        }},
   };
@@ -106,7 +106,7 @@ TEST(MemoryEstimate, PointwiseRecomputeTrainsTheSameRunInLessMemory) {
   EXPECT_FALSE(kept.model().recompute_pointwise());  // auto on the CPU
   const TrainSummary a = kept.run();
   c.train.out_dir = (dir / "pointwise").string();
-  c.train.recompute = "pointwise";
+  c.train.recompute = Recompute::Pointwise;
   validate(c);
   Trainer pointwise(c);
   ASSERT_TRUE(pointwise.model().recompute_pointwise());
@@ -118,13 +118,17 @@ TEST(MemoryEstimate, PointwiseRecomputeTrainsTheSameRunInLessMemory) {
   WorkerConfig g = preset("gpt2-124m");
   g.device = "cuda";
   const MemoryEstimate on = estimate_memory(g, 1);
-  g.train.recompute = "none";
+  g.train.recompute = Recompute::None;
   const int64_t N = int64_t(g.train.micro_batch) * g.train.seq_len, C = g.model.d_model, F = g.model.ffn();
   EXPECT_EQ(estimate_memory(g, 1).activations - on.activations, (12 * (2 * C + F) - (C + F)) * N * 2);
-  c.train.recompute = "everything";
-  auto p = find_problem(c);
-  ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->path, "train.recompute");
+  // A spelling that is not a mode is refused where the config is read.
+  try {
+    parse_config("train: {recompute: everything}\n");
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.recompute: 'everything' is not one of auto, none, pointwise"),
+              std::string::npos) << e.what();
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -135,14 +139,14 @@ TEST(MemoryEstimate, ShardingStrategiesHoldLessOptimizerStateOrWeights) {
   c.device = "cpu";
   c.train.dtype = "f32";
   const MemoryEstimate dp = estimate_memory(c, 4);
-  c.parallel.strategy = "zero";
+  c.parallel.strategy = Strategy::Zero;
   const MemoryEstimate z1 = estimate_memory(c, 4);
   EXPECT_NEAR(static_cast<double>(z1.optimizer), dp.optimizer / 4.0, 16);
   EXPECT_EQ(z1.params, dp.params);
   c.parallel.zero.stage = 2;
   const MemoryEstimate z2 = estimate_memory(c, 4);
   EXPECT_NEAR(static_cast<double>(z2.grads - dp.grads), dp.grads / 4.0, 16);
-  c.parallel.strategy = "isp";
+  c.parallel.strategy = Strategy::Isp;
   c.parallel.wp = 4;
   const MemoryEstimate isp = estimate_memory(c, 4);
   // The weight shard is a quarter of the matrices; the two-slot pool of

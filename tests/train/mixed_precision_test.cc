@@ -146,7 +146,7 @@ TEST(MixedPrecision, DtypeIsValidatedAndAutoFollowsTheDevice) {
   Trainer t(c);
   EXPECT_EQ(t.model().buffer().param_dtype(), DType::F32) << "auto on the cpu is f32";
   c.train.dtype = "bf16";
-  c.parallel.strategy = "isp";
+  c.parallel.strategy = Strategy::Isp;
   EXPECT_FALSE(find_problem(c).has_value()) << "isp trains bf16 working weights too";
 }
 

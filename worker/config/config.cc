@@ -29,7 +29,9 @@
 namespace weft {
 namespace {
 
-using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*>;
+// A mode (contract/weft_modes.h) is read and written by its spellings.
+using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*, Strategy*, WdpStrategy*,
+                              ZeroOverlap*, Recompute*>;
 
 struct Field {
   const char* name;
@@ -216,8 +218,20 @@ std::string assign_from_text(const FieldRef& ref, const std::string& text, bool 
     bool v = false;
     if (!YAML::convert<bool>::decode(n, v)) return "expected true or false," + got;
     **p = v;
+  } else if (auto* p = std::get_if<std::string*>(&ref)) {
+    **p = text;
   } else {
-    *std::get<std::string*>(ref) = text;
+    return std::visit(
+        [&](auto* p) -> std::string {
+          using T = std::remove_pointer_t<decltype(p)>;
+          if constexpr (contract::kIsMode<T>) {
+            const std::optional<T> mode = contract::parse_mode<T>(text);
+            if (!mode) return contract::not_a_mode<T>(text);
+            *p = *mode;
+          }
+          return {};
+        },
+        ref);
   }
   return {};
 }
@@ -372,6 +386,8 @@ void emit_field(YAML::Emitter& out, const char* name, const FieldRef& ref, bool 
           out << YAML::DoubleQuoted << *p;
         } else if constexpr (std::is_same_v<T, bool>) {
           out << YAML::TrueFalseBool << *p;
+        } else if constexpr (contract::kIsMode<T>) {
+          out << YAML::DoubleQuoted << std::string(contract::mode_name(*p));
         } else {
           out << *p;
         }

@@ -13,8 +13,15 @@
 
 #include "weft_contract.h"
 #include "weft_presets.h"
+#include "weft_modes.h"
 
 namespace weft {
+
+// The named modes (contract/weft_modes.h), parsed from their YAML spellings.
+using contract::Recompute;
+using contract::Strategy;
+using contract::WdpStrategy;
+using contract::ZeroOverlap;
 
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -62,7 +69,7 @@ struct TrainConfig {
   // per block, for two norm forwards and one SwiGLU forward per block in
   // backward; bit-identical results), "none", or "auto" (the default:
   // pointwise on cuda, none on the CPU).
-  std::string recompute = "auto";
+  contract::Recompute recompute = contract::Recompute::Auto;
 
   bool operator==(const TrainConfig&) const = default;
 };
@@ -117,7 +124,7 @@ struct ZeroConfig {
   // When the optimizer step runs against the reduce-scatters: "none" (after all
   // finished), "after_backward" (as each completes, once backward is done),
   // "interleaved" (as each completes, while backward continues).
-  std::string overlap = "interleaved";
+  contract::ZeroOverlap overlap = contract::ZeroOverlap::Interleaved;
   // The all-gather of updated parameters overlaps the next forward (a layer
   // waits only for its bucket's gather); false: the step ends gathered.
   bool overlap_param_gather = false;
@@ -132,7 +139,7 @@ struct IspConfig {
   int recompute_blocks = 0;  // leading blocks that recompute activations in backward
   // How the weight shards' gradients are reduced over wdp (ranks holding the
   // same shard): "dp" (bucketed all-reduce) or "zero" (parallel.zero settings).
-  std::string wdp_strategy = "dp";
+  contract::WdpStrategy wdp_strategy = contract::WdpStrategy::Dp;
 
   bool operator==(const IspConfig&) const = default;
 };
@@ -144,7 +151,7 @@ inline constexpr double kAuto = 0;
 inline constexpr double kAutoBucketCap = kAuto;
 
 struct ParallelConfig {
-  std::string strategy = "dp";      // "dp" | "zero" | "isp"
+  contract::Strategy strategy = contract::Strategy::Dp;  // "dp" | "zero" | "isp"
   int sp = 1;                       // sequence-parallel ranks (ISP)
   int wp = 1;                       // weight-parallel ranks (ISP)
   // Gradient bucket cap in MiB; kAutoBucketCap (YAML `auto`, the default)

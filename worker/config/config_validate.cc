@@ -110,7 +110,6 @@ void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
   c.non_negative(t.log_every, "train.log_every");
   c.require(!t.out_dir.empty(), "train.out_dir", "must not be empty");
   c.choice(t.dtype, {"auto", "f32", "bf16"}, "train.dtype");
-  c.choice(t.recompute, {"auto", "none", "pointwise"}, "train.recompute");
   c.require(std::isfinite(t.logits_chunk_mb) && t.logits_chunk_mb >= 0, "train.logits_chunk_mb",
             "expected auto or a number > 0, got " + num(t.logits_chunk_mb));
 }
@@ -156,7 +155,6 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
 // ISP layouts the model cannot be split into. The world size is checked where
 // it is known (RankGrid: parallel.sp and parallel.wp must divide it).
 void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const TrainConfig& t) {
-  c.choice(p.isp.wdp_strategy, {"dp", "zero"}, "parallel.isp.wdp_strategy");
   c.require(p.isp.recompute_blocks >= 0 && p.isp.recompute_blocks <= m.n_layers, "parallel.isp.recompute_blocks",
             "must be in [0, model.n_layers = " + num(m.n_layers) + "], got " + num(p.isp.recompute_blocks));
   if (p.sp > 1) {
@@ -184,13 +182,12 @@ void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const 
 }
 
 void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, const TrainConfig& t) {
-  c.choice(p.strategy, {"dp", "zero", "isp"}, "parallel.strategy");
   c.require(p.sp >= 1, "parallel.sp", "must be >= 1, got " + num(p.sp));
   c.require(p.wp >= 1, "parallel.wp", "must be >= 1, got " + num(p.wp));
-  c.require(p.strategy == "isp" || (p.sp == 1 && p.wp == 1), "parallel.strategy",
-            "'" + p.strategy + "' keeps whole sequences and weights on every rank; parallel.sp " + num(p.sp) +
+  c.require(p.strategy == Strategy::Isp || (p.sp == 1 && p.wp == 1), "parallel.strategy",
+            "'" + std::string(contract::mode_name(p.strategy)) + "' keeps whole sequences and weights on every rank; parallel.sp " + num(p.sp) +
                 " and parallel.wp " + num(p.wp) + " need strategy isp");
-  if (p.strategy == "isp") check_isp(c, p, m, t);
+  if (p.strategy == Strategy::Isp) check_isp(c, p, m, t);
   c.require(p.bucket_cap_mb == 0 || contract::valid_bucket_cap_mb(p.bucket_cap_mb), "parallel.bucket_cap_mb",
             "must be auto or a number of MiB in (0, " + num(contract::kMaxBucketCapMb) + "], got " +
                 num(p.bucket_cap_mb));
@@ -199,7 +196,6 @@ void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, c
                 num(contract::kMaxBucketCapMb) + "], got " + num(p.first_bucket_mb));
   c.require(p.zero.stage == 1 || p.zero.stage == 2, "parallel.zero.stage",
             "must be 1 or 2, got " + num(p.zero.stage) + " (stage 3, sharded parameters, is not implemented)");
-  c.choice(p.zero.overlap, {"none", "after_backward", "interleaved"}, "parallel.zero.overlap");
 }
 
 void check_comm(Checker& c, const CommConfig& k, const std::string& device) {

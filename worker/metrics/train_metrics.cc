@@ -154,7 +154,7 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
   // device with a join instead of guessing from other series.
   gauges(*registry_, rank, "weft_worker_info",
          "Constant 1, labelled with the run's strategy, device and world size")
-      .Add({{"strategy", cfg.parallel.strategy},
+      .Add({{"strategy", std::string(contract::mode_name(cfg.parallel.strategy))},
             {"device", cfg.device},
             {"world_size", std::to_string(world)}})
       .Set(1);

@@ -60,7 +60,7 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
   // reduce whole models over dp.
   const int wdp = wdp_ ? wdp_->size() : 1;
   const ParallelConfig& p = cfg.parallel;
-  if (o_.wdp_strategy == "zero") {
+  if (o_.wdp_strategy == WdpStrategy::Zero) {
     if (wdp < 2)
       throw ConfigError("parallel.isp.wdp_strategy: 'zero' shards the optimizer state over the " +
                         std::to_string(wdp) + " rank(s) holding the same weight shard (world / wp); it needs at least 2");

@@ -48,7 +48,7 @@ struct IspGroups {
 
 struct IspOptions {
   bool prefetch = true;
-  std::string wdp_strategy = "dp";  // "dp" | "zero"
+  WdpStrategy wdp_strategy = WdpStrategy::Dp;
 };
 
 // The shard table: llama-style `full` with every non-norm parameter cut to

@@ -10,14 +10,14 @@ namespace weft {
 
 StrategyTraits strategy_traits(const ParallelConfig& p) {
   StrategyTraits t;
-  if (p.strategy == "isp") {
+  if (p.strategy == Strategy::Isp) {
     t.shards_weights = true;
     t.splits_sequence = true;
     t.grid_groups = true;
     t.weight_pool = true;
     t.recompute_blocks = p.isp.recompute_blocks;
   }
-  t.every_rank_writes = p.strategy == "zero" || p.strategy == "isp";  // sharded checkpoints
+  t.every_rank_writes = p.strategy == Strategy::Zero || p.strategy == Strategy::Isp;  // sharded checkpoints
   return t;
 }
 
@@ -37,7 +37,7 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
   const ParallelConfig& p = cfg.parallel;
   comm::CommunicatorPtr dp = groups.dp;
   auto size = [](const comm::CommunicatorPtr& c) { return c ? c->size() : 1; };
-  if (p.strategy == "isp") {
+  if (p.strategy == Strategy::Isp) {
     if (size(groups.sp) != p.sp || size(groups.wp) != p.wp)
       throw ConfigError("parallel.strategy: 'isp' with sp " + std::to_string(p.sp) + ", wp " + std::to_string(p.wp) +
                         " needs sp and wp groups of those sizes (got " + std::to_string(size(groups.sp)) + " and " +
@@ -45,10 +45,10 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
     return std::make_unique<IspGradSync>(cfg, std::move(buffer), IspGroups{groups.sp, groups.wp, groups.wdp});
   }
   if (p.sp != 1 || p.wp != 1)
-    throw ConfigError("parallel.strategy: '" + p.strategy + "' with sp " + std::to_string(p.sp) + ", wp " +
+    throw ConfigError("parallel.strategy: '" + std::string(contract::mode_name(p.strategy)) + "' with sp " + std::to_string(p.sp) + ", wp " +
                       std::to_string(p.wp) + " needs strategy isp");
   const int world = dp ? dp->size() : 1;
-  if (p.strategy == "zero") {
+  if (p.strategy == Strategy::Zero) {
     if (world < 2)
       throw ConfigError("parallel.strategy: 'zero' shards the optimizer state over the data-parallel "
                         "ranks and needs at least 2 (world size is " + std::to_string(world) +

@@ -25,29 +25,12 @@ ZeroOptions zero_options(const ParallelConfig& p) {
   ZeroOptions z;
   z.stage = p.zero.stage;
   z.overlap_reduce = p.overlap;
-  z.overlap = parse_zero_overlap(p.zero.overlap);
+  z.overlap = p.zero.overlap;
   z.overlap_param_gather = p.zero.overlap_param_gather;
   z.bucket_cap_mb = p.bucket_cap_mb;
   z.first_bucket_mb = p.first_bucket_mb;
   z.bf16_wire = p.bf16_wire;
   return z;
-}
-
-ZeroOverlap parse_zero_overlap(const std::string& name) {
-  if (name == "none") return ZeroOverlap::None;
-  if (name == "after_backward") return ZeroOverlap::AfterBackward;
-  if (name == "interleaved") return ZeroOverlap::Interleaved;
-  throw ConfigError("parallel.zero.overlap: '" + name +
-                    "' is not one of none, after_backward, interleaved");
-}
-
-const char* zero_overlap_name(ZeroOverlap o) {
-  switch (o) {
-    case ZeroOverlap::None: return "none";
-    case ZeroOverlap::AfterBackward: return "after_backward";
-    case ZeroOverlap::Interleaved: return "interleaved";
-  }
-  return "?";
 }
 
 ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
@@ -81,7 +64,7 @@ std::string ZeroGradSync::describe() const {
       "ZeRO stage {} over {} ranks (group {}), bucket {}, {}, reduce-scatters {} backward, overlap {}, param gather {}, "
       "wire {}, optimizer state {:.2f} MiB on this rank",
       o_.stage, dp_->size(), dp_->name(), engine_.sizing().describe(), describe_buckets(engine_.buckets()),
-      o_.overlap_reduce ? "during" : "after", zero_overlap_name(o_.overlap),
+      o_.overlap_reduce ? "during" : "after", contract::mode_name(o_.overlap),
       o_.overlap_param_gather ? "overlapped with forward" : "in the step",
       o_.bf16_wire ? "bf16" : "fp32", opt_.state_bytes() / 1048576.0);
 }

@@ -47,10 +47,7 @@
 
 namespace weft {
 
-enum class ZeroOverlap : uint8_t { None, AfterBackward, Interleaved };
-// "none" | "after_backward" | "interleaved"; throws ConfigError otherwise.
-ZeroOverlap parse_zero_overlap(const std::string& name);
-const char* zero_overlap_name(ZeroOverlap o);
+// ZeroOverlap (parallel.zero.overlap) is a mode of contract/weft_modes.h.
 
 struct ZeroOptions {
   int stage = 1;                   // 1 or 2
