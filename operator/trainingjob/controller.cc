@@ -26,8 +26,10 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
                                                                                 kChildSelector, std::chrono::seconds(0))
                                              : nullptr),
       events_(api, "weft-operator"),
+      poller_(PollerOptions{.progress_every = opts_.progress}, opts_.scrape),
       reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, network_policies_.get()}, events_, metrics) {
-  reconciler_.set_progress(opts_.progress);
+  poller_.set_notify([this](const std::string& key) { queue_.add(key); });
+  reconciler_.set_poller(&poller_);
   reconciler_.set_pod_powers(opts_.allow);
   reconciler_.set_metrics_from(opts_.metrics_from);
   informers_ = {&jobs_, &pods_, &services_, &configmaps_};
@@ -90,6 +92,7 @@ void Controller::start_workers() {
     std::lock_guard lock(workers_mu_);
     if (stopped_) return;
     for (int i = 0; i < opts_.workers; ++i) worker_threads_.emplace_back([this] { worker(); });
+    poller_.start();
     spdlog::info("started {} reconcile workers", opts_.workers);
   });
 }
@@ -105,6 +108,7 @@ void Controller::stop() {
     std::lock_guard lock(workers_mu_);
     stopped_ = true;
   }
+  poller_.stop();
   queue_.shutdown();
   worker_threads_.clear();  // jthread joins
   for (auto& t : informer_threads_) t.request_stop();

@@ -2,8 +2,10 @@
 // Reads top to bottom: run -> worker -> process_next -> reconcile.
 //
 //  - Informers start at once (a standby replica keeps warm caches); workers
-//    only start when start_workers() is called (after winning the election).
-//  - Events from any informer only enqueue the owning job's key.
+//    only start when start_workers() is called (after winning the election),
+//    and so does the scrape poller (scrape_poller.h) the reconciler reads.
+//  - Events from any informer only enqueue the owning job's key; so does the
+//    poller when it has new figures of a job.
 //  - Reconcile results map to queue actions: Done -> forget; RequeueAfter ->
 //    forget + add_after; Transient -> add_rate_limited (5 ms .. 1000 s);
 //    Terminal and NotFound -> forget, no requeue.
@@ -24,6 +26,7 @@
 #include "kube/work_queue.h"
 #include "trainingjob/operator_metrics.h"
 #include "trainingjob/reconciler.h"
+#include "trainingjob/scrape_poller.h"
 
 namespace weft::tj {
 
@@ -35,6 +38,7 @@ struct ControllerOptions {
   PodPowers allow;                         // what spec.template may give the pods beyond the baseline
   bool network_policy = true;              // one NetworkPolicy per job (builders.h, build_network_policy)
   Json metrics_from;                       // its metrics-port peers; null = anyone
+  ScrapePoller::ScrapeFn scrape;           // how the poller reads a rank's /metrics; empty = HTTP
 };
 
 class Controller {
@@ -67,6 +71,7 @@ class Controller {
   std::vector<kube::Informer*> informers_;             // all of the above
   kube::WorkQueue queue_;
   kube::EventRecorder events_;
+  ScrapePoller poller_;  // started with the workers: only the leader scrapes
   Reconciler reconciler_;
   std::vector<std::jthread> informer_threads_;
   std::vector<std::jthread> worker_threads_;

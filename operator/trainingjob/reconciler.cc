@@ -15,8 +15,9 @@
 #include "trainingjob/constants.h"
 #include "trainingjob/memory_policy.h"
 #include "trainingjob/phase_policy.h"
-#include "scrape/http_scraper.h"
+#include "trainingjob/progress.h"
 #include "trainingjob/restart_policy.h"
+#include "trainingjob/scrape_poller.h"
 #include "trainingjob/scheduling_policy.h"
 #include "trainingjob/success_policy.h"
 #include "trainingjob/ttl_policy.h"
@@ -89,6 +90,12 @@ Reconciler::Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& e
 
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   Context cx;
+  ReconcileResult result = steps(key, cx);
+  tell_poller(key, cx, result);
+  return result;
+}
+
+ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   if (auto early = read_state(key, cx)) return *early;
   TrainingJobStatus& st = cx.status;
   if (st.phase == kPhaseSucceeded || st.phase == kPhaseFailed) return finished_job(cx);
@@ -360,14 +367,12 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
   if (!cx.podgroup_problem.empty() || (cx.podgroup_ensured && !view.all_ready))
     return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(30)));
   if (!view.all_ready) return finish(cx, ReconcileResult::done());
-  // Observe, then decide and apply. Both may ask for a requeue: the earlier
-  // one wins.
-  const auto next_scrape = scrape_progress(cx);
+  // Observe (the poller's figures; it enqueues the job when it has new
+  // ones), then decide and apply.
+  observe_ranks(cx);
   observe_tuning(cx);
   ReconcileResult result = tune_bucket_size(cx);
-  if (next_scrape && (result.kind == ReconcileResult::Kind::Done ||
-                      (result.kind == ReconcileResult::Kind::RequeueAfter && *next_scrape < result.after)))
-    result = ReconcileResult::requeue_after(*next_scrape);
+  if (cx.scrape) cx.scrape->tuning = cx.spec.bucket_tuning.enabled && tuner::needs_samples(cx.status.tuning);
   return finish(cx, result);
 }
 
@@ -385,41 +390,47 @@ void Reconciler::set_scheduling_condition(Context& cx) {
     cx.event("Normal", view->reason, view->message);
 }
 
-void Reconciler::set_progress(std::chrono::seconds every, ProgressSource source) {
-  progress_every_ = every;
-  progress_source_ = source ? std::move(source) : [](const std::string& ip, int port) -> std::optional<Progress> {
-    auto r = scrape::scrape({ip, port, "/metrics"}, std::chrono::seconds(1));
-    if (!r.ok()) {
-      spdlog::debug("progress: {}", r.error);
-      return std::nullopt;
-    }
-    return progress_from_metrics(r.metrics);
-  };
+void Reconciler::observe_ranks(Context& cx) {
+  const int port = cx.spec.metrics_port();
+  if (!poller_ || port <= 0) return;
+  ScrapeTarget& t = cx.scrape.emplace();
+  t.uid = (*cx.job)["metadata"].value("uid", "");
+  t.attempt = cx.status.attempt;
+  t.port = port;
+  t.progress = poller_->options().progress_every.count() > 0;
+  t.tuning = cx.spec.bucket_tuning.enabled && tuner::needs_samples(cx.status.tuning);
+  for (const auto& p : cx.current) {
+    if (terminating(*p) || !(*p).contains("status")) continue;
+    const Json& ps = (*p)["status"];
+    if (ps.value("phase", "") != "Running" || ps.value("podIP", "").empty()) continue;
+    t.ranks.emplace_back(label_int(*p, kLabelRank, -1), ps.value("podIP", ""));
+  }
+  cx.figures = poller_->latest(cx.key());
+  if (cx.figures && cx.figures->uid != t.uid) cx.figures.reset();  // another job of the same name
+  if (!t.progress || !cx.figures || !cx.figures->progress) return;
+  // Rank 0's latest scrape, unless status holds newer figures (the final
+  // progress of a previous attempt's termination message, another replica's).
+  const ScrapedProgress& got = *cx.figures->progress;
+  const std::string at = format_time(got.at);
+  std::optional<TimePoint> have;
+  if (auto it = cx.status.extra.find("progress"); it != cx.status.extra.end() && it->is_object())
+    if (auto u = it->find("updatedAt"); u != it->end() && u->is_string()) have = parse_time(u->get<std::string>());
+  if (!have || *have < *parse_time(at)) cx.status.extra["progress"] = progress_json(got.progress, at);
 }
 
-std::optional<std::chrono::milliseconds> Reconciler::scrape_progress(Context& cx) {
-  const int port = cx.spec.metrics_port();
-  if (progress_every_.count() <= 0 || port <= 0 || !progress_source_) return std::nullopt;
-  const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(progress_every_);
-  {
-    // When this job was last tried, successful or not (in memory: a restarted
-    // operator scrapes at once); a failed try writes nothing to the API.
-    std::lock_guard lock(progress_mu_);
-    auto& at = progress_tried_[cx.ns + "/" + cx.name];
-    if (at.time_since_epoch().count() != 0 && cx.now < at + progress_every_)
-      return std::chrono::duration_cast<std::chrono::milliseconds>(at + progress_every_ - cx.now);
-    at = cx.now;
-    if (progress_tried_.size() > 4096)  // forget jobs not seen for a while
-      std::erase_if(progress_tried_, [&](const auto& kv) { return cx.now - kv.second > 10 * progress_every_; });
+void Reconciler::tell_poller(const std::string& key, const Context& cx, const ReconcileResult& result) {
+  if (!poller_) return;
+  const bool gone = !cx.job || terminating(*cx.job) || result.kind == ReconcileResult::Kind::NotFound ||
+                    cx.status.phase == kPhaseSucceeded || cx.status.phase == kPhaseFailed;
+  if (gone) {
+    poller_->forget(key);
+    std::lock_guard lock(tuning_mu_);
+    tuning_seen_.erase(key);
+  } else if (cx.scrape) {
+    poller_->watch(key, *cx.scrape);
+  } else {
+    poller_->pause(key);  // not every rank runs: nothing to read until they do
   }
-  std::string ip;
-  for (const auto& p : cx.pods) {
-    const RankState r = observe_pod(*p, kContainerName);
-    if (r.rank == 0 && !r.terminating && p->contains("status")) ip = (*p)["status"].value("podIP", "");
-  }
-  if (auto got = ip.empty() ? std::nullopt : progress_source_(ip, port))
-    cx.status.extra["progress"] = progress_json(*got, cx.now_s);
-  return every;
 }
 
 void Reconciler::mark_terminal(Context& cx, const Terminal& how) {

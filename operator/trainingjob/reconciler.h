@@ -11,9 +11,11 @@
 // policy completes it; otherwise wait for the old gang and the backoff,
 // launch the missing ranks and report progress. While every rank runs, the
 // bucket-size tuner (tuner/bucket_tuner.h) is one more policy step there:
-// observe (scrape rank 0 for status.progress, and every rank for the tuner
-// while it searches), decide (the tuner's pure decide_tuning), apply (write
-// status.tuning, the ConfigMap's bucket_cap_mb, events and metrics).
+// observe (the scrape poller's latest figures: rank 0's for status.progress,
+// every rank's for the tuner while it searches), decide (the tuner's pure
+// decide_tuning), apply (write status.tuning, the ConfigMap's bucket_cap_mb,
+// events and metrics). A reconcile never scrapes a rank itself: it tells the
+// poller (scrape_poller.h) which ranks to read and only reads its figures.
 //
 // Invariants:
 //  - Cached objects are never modified; status is built on a copy.
@@ -33,9 +35,12 @@
 //    backoff), Terminal (condition + event already written, no requeue).
 //  - status.phase is only ever set from compute_phase (phase_policy.h), and
 //    Succeeded or Failed only through mark_terminal().
+//  - No network I/O but the API server's: ranks' /metrics are read by the
+//    scrape poller on its own threads.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,7 +56,6 @@
 #include "trainingjob/gang.h"
 #include "trainingjob/operator_metrics.h"
 #include "trainingjob/pod_powers.h"
-#include "trainingjob/progress.h"
 #include "trainingjob/restart_policy.h"
 #include "tuner/bucket_tuner.h"
 #include "tuner/tuner_metrics.h"
@@ -68,6 +72,8 @@ struct Caches {
   kube::Informer& configmaps;
   kube::Informer* network_policies = nullptr;  // null: no per-job NetworkPolicy
 };
+
+class ScrapePoller;
 
 struct ReconcileResult {
   enum class Kind { Done, RequeueAfter, Transient, Terminal, NotFound };
@@ -87,13 +93,13 @@ class Reconciler {
   Reconciler(kube::KubeApi& api, Caches caches, kube::EventRecorder& events, OperatorMetrics* metrics = nullptr,
              std::function<TimePoint()> now = [] { return std::chrono::system_clock::now(); });
 
-  ReconcileResult reconcile(const std::string& key);
+  ReconcileResult reconcile(const std::string& key);  // the steps, then what the poller scrapes
 
-  // status.progress (trainingjob/progress.h): how rank 0's numbers are read
-  // (default: an HTTP scrape of podIP:port/metrics with a 1 s timeout;
-  // nullopt when it fails) and how often per job; zero turns it off.
-  using ProgressSource = std::function<std::optional<Progress>(const std::string& pod_ip, int port)>;
-  void set_progress(std::chrono::seconds every, ProgressSource source = {});
+  // Where the ranks' figures come from (status.progress, the tuner's
+  // samples): the poller this reconciler tells which ranks to scrape and
+  // whose latest figures it reads. Null: no progress, and the tuner gets no
+  // samples.
+  void set_poller(ScrapePoller* poller) { poller_ = poller; }
   // What spec.template may give the pods (trainingjob/pod_powers.h); a job
   // asking for more is refused as an invalid spec. Default: nothing extra.
   void set_pod_powers(PodPowers allowed) { powers_ = allowed; }
@@ -105,8 +111,9 @@ class Reconciler {
   struct Context;
   struct Terminal;
 
-  // The steps of reconcile(), in order. Those returning a result end the
-  // reconcile; std::nullopt means "go on".
+  // The steps of reconcile(), in order (steps() runs them). Those returning
+  // a result end the reconcile; std::nullopt means "go on".
+  ReconcileResult steps(const std::string& key, Context& cx);
   std::optional<ReconcileResult> read_state(const std::string& key, Context& cx);
   kube::ObjectPtr current_job(const std::string& ns, const std::string& name);
   ReconcileResult finished_job(Context& cx);
@@ -125,9 +132,12 @@ class Reconciler {
   void launch_missing_ranks(Context& cx);
   ReconcileResult refuse_pods(Context& cx);
   ReconcileResult report_progress(Context& cx);
-  std::optional<std::chrono::milliseconds> scrape_progress(Context& cx);  // next scrape due in
+  void observe_ranks(Context& cx);                // the poller's target and status.progress
   void observe_tuning(Context& cx);               // reconciler_tuning.cc: the tuner's samples
   ReconcileResult tune_bucket_size(Context& cx);  // reconciler_tuning.cc: decide and apply
+  // After the steps: what the poller reads of the job until its next
+  // reconcile (watch the ranks report_progress named, pause, or forget).
+  void tell_poller(const std::string& key, const Context& cx, const ReconcileResult& result);
 
   // The one way into Succeeded or Failed.
   void mark_terminal(Context& cx, const Terminal& how);
@@ -156,14 +166,12 @@ class Reconciler {
   std::function<TimePoint()> now_;
   PodPowers powers_;
   Json metrics_from_;
-  std::chrono::seconds progress_every_{0};
-  ProgressSource progress_source_;
-  std::mutex progress_mu_;
-  std::map<std::string, TimePoint> progress_tried_;  // ns/name -> last scrape try
+  ScrapePoller* poller_ = nullptr;
   std::unique_ptr<tuner::TunerMetrics> tuner_metrics_;
   tuner::TunerOptions tuner_opts_;
   std::mutex tuning_mu_;
   std::map<std::string, tuner::OpenTrial> tuning_open_;  // job uid -> the open trial's window
+  std::map<std::string, uint64_t> tuning_seen_;           // ns/name -> seq of the last round handed to the tuner
   std::mutex written_mu_;
   std::map<std::string, std::string> written_rv_;  // key -> resourceVersion of our last status write
 };

@@ -11,6 +11,7 @@
 #include "kube/informer.h"
 #include "trainingjob/gang.h"
 #include "trainingjob/reconciler.h"
+#include "trainingjob/scrape_poller.h"
 #include "trainingjob/types.h"
 
 namespace weft::tj {
@@ -30,6 +31,10 @@ struct Reconciler::Context {
   std::vector<kube::ObjectPtr> current, stale;     // pods of status.attempt / of older attempts
   GangObservation gang;                            // the current attempt's live pods
   std::set<int> present;                           // ranks of the current attempt with a live pod
+  // Set by observe_ranks() while every rank runs: what the scrape poller is
+  // to read of this job, and its latest figures.
+  std::optional<ScrapeTarget> scrape;
+  std::optional<ScrapedFigures> figures;
   // Set by observe_tuning(): the running ranks' samples for the tuner.
   std::vector<tuner::RankObservation> tuning_ranks;
   bool secret_ensured = false;                     // this reconcile created the Secret or found it there

@@ -1,15 +1,16 @@
-// The reconciler's tuning steps. observe_tuning scrapes the running ranks'
-// /metrics while the tuner needs samples; tune_bucket_size hands them with
-// status.tuning and the spec to the tuner's pure decision
-// (tuner/bucket_tuner.h) and applies what it returns: the ConfigMap key the
-// workers poll, status.tuning, events and the tuner's metrics.
+// The reconciler's tuning steps. observe_tuning takes the running ranks'
+// samples from the scrape poller's latest round (scrape_poller.h) while the
+// tuner needs them; tune_bucket_size hands them with status.tuning and the
+// spec to the tuner's pure decision (tuner/bucket_tuner.h) and applies what
+// it returns: the ConfigMap key the workers poll, status.tuning, events and
+// the tuner's metrics.
 #include <spdlog/spdlog.h>
 
-#include "scrape/http_scraper.h"
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/reconciler_context.h"
+#include "trainingjob/scrape_poller.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
@@ -17,22 +18,20 @@ using namespace detail;
 
 void Reconciler::observe_tuning(Context& cx) {
   if (!cx.spec.bucket_tuning.enabled || !tuner::needs_samples(cx.status.tuning)) return;
-  const int port = cx.spec.metrics_port();
-  for (const auto& p : cx.current) {
-    if (terminating(*p) || !(*p).contains("status")) continue;
-    const Json& ps = (*p)["status"];
-    if (ps.value("phase", "") != "Running" || ps.value("podIP", "").empty()) continue;
-    tuner::RankObservation o{label_int(*p, kLabelRank, -1), std::nullopt, "not scraped"};
-    // One missing sample voids the round: the ranks after it are not scraped,
-    // except rank 0, whose cap an auto-sized job starts from.
-    const bool round_void = !cx.tuning_ranks.empty() && !cx.tuning_ranks.back().sample;
-    if (!round_void || o.rank == 0) {
-      scrape::ScrapeResult got = scrape::scrape({ps.value("podIP", ""), port, "/metrics"}, std::chrono::seconds(3));
-      if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
-      o.error = got.ok() ? (o.sample ? "" : "no weft_step/weft_bucket_cap_bytes/weft_step_seconds yet") : got.error;
-    }
-    cx.tuning_ranks.push_back(std::move(o));
+  // The poller's latest round, if it was scraped from the ranks this
+  // reconcile sees (the same attempt, pods and IPs).
+  if (!cx.scrape || !cx.figures || !cx.figures->round) return;
+  const ScrapedRound& round = *cx.figures->round;
+  if (!round.target.same_ranks(*cx.scrape)) return;
+  {
+    // Each round reaches the tuner once: a reconcile between two rounds
+    // (a pod event, a requeue) hands it no samples.
+    std::lock_guard lock(tuning_mu_);
+    uint64_t& seen = tuning_seen_[cx.key()];
+    if (round.seq <= seen) return;
+    seen = round.seq;
   }
+  cx.tuning_ranks = round.ranks;
 }
 
 ReconcileResult Reconciler::tune_bucket_size(Context& cx) {

@@ -1,0 +1,220 @@
+#include "trainingjob/scrape_poller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace weft::tj {
+
+ScrapePoller::ScrapePoller(PollerOptions opts, ScrapeFn scrape, std::function<TimePoint()> now)
+    : opts_(opts),
+      scrape_(scrape
+                  ? std::move(scrape)
+                  : [](const scrape::Endpoint& ep,
+                       std::chrono::milliseconds timeout) { return scrape::scrape(ep, timeout); }),
+      now_(now ? std::move(now) : [] { return std::chrono::system_clock::now(); }) {}
+
+ScrapePoller::~ScrapePoller() { stop(); }
+
+void ScrapePoller::set_notify(Notify notify) {
+  std::lock_guard lock(mu_);
+  notify_ = std::move(notify);
+}
+
+void ScrapePoller::watch(const std::string& key, const ScrapeTarget& target) {
+  {
+    std::lock_guard lock(mu_);
+    auto [it, added] = jobs_.try_emplace(key);
+    Job& j = it->second;
+    if (added || j.figures.uid != target.uid) {
+      // A new job, or another job under the same name: nothing of the old one carries over.
+      j = Job{};
+      j.epoch = next_epoch_++;
+      j.figures.uid = target.uid;
+    } else if (j.target == target) {
+      return;
+    }
+    j.target = target;
+    ++wakeups_;
+  }
+  cv_.notify_all();
+}
+
+void ScrapePoller::pause(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return;
+  it->second.target.progress = it->second.target.tuning = false;
+}
+
+void ScrapePoller::forget(const std::string& key) {
+  {
+    std::lock_guard lock(mu_);
+    if (!jobs_.erase(key)) return;
+    ++wakeups_;
+  }
+  cv_.notify_all();
+}
+
+std::optional<ScrapedFigures> ScrapePoller::latest(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second.figures;
+}
+
+std::optional<TimePoint> ScrapePoller::due(const Job& j) const {
+  if (j.target.ranks.empty() || j.target.port <= 0) return std::nullopt;
+  std::optional<TimePoint> at;
+  if (j.target.progress && opts_.progress_every.count() > 0) at = j.next_progress;
+  if (j.target.tuning) at = at ? std::min(*at, j.next_tuning) : j.next_tuning;
+  return at;
+}
+
+std::optional<ScrapePoller::Pass> ScrapePoller::claim(TimePoint now,
+                                                      std::optional<TimePoint>* wake) {
+  Job* best = nullptr;
+  const std::string* best_key = nullptr;
+  std::optional<TimePoint> best_at;
+  for (auto& [key, j] : jobs_) {
+    if (j.busy) continue;
+    const auto at = due(j);
+    if (at && (!best_at || *at < *best_at)) {
+      best_at = at;
+      best = &j;
+      best_key = &key;
+    }
+  }
+  if (!best) return std::nullopt;
+  if (*best_at > now) {
+    *wake = best_at;
+    return std::nullopt;
+  }
+  Pass p{*best_key, best->epoch, best->target};
+  p.progress =
+      best->target.progress && opts_.progress_every.count() > 0 && best->next_progress <= now;
+  p.tuning = best->target.tuning && best->next_tuning <= now;
+  if (p.progress) best->next_progress = now + opts_.progress_every;
+  if (p.tuning) best->next_tuning = now + opts_.tuning_every;
+  best->busy = true;
+  return p;
+}
+
+void ScrapePoller::run_pass(const Pass& pass) {
+  const TimePoint at = now_();
+  const int port = pass.target.port;
+  std::optional<Progress> progress;
+  bool rank0_tried = false;
+  std::optional<ScrapedRound> round;
+  if (pass.tuning) {
+    round.emplace();
+    round->target = pass.target;
+    for (const auto& [rank, ip] : pass.target.ranks) {
+      tuner::RankObservation o{rank, std::nullopt, "not scraped"};
+      // One missing sample voids the round: the ranks after it are not
+      // scraped, except rank 0, whose cap an auto-sized job starts from.
+      const bool round_void = !round->ranks.empty() && !round->ranks.back().sample;
+      if (!round_void || rank == 0) {
+        scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, opts_.tuning_timeout);
+        if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
+        o.error = got.ok()
+                      ? (o.sample ? "" : "no weft_step/weft_bucket_cap_bytes/weft_step_seconds yet")
+                      : got.error;
+        if (rank == 0 && pass.progress) {  // one scrape of rank 0 serves both
+          rank0_tried = true;
+          if (got.ok()) progress = progress_from_metrics(got.metrics);
+        }
+      }
+      round->ranks.push_back(std::move(o));
+    }
+  }
+  if (pass.progress && !rank0_tried) {
+    for (const auto& [rank, ip] : pass.target.ranks) {
+      if (rank != 0) continue;
+      scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, opts_.progress_timeout);
+      if (got.ok())
+        progress = progress_from_metrics(got.metrics);
+      else
+        spdlog::debug("progress: {}", got.error);
+      break;
+    }
+  }
+
+  bool fresh = false;
+  Notify notify;
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(pass.key);
+    if (it != jobs_.end() && it->second.epoch == pass.epoch) {
+      Job& j = it->second;
+      j.busy = false;
+      if (progress) {
+        j.figures.progress = ScrapedProgress{*progress, at};
+        fresh = true;
+      }
+      if (round) {
+        round->at = at;
+        round->seq = next_seq_++;
+        j.figures.round = std::move(*round);
+        fresh = true;
+      }
+    }
+    ++wakeups_;
+    notify = notify_;
+  }
+  cv_.notify_all();
+  if (fresh && notify) notify(pass.key);
+}
+
+void ScrapePoller::poll_due() {
+  const TimePoint now = now_();
+  for (;;) {
+    std::optional<Pass> pass;
+    {
+      std::lock_guard lock(mu_);
+      std::optional<TimePoint> wake;
+      pass = claim(now, &wake);
+    }
+    if (!pass) return;
+    run_pass(*pass);
+  }
+}
+
+void ScrapePoller::run(std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    std::optional<TimePoint> wake;
+    if (auto pass = claim(now_(), &wake)) {
+      lock.unlock();
+      run_pass(*pass);
+      lock.lock();
+      continue;
+    }
+    // Until a job is due, or watch/forget/another pass changed what is.
+    const uint64_t seen = wakeups_;
+    auto changed = [&] { return wakeups_ != seen; };
+    if (wake)
+      cv_.wait_for(lock, stop, *wake - now_(), changed);
+    else
+      cv_.wait(lock, stop, changed);
+  }
+}
+
+void ScrapePoller::start() {
+  std::lock_guard lock(mu_);
+  if (!threads_.empty()) return;
+  for (int i = 0; i < std::max(1, opts_.threads); ++i)
+    threads_.emplace_back([this](std::stop_token stop) { run(stop); });
+}
+
+void ScrapePoller::stop() {
+  std::vector<std::jthread> threads;
+  {
+    std::lock_guard lock(mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.request_stop();
+  threads.clear();  // joins
+}
+
+}  // namespace weft::tj

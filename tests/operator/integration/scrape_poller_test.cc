@@ -1,0 +1,116 @@
+// The ranks' figures reach status through the scrape poller: an in-process
+// operator whose poller reads a fake scrape function (no rank process, no
+// network) writes rank 0's numbers to status.progress and feeds the tuner's
+// rounds to status.tuning.
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "integration/harness.h"
+#include "scrape/prom_text.h"
+#include "trainingjob/constants.h"
+
+namespace weft::it {
+namespace {
+
+// Pod IP 10.1.0.<rank> serves rank <rank>: every scrape is one more step of
+// 100 ms on the job's 4 MiB cap; rank 0 also reports its loss.
+class FakeRanks {
+ public:
+  tj::ScrapePoller::ScrapeFn fn() {
+    return [this](const scrape::Endpoint& ep, std::chrono::milliseconds) {
+      std::lock_guard lock(mu_);
+      const std::string rank = ep.host.substr(ep.host.rfind('.') + 1);
+      const int step = ++steps_[ep.host];
+      const std::string l = "{rank=\"" + rank + "\"} ";
+      scrape::ScrapeResult r;
+      r.metrics =
+          scrape::parse_text("weft_step" + l + std::to_string(step) + "\nweft_loss" + l + "2.5\n" +
+                             "weft_bucket_cap_bytes" + l + "4194304\nweft_step_seconds_sum" + l +
+                             std::to_string(0.1 * step) + "\nweft_step_seconds_count" + l +
+                             std::to_string(step) + "\n")
+              .exposition;
+      return r;
+    };
+  }
+  int scrapes(const std::string& host) {
+    std::lock_guard lock(mu_);
+    return steps_[host];
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int> steps_;
+};
+
+class Poller : public ::testing::Test {
+ protected:
+  Poller() : ns_("it-poller") {}
+  void start(tj::ScrapePoller::ScrapeFn scrape) {
+    op_ = std::make_unique<InProcessOperator>(tj::ControllerOptions{.ns = ns_.name(),
+                                                                    .workers = 2,
+                                                                    .resync = 30s,
+                                                                    .progress = 1s,
+                                                                    .scrape = std::move(scrape)});
+  }
+  void TearDown() override { op_.reset(); }
+  // Every pod of the job Running and Ready, at 10.1.0.<rank>.
+  void run_pods(const std::string& job) {
+    set_all_running(ns_.name(), job);
+    for (const auto& p : job_pods(ns_.name(), job)) {
+      const std::string ip = "10.1.0." + p["metadata"]["labels"][tj::kLabelRank].get<std::string>();
+      auto r = admin_api().merge_patch(kube::kPods, ns_.name(), p["metadata"]["name"],
+                                       {{"status", {{"podIP", ip}}}}, true);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+    }
+  }
+  TestNamespace ns_;
+  std::unique_ptr<InProcessOperator> op_;
+};
+
+TEST_F(Poller, RankZerosFiguresReachStatusProgress) {
+  FakeRanks ranks;
+  start(ranks.fn());
+  create_job(ns_.name(), job_json("prog", 2));
+  ASSERT_TRUE(eventually([&] { return job_pods(ns_.name(), "prog").size() == 2; }));
+  run_pods("prog");
+  ASSERT_TRUE(eventually([&] { return phase_of(ns_.name(), "prog") == tj::kPhaseRunning; }));
+  // --progress-seconds 1: the step climbs as the poller scrapes rank 0 again.
+  long first = 0;
+  ASSERT_TRUE(eventually([&] {
+    Json p = status_of(ns_.name(), "prog").value("progress", Json::object());
+    first = p.value("step", 0L);
+    return first > 0 && p.value("loss", 0.0) == 2.5 && p.contains("updatedAt");
+  })) << status_of(ns_.name(), "prog").dump();
+  ASSERT_TRUE(eventually([&] {
+    return status_of(ns_.name(), "prog").value("progress", Json::object()).value("step", 0L) >
+           first;
+  })) << status_of(ns_.name(), "prog").dump();
+  EXPECT_EQ(ranks.scrapes("10.1.0.1"), 0) << "only rank 0 is scraped for progress";
+}
+
+TEST_F(Poller, TheTunersRoundsComeFromThePoller) {
+  FakeRanks ranks;
+  start(ranks.fn());
+  Json job = job_json("tune", 2);
+  job["spec"]["tuning"] = {
+      {"bucketSize", {{"enabled", true}, {"minMB", 1}, {"maxMB", 8}, {"stepsPerTrial", 1000}}}};
+  create_job(ns_.name(), job);
+  ASSERT_TRUE(eventually([&] { return job_pods(ns_.name(), "tune").size() == 2; }));
+  run_pods("tune");
+  // The first trial (the job's 4 MiB) counts the steps every rank ran in
+  // its window, round after round.
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json t = status_of(ns_.name(), "tune").value("tuning", Json::object());
+        return t.value("state", "") == "Searching" && t.contains("trials") &&
+               t["trials"].size() == 1 && t["trials"][0].value("bucketMB", 0.0) == 4 &&
+               t["trials"][0].value("steps", 0L) >= 2;
+      },
+      60s))
+      << status_of(ns_.name(), "tune").dump();
+  EXPECT_GT(ranks.scrapes("10.1.0.1"), 0);
+}
+
+}  // namespace
+}  // namespace weft::it

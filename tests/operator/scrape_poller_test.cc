@@ -1,0 +1,261 @@
+// The scrape poller (trainingjob/scrape_poller.h): what it scrapes of a
+// watched job and when, on a fake scrape function and a fake clock
+// (poll_due), and that its own threads scrape and enqueue (start).
+#include "trainingjob/scrape_poller.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace weft::tj {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Rank 0's exposition, as weft-worker labels it: step, loss and the tuner's families.
+std::string exposition(int step) {
+  const std::string l = "{rank=\"0\"} ";
+  return "weft_step" + l + std::to_string(step) + "\nweft_loss" + l +
+         "2.5\nweft_tokens_per_second" + l + "1000\nweft_overlap_ratio" + l +
+         "0.5\nweft_bucket_cap_bytes" + l + "26214400\nweft_step_seconds_sum" + l +
+         std::to_string(step * 0.1) + "\nweft_step_seconds_count" + l + std::to_string(step) + "\n";
+}
+
+// Answers per host: the step it serves, or an error when it is down.
+struct FakeRanks {
+  std::mutex mu;
+  std::map<std::string, int> step;  // host -> weft_step
+  std::set<std::string> down;
+  std::vector<std::pair<std::string, long>> calls;  // host, timeout ms
+
+  ScrapePoller::ScrapeFn fn() {
+    return [this](const scrape::Endpoint& ep, std::chrono::milliseconds timeout) {
+      std::lock_guard lock(mu);
+      calls.emplace_back(ep.host, timeout.count());
+      scrape::ScrapeResult r;
+      if (down.count(ep.host)) {
+        r.error = "http://" + ep.host + ":9400/metrics: connection refused";
+        return r;
+      }
+      auto parsed = scrape::parse_text(exposition(step[ep.host]));
+      r.metrics = parsed.exposition;
+      return r;
+    };
+  }
+  std::vector<std::string> hosts() {
+    std::lock_guard lock(mu);
+    std::vector<std::string> out;
+    for (auto& c : calls) out.push_back(c.first);
+    calls.clear();
+    return out;
+  }
+};
+
+struct FakeClock {
+  TimePoint t = TimePoint{} + 1000h;
+  std::function<TimePoint()> fn() {
+    return [this] { return t; };
+  }
+};
+
+ScrapeTarget target(std::vector<std::pair<int, std::string>> ranks, bool progress, bool tuning) {
+  return ScrapeTarget{"uid-1", 0, 9400, std::move(ranks), progress, tuning};
+}
+
+PollerOptions options() {
+  PollerOptions o;
+  o.progress_every = 10s;
+  o.tuning_every = 2s;
+  return o;
+}
+
+TEST(ScrapePoller, ProgressScrapesRankZeroOncePerInterval) {
+  FakeRanks ranks;
+  FakeClock clock;
+  ranks.step["10.0.0.1"] = 42;
+  ScrapePoller poller(options(), ranks.fn(), clock.fn());
+  std::vector<std::string> notified;
+  poller.set_notify([&](const std::string& key) { notified.push_back(key); });
+  EXPECT_FALSE(poller.latest("ns/job"));
+
+  poller.watch("ns/job", target({{0, "10.0.0.1"}, {1, "10.0.0.2"}}, true, false));
+  poller.poll_due();  // a new job is due at once
+  EXPECT_EQ(ranks.hosts(), std::vector<std::string>{"10.0.0.1"});
+  auto f = poller.latest("ns/job");
+  ASSERT_TRUE(f && f->progress);
+  EXPECT_EQ(f->progress->progress.step, 42);
+  EXPECT_EQ(f->progress->at, clock.t);
+  EXPECT_FALSE(f->round);
+  EXPECT_EQ(notified, std::vector<std::string>{"ns/job"});
+
+  clock.t += 9s;
+  poller.poll_due();
+  EXPECT_TRUE(ranks.hosts().empty()) << "scraped again before --progress-seconds";
+  clock.t += 1s;
+  ranks.step["10.0.0.1"] = 50;
+  poller.poll_due();
+  EXPECT_EQ(ranks.hosts().size(), 1u);
+  EXPECT_EQ(poller.latest("ns/job")->progress->progress.step, 50);
+
+  // A failed scrape keeps the last figures and tells no one.
+  ranks.down.insert("10.0.0.1");
+  clock.t += 10s;
+  poller.poll_due();
+  EXPECT_EQ(ranks.hosts().size(), 1u);
+  EXPECT_EQ(poller.latest("ns/job")->progress->progress.step, 50);
+  EXPECT_EQ(notified.size(), 2u);
+}
+
+TEST(ScrapePoller, ProgressUsesTheShortTimeoutAndTuningTheLongOne) {
+  FakeRanks ranks;
+  FakeClock clock;
+  ScrapePoller poller(options(), ranks.fn(), clock.fn());
+  poller.watch("ns/job", target({{0, "10.0.0.1"}}, true, false));
+  poller.poll_due();
+  ASSERT_EQ(ranks.calls.size(), 1u);
+  EXPECT_EQ(ranks.calls[0].second, 1000);
+  ranks.calls.clear();
+  // Both due: one scrape of rank 0 serves both.
+  clock.t += 10s;
+  poller.watch("ns/job", target({{0, "10.0.0.1"}}, true, true));
+  poller.poll_due();
+  ASSERT_EQ(ranks.calls.size(), 1u);
+  EXPECT_EQ(ranks.calls[0].second, 3000);
+  auto f = poller.latest("ns/job");
+  ASSERT_TRUE(f && f->progress && f->round);
+  EXPECT_EQ(f->progress->at, clock.t);
+}
+
+TEST(ScrapePoller, TuningRoundsEveryRankEveryPollAndVoidsARoundAfterAMissingSample) {
+  FakeRanks ranks;
+  FakeClock clock;
+  ranks.step = {{"a", 5}, {"b", 6}, {"c", 7}};
+  ScrapePoller poller(options(), ranks.fn(), clock.fn());
+  const auto t = target({{0, "a"}, {1, "b"}, {2, "c"}}, false, true);
+  poller.watch("ns/job", t);
+  poller.poll_due();
+  EXPECT_EQ(ranks.hosts(), (std::vector<std::string>{"a", "b", "c"}));
+  auto f = poller.latest("ns/job");
+  ASSERT_TRUE(f && f->round);
+  EXPECT_FALSE(f->progress);
+  EXPECT_TRUE(f->round->target.same_ranks(t));
+  ASSERT_EQ(f->round->ranks.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(f->round->ranks[r].rank, r);
+    ASSERT_TRUE(f->round->ranks[r].sample);
+    EXPECT_EQ(f->round->ranks[r].sample->step, 5 + r);
+  }
+  const uint64_t first = f->round->seq;
+
+  clock.t += 1s;
+  poller.poll_due();
+  EXPECT_TRUE(ranks.hosts().empty());
+  clock.t += 1s;
+  ranks.down.insert("b");
+  poller.poll_due();
+  // Rank 1 fails: rank 2 is not scraped.
+  EXPECT_EQ(ranks.hosts(), (std::vector<std::string>{"a", "b"}));
+  f = poller.latest("ns/job");
+  EXPECT_GT(f->round->seq, first);
+  EXPECT_TRUE(f->round->ranks[0].sample);
+  EXPECT_FALSE(f->round->ranks[1].sample);
+  EXPECT_NE(f->round->ranks[1].error.find("connection refused"), std::string::npos);
+  EXPECT_FALSE(f->round->ranks[2].sample);
+  EXPECT_EQ(f->round->ranks[2].error, "not scraped");
+
+  // Rank 0 is scraped even when an earlier rank voided the round.
+  poller.watch("ns/job", target({{1, "b"}, {0, "a"}, {2, "c"}}, false, true));
+  clock.t += 2s;
+  poller.poll_due();
+  EXPECT_EQ(ranks.hosts(), (std::vector<std::string>{"b", "a", "c"}));
+}
+
+TEST(ScrapePoller, PausedJobsKeepFiguresAndForgottenOrReplacedJobsLoseThem) {
+  FakeRanks ranks;
+  FakeClock clock;
+  ScrapePoller poller(options(), ranks.fn(), clock.fn());
+  poller.pause("ns/unknown");  // no-op
+  EXPECT_FALSE(poller.latest("ns/unknown"));
+
+  poller.watch("ns/job", target({{0, "a"}}, true, true));
+  poller.poll_due();
+  EXPECT_EQ(ranks.hosts().size(), 1u);
+  poller.pause("ns/job");
+  clock.t += 60s;
+  poller.poll_due();
+  EXPECT_TRUE(ranks.hosts().empty());
+  EXPECT_TRUE(poller.latest("ns/job")->progress);
+
+  // The same name, another job: nothing of the old one.
+  auto other = target({{0, "a"}}, true, false);
+  other.uid = "uid-2";
+  poller.watch("ns/job", other);
+  auto f = poller.latest("ns/job");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->uid, "uid-2");
+  EXPECT_FALSE(f->progress);
+  EXPECT_FALSE(f->round);
+  poller.poll_due();
+  EXPECT_EQ(ranks.hosts().size(), 1u);
+
+  poller.forget("ns/job");
+  EXPECT_FALSE(poller.latest("ns/job"));
+  clock.t += 60s;
+  poller.poll_due();
+  EXPECT_TRUE(ranks.hosts().empty());
+}
+
+TEST(ScrapePoller, NothingToScrapeWithoutRanksAPortOrAnInterval) {
+  FakeRanks ranks;
+  FakeClock clock;
+  PollerOptions off = options();
+  off.progress_every = 0s;
+  ScrapePoller poller(off, ranks.fn(), clock.fn());
+  poller.watch("ns/off", target({{0, "a"}}, true, false));
+  poller.watch("ns/none", target({}, true, true));
+  auto no_port = target({{0, "a"}}, false, true);
+  no_port.port = 0;
+  poller.watch("ns/noport", no_port);
+  poller.poll_due();
+  EXPECT_TRUE(ranks.hosts().empty());
+}
+
+TEST(ScrapePoller, ItsThreadsScrapeAndEnqueueUntilStopped) {
+  FakeRanks ranks;
+  PollerOptions o = options();
+  o.tuning_every = 20ms;
+  ScrapePoller poller(o, ranks.fn());
+  std::mutex mu;
+  std::condition_variable cv;
+  int notified = 0;
+  poller.set_notify([&](const std::string& key) {
+    EXPECT_EQ(key, "ns/job");
+    std::lock_guard lock(mu);
+    ++notified;
+    cv.notify_all();
+  });
+  poller.start();
+  poller.watch("ns/job", target({{0, "a"}, {1, "b"}}, true, true));
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return notified >= 3; })) << notified << " passes";
+  }
+  poller.stop();
+  ranks.hosts();
+  const int after = notified;
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(notified, after);
+  EXPECT_TRUE(ranks.hosts().empty());
+  auto f = poller.latest("ns/job");
+  ASSERT_TRUE(f && f->progress && f->round);
+}
+
+}  // namespace
+}  // namespace weft::tj
