@@ -293,9 +293,9 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   Json command = {kWorkerBinary}, args = {kConfigPath};
   if (procs > 1) {
     command = {kLauncherBinary};
-    args = {"--nproc", std::to_string(procs), "--nnodes", std::to_string(spec.replicas), "--node-rank",
-            std::to_string(index), "--master-addr", master_addr(job_name, ns), "--master-port",
-            std::to_string(spec.master_port), "--", kConfigPath};
+    // The gang's shape is in the pod's launch environment above; weft-run
+    // reads it there, so the pod states it once.
+    args = {"--from-env", "--", kConfigPath};
   }
   Json container = {
       {"name", kContainerName},

@@ -84,6 +84,37 @@ TEST(WeftRun, OneOfSeveralLaunchersGivesItsRanksTheirGlobalNumbers) {
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("[rank 0]")));
 }
 
+// --from-env: the same launcher with the gang read from the launch
+// environment a pod already carries (the operator's pods run it so).
+TEST(WeftRun, FromEnvTakesTheGangFromTheLaunchEnvironment) {
+  const std::string run = bin_path("weft-run");
+  const std::map<std::string, std::string> pod = {
+      {"WEFT_RDZV_TOKEN", "secret"}, {"WORLD_SIZE", "6"},          {"LOCAL_WORLD_SIZE", "2"},
+      {"NODE_RANK", "1"},            {"MASTER_ADDR", "job-0.job.ns.svc"}, {"MASTER_PORT", "29511"}};
+  auto r = run_command({run, "--from-env", "--worker", fake(), "env"}, 20, pod);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 2] RANK=2 WORLD_SIZE=6 MASTER_ADDR=job-0.job.ns.svc MASTER_PORT=29511"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 2] LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 NODE_RANK=1"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 3] LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 NODE_RANK=1"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("[rank 0]")));
+  // What it cannot read is named; the flags that say the same do not mix with it.
+  auto unset = run_command({run, "--from-env", "--worker", fake(), "env"}, 10,
+                           {{"WEFT_RDZV_TOKEN", "secret"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", ""},
+                            {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29511"}});
+  EXPECT_EQ(unset.code, 1);
+  EXPECT_THAT(unset.output, HasSubstr("--from-env needs WORLD_SIZE and LOCAL_WORLD_SIZE set"));
+  auto uneven = run_command({run, "--from-env", "--worker", fake(), "env"}, 10,
+                            {{"WEFT_RDZV_TOKEN", "secret"}, {"WORLD_SIZE", "5"}, {"LOCAL_WORLD_SIZE", "2"},
+                             {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29511"}});
+  EXPECT_EQ(uneven.code, 1);
+  EXPECT_THAT(uneven.output, HasSubstr("WORLD_SIZE 5 is not a multiple of LOCAL_WORLD_SIZE 2"));
+  auto mixed = run_command({run, "--from-env", "-n", "2", "--worker", fake(), "env"}, 10, pod);
+  EXPECT_EQ(mixed.code, 1) << mixed.output;
+  auto neither = run_command({run, "--worker", fake(), "env"}, 10, {});
+  EXPECT_EQ(neither.code, 1);
+  EXPECT_THAT(neither.output, HasSubstr("-n/--nproc or --from-env is required"));
+}
+
 // A failing rank of launcher 1 is named by its global rank, and its code is
 // the launcher's (what fails the pod and restarts the gang).
 TEST(WeftRun, OneOfSeveralLaunchersExitsWithItsFailedRanksCode) {

@@ -28,7 +28,11 @@ wait_for 60 "phase Running" phase_is $J Running
 [ "$(tj_field $J .status.ranks)" = $WORLD ] || fail "status.ranks '$(tj_field $J .status.ranks)', expected $WORLD"
 cmd=$(kubectl get pod $J-1 -n "$NS" -o jsonpath='{.spec.containers[0].command[0]} {.spec.containers[0].args[*]}')
 log "pod $J-1 runs: $cmd"
-[[ "$cmd" == "weft-run --nproc $PROCS --nnodes $PODS --node-rank 1 "* ]] || fail "pod $J-1 command: $cmd"
+[ "$cmd" = "weft-run --from-env -- /etc/weft/config.yaml" ] || fail "pod $J-1 command: $cmd"
+# ...and the gang's shape only once, in its launch environment.
+pod_env() { kubectl get pod $J-1 -n "$NS" -o jsonpath="{.spec.containers[0].env[?(@.name==\"$1\")].value}"; }
+[ "$(pod_env WORLD_SIZE) $(pod_env LOCAL_WORLD_SIZE) $(pod_env NODE_RANK)" = "$WORLD $PROCS 1" ] \
+  || fail "pod $J-1 env WORLD_SIZE/LOCAL_WORLD_SIZE/NODE_RANK: $(pod_env WORLD_SIZE)/$(pod_env LOCAL_WORLD_SIZE)/$(pod_env NODE_RANK)"
 log "Running: $(kubectl get tj $J -n "$NS" --no-headers)"
 
 losses() { step_losses $STEPS '\[rank 0\] ' "$@"; }

@@ -29,6 +29,7 @@ TEST(Builders, PodCarriesTheEnvContract) {
   EXPECT_EQ(env["NODE_RANK"]["value"], "3");
   EXPECT_EQ(env["MASTER_ADDR"]["value"], "llama-0.llama.team-a.svc");
   EXPECT_EQ(env["MASTER_PORT"]["value"], "29500");
+  EXPECT_EQ(env["MASTER_PORT"]["value"], "29500");
   EXPECT_EQ(env["WEFT_ATTEMPT"]["value"], "2");
   EXPECT_EQ(env["WEFT_RDZV_TOKEN"]["valueFrom"]["secretKeyRef"]["name"], "llama-rdzv-llama-uid");
   EXPECT_EQ(pod["metadata"]["name"], "llama-3");
@@ -81,9 +82,8 @@ TEST(Builders, PodOfSeveralRanksRunsTheInPodLauncher) {
   Json pod = build_pod(job, spec, 2, 1);
   const Json& c = pod["spec"]["containers"][0];
   EXPECT_EQ(c["command"], Json::array({"weft-run"}));
-  EXPECT_EQ(c["args"], Json::array({"--nproc", "4", "--nnodes", "3", "--node-rank", "2", "--master-addr",
-                                    "llama-0.llama.team-a.svc", "--master-port", "29500", "--",
-                                    "/etc/weft/config.yaml"}));
+  // The gang's shape once, in the environment below, which weft-run reads.
+  EXPECT_EQ(c["args"], Json::array({"--from-env", "--", "/etc/weft/config.yaml"}));
   auto env = env_of(pod);
   EXPECT_FALSE(env.count("RANK"));
   EXPECT_FALSE(env.count("LOCAL_RANK"));
@@ -91,6 +91,7 @@ TEST(Builders, PodOfSeveralRanksRunsTheInPodLauncher) {
   EXPECT_EQ(env["LOCAL_WORLD_SIZE"]["value"], "4");
   EXPECT_EQ(env["NODE_RANK"]["value"], "2");
   EXPECT_EQ(env["MASTER_ADDR"]["value"], "llama-0.llama.team-a.svc");
+  EXPECT_EQ(env["MASTER_PORT"]["value"], "29500");
   EXPECT_EQ(env["WEFT_RDZV_TOKEN"]["valueFrom"]["secretKeyRef"]["name"], "llama-rdzv-llama-uid");
   EXPECT_EQ(env["NCCL_IB_HCA"]["value"], "mlx5");  // weft-run passes its environment to every rank
   EXPECT_EQ(pod["metadata"]["labels"][kLabelRank], "2");  // the pod's index

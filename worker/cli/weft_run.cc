@@ -2,15 +2,20 @@
 //
 //   weft-run -n N [--worker PATH] [--master-port P] [--] config.yaml [worker args]
 //   weft-run -n N --nnodes M --node-rank K --master-addr HOST --master-port P [--] config.yaml
+//   weft-run --from-env [--] config.yaml
 //
 // Each rank gets the environment contract (contract/weft_contract.h: RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEFT_ATTEMPT, WEFT_RDZV_TOKEN,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK). On one machine (--nnodes 1, the
 // default) MASTER_ADDR is 127.0.0.1, the port a free one and the token a
 // fresh one unless WEFT_RDZV_TOKEN is set. With --nnodes M it is one of M
-// launchers (the operator's pods with spec.procsPerPod > 1 run it so): its
-// ranks are K·N .. K·N+N-1 of M·N, rank 0's host is --master-addr, and every
-// launcher must be given the same port and WEFT_RDZV_TOKEN. Each rank gets an
+// launchers: its ranks are K·N .. K·N+N-1 of M·N, rank 0's host is
+// --master-addr, and every launcher must be given the same port and
+// WEFT_RDZV_TOKEN. --from-env takes the same facts from the launch
+// environment a pod already carries (LOCAL_WORLD_SIZE = N, WORLD_SIZE = M·N,
+// NODE_RANK = K, MASTER_ADDR, MASTER_PORT; contract/launch_env.h): the
+// operator's pods with spec.procsPerPod > 1 run `weft-run --from-env`, so
+// the pod states its gang once. Each rank gets an
 // equal share of the cores
 // as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (unless already set). Every
 // output line is prefixed with "[rank R] ". Gang semantics: the first rank to
@@ -231,13 +236,21 @@ int main(int argc, char** argv) {
   int nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";
   double grace_s = 10;
-  app.add_option("-n,--nproc", nproc, "number of ranks on this machine")->required()->check(CLI::Range(1, 4096));
-  app.add_option("--nnodes", nnodes, "number of machines (launchers) in the job")->check(CLI::Range(1, 4096));
-  app.add_option("--node-rank", node_rank, "this machine's index, 0 .. nnodes-1")->check(CLI::Range(0, 4095));
-  app.add_option("--master-addr", master_addr, "host of rank 0's rendezvous store (default 127.0.0.1)");
+  bool from_env = false;
+  CLI::Option* nproc_opt =
+      app.add_option("-n,--nproc", nproc, "number of ranks on this machine")->check(CLI::Range(1, 4096));
+  CLI::Option* env_opt = app.add_flag("--from-env", from_env,
+                                      "the gang from the launch environment: LOCAL_WORLD_SIZE ranks here, "
+                                      "WORLD_SIZE in all, NODE_RANK, MASTER_ADDR, MASTER_PORT (as a pod sets them)");
+  CLI::Option* gang_opts[] = {
+      nproc_opt,
+      app.add_option("--nnodes", nnodes, "number of machines (launchers) in the job")->check(CLI::Range(1, 4096)),
+      app.add_option("--node-rank", node_rank, "this machine's index, 0 .. nnodes-1")->check(CLI::Range(0, 4095)),
+      app.add_option("--master-addr", master_addr, "host of rank 0's rendezvous store (default 127.0.0.1)"),
+      app.add_option("--master-port", master_port, "rendezvous port (default: a free port)")
+          ->check(CLI::Range(1, 65535))};
+  for (CLI::Option* o : gang_opts) env_opt->excludes(o);
   app.add_option("--worker", worker, "worker program (default: weft-worker next to weft-run)");
-  app.add_option("--master-port", master_port, "rendezvous port (default: a free port)")
-      ->check(CLI::Range(1, 65535));
   // NaN passes every comparison (CLI::Range included) and inf or 1e300
   // overflow the deadline's arithmetic into the past: both killed at once.
   app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when a rank fails (0 to 86400)")
@@ -258,6 +271,10 @@ int main(int argc, char** argv) {
     // --help exits 0; a usage error is bad input like any other (exit 1).
     return app.exit(e) == 0 ? kExitDone : kExitBadConfig;
   }
+  if (!from_env && nproc_opt->count() == 0) {
+    std::fprintf(stderr, "weft-run: -n/--nproc or --from-env is required (run with --help for more information)\n");
+    return kExitBadConfig;
+  }
   std::vector<std::string> worker_args = app.remaining();
   if (!worker_args.empty() && worker_args.front() == "--") worker_args.erase(worker_args.begin());
   // The gang's attempt and rendezvous secret, when an operator started this
@@ -267,7 +284,25 @@ int main(int argc, char** argv) {
     EnvMap given;
     for (const char* name : {kEnvAttempt, kEnvRdzvToken})
       if (const char* v = getenv(name)) given[name] = v;
+    if (from_env)
+      for (const char* name : {kEnvWorldSize, kEnvLocalWorldSize, kEnvNodeRank, kEnvMasterAddr, kEnvMasterPort})
+        if (const char* v = getenv(name)) given[name] = v;
     gang = parse_launch_env(given);
+    if (from_env) {
+      // This launcher's share of the gang, by the ranks' own rules.
+      if (given[kEnvLocalWorldSize].empty() || given[kEnvWorldSize].empty())
+        throw LaunchEnvError(std::string("--from-env needs ") + kEnvWorldSize + " and " + kEnvLocalWorldSize + " set");
+      if (gang.world % gang.local_world != 0)
+        throw LaunchEnvError(std::string(kEnvWorldSize) + " " + std::to_string(gang.world) + " is not a multiple of " +
+                             kEnvLocalWorldSize + " " + std::to_string(gang.local_world));
+      nproc = gang.local_world;
+      nnodes = gang.world / gang.local_world;
+      node_rank = gang.node_rank;
+      if (gang.world > 1) {
+        master_addr = gang.master_addr;
+        master_port = gang.master_port;
+      }
+    }
   } catch (const LaunchEnvError& e) {
     std::fprintf(stderr, "weft-run: bad launch environment: %s\n", e.what());
     return kExitBadConfig;
