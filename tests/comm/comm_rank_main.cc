@@ -10,6 +10,10 @@
 //   express LANES       comm.simulate makes a 1 MiB all-reduce take 1.5 s; a
 //                       4-byte all-reduce issued after it must finish first
 //                       with lanes >= 2 (express lane), and after it with 1
+//   staged SP WP LANES  as collectives, through StagedCommunicator (CUDA
+//                       tensors over Gloo) with host memory behind a fake
+//                       device whose copies run late on their own threads;
+//                       two rounds, so the pool's buffers are reused
 //   rendezvous          init, barrier, all-reduce of the ranks
 //   formed              init; rank 0 then connects to its own store as a new
 //                       client with the right token (refused: the gang formed)
@@ -24,12 +28,21 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "comm/gloo_communicator.h"
 #include "comm/process_groups.h"
+#include "comm/staged_communicator.h"
 #include "support/collective_checks.h"
 
 using namespace weft;
@@ -68,6 +81,170 @@ int scenario_collectives(int sp, int wp, int lanes) {
     expect_near("stats all_reduce count", static_cast<double>(st.by_op["all_reduce"].count), all_reduces);
   std::printf("rank %d: %zu collectives, %zu checks, %d failures\n", pg->rank(), all.works().size(),
               all.checks(), g_failures);
+  return g_failures ? 10 : 0;
+}
+
+// A StagingDevice over host memory: each direction's copies run in order on
+// a thread of their own, milliseconds late, so a collective that read
+// its host buffer before the copy to host landed, or a caller that read the
+// result before the copy back, gets the buffer's poison (0xAB bytes).
+class LateHostDevice : public StagingDevice {
+ public:
+  struct LateFence : Fence {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    void wait() {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return done; });
+    }
+  };
+  ~LateHostDevice() override {
+    for (Stream* s : {&to_host_, &to_device_}) {
+      {
+        std::lock_guard<std::mutex> lk(s->mu);
+        s->stop = true;
+      }
+      s->cv.notify_all();
+      s->thread.join();
+    }
+  }
+  std::shared_ptr<char> host_buffer(size_t bytes) override {
+    ++allocated;
+    char* p = new char[bytes];
+    std::memset(p, 0xAB, bytes);
+    return std::shared_ptr<char>(p, [](char* q) { delete[] q; });
+  }
+  FencePtr to_host(const std::vector<Copy>& copies) override { return to_host_.push(copies); }
+  void wait(const FencePtr& f) override { static_cast<LateFence&>(*f).wait(); }
+  FencePtr to_device(const std::vector<Copy>& copies) override { return to_device_.push(copies); }
+  // The fake has no compute stream to order: the caller waits instead.
+  void compute_waits(const FencePtr& f) override { static_cast<LateFence&>(*f).wait(); }
+  bool done(const FencePtr& f) override {
+    auto& l = static_cast<LateFence&>(*f);
+    std::lock_guard<std::mutex> lk(l.mu);
+    return l.done;
+  }
+  int allocated = 0;
+
+ private:
+  struct Stream {
+    explicit Stream(std::chrono::milliseconds d) : delay(d) {}
+    const std::chrono::milliseconds delay;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<std::vector<Copy>, std::shared_ptr<LateFence>>> queue;
+    bool stop = false;
+    std::thread thread{[this] { run(); }};
+    FencePtr push(const std::vector<Copy>& copies) {
+      auto f = std::make_shared<LateFence>();
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        queue.emplace_back(copies, f);
+      }
+      cv.notify_one();
+      return f;
+    }
+    void run() {
+      for (;;) {
+        std::pair<std::vector<Copy>, std::shared_ptr<LateFence>> job;
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return stop || !queue.empty(); });
+          if (queue.empty()) return;
+          job = std::move(queue.front());
+          queue.pop_front();
+        }
+        std::this_thread::sleep_for(delay);
+        for (const Copy& c : job.first) std::memcpy(c.dst, c.src, c.bytes);
+        std::lock_guard<std::mutex> lk(job.second->mu);
+        job.second->done = true;
+        job.second->cv.notify_all();
+      }
+    }
+  };
+  // Copies back land later than copies out: a Work that did not wait for
+  // its copy back is read before it lands.
+  Stream to_host_{std::chrono::milliseconds(2)}, to_device_{std::chrono::milliseconds(10)};
+};
+
+// Hands a communicator the checks' host buffers as if they were on a GPU
+// (the fake device's "device memory" is host memory).
+class AsDevice : public Communicator {
+ public:
+  explicit AsDevice(CommunicatorPtr c) : c_(std::move(c)) {}
+  static Tensor dev(Tensor t) {
+    t.device = Device::CUDA;
+    return t;
+  }
+  int rank() const override { return c_->rank(); }
+  int size() const override { return c_->size(); }
+  const std::string& name() const override { return c_->name(); }
+  const std::vector<int>& members() const override { return c_->members(); }
+  WorkPtr all_reduce(const Tensor& d, ReduceOp op, const std::string& l = "") override {
+    return c_->all_reduce(dev(d), op, l);
+  }
+  WorkPtr reduce_scatter(const Tensor& i, const Tensor& o, ReduceOp op, const std::vector<int64_t>& c = {},
+                         const std::string& l = "") override {
+    return c_->reduce_scatter(dev(i), dev(o), op, c, l);
+  }
+  WorkPtr all_gather(const Tensor& i, const Tensor& o, const std::vector<int64_t>& c = {},
+                     const std::string& l = "") override {
+    return c_->all_gather(dev(i), dev(o), c, l);
+  }
+  WorkPtr all_to_all(const Tensor& i, const Tensor& o, const std::vector<int64_t>& s = {},
+                     const std::vector<int64_t>& r = {}, const std::string& l = "") override {
+    return c_->all_to_all(dev(i), dev(o), s, r, l);
+  }
+  WorkPtr broadcast(const Tensor& d, int root, const std::string& l = "") override {
+    return c_->broadcast(dev(d), root, l);
+  }
+  WorkPtr barrier(const std::string& l = "") override { return c_->barrier(l); }
+  CommStats stats() const override { return c_->stats(); }
+
+ private:
+  CommunicatorPtr c_;
+};
+
+int scenario_staged(int sp, int wp, int lanes) {
+  GroupOptions opt;
+  opt.sp = sp;
+  opt.wp = wp;
+  opt.lanes = lanes;
+  opt.timeout = std::chrono::seconds(20);
+  opt.rendezvous_timeout = std::chrono::seconds(30);
+  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
+  auto device = std::make_shared<LateHostDevice>();
+  std::vector<std::shared_ptr<StagedCommunicator>> staged;
+  std::vector<CommunicatorPtr> groups;
+  for (const CommunicatorPtr& c : {pg->world, pg->dp, pg->sp, pg->wp, pg->wdp}) {
+    auto gloo = std::dynamic_pointer_cast<GlooCommunicator>(c);
+    if (!gloo) continue;  // a group of one rank needs no transport
+    staged.push_back(std::make_shared<StagedCommunicator>(gloo, device));
+    groups.push_back(std::make_shared<AsDevice>(staged.back()));
+  }
+  size_t checks = 0, works = 0;
+  for (int round = 0; round < 2; ++round) {
+    weft::testing::CollectiveChecks all;
+    for (const CommunicatorPtr& c : groups) all.issue_all(*c);
+    // The fake's compute stream is the caller: wait() returns once the copy
+    // back landed, so the Work is complete right then.
+    for (auto& w : all.works()) {
+      w->wait();
+      if (!w->completed()) expect_near("completed() right after wait()", 0, 1);
+    }
+    for (const std::string& wrong : all.verify())
+      if (++g_failures <= 20) std::fprintf(stderr, "MISMATCH round %d %s\n", round, wrong.c_str());
+    checks += all.checks();
+    works += all.works().size();
+  }
+  size_t buffers = 0;
+  for (auto& s : staged) buffers += s->pool().buffers();
+  // Reuse: the second round takes the first round's buffers.
+  expect_near("host buffers allocated", device->allocated, static_cast<double>(buffers));
+  if (works > 0 && buffers * 2 > works) expect_near("host buffers reused across rounds", static_cast<double>(buffers), works / 2.0);
+  std::printf("rank %d: %zu staged collectives, %zu checks, %zu host buffers, %d failures\n", pg->rank(), works, checks,
+              buffers, g_failures);
   return g_failures ? 10 : 0;
 }
 
@@ -216,6 +393,8 @@ int main(int argc, char** argv) {
   try {
     if (mode == "collectives" && (argc == 4 || argc == 5))
       return scenario_collectives(std::stoi(argv[2]), std::stoi(argv[3]), argc == 5 ? std::stoi(argv[4]) : 1);
+    if (mode == "staged" && argc == 5)
+      return scenario_staged(std::stoi(argv[2]), std::stoi(argv[3]), std::stoi(argv[4]));
     if (mode == "ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]));
     if (mode == "express" && argc == 3) return scenario_express(std::stoi(argv[2]));
     if (mode == "rendezvous") return scenario_rendezvous();
@@ -230,7 +409,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft_comm_rank: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | ordering LANES | express LANES | rendezvous | formed | "
+  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | staged SP WP LANES | ordering LANES | express LANES | rendezvous | formed | "
                        "die K MS [LANES] | hang K MS [LANES]\n");
   return 2;
 }

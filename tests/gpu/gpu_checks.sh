@@ -6,7 +6,10 @@
 # LOG_DIR and exits non-zero if any check failed. Checks keep going after a
 # failure: device time is rare, and one run should say everything.
 # WEFT_GPU_CHECKS picks checks by name (default: all but speed and profile):
-#   gpu_tests memcheck racecheck synccheck memcheck_cudnn hf_transformers gpt2_124m speed profile
+#   gpu_tests multirank memcheck racecheck synccheck memcheck_cudnn hf_transformers gpt2_124m speed profile
+# multirank is every parallel strategy on several ranks of this GPU against one
+# rank (tests/gpu/multirank_check.py: host-staged Gloo, checkpoints across
+# devices, transformers); WEFT_MULTIRANK_ARGS passes it options.
 # speed is the GPU speed harness (tests/bench/gpu/speed.py), which also trains
 # gpt2-124m on the GPU; WEFT_SPEED_ARGS passes it options (--deadline ...).
 # profile is a whole-step kernel profile of gpt2-124m
@@ -23,7 +26,7 @@ mkdir -p "$logs"
 bin=$root/.gpu/bin
 [ -x "$bin/weft_gpu_tests" ] || bin=$root/build-gpu/bin
 sanitizer=${WEFT_COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
-checks=" ${WEFT_GPU_CHECKS:-gpu_tests memcheck racecheck synccheck memcheck_cudnn hf_transformers gpt2_124m} "
+checks=" ${WEFT_GPU_CHECKS:-gpu_tests multirank memcheck racecheck synccheck memcheck_cudnn hf_transformers gpt2_124m} "
 want() { [[ $checks == *" $1 "* ]]; }
 # cuDNN: the CUDA toolkit's, else the one in PyTorch's nvidia-cudnn wheel.
 cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0] + "/lib")' 2>/dev/null || true)
@@ -61,6 +64,9 @@ if want gpu_tests && grep -q "SKIPPED" "$logs/gpu_tests.log"; then
   echo "FAIL gpu_tests_none_skipped: $(grep -c '\[  SKIPPED' "$logs/gpu_tests.log") skipped" | tee -a "$summary"
   failed=1
 fi
+# 1b. Every strategy on several ranks of this one GPU (host-staged collectives).
+# shellcheck disable=SC2086
+check multirank 300 python3 tests/gpu/multirank_check.py --bin "$bin" --out "$logs" ${WEFT_MULTIRANK_ARGS:-}
 # 2. Sanitizers over the op tests.
 check memcheck 300 "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/weft_gpu_tests" \
   --gtest_filter='CudaOps.*:CudaAllocator.*'
@@ -86,7 +92,8 @@ check gpt2_124m 300 "$bin/weft-worker" "$logs/gpt2.yaml"
 want gpt2_124m && grep -E "step|tok/s|device" "$logs/gpt2_124m.log" | tail -8
 # 5. The speed harness: weft against PyTorch eager and torch.compile.
 # shellcheck disable=SC2086
-check speed 900 python3 tests/bench/gpu/speed.py --bin "$bin" --out "$logs" ${WEFT_SPEED_ARGS:-}
+check speed 900 python3 tests/bench/gpu/speed.py --bin "$bin" --out "$logs" --build-info "$root/.gpu/build-info.json" \
+  ${WEFT_SPEED_ARGS:-}
 
 # 6. Where a step's GPU time goes (Nsight Systems if installed, else Compute).
 # shellcheck disable=SC2086

@@ -32,12 +32,13 @@ TEST(CommOptions, FromTheWorkerConfig) {
 }
 
 // Placing a rank on its GPU (train/device.h): the choice is a pure function
-// of LOCAL_RANK and the visible count, tested here on any machine.
+// of LOCAL_RANK, LOCAL_WORLD_SIZE, the backend and the visible count, tested
+// here on any machine.
 TEST(DevicePlacement, LocalRankPicksItsGpuAndTooFewGpusAreNamed) {
-  EXPECT_EQ(choose_gpu(0, 1, "", ""), 0);
-  EXPECT_EQ(choose_gpu(3, 8, "", "0,1,2,3,4,5,6,7"), 3);
+  EXPECT_EQ(choose_gpu(0, 1, 1, "auto", "", ""), 0);
+  EXPECT_EQ(choose_gpu(3, 8, 8, "nccl", "", "0,1,2,3,4,5,6,7"), 3);
   try {
-    choose_gpu(2, 2, "", "4,5");
+    choose_gpu(2, 3, 2, "auto", "", "4,5");
     FAIL() << "LOCAL_RANK 2 of 2 visible GPUs was accepted";
   } catch (const ConfigError& e) {
     const std::string m = e.what();
@@ -45,7 +46,7 @@ TEST(DevicePlacement, LocalRankPicksItsGpuAndTooFewGpusAreNamed) {
     EXPECT_NE(m.find("CUDA_VISIBLE_DEVICES=4,5"), std::string::npos) << m;
   }
   try {
-    choose_gpu(0, 0, "no CUDA-capable device is detected", "");
+    choose_gpu(0, 0, 0, "auto", "no CUDA-capable device is detected", "");
     FAIL() << "no GPU was accepted";
   } catch (const ConfigError& e) {
     const std::string m = e.what();
@@ -53,6 +54,36 @@ TEST(DevicePlacement, LocalRankPicksItsGpuAndTooFewGpusAreNamed) {
     EXPECT_NE(m.find("no CUDA-capable device is detected"), std::string::npos) << m;
     EXPECT_NE(m.find("WEFT_DEVICE=cpu"), std::string::npos) << m;
   }
+}
+
+// NCCL runs one rank per GPU: two ranks on one GPU are refused on every rank,
+// rank 0 included (else it would wait in ncclCommInitRank for a peer that
+// already exited), naming the fields that decide it and the way out.
+TEST(DevicePlacement, NcclRefusesMoreRanksThanGpusOnEveryRank) {
+  for (const char* backend : {"nccl", "auto"}) {
+    for (int local_rank : {0, 1}) {
+      try {
+        choose_gpu(local_rank, 2, 1, backend, "", "");
+        FAIL() << backend << ": LOCAL_RANK " << local_rank << " of 2 ranks on one GPU was accepted";
+      } catch (const ConfigError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("LOCAL_WORLD_SIZE 2"), std::string::npos) << m;
+        EXPECT_NE(m.find("comm.backend " + std::string(backend)), std::string::npos) << m;
+        EXPECT_NE(m.find("device: cuda"), std::string::npos) << m;
+        EXPECT_NE(m.find("comm.backend: gloo"), std::string::npos) << m;
+        EXPECT_NE(m.find("CUDA_VISIBLE_DEVICES unset"), std::string::npos) << m;
+      }
+    }
+  }
+}
+
+// Gloo stages CUDA tensors through host memory, so ranks share GPUs round-robin.
+TEST(DevicePlacement, GlooRanksShareGpusRoundRobin) {
+  EXPECT_EQ(choose_gpu(0, 4, 1, "gloo", "", ""), 0);
+  EXPECT_EQ(choose_gpu(3, 4, 1, "gloo", "", ""), 0);
+  EXPECT_EQ(choose_gpu(3, 4, 2, "gloo", "", "0,1"), 1);
+  EXPECT_EQ(choose_gpu(2, 4, 2, "gloo", "", "0,1"), 0);
+  EXPECT_THROW(choose_gpu(0, 2, 0, "gloo", "no CUDA-capable device is detected", ""), ConfigError);
 }
 
 TEST(DevicePlacement, CpuRanksNeverTouchCuda) {

@@ -34,6 +34,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Hooks for the next collective this thread issues (GlooCommunicator::with_hooks).
+thread_local GlooCommunicator::Hooks* next_hooks = nullptr;
+
 // Slot prefix for weft's own ring reduce-scatter; Gloo's collectives use
 // small prefixes (1..10), so this cannot collide with them.
 constexpr uint8_t kRingSlotPrefix = 0xA7;
@@ -286,7 +289,8 @@ WorkPtr GlooCommunicator::enqueue(OpKind kind, const std::string& label, uint64_
     lane = lanes_[index].get();
     // Tags follow issue order, which every member shares, so concurrent
     // groups and back-to-back collectives never match each other's messages.
-    Op op{kind, label, bytes, next_tag_++, std::move(run), work, {}};
+    Op op{kind, label, bytes, next_tag_++, std::move(run), work, {}, {}};
+    if (next_hooks) op.hooks = std::exchange(*next_hooks, Hooks{});
     if (lanes_.size() > 1) {
       // Keep issue order where it matters: wait for collectives in flight on
       // other lanes whose memory overlaps ours (a barrier waits for all).
@@ -305,6 +309,18 @@ WorkPtr GlooCommunicator::enqueue(OpKind kind, const std::string& label, uint64_
   }
   lane->cv.notify_one();
   return work;
+}
+
+WorkPtr GlooCommunicator::with_hooks(Hooks hooks, const std::function<WorkPtr()>& issue) {
+  Hooks* outer = std::exchange(next_hooks, &hooks);
+  try {
+    WorkPtr w = issue();
+    next_hooks = outer;
+    return w;
+  } catch (...) {
+    next_hooks = outer;
+    throw;
+  }
 }
 
 void GlooCommunicator::simulate_network(const Op& op, bool express) {
@@ -351,6 +367,16 @@ void GlooCommunicator::comm_loop(Lane& lane) {
       op.work->mark_done(poisoned, [](double) {});
       continue;
     }
+    std::string error;
+    // Staging before the start: the wait for the device's copy is not
+    // communication time.
+    if (op.hooks.before) {
+      try {
+        op.hooks.before();
+      } catch (const std::exception& e) {
+        error = fail(op, lane, e);
+      }
+    }
     op.work->mark_started();
     CommContext::Watch w;
     w.op = op.kind;
@@ -358,22 +384,16 @@ void GlooCommunicator::comm_loop(Lane& lane) {
     w.label = op.label;
     w.deadline = Clock::now() + ctx_.timeout();
     uint64_t watch_id = ctx_.watch(std::move(w));
-    std::string error;
     lane.failed_peer = -1;
-    try {
-      op.run(RunCtx{lane.context, &lane.failed_peer, &lane.scratch}, op.tag);
-      // comm.simulate: the collective takes as long as on the modelled network.
-      simulate_network(op, lanes_.size() > 1 && &lane == lanes_[0].get());
-    } catch (const std::exception& e) {
-      CommFailure f;
-      std::string what = e.what();
-      f.timeout = what.find("imed out") != std::string::npos;
-      f.op = op.kind;
-      f.group = name_;
-      f.label = op.label;
-      f.peer = lane.failed_peer >= 0 ? members_[lane.failed_peer] : -1;
-      f.detail = what;
-      error = ctx_.fail(f);  // does not return under FailurePolicy::Exit
+    if (error.empty()) {
+      try {
+        op.run(RunCtx{lane.context, &lane.failed_peer, &lane.scratch}, op.tag);
+        // comm.simulate: the collective takes as long as on the modelled network.
+        simulate_network(op, lanes_.size() > 1 && &lane == lanes_[0].get());
+        if (op.hooks.after) op.hooks.after();
+      } catch (const std::exception& e) {
+        error = fail(op, lane, e);
+      }
     }
     ctx_.unwatch(watch_id);
     if (!error.empty()) {
@@ -384,6 +404,18 @@ void GlooCommunicator::comm_loop(Lane& lane) {
       if (error.empty()) stats_.add(op.kind, secs, op.bytes);
     });
   }
+}
+
+std::string GlooCommunicator::fail(const Op& op, const Lane& lane, const std::exception& e) {
+  CommFailure f;
+  std::string what = e.what();
+  f.timeout = what.find("imed out") != std::string::npos;
+  f.op = op.kind;
+  f.group = name_;
+  f.label = op.label;
+  f.peer = lane.failed_peer >= 0 ? members_[lane.failed_peer] : -1;
+  f.detail = what;
+  return ctx_.fail(f);  // does not return under FailurePolicy::Exit
 }
 
 // ------------------------------------------------------------ collectives --

@@ -97,6 +97,18 @@ class GlooCommunicator : public Communicator {
 
   CommStats stats() const override { return stats_.snapshot(); }
 
+  // Work to run on the lane's thread around one collective
+  // (comm/staged_communicator.h: a device buffer's copy to host memory before,
+  // the copy back after). `before` runs when the collective reaches the head
+  // of its lane, ahead of its start time; `after` once it succeeded, before
+  // its Work completes. A hook that throws fails the collective.
+  struct Hooks {
+    std::function<void()> before, after;
+  };
+  // Issues the one collective `issue` calls on this communicator (from this
+  // thread) with `hooks` attached.
+  WorkPtr with_hooks(Hooks hooks, const std::function<WorkPtr()>& issue);
+
  private:
   struct Lane;
   // Byte ranges [first, second) of the memory a collective reads or writes.
@@ -117,6 +129,7 @@ class GlooCommunicator : public Communicator {
     std::function<void(const RunCtx&, uint32_t tag)> run;
     std::shared_ptr<GlooWork> work;
     std::vector<std::shared_ptr<GlooWork>> after;  // in flight on other lanes, overlapping
+    Hooks hooks;
   };
   struct Lane {
     std::shared_ptr<gloo::Context> context;
@@ -142,6 +155,8 @@ class GlooCommunicator : public Communicator {
                   Extents extents, std::function<void(const RunCtx&, uint32_t tag)> run);
   int pick_lane(OpKind kind, uint64_t group_bytes);
   void comm_loop(Lane& lane);
+  // The one-line failure of `op` (CommContext::fail: exits under FailurePolicy::Exit).
+  std::string fail(const Op& op, const Lane& lane, const std::exception& e);
   // comm.simulate: holds the lane until the modelled network carried `op`. The
   // bulk lanes of a group share one modelled link (their transfer terms
   // queue); the express lane's small collectives pay only their own cost.

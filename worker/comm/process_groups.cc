@@ -9,8 +9,10 @@
 
 #include "comm/gloo_communicator.h"
 #include "comm/solo_communicator.h"
+#include "comm/staged_communicator.h"
 #include "weft_contract.h"
 #ifdef WEFT_HAVE_NCCL
+#include "comm/cuda_staging.h"
 #include "comm/nccl_communicator.h"
 #endif
 
@@ -57,10 +59,10 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   if (backend == "nccl" && opt.device != Device::CUDA)
     throw CommError("comm.backend: nccl needs device: cuda");
   if (opt.lanes < 1) throw CommError("comm.lanes: must be >= 1, got " + std::to_string(opt.lanes));
-  if (backend == "gloo" && opt.device != Device::CPU)
-    throw CommError("comm.backend: gloo runs on CPU tensors; use nccl with device: cuda");
 #ifndef WEFT_HAVE_NCCL
   if (backend == "nccl") throw CommError("comm.backend: nccl requested but weft was built without CUDA");
+  if (backend == "gloo" && opt.device == Device::CUDA)
+    throw CommError("comm.backend: gloo with device: cuda stages through host memory, but weft was built without CUDA");
 #endif
 
   std::unique_ptr<ProcessGroups> pg(new ProcessGroups(env, grid));
@@ -121,7 +123,17 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
                                                : std::string("127.0.0.1");
       pg->device_ = make_gloo_device(bind);
     }
-    return GlooCommunicator::create(*pg->ctx_, store, pg->device_, name, members, env.rank, opt.lanes);
+    auto gloo = GlooCommunicator::create(*pg->ctx_, store, pg->device_, name, members, env.rank, opt.lanes);
+#ifdef WEFT_HAVE_NCCL
+    // CUDA tensors over Gloo: staged through pinned host memory
+    // (comm/staged_communicator.h), e.g. several ranks on one GPU.
+    if (opt.device == Device::CUDA) {
+      if (!pg->staging_)
+        pg->staging_ = make_cuda_staging(opt.cuda_compute_stream ? opt.cuda_compute_stream() : nullptr);
+      return std::make_shared<StagedCommunicator>(std::move(gloo), pg->staging_);
+    }
+#endif
+    return gloo;
   };
   pg->world = make("world", g.world);
   pg->dp = make("dp", g.dp);
@@ -133,9 +145,10 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   // rank wrote through its connection), so the store refuses newcomers; the
   // members keep being served.
   if (pg->server_) pg->server_->close_membership();
+  const std::string how = pg->staging_ ? backend + ", CUDA tensors staged through host memory" : backend;
   spdlog::info("comm: rank {}/{} ready ({}; dp {}, sp {}, wp {}, wdp {}; {} of the 5 groups have one rank and run "
                "without {})",
-               env.rank, env.world, backend, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size(), solo, backend);
+               env.rank, env.world, how, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size(), solo, backend);
   return pg;
 }
 

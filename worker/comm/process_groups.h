@@ -28,13 +28,17 @@ class Device;
 
 namespace weft::comm {
 
+class StagingDevice;
+
 // The environment contract (contract/launch_env.h), parsed once by main()
 // with contract::parse_launch_env.
 using ProcessEnv = contract::LaunchEnv;
 std::map<std::string, std::string> current_environment();
 
 struct GroupOptions {
-  std::string backend = "auto";  // "auto" (gloo on cpu, nccl on cuda) | "gloo" | "nccl"
+  // "auto" (gloo on cpu, nccl on cuda) | "gloo" | "nccl". gloo with device
+  // cuda stages every collective through host memory (staged_communicator.h).
+  std::string backend = "auto";
   Device device = Device::CPU;
   int sp = 1;
   int wp = 1;
@@ -73,6 +77,7 @@ class ProcessGroups {
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<TcpStore> store_;
   std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<StagingDevice> staging_;  // gloo with device: cuda
 };
 
 // Rendezvous and build every group of the grid. Throws CommError (bad env or

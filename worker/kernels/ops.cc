@@ -615,6 +615,14 @@ void cuda_release_cached() {
 #endif
 }
 
+void cuda_finish_compute(const char* what) {
+#ifdef WEFT_HAVE_CUDA
+  cuda::CudaContext::current().sync_and_check(what);
+#else
+  (void)what;
+#endif
+}
+
 void* cuda_compute_stream() {
 #ifdef WEFT_HAVE_CUDA
   return cuda::compute_stream();

@@ -160,6 +160,11 @@ int64_t cuda_device_used();
 // Returns the caching allocator's free blocks to the driver (after a device
 // synchronize) and restarts its peaks from there; a no-op without CUDA.
 void cuda_release_cached();
+// Blocks until the current GPU's compute stream has run everything issued so
+// far, and reports bad input a kernel found since the last check (the end of
+// a training step: its time is then the device's, not the launches'). A no-op
+// without CUDA.
+void cuda_finish_compute(const char* what);
 // The calling thread's current GPU's compute stream (a cudaStream_t), on
 // which every op runs; what communicators order their collectives against.
 void* cuda_compute_stream();

@@ -1,5 +1,7 @@
 #include "train/device.h"
 
+#include <algorithm>
+
 #include "kernels/ops.h"
 
 namespace weft {
@@ -20,15 +22,20 @@ std::string DevicePlacement::describe() const {
   return "GPU " + std::to_string(gpu) + " (" + gpu_name + ") of " + std::to_string(visible) + " visible";
 }
 
-int choose_gpu(int local_rank, int visible, const std::string& why, const std::string& cuda_visible_devices) {
+int choose_gpu(int local_rank, int local_world, int visible, const std::string& backend, const std::string& why,
+               const std::string& cuda_visible_devices) {
   if (visible <= 0)
     throw ConfigError("device: cuda, but no GPU is usable (" + (why.empty() ? "no device found" : why) + "; " +
                       visible_note(cuda_visible_devices) + "); run on a GPU node or set device: cpu (WEFT_DEVICE=cpu)");
-  if (local_rank >= visible)
-    throw ConfigError("LOCAL_RANK " + std::to_string(local_rank) + " needs GPU " + std::to_string(local_rank) +
-                      ", but only " + std::to_string(visible) + " GPU" + (visible == 1 ? " is" : "s are") +
-                      " visible (" + visible_note(cuda_visible_devices) +
-                      "); weft runs one rank per GPU: start at most that many ranks per host");
+  if (backend == "gloo") return local_rank % visible;
+  const int ranks = std::max(local_world, local_rank + 1);
+  if (ranks > visible)
+    throw ConfigError("LOCAL_WORLD_SIZE " + std::to_string(ranks) + " ranks on this host (LOCAL_RANK " +
+                      std::to_string(local_rank) + ") but only " + std::to_string(visible) + " GPU" +
+                      (visible == 1 ? " is" : "s are") + " visible (" + visible_note(cuda_visible_devices) +
+                      "); comm.backend " + backend + " with device: cuda runs one rank per GPU (NCCL refuses two "
+                      "ranks on one GPU): start at most that many ranks per host, or set comm.backend: gloo to "
+                      "share GPUs, staging collectives through host memory");
   return local_rank;
 }
 
@@ -41,7 +48,7 @@ DevicePlacement place_rank(const WorkerConfig& cfg, const contract::LaunchEnv& l
   const std::string cvd = it == env.end() ? "" : it->second;
   std::string why;
   p.visible = ops::cuda_device_count(&why);
-  p.gpu = choose_gpu(launch.local_rank, p.visible, why, cvd);
+  p.gpu = choose_gpu(launch.local_rank, launch.local_world, p.visible, cfg.comm.backend, why, cvd);
   p.gpu_name = ops::use_cuda_device(p.gpu);
   return p;
 }

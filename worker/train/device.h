@@ -23,11 +23,17 @@ struct DevicePlacement {
   int visible = 0;
 };
 
-// The GPU a cuda rank must use: `local_rank` among `visible` GPUs. Throws
-// ConfigError naming device, LOCAL_RANK and CUDA_VISIBLE_DEVICES (as given in
-// `cuda_visible_devices`, "" when unset) when there is none; `why` is the CUDA
-// runtime's reason for seeing no GPU.
-int choose_gpu(int local_rank, int visible, const std::string& why, const std::string& cuda_visible_devices);
+// The GPU a cuda rank must use among `visible` GPUs. NCCL (comm.backend nccl
+// or auto) takes one GPU per rank: GPU `local_rank`, and more ranks on the
+// host (`local_world`) than GPUs is refused on every rank before any
+// communicator exists (NCCL refuses two ranks on one GPU). Gloo stages
+// through host memory (comm/staged_communicator.h), so ranks share GPUs:
+// GPU local_rank % visible. Throws ConfigError naming device, comm.backend,
+// LOCAL_RANK/LOCAL_WORLD_SIZE and CUDA_VISIBLE_DEVICES (as given in
+// `cuda_visible_devices`, "" when unset); `why` is the CUDA runtime's reason
+// for seeing no GPU.
+int choose_gpu(int local_rank, int local_world, int visible, const std::string& backend, const std::string& why,
+               const std::string& cuda_visible_devices);
 
 // Takes GPU launch.local_rank of those the CUDA runtime sees (CUDA_VISIBLE_DEVICES
 // read from `env` for the message) and makes it current for this thread. A

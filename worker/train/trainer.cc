@@ -374,6 +374,10 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
     // After the step, like the step report: ZeRO waits for the norm and its
     // gathers there, and ISP completes its accounting there.
     record_sync(s);
+    // A step ends when the device has run it, not when its optimizer kernels
+    // were launched: step times, tokens/s and MFU are the device's (and a
+    // PyTorch loop that synchronises per step times the same thing).
+    if (buffer_->device() == Device::CUDA) ops::cuda_finish_compute("the training step");
     s.step_seconds.push_back(seconds_since(ts));
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " +

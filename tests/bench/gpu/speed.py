@@ -3,36 +3,50 @@
 
 usage (on the GPU machine, from the project root, after . .gpu/env.sh):
   python3 tests/bench/gpu/speed.py --bin .gpu/bin --out DIR
-      [--configs gpt2-124m-mb4,gpt2-124m-mb16,llama-1b-mb4] [--contestants weft,eager,compile]
+      [--configs gpt2-124m-mb4,gpt2-124m-mb16,llama-1b-mb4] [--contestants weft,compile,compile-cudnn,eager]
+      [--repeats 3] [--build-info .gpu/build-info.json]
       (contestants weft-whole: weft with whole logits, train.logits_chunk_mb off;
        weft-kept: weft keeping every activation, train.recompute none)
       [--deadline SECONDS]
 
-For each config the three contestants train the same Llama from the same
-initial weights on the same data distribution, bf16 with f32 master weights,
-AdamW (constant lr 3e-4, betas 0.9/0.95, weight decay 0.1 on the matrices
-but the embedding, clip 1.0), one micro-batch per step:
+For each config the contestants train the same Llama from the same initial
+weights on the same batches, bf16 with f32 master weights, AdamW (constant lr
+3e-4, betas 0.9/0.95, weight decay 0.1 on the matrices but the embedding,
+clip 1.0), one micro-batch per step:
 
 - weft: weft-worker --init-from the model PyTorch saved (transformers'
   save_pretrained, safetensors), device cuda, train.dtype bf16;
 - eager: transformers' LlamaForCausalLM, attn_implementation sdpa, f32
   parameters under torch.autocast(bf16), fused AdamW;
-- compile: the same, with the forward and the loss under torch.compile.
+- compile: the same, with the forward and the loss under torch.compile;
+- compile-cudnn: compile with SDPA pinned to cuDNN attention (weft's
+  attention library on the GPU), so the attention kernel is not the difference.
 
 Data: an llm.c token shard of a random Markov chain (branching 4, entropy
-floor ln 4 = 1.386 nats), which weft reads as data.source: shards and PyTorch
-samples windows from with its own generator: the same distribution, not the
-same batches, so the losses after the timed steps agree in size, not digits.
+floor ln 4 = 1.386 nats). weft reads it as data.source: shards; PyTorch trains
+on the very batches weft trains on, in weft's order (weft-reference-dump
+--batches-only writes them), so the per-step losses of weft and eager are
+compared over the first LOSS_STEPS steps (relative, within LOSS_TOL: bf16's
+bound, docs/cuda.md).
 
-Figures per contestant: median ms/step over the timed steps (after the warm-up
-steps, which include torch.compile's compilation), tokens/s, peak GPU memory
-of the process (NVML, polled every 20 ms) and, beside it, each allocator's own
-peaks: bytes in use and bytes held from the driver (PyTorch's
+Timing: every contestant's step ends when the device has finished it (PyTorch
+synchronises before and after each step; weft's trainer waits for its compute
+stream at the end of each step), ms/step is a run's median over the steps after
+the warm-up (which includes torch.compile's compilation), and each contestant
+runs --repeats times, alternating with the others (round r runs every
+contestant once), giving min/median/max over the runs' medians; ratios are of
+medians. Which SDPA kernel PyTorch ran is read from a profile of one warm-up
+step and recorded.
+
+Figures per contestant: ms/step, tokens/s, peak GPU memory of the process
+(NVML, polled every 20 ms) and each allocator's own peaks (PyTorch's
 max_memory_allocated / max_memory_reserved, weft's caching allocator's from
-summary.json), which tell the cache's overhead from the tensors'. MFU = tokens/s x (6 N + 12 L d T) / peak with N every parameter
-(tied embeddings once), against the bf16 matmul peak measured in the same run
-(8192^3 torch.mm) and against the H100's 989 TFLOP/s, and the mean loss of
-the last 5 steps. Writes speed.json and speed.md into --out, and prints the
+summary.json). MFU = tokens/s x (6 N + 12 L d T) / peak, N every parameter
+(tied embeddings once) and, in the second figure, N without the input
+embedding (a lookup, no matmul; the same N when it is tied to the LM head),
+against the bf16 matmul peak measured in the same run (8192^3 torch.mm) and
+against the H100's 989 TFLOP/s. Writes speed.json (versions, weft commit from
+--build-info, every run's figures) and speed.md into --out, and prints the
 table. --deadline stops starting new measurements after that many seconds
 (device time is scarce: a partial table beats none).
 """
@@ -58,6 +72,8 @@ CONFIGS = {
     "llama-1b-mb4": dict(model="llama-1b", mb=4, seq=2048, warmup=3, steps=8),
 }
 LR, BETAS, EPS, WD, CLIP = 3e-4, (0.9, 0.95), 1e-8, 0.1, 1.0
+LOSS_STEPS, LOSS_TOL = 5, 2e-2
+TORCH_MODES = ("eager", "compile", "compile-cudnn", "eager-cudnn")
 H100_PEAK = 989e12
 SHARD_TOKENS = 1 << 22
 
@@ -69,8 +85,11 @@ def num_params(m):
     return m["layers"] * block + emb + d
 
 
-def flops_per_token(m, seq):
-    return 6 * num_params(m) + 12 * m["layers"] * m["d"] * seq
+def flops_per_token(m, seq, input_embedding=True):
+    n = num_params(m)
+    if not input_embedding and not m["tie"]:
+        n -= m["vocab"] * m["d"]  # a lookup: no matmul FLOPs
+    return 6 * n + 12 * m["layers"] * m["d"] * seq
 
 
 # ---------------------------------------------------------------- data
@@ -164,11 +183,37 @@ def make_model_dir(m, seq, path):
     torch.cuda.empty_cache()
 
 
+def weft_config(c, shard, steps, out_dir, train_extra=""):
+    return f"""device: cuda
+train: {{steps: {steps}, micro_batch: {c['mb']}, seq_len: {c['seq']}, grad_accum: 1, log_every: 1,
+        dtype: bf16, out_dir: {out_dir}{train_extra}}}
+data: {{source: shards, shards: "{shard}"}}
+optim: {{lr: {LR}, warmup_steps: 0, min_lr_ratio: 1.0, beta1: {BETAS[0]}, beta2: {BETAS[1]}, eps: {EPS},
+        weight_decay: {WD}, grad_clip: {CLIP}}}
+metrics: {{port: 0}}
+"""
+
+
+def export_batches(args, name, c, model_dir, shard):
+    """The batches weft trains on, in its order, for PyTorch to train on."""
+    steps = c["warmup"] + c["steps"]
+    out = os.path.join(args.work, f"{name}-batches")
+    path = os.path.join(out, "batches.safetensors")
+    if os.path.exists(path):
+        return path
+    cfg = os.path.join(args.work, f"{name}-batches.yaml")
+    with open(cfg, "w") as f:
+        f.write(weft_config(c, shard, steps, out).replace("device: cuda", "device: cpu"))
+    subprocess.run([os.path.join(args.bin, "weft-reference-dump"), "--config", cfg, "--init-from", model_dir,
+                    "--batches", str(steps), "--batches-only", "--out", out], check=True)
+    return path
+
+
 # weft's contestants: the train fields each sets beside the default config.
 WEFT_VARIANTS = {"weft": "", "weft-whole": ", logits_chunk_mb: 1000000", "weft-kept": ", recompute: none"}
 
 
-def weft_contestant(args, name, c, model_dir, shard, work, who="weft"):
+def weft_contestant(args, name, c, model_dir, shard, work, who="weft", rep=0):
     """weft as configured by default; who "weft-whole" keeps the logits whole
     (train.logits_chunk_mb larger than any micro-batch's), the default before
     chunked logits, and "weft-kept" keeps every activation (train.recompute
@@ -179,15 +224,8 @@ def weft_contestant(args, name, c, model_dir, shard, work, who="weft"):
     out_dir = os.path.join(work, f"{name}-{who}")
     chunk = WEFT_VARIANTS[who]
     with open(cfg, "w") as f:
-        f.write(f"""device: cuda
-train: {{steps: {steps}, micro_batch: {c['mb']}, seq_len: {c['seq']}, grad_accum: 1, log_every: 1,
-        dtype: bf16, out_dir: {out_dir}{chunk}}}
-data: {{source: shards, shards: "{shard}"}}
-optim: {{lr: {LR}, warmup_steps: 0, min_lr_ratio: 1.0, beta1: {BETAS[0]}, beta2: {BETAS[1]}, eps: {EPS},
-        weight_decay: {WD}, grad_clip: {CLIP}}}
-metrics: {{port: 0}}
-""")
-    log = os.path.join(args.out, f"{name}-{who}.log")
+        f.write(weft_config(c, shard, steps, out_dir, chunk))
+    log = os.path.join(args.out, f"{name}-{who}-{rep}.log")
     shutil.rmtree(out_dir, ignore_errors=True)  # a checkpoint left by an earlier run would be resumed
     rc, peak = run_measured([os.path.join(args.bin, "weft-worker"), cfg, "--init-from", model_dir, "--no-resume"],
                             log, timeout=args.step_timeout)
@@ -199,16 +237,16 @@ metrics: {{port: 0}}
     with open(log) as f:  # "attention: cudnn (cuDNN 9.19.0 ...)"
         attention = next((l.split("attention: ", 1)[1].strip() for l in f if "attention: " in l), "?")
     mem = s.get("memory_bytes", {})
-    return {"step_ms": 1e3 * statistics.median(timed), "peak_bytes": peak,
+    return {"step_ms": 1e3 * statistics.median(timed), "step_ms_all": [1e3 * x for x in timed], "peak_bytes": peak,
             "alloc_peak_in_use": mem.get("device_peak_in_use"), "alloc_peak_held": mem.get("device_peak_held"),
             "loss": statistics.mean(s["losses"][-5:]), "losses": s["losses"], "attention": attention}
 
 
-def torch_contestant(args, name, c, mode, model_dir, shard):
-    log = os.path.join(args.out, f"{name}-{mode}.log")
+def torch_contestant(args, name, c, mode, model_dir, batches, rep=0):
+    log = os.path.join(args.out, f"{name}-{mode}-{rep}.log")
     res = os.path.join(args.work, f"{name}-{mode}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "torch-worker", "--mode", mode, "--model-dir", model_dir,
-           "--shard", shard, "--mb", str(c["mb"]), "--seq", str(c["seq"]), "--warmup", str(c["warmup"]),
+           "--batches", batches, "--mb", str(c["mb"]), "--seq", str(c["seq"]), "--warmup", str(c["warmup"]),
            "--steps", str(c["steps"]), "--result", res]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     rc, peak = run_measured(cmd, log, env=env, timeout=args.step_timeout)
@@ -222,7 +260,6 @@ def torch_contestant(args, name, c, mode, model_dir, shard):
 
 def torch_worker(a):
     """One PyTorch contestant in its own process (clean memory, own NVML pid)."""
-    import numpy as np
     import torch
     import torch.nn.functional as F
     from transformers import AutoModelForCausalLM
@@ -242,28 +279,42 @@ def torch_worker(a):
             logits = model(input_ids=x).logits
         return F.cross_entropy(logits.float().view(-1, V), y.reshape(-1))
 
-    loss_fn = torch.compile(fwd_loss) if a.mode == "compile" else fwd_loss
-    data = np.memmap(a.shard, dtype=np.uint16, mode="r", offset=1024)
-    gen = np.random.default_rng(7)
-    times, losses = [], []
-    for i in range(a.warmup + a.steps):
-        starts = gen.integers(0, len(data) - a.seq - 1, size=a.mb)
-        w = torch.from_numpy(np.stack([data[s:s + a.seq + 1].astype(np.int64) for s in starts]))
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        w = w.cuda(non_blocking=False)
-        loss = loss_fn(w[:, :-1], w[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, CLIP)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-        print(f"step {i + 1}: loss {losses[-1]:.4f} {1e3 * times[-1]:.1f} ms", flush=True)
+    loss_fn = torch.compile(fwd_loss) if a.mode.startswith("compile") else fwd_loss
+    from safetensors.torch import load_file
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import contextlib
+    batches = load_file(a.batches)  # weft's batches, in weft's order
+    pinned = sdpa_kernel([SDPBackend.CUDNN_ATTENTION]) if a.mode.endswith("cudnn") else contextlib.nullcontext()
+    times, losses, sdpa = [], [], "?"
+    with pinned:
+        for i in range(a.warmup + a.steps):
+            x = batches[f"inputs.{i}.0"].long()
+            y = batches[f"targets.{i}.0"].long()
+            profile = i == 1  # a warm-up step: which SDPA kernel ran
+            prof = (torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) if profile
+                    else contextlib.nullcontext())
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            with prof:
+                x, y = x.cuda(non_blocking=False), y.cuda(non_blocking=False)
+                loss = loss_fn(x, y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, CLIP)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                losses.append(loss.item())
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            if profile:
+                names = {e.name for e in prof.events()}
+                hits = sorted({k for n in names for k in ("cudnn", "flash", "efficient", "fmha", "math")
+                               if k in n.lower() and ("attention" in n.lower() or "fmha" in n.lower() or "sdpa" in n.lower())})
+                sdpa = ",".join(hits) or "unknown"
+            print(f"step {i + 1}: loss {losses[-1]:.4f} {1e3 * times[-1]:.1f} ms", flush=True)
     with open(a.result, "w") as f:
-        json.dump({"step_ms": 1e3 * statistics.median(times[a.warmup:]), "loss": statistics.mean(losses[-5:]),
-                   "losses": losses, "alloc_peak_in_use": torch.cuda.max_memory_allocated(),
+        json.dump({"step_ms": 1e3 * statistics.median(times[a.warmup:]), "step_ms_all": [1e3 * t for t in times[a.warmup:]],
+                   "loss": statistics.mean(losses[-5:]), "losses": losses, "sdpa": sdpa,
+                   "alloc_peak_in_use": torch.cuda.max_memory_allocated(),
                    "alloc_peak_held": torch.cuda.max_memory_reserved()}, f)
 
 
@@ -295,6 +346,14 @@ def versions():
     v = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "transformers": transformers.__version__,
          "cudnn": torch.backends.cudnn.version(), "device": torch.cuda.get_device_name(0)}
     try:
+        v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:  # noqa: BLE001 - a build without NCCL
+        pass
+    try:
+        v["nvcc"] = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    except (OSError, IndexError):
+        pass
+    try:
         v["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                      capture_output=True, text=True).stdout.strip()
     except OSError:
@@ -302,28 +361,63 @@ def versions():
     return v
 
 
+def summarize(r):
+    """min/median/max over the runs' medians; the last run's other figures."""
+    ok = [x for x in r["runs"] if "error" not in x]
+    if not ok:
+        return dict(r, error=r["runs"][-1]["error"])
+    ms = [x["step_ms"] for x in ok]
+    last = ok[-1]
+    out = {k: v for k, v in last.items() if k not in ("step_ms", "step_ms_all")}
+    out.update(runs=r["runs"], step_ms=statistics.median(ms), step_ms_min=min(ms), step_ms_max=max(ms),
+               peak_bytes=max(x.get("peak_bytes") or 0 for x in ok))
+    return out
+
+
+def loss_agreement(per):
+    """weft's and eager's losses on the same batches from the same weights."""
+    w, e = per.get("weft", {}), per.get("eager", {})
+    if "losses" not in w or "losses" not in e:
+        return None
+    diffs = [abs(a - b) / abs(b) for a, b in zip(w["losses"][:LOSS_STEPS], e["losses"][:LOSS_STEPS])]
+    return {"steps": len(diffs), "max_rel_diff": max(diffs), "tolerance": LOSS_TOL, "ok": max(diffs) <= LOSS_TOL,
+            "weft": w["losses"][:LOSS_STEPS], "eager": e["losses"][:LOSS_STEPS]}
+
+
 def table(results, peak):
-    rows = ["| config | contestant | ms/step | tokens/s | peak GPU MiB | allocator peak in use / held MiB "
-            "| MFU (measured peak) | MFU (989) | loss (last 5) | tokens/s vs compile |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| config | contestant | ms/step median (min-max, runs) | tokens/s | peak GPU MiB | allocator peak in use / held MiB "
+            "| MFU (measured peak) | MFU (989) | MFU (989, no input embedding) | loss (last 5) | tokens/s vs compile |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, per in results.items():
         c = CONFIGS[name]
         m = MODELS[c["model"]]
         tokens = c["mb"] * c["seq"]
         ref = per.get("compile", {}).get("step_ms")
         for who, r in per.items():
+            if who.startswith("_"):
+                continue
             if "error" in r:
-                rows.append(f"| {name} | {who} | {r['error']} | | | | | | | |")
+                rows.append(f"| {name} | {who} | {r['error']} | | | | | | | | |")
                 continue
             tps = tokens / (r["step_ms"] / 1e3)
             fl = tps * flops_per_token(m, c["seq"])
-            r.update(tokens_per_s=tps, mfu_measured=fl / peak, mfu_989=fl / H100_PEAK)
+            fl_noemb = tps * flops_per_token(m, c["seq"], input_embedding=False)
+            r.update(tokens_per_s=tps, mfu_measured=fl / peak, mfu_989=fl / H100_PEAK,
+                     mfu_989_no_input_embedding=fl_noemb / H100_PEAK)
             ratio = f"{ref / r['step_ms']:.3f}x" if ref else ""
-            label = f"{who} ({r['attention'].split()[0]})" if "attention" in r else who
+            label = (f"{who} ({r['attention'].split()[0]})" if "attention" in r else
+                     f"{who} (sdpa {r['sdpa']})" if "sdpa" in r else who)
             alloc = (f"{r['alloc_peak_in_use'] / 2**20:,.0f} / {r['alloc_peak_held'] / 2**20:,.0f}"
                      if r.get("alloc_peak_in_use") and r.get("alloc_peak_held") else "")
-            rows.append(f"| {name} | {label} | {r['step_ms']:.1f} | {tps:,.0f} | {r['peak_bytes'] / 2**20:,.0f} | {alloc} | "
-                        f"{100 * fl / peak:.1f} % | {100 * fl / H100_PEAK:.1f} % | {r['loss']:.4f} | {ratio} |")
+            n_ok = len([x for x in r["runs"] if "error" not in x])
+            rows.append(f"| {name} | {label} | {r['step_ms']:.1f} ({r['step_ms_min']:.1f}-{r['step_ms_max']:.1f}, {n_ok}) | "
+                        f"{tps:,.0f} | {r['peak_bytes'] / 2**20:,.0f} | {alloc} | "
+                        f"{100 * fl / peak:.1f} % | {100 * fl / H100_PEAK:.1f} % | {100 * fl_noemb / H100_PEAK:.1f} % | "
+                        f"{r['loss']:.4f} | {ratio} |")
+        agree = per.get("_loss_agreement")
+        if agree:
+            rows.append(f"| {name} | weft vs eager, first {agree['steps']} losses | max rel diff {agree['max_rel_diff']:.2e} "
+                        f"(tolerance {agree['tolerance']:g}: {'ok' if agree['ok'] else 'FAIL'}) | | | | | | | | |")
     return "\n".join(rows)
 
 
@@ -331,19 +425,19 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "torch-worker":
         ap = argparse.ArgumentParser()
         ap.add_argument("cmd")
-        for k in ("--mode", "--model-dir", "--shard", "--result"):
+        for k in ("--mode", "--model-dir", "--batches", "--result"):
             ap.add_argument(k, required=True)
         for k in ("--mb", "--seq", "--warmup", "--steps"):
             ap.add_argument(k, type=int, required=True)
         return torch_worker(ap.parse_args())
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="folder of weft-worker")
+    ap.add_argument("--bin", required=True, help="folder of weft-worker and weft-reference-dump")
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", default="/tmp/weft-speed")
     ap.add_argument("--configs", default=",".join(CONFIGS))
-    ap.add_argument("--contestants", default="weft,eager,compile")
-    ap.add_argument("--plan", help="config:contestant,...;config:... in this order (overrides --configs and "
-                    "--contestants): the measurements that matter most first")
+    ap.add_argument("--contestants", default="weft,compile,compile-cudnn,eager")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each contestant, alternating")
+    ap.add_argument("--build-info", default=".gpu/build-info.json", help="weft's commit and dirty flag (JSON)")
     ap.add_argument("--deadline", type=float, default=1e9, help="seconds after which no new measurement starts")
     ap.add_argument("--step-timeout", type=float, default=300, help="seconds one contestant may run")
     args = ap.parse_args()
@@ -351,42 +445,55 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.work, exist_ok=True)
     info = versions()
+    try:
+        with open(args.build_info) as f:
+            info["weft"] = json.load(f)
+    except OSError:
+        info["weft"] = {"commit": "unknown"}
+    info["started_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     peak = matmul_peak()
     info["bf16_matmul_peak_tflops"] = peak / 1e12
     print(json.dumps(info), flush=True)
     shard = os.path.join(args.work, "markov.bin")
     write_shard(shard, MODELS["gpt2-124m"]["vocab"])
-    if args.plan:
-        plan = [(part.split(":")[0], who) for part in args.plan.split(";") for who in part.split(":")[1].split(",")]
-    else:
-        plan = [(name, who) for name in args.configs.split(",") for who in args.contestants.split(",")]
+    contestants = args.contestants.split(",")
     results = {}
-    for name, who in plan:
+    for name in args.configs.split(","):
         c = CONFIGS[name]
         m = MODELS[c["model"]]
         model_dir = os.path.join(args.work, f"{c['model']}-{c['seq']}")
         per = results.setdefault(name, {})
-        if time.monotonic() - t_start > args.deadline:
-            per[who] = {"error": "skipped: deadline"}
-            continue
-        t0 = time.monotonic()
-        if not os.path.isdir(model_dir):
-            make_model_dir(m, c["seq"], model_dir)
-        if who in WEFT_VARIANTS:
-            per[who] = weft_contestant(args, name, c, model_dir, shard, args.work, who)
-        else:
-            per[who] = torch_contestant(args, name, c, who, model_dir, shard)
-        print(f"{name} {who}: {json.dumps({k: v for k, v in per[who].items() if k != 'losses'})} "
-              f"({time.monotonic() - t0:.0f} s)", flush=True)
-        write_results(args.out, info, results, peak)  # after each: a killed run keeps what it measured
+        raw = {who: {"runs": []} for who in contestants}
+        for rep in range(args.repeats):
+            for who in contestants:
+                if time.monotonic() - t_start > args.deadline:
+                    raw[who]["runs"].append({"error": "skipped: deadline"})
+                    continue
+                t0 = time.monotonic()
+                if not os.path.isdir(model_dir):
+                    make_model_dir(m, c["seq"], model_dir)
+                if who in WEFT_VARIANTS:
+                    r = weft_contestant(args, name, c, model_dir, shard, args.work, who, rep)
+                else:
+                    r = torch_contestant(args, name, c, who, model_dir,
+                                         export_batches(args, name, c, model_dir, shard), rep)
+                r["seconds"] = time.monotonic() - t0
+                raw[who]["runs"].append(r)
+                print(f"{name} {who} run {rep + 1}: "
+                      f"{json.dumps({k: v for k, v in r.items() if k not in ('losses', 'step_ms_all')})}", flush=True)
+                for w in contestants:
+                    if raw[w]["runs"]:
+                        per[w] = summarize(raw[w])
+                per["_loss_agreement"] = loss_agreement(per)
+                write_results(args.out, info, results, peak)  # after each: a killed run keeps what it measured
     print(write_results(args.out, info, results, peak))
 
 
 def write_results(out, info, results, peak):
     md = table(results, peak)
     with open(os.path.join(out, "speed.json"), "w") as f:
-        json.dump({"info": info, "configs": CONFIGS, "results": results,
-                   "params": {k: num_params(v) for k, v in MODELS.items()}}, f, indent=1)
+        json.dump({"info": info, "configs": CONFIGS, "results": results, "loss_steps": LOSS_STEPS,
+                   "loss_tolerance": LOSS_TOL, "params": {k: num_params(v) for k, v in MODELS.items()}}, f, indent=1)
     with open(os.path.join(out, "speed.md"), "w") as f:
         f.write(json.dumps(info) + "\n\n" + md + "\n")
     return md
