@@ -277,6 +277,13 @@ def main():
             c.cross_device()
         except Exception as e:
             c.record("cross-device checkpoints", False, error=str(e))
+    # Keep the logs and summaries, not the checkpoints (they would travel back
+    # from the GPU machine with the logs).
+    for root, dirs, _ in os.walk(c.path()):
+        for d in list(dirs):
+            if d == "checkpoints" or d.endswith("-hf") or d == "hf-dump":
+                shutil.rmtree(os.path.join(root, d), ignore_errors=True)
+                dirs.remove(d)
     report = {"device": args.device, "backend": "gloo (host-staged)" if args.device == "cuda" else "gloo",
               "steps": args.steps, "loss_tolerance": LOSS_TOL, "weight_tolerance": WEIGHT_TOL,
               "seconds": time.time() - t0, "checks": c.results, "failed": c.failed}
