@@ -20,6 +20,7 @@
 #include "model/llama.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grad_sync.h"
+#include "parallel/local_sync.h"
 #include "train/trainer.h"
 #endif
 #ifdef WEFT_HAVE_NCCL

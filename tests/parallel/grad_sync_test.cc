@@ -17,6 +17,7 @@
 #include "model/llama.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grad_sync.h"
+#include "parallel/local_sync.h"
 #include "parallel/isp.h"
 #include "parallel/step_boundary.h"
 #include "parallel/strategy_factory.h"
@@ -98,7 +99,7 @@ TEST(GradSync, DataParallelEqualsOneRankStepOnTheAveragedGradients) {
       norm[r] = dp.clip_and_step(1e-2, 0.5);
       EXPECT_GT(dp.last_step().comm_seconds, 0.0);
       EXPECT_EQ(dp.last_step().bucket_seconds.size(), static_cast<size_t>(dp.bucket_count()));
-      EXPECT_EQ(dp.writes_optimizer_state(), r == 0);
+      EXPECT_EQ(dp.state().writes_optimizer_state(), r == 0);
       EXPECT_EQ(dp.state_bytes().optimizer, 2 * bufs[r]->numel() * 4);
     });
     for (int r = 0; r < n; ++r) {
@@ -218,19 +219,19 @@ TEST(GradSync, Bf16MasterComesFromTheFullWeightsInEitherLoadOrder) {
   auto gathered = [&](bool state_first) {
     auto b = std::make_shared<ParamAndGradBuffer>(llama_param_table(small_model()), DType::BF16);
     LocalGradSync local(b, optim());
-    if (state_first) local.optimizer().load_state(saved);
-    local.load_full_weights(*full);
-    if (!state_first) local.optimizer().load_state(saved);
+    if (state_first) local.state().optimizer().load_state(saved);
+    local.state().load_full_weights(*full);
+    if (!state_first) local.state().optimizer().load_state(saved);
     local.start();
-    EXPECT_EQ(local.optimizer().step_count(), 1);
+    EXPECT_EQ(local.state().optimizer().step_count(), 1);
     ParamAndGradBuffer out(llama_param_table(small_model()));
-    local.gather_full_weights(out);
+    local.state().gather_full_weights(out);
     std::vector<float> w(out.flat_params().f32(), out.flat_params().f32() + out.numel());
     // One step: the moments and the master both take part.
     fill_grads(*b, 1);
     run_micro_batch(local, *b, true, 0);
     local.clip_and_step(1e-2, 0);
-    local.gather_full_weights(out);
+    local.state().gather_full_weights(out);
     w.insert(w.end(), out.flat_params().f32(), out.flat_params().f32() + out.numel());
     return w;
   };
@@ -251,25 +252,25 @@ TEST(GradSync, ZeroRebucketKeepsTheBf16MasterCopy) {
     ZeroOptions o;
     o.bucket_cap_mb = 0.004;
     ZeroGradSync zero(b, group->member(r), o, optim());
-    zero.load_full_weights(*full);
+    zero.state().load_full_weights(*full);
     zero.start();
     zero.prepare_step(1e-2, 0);
     fill_grads(*b, r);
     run_micro_batch(zero, *b, true, 0);
     zero.clip_and_step(1e-2, 0);
     ParamAndGradBuffer before(llama_param_table(small_model())), after(llama_param_table(small_model()));
-    zero.gather_full_weights(before);
+    zero.state().gather_full_weights(before);
     const int buckets = zero.bucket_count();
     zero.rebucket(0.002, 1);
     EXPECT_NE(zero.bucket_count(), buckets);
-    zero.gather_full_weights(after);
+    zero.state().gather_full_weights(after);
     for (int64_t i = 0; i < full->numel(); ++i)
       ASSERT_EQ(before.flat_params().f32()[i], after.flat_params().f32()[i]) << "rank " << r << " elem " << i;
     zero.prepare_step(1e-2, 0);
     fill_grads(*b, r);
     run_micro_batch(zero, *b, true, 0);
     zero.clip_and_step(1e-2, 0);
-    EXPECT_EQ(zero.optimizer().step_count(), 2);
+    EXPECT_EQ(zero.state().optimizer().step_count(), 2);
   });
 }
 

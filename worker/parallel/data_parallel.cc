@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/stream_timer.h"
-#include "parallel/host_scalars.h"
 
 namespace weft {
 
@@ -20,12 +19,9 @@ DataParallelOptions data_parallel_options(const ParallelConfig& p) {
 
 DataParallel::DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                            DataParallelOptions opt, const OptimConfig& optim)
-    : buf_(buffer),
-      dp_(dp),
+    : BucketedSync(buffer, dp, BucketCollective::AllReduceAvg, {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire}),
       opt_dp_(opt),
-      opt_(replicated_adamw(*buf_, optim)),
-      engine_(std::move(buffer), std::move(dp), BucketCollective::AllReduceAvg,
-              {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire}) {}
+      optimizer_(std::move(buffer), optim, /*writer=*/dp->rank() == 0) {}
 
 std::string DataParallel::describe() const {
   return fmt::format("data parallel over {} ranks (group {}), bucket {}, {}, overlap {}, wire {}", dp_->size(),
@@ -37,15 +33,6 @@ void DataParallel::rebucket(double cap_mb, int64_t step) {
   engine_.plan(cap_mb);
   spdlog::info("step {}: bucket cap now {:.3g} MiB, {}", step + 1, cap_mb, describe_buckets(engine_.buckets()));
 }
-
-void DataParallel::start() {
-  // Start from rank 0's weights whatever happened before (DDP does the same).
-  dp_->broadcast(buf_->flat_params(), 0, "initial parameters")->wait();
-}
-
-void DataParallel::load_full_weights(const ParamAndGradBuffer& full) { load_replicated_weights(*buf_, opt_, full); }
-
-void DataParallel::gather_full_weights(ParamAndGradBuffer& full) { store_replicated_weights(*buf_, opt_, full); }
 
 void DataParallel::begin_micro_batch(bool last) {
   sync_ = last;
@@ -63,11 +50,10 @@ double DataParallel::finish_micro_batch(double loss) {
   if (!sync_) return loss;
   // Queued behind the gradient buckets, so it costs no round trip of its own:
   // it completes while wait_buckets waits anyway.
-  loss_wire_ = static_cast<float>(loss);
-  comm::WorkPtr loss_work = all_reduce_host(*dp_, buf_->device(), &loss_wire_, 1, comm::ReduceOp::Avg, "loss");
+  comm::WorkPtr loss_work = average_loss(loss);
   wait_buckets();
   loss_work->wait();
-  return loss_wire_;
+  return averaged_loss();
 }
 
 void DataParallel::wait_buckets() {
@@ -85,15 +71,6 @@ void DataParallel::wait_buckets() {
   stats_.exposed_seconds = exposed.stop();  // on a GPU: every bucket's events have completed now
   for (int b = 0; b < engine_.size(); ++b) engine_.account(b, stats_);
   stats_.comm_seconds = stats_.spans.busy_seconds();
-}
-
-double DataParallel::clip_and_step(double lr, double max_norm) {
-  return clip_and_step_replicated(*buf_, opt_, lr, max_norm, norm_scope_);
-}
-
-StateBytes DataParallel::state_bytes() const {
-  return {static_cast<int64_t>(buf_->param_bytes()), static_cast<int64_t>(buf_->grad_bytes()),
-          opt_.state_bytes()};
 }
 
 }  // namespace weft

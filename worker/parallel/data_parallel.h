@@ -1,9 +1,10 @@
 // Bucketed data parallelism: gradient all-reduce overlapped with backward
 // (as PyTorch DDP does), as a GradSync.
 //
-// Owns a BucketEngine (the bucket layout, readiness, launches and in-flight
-// reductions, with an Avg all-reduce per bucket), the overlap accounting of
-// the current step and the (replicated) optimizer.
+// Composed of the bucketed reducer (BucketedSync: the bucket layout,
+// readiness, launches and in-flight reductions, an Avg all-reduce per
+// bucket, the step's accounting) and the replicated optimizer placement
+// (ReplicatedOptimizer, its StrategyState).
 // Shares the parameter/gradient buffer with the model; does not own the
 // communicator's process (main does).
 //
@@ -19,9 +20,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "parallel/bucket_engine.h"
+#include "parallel/bucketed_sync.h"
 #include "parallel/grad_buckets.h"
-#include "parallel/grad_sync.h"
+#include "parallel/replicated_optimizer.h"
 #include "tensor/tensor.h"
 
 namespace weft {
@@ -35,31 +36,21 @@ struct DataParallelOptions {
 // The parallel section's bucket, overlap and wire settings.
 DataParallelOptions data_parallel_options(const ParallelConfig& p);
 
-class DataParallel : public GradSync, public StrategyState {
+class DataParallel : public BucketedSync {
  public:
-  StrategyState& state() override { return *this; }
   DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                DataParallelOptions opt, const OptimConfig& optim);
 
-  void start() override;
-  void load_full_weights(const ParamAndGradBuffer& full) override;
-  void gather_full_weights(ParamAndGradBuffer& full) override;
+  StrategyState& state() override { return optimizer_; }
   void begin_micro_batch(bool last) override;
   void on_grad_ready(int param) override;
   double finish_micro_batch(double loss) override;
-  double clip_and_step(double lr, double max_norm) override;
+  double clip_and_step(double lr, double max_norm) override {
+    return optimizer_.clip_and_step(lr, max_norm, norm_scope_);
+  }
   void rebucket(double cap_mb, int64_t step) override;
-
-  AdamW& optimizer() override { return opt_; }
-  bool writes_optimizer_state() const override { return dp_->rank() == 0; }
-  const StepCommStats& last_step() const override { return stats_; }
-  const comm::Communicator* group() const override { return dp_.get(); }
-  int bucket_count() const override { return engine_.size(); }
-  double bucket_cap_mb() const override { return engine_.sizing().cap_mb; }
-  StateBytes state_bytes() const override;
+  StateBytes state_bytes() const override { return optimizer_.state_bytes(); }
   std::string describe() const override;
-
-  const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
 
  protected:
   // Called once per bucket, in bucket order, when its all-reduce for the
@@ -70,14 +61,9 @@ class DataParallel : public GradSync, public StrategyState {
   // Waits for every bucket of the last micro-batch, in order.
   void wait_buckets();
 
-  std::shared_ptr<ParamAndGradBuffer> buf_;
-  comm::CommunicatorPtr dp_;
   DataParallelOptions opt_dp_;
-  AdamW opt_;
-  BucketEngine engine_;
+  ReplicatedOptimizer optimizer_;
   bool sync_ = true;
-  float loss_wire_ = 0;               // the step's loss, averaged in place
-  StepCommStats stats_;
 };
 
 }  // namespace weft

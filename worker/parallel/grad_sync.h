@@ -13,10 +13,14 @@
 //                                            averaged over the data-parallel ranks
 //   norm = clip_and_step(lr, max_norm)       global norm before clipping
 //
-// Implementations: LocalGradSync (one rank), DataParallel (bucketed all-reduce),
-// ZeroGradSync (sharded optimizer state, parallel/zero.h), IspGradSync
-// (parallel/isp.h); parallel/strategy_factory.h builds the config's. Each
-// also exposes its StrategyState (parallel/sync_state.h) for checkpoints.
+// Implementations: LocalGradSync (one rank, parallel/local_sync.h),
+// DataParallel (bucketed all-reduce), ZeroGradSync (sharded optimizer state,
+// parallel/zero.h), IspGradSync (parallel/isp.h);
+// parallel/strategy_factory.h builds the config's. A strategy is composed: a
+// gradient reducer (the bucket engine, parallel/bucketed_sync.h) and an
+// optimizer placement, replicated (parallel/replicated_optimizer.h) or
+// sharded (parallel/sharded_optimizer.h), which is the StrategyState
+// (parallel/sync_state.h) checkpoints go through; state() returns it.
 // Invariants: every rank of a group calls the same methods in the same order
 // (collectives are issued in that order); on_grad_ready(i) is called once per
 // parameter per micro-batch, in the model's backward order.
@@ -161,46 +165,9 @@ class GradSync {
   NormScope norm_scope_;
 };
 
-// One rank: nothing to synchronise; the optimizer owns every parameter.
-class LocalGradSync : public GradSync, public StrategyState {
- public:
-  LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim);
-
-  StrategyState& state() override { return *this; }
-  void start() override {}  // one rank: its parameters are everyone's
-  void load_full_weights(const ParamAndGradBuffer& full) override;
-  void gather_full_weights(ParamAndGradBuffer& full) override;
-  void begin_micro_batch(bool) override {}
-  void on_grad_ready(int) override {}
-  double finish_micro_batch(double loss) override { return loss; }
-  double clip_and_step(double lr, double max_norm) override;
-  AdamW& optimizer() override { return opt_; }
-  bool writes_optimizer_state() const override { return true; }
-  const StepCommStats& last_step() const override { return stats_; }
-  const comm::Communicator* group() const override { return nullptr; }
-  StateBytes state_bytes() const override;
-  std::string describe() const override { return "one rank, no gradient sync"; }
-
- private:
-  std::shared_ptr<ParamAndGradBuffer> buf_;
-  AdamW opt_;
-  StepCommStats stats_;
-};
-
-// AdamW over every parameter of `buffer`, with an fp32 master copy when the
-// working weights are not f32: the optimizer of the replicated strategies.
-AdamW replicated_adamw(const ParamAndGradBuffer& buffer, const OptimConfig& optim);
-// load_full_weights / gather_full_weights of the strategies whose buffer
-// holds every weight (local, dp, zero): working weights = full (rounded to
-// the working dtype), master = full exactly, for opt's ranges; and back,
-// working weights overwritten by the master's ranges (ZeRO completes the
-// other ranks' ranges itself).
+// load_full_weights of the strategies whose buffer holds every weight (local,
+// dp, zero): working weights = full (rounded to the working dtype), master =
+// full exactly, for opt's ranges (ZeRO's are its owned ranges).
 void load_replicated_weights(ParamAndGradBuffer& buffer, AdamW& opt, const ParamAndGradBuffer& full);
-void store_replicated_weights(const ParamAndGradBuffer& buffer, const AdamW& opt, ParamAndGradBuffer& full);
-// The global gradient norm over the whole gradient buffer (widened by
-// `scope`), then one AdamW step with the gradients clipped to max_norm as it
-// reads them (the buffer keeps the unclipped gradients). Returns the norm.
-double clip_and_step_replicated(ParamAndGradBuffer& buffer, AdamW& opt, double lr, double max_norm,
-                                const NormScope& scope = {});
 
 }  // namespace weft

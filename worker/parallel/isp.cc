@@ -7,9 +7,8 @@
 #include <functional>
 
 #include "kernels/ops.h"
-#include "parallel/data_parallel.h"
 #include "parallel/host_scalars.h"
-#include "parallel/zero.h"
+#include "parallel/strategy_factory.h"
 
 namespace weft {
 
@@ -64,12 +63,8 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
     if (wdp < 2)
       throw ConfigError("parallel.isp.wdp_strategy: 'zero' shards the optimizer state over the " +
                         std::to_string(wdp) + " rank(s) holding the same weight shard (world / wp); it needs at least 2");
-    inner_ = std::make_unique<ZeroGradSync>(shard_, wdp_, zero_options(p), cfg.optim);
-  } else if (wdp > 1) {
-    inner_ = std::make_unique<DataParallel>(shard_, wdp_, data_parallel_options(p), cfg.optim);
-  } else {
-    inner_ = std::make_unique<LocalGradSync>(shard_, cfg.optim);
   }
+  inner_ = make_replica_sync(o_.wdp_strategy == WdpStrategy::Zero, p, cfg.optim, shard_, wdp_);
   // The global norm spans every weight shard; norms are replicated over wp.
   NormScope scope;
   scope.across = wp_;

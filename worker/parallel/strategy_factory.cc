@@ -4,6 +4,7 @@
 
 #include "parallel/data_parallel.h"
 #include "parallel/isp.h"
+#include "parallel/local_sync.h"
 #include "parallel/zero.h"
 
 namespace weft {
@@ -53,10 +54,19 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
       throw ConfigError("parallel.strategy: 'zero' shards the optimizer state over the data-parallel "
                         "ranks and needs at least 2 (world size is " + std::to_string(world) +
                         "); use strategy dp to train on one rank");
-    return std::make_unique<ZeroGradSync>(std::move(buffer), std::move(dp), zero_options(p), cfg.optim);
   }
-  if (world == 1) return std::make_unique<LocalGradSync>(std::move(buffer), cfg.optim);
-  return std::make_unique<DataParallel>(std::move(buffer), std::move(dp), data_parallel_options(p), cfg.optim);
+  return make_replica_sync(p.strategy == Strategy::Zero, p, cfg.optim, std::move(buffer), std::move(dp));
+}
+
+std::unique_ptr<GradSync> make_replica_sync(bool sharded, const ParallelConfig& p, const OptimConfig& optim,
+                                            std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr group) {
+  const int ranks = group ? group->size() : 1;
+  if (sharded) {
+    WEFT_CHECK(ranks >= 2, "ZeRO needs a group of 2 ranks or more");
+    return std::make_unique<ZeroGradSync>(std::move(buffer), std::move(group), zero_options(p), optim);
+  }
+  if (ranks == 1) return std::make_unique<LocalGradSync>(std::move(buffer), optim);
+  return std::make_unique<DataParallel>(std::move(buffer), std::move(group), data_parallel_options(p), optim);
 }
 
 }  // namespace weft

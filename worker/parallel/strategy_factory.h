@@ -41,4 +41,11 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
                                          std::shared_ptr<ParamAndGradBuffer> buffer,
                                          const SyncGroups& groups);
 
+// The strategy that syncs a buffer every rank of `group` holds whole: ZeRO
+// (`sharded`, needs 2 ranks or more), else bucketed data parallelism, or one
+// rank's when the group is null or of one rank. What make_grad_sync builds
+// for dp and zero, and ISP for its weight shards over wdp.
+std::unique_ptr<GradSync> make_replica_sync(bool sharded, const ParallelConfig& p, const OptimConfig& optim,
+                                            std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr group);
+
 }  // namespace weft

@@ -5,9 +5,11 @@
 // copy, for bf16 weights) for its shards only, and all-gathers its updated
 // shard of every bucket back into the full parameters.
 //
-// Owns a BucketEngine (the bucket layout, readiness, launches and in-flight
-// Avg reduce-scatters), the sharded optimizer, the in-flight all-gather Work,
-// and (stage 2) the owned gradient shard. Installs itself as the buffer's
+// Composed of the bucketed reducer (BucketedSync: the bucket layout,
+// readiness, launches and in-flight Avg reduce-scatters, the step's
+// accounting), the sharded optimizer placement (ShardedOptimizer: the owned
+// ranges' state, the stage-2 gradient shard, the sharded checkpoint; its
+// StrategyState) and the parameter all-gathers. Installs itself as the buffer's
 // WeightHook: forward waits for a bucket's gather before using its weights
 // (overlap_param_gather), backward tells it which layers are done (the
 // interleaved step touches a bucket only after every layer using it).
@@ -40,9 +42,9 @@
 
 #include "comm/communicator.h"
 #include "kernels/stream_timer.h"
-#include "parallel/bucket_engine.h"
+#include "parallel/bucketed_sync.h"
 #include "parallel/grad_buckets.h"
-#include "parallel/grad_sync.h"
+#include "parallel/sharded_optimizer.h"
 #include "tensor/tensor.h"
 
 namespace weft {
@@ -64,49 +66,31 @@ struct ZeroOptions {
 // The parallel section's zero and bucket settings.
 ZeroOptions zero_options(const ParallelConfig& p);
 
-class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
+class ZeroGradSync : public BucketedSync, private WeightHook {
  public:
-  StrategyState& state() override { return *this; }
   ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                ZeroOptions opt, const OptimConfig& optim);
   ~ZeroGradSync() override;
 
-  void start() override;
-  void load_full_weights(const ParamAndGradBuffer& full) override;
-  void gather_full_weights(ParamAndGradBuffer& full) override;
-  AdamW export_shard() override;
-  bool load_weights(const WeightSource& src) override;
+  StrategyState& state() override { return optimizer_; }
   void prepare_step(double lr, double max_norm) override;
   void begin_micro_batch(bool last) override;
   void on_grad_ready(int param) override;
   double finish_micro_batch(double loss) override;
   double clip_and_step(double lr, double max_norm) override;
   void rebucket(double cap_mb, int64_t step) override;
-  void flush() override;
-
-  AdamW& optimizer() override { return opt_; }
-  bool writes_optimizer_state() const override { return true; }
-  int optimizer_shards() const override { return dp_->size(); }
-  std::string optimizer_layout() const override;
-  const StepCommStats& last_step() const override { return stats_; }
-  const comm::Communicator* group() const override { return dp_.get(); }
-  int bucket_count() const override { return engine_.size(); }
-  double bucket_cap_mb() const override { return engine_.sizing().cap_mb; }
-  StateBytes state_bytes() const override;
+  StateBytes state_bytes() const override { return optimizer_.state_bytes(); }
   std::string describe() const override;
-
-  const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
 
  private:
   void before_use(int layer, WeightUse use) override;
 
-  // Buckets and the owned ranges for `cap_mb`; builds a fresh optimizer.
-  void plan(double cap_mb);
-  // The owned ranges of the engine's current buckets; builds a fresh optimizer.
+  // For the engine's current buckets: the backward positions and forward
+  // gathers of each bucket, the gather handles, and the owned ranges (a
+  // fresh optimizer).
   void plan_shards();
   void reset_step_stats();  // this step's StepCommStats, empty, one slot per bucket
   bool communicates() const { return o_.stage == 2 || last_; }
-  Tensor owned_grad(size_t range) const;  // the reduced gradient of optimizer range i
 
   // Waits for bucket b's reduce-scatter and takes its result: bf16 back to
   // f32, stage 2 accumulation; on the last micro-batch its share of the norm,
@@ -118,21 +102,13 @@ class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
   void step_bucket(int bucket, double lr);
   void launch_gather(int bucket);
   void wait_gather(int bucket);
+  void wait_gathers();  // every bucket's (the placement's flush)
 
-  std::shared_ptr<ParamAndGradBuffer> buf_;
-  comm::CommunicatorPtr dp_;
   ZeroOptions o_;
-  OptimConfig optim_cfg_;
-  std::vector<ParamRange> all_ranges_;  // one per parameter, with its decay group
-
-  BucketEngine engine_;
-  std::vector<size_t> first_range_;     // per bucket + 1: its optimizer ranges
-  std::vector<int> param_of_range_;     // per optimizer range: its parameter
+  ShardedOptimizer optimizer_;
   std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
-  AdamW opt_;
   ops::StreamWaits waits_;              // this step's waits on communication (its exposed time)
-  Buffer shard_grads_;                  // stage 2: the owned gradient shard, compact
 
   std::vector<comm::WorkPtr> ag_;       // per bucket
   std::vector<CommSpans::Clock::time_point> ag_issued_;
@@ -143,8 +119,7 @@ class ZeroGradSync : public GradSync, public StrategyState, private WeightHook {
   bool prepared_ = false, step_early_ = false;
   double lr_ = 0, max_norm_ = 0;
   double shard_sumsq_ = 0;
-  float norm_wire_ = 0, loss_wire_ = 0;
-  StepCommStats stats_;
+  float norm_wire_ = 0;
 };
 
 }  // namespace weft

@@ -1,0 +1,48 @@
+// BucketedSync: the gradient reducer the bucketed strategies share
+// (DataParallel: all-reduce, ZeroGradSync: reduce-scatter, as Megatron-core's
+// DistributedDataParallel with its bucket groups): the data-parallel group,
+// the bucket engine over the model's gradient buffer, the step's
+// communication accounting, the loss averaged over the group, and what the
+// trainer reads of them. A strategy derives from it and adds its optimizer
+// placement (replicated or sharded) as a member, which is its StrategyState.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/bucket_engine.h"
+#include "parallel/grad_sync.h"
+
+namespace weft {
+
+class BucketedSync : public GradSync {
+ public:
+  // Every rank starts from rank 0's weights, whatever happened before (DDP
+  // does the same).
+  void start() override;
+  const StepCommStats& last_step() const override { return stats_; }
+  const comm::Communicator* group() const override { return dp_.get(); }
+  int bucket_count() const override { return engine_.size(); }
+  double bucket_cap_mb() const override { return engine_.sizing().cap_mb; }
+  const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
+
+ protected:
+  BucketedSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp, BucketCollective collective,
+               BucketEngineOptions options);
+  // Issues the all-reduce of this rank's step loss over the group (queued
+  // behind the buckets, it costs no round trip of its own); after the Work
+  // completed, averaged_loss() is the mean.
+  comm::WorkPtr average_loss(double loss);
+  double averaged_loss() const { return loss_wire_; }
+
+  std::shared_ptr<ParamAndGradBuffer> buf_;
+  comm::CommunicatorPtr dp_;
+  BucketEngine engine_;
+  StepCommStats stats_;
+
+ private:
+  float loss_wire_ = 0;
+};
+
+}  // namespace weft
