@@ -14,6 +14,7 @@ std::optional<Progress> progress_from_metrics(const scrape::Exposition& m) {
   Progress p;
   p.step = static_cast<long>(*step);
   p.loss = m.value("weft_loss", rank0).value_or(0);
+  if (m.value("weft_eval_step", rank0).value_or(0) > 0) p.eval_loss = m.value("weft_eval_loss", rank0);
   p.tokens_per_second = m.value("weft_tokens_per_second", rank0).value_or(0);
   p.overlap_ratio = m.value("weft_overlap_ratio", rank0).value_or(0);
   return p;
@@ -33,6 +34,7 @@ std::optional<Progress> progress_from_termination_message(const std::string& mes
     Progress p;
     p.step = j["step"].get<long>();
     p.loss = num("loss");  // null (a diverged loss) stays non-finite, written as null
+    if (j.contains("evalLoss")) p.eval_loss = num("evalLoss");
     p.tokens_per_second = num("tokensPerSecond");
     p.overlap_ratio = num("overlapRatio");
     return p;
@@ -48,11 +50,13 @@ nlohmann::json progress_json(const Progress& p, const std::string& now) {
   auto num = [](double v, double scale) {
     return std::isfinite(v) ? nlohmann::json(std::round(v * scale) / scale) : nlohmann::json(nullptr);
   };
-  return {{"step", p.step},
-          {"loss", num(p.loss, 1e4)},
-          {"tokensPerSecond", num(p.tokens_per_second, 1)},
-          {"overlapRatio", num(p.overlap_ratio, 1e3)},
-          {"updatedAt", now}};
+  nlohmann::json j = {{"step", p.step},
+                      {"loss", num(p.loss, 1e4)},
+                      {"tokensPerSecond", num(p.tokens_per_second, 1)},
+                      {"overlapRatio", num(p.overlap_ratio, 1e3)},
+                      {"updatedAt", now}};
+  if (p.eval_loss) j["evalLoss"] = num(*p.eval_loss, 1e4);
+  return j;
 }
 
 }  // namespace weft::tj

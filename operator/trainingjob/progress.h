@@ -21,23 +21,24 @@ namespace weft::tj {
 struct Progress {
   long step = 0;
   double loss = 0;
+  std::optional<double> eval_loss;  // the last held-out evaluation's; none before the first
   double tokens_per_second = 0;
   double overlap_ratio = 0;
 };
 
 // Reads weft_step, weft_loss, weft_tokens_per_second and weft_overlap_ratio
-// of rank 0. nullopt when weft_step is missing (not a weft worker, or it has
+// of rank 0, and weft_eval_loss once weft_eval_step says an evaluation ran. nullopt when weft_step is missing (not a weft worker, or it has
 // not finished a step yet); the others default to 0 when missing.
 std::optional<Progress> progress_from_metrics(const scrape::Exposition& m);
 
 // The final progress rank 0 wrote to its termination message when its run
-// ended (contract::kProgressLinePrefix): the line's step, loss, tokens/s and
-// overlap ratio. nullopt when the message has no such line or it is not the
+// ended (contract::kProgressLinePrefix): the line's step, loss, evalLoss,
+// tokens/s and overlap ratio. nullopt when the message has no such line or it is not the
 // JSON the contract describes.
 std::optional<Progress> progress_from_termination_message(const std::string& message);
 
-// The status.progress object: {step, loss, tokensPerSecond, overlapRatio,
-// updatedAt}. Non-finite numbers (a diverged loss) are written as null, which
+// The status.progress object: {step, loss, evalLoss (once evaluated),
+// tokensPerSecond, overlapRatio, updatedAt}. Non-finite numbers (a diverged loss) are written as null, which
 // JSON can carry and the schema allows.
 nlohmann::json progress_json(const Progress& p, const std::string& now);
 

@@ -246,6 +246,26 @@ TEST(Config, BucketCapsFollowTheOneContractBound) {
   EXPECT_NO_THROW(validate(parse_config("parallel: {bucket_cap_mb: 4096, first_bucket_mb: 4096}\n")));
 }
 
+// eval.*: what cannot evaluate anything is refused, the field named.
+TEST(Config, EvalRefusalsNameTheField) {
+  EXPECT_NE(error_of("eval: {every: 10, batches: 0}\n").find("eval.batches: must be >= 1 when eval.every is set"),
+            std::string::npos);
+  EXPECT_NE(error_of("eval: {every: -1}\n").find("eval.every"), std::string::npos);
+  EXPECT_NE(error_of("data: {source: shards, shards: 'a/*_train_*.bin'}\neval: {every: 10}\n")
+                .find("eval.shards: data.source is 'shards': name the held-out shards"),
+            std::string::npos);
+  EXPECT_NE(error_of("data: {source: shards, shards: 'a/*.bin'}\neval: {every: 10, shards: 'a/*.bin'}\n")
+                .find("eval.shards: is data.shards"),
+            std::string::npos);
+  EXPECT_NE(error_of("eval: {every: 10, shards: 'v/*.bin'}\n").find("but data.source is 'synthetic'"),
+            std::string::npos);
+  EXPECT_EQ(error_of("data: {source: shards, shards: 'a/*.bin'}\n"
+                     "eval: {every: 10, shards: 'a/*.bin', allow_training_shards: true}\n"),
+            "<no error>");
+  EXPECT_EQ(error_of("eval: {every: 10}\n"), "<no error>") << "synthetic data has its held-out stream";
+  EXPECT_EQ(error_of("eval: {batches: 0}\n"), "<no error>") << "off (every 0): batches is not used";
+}
+
 TEST(Config, ValidateWithoutOriginNamesFieldOnly) {
   WorkerConfig c = preset("tiny");
   c.model.n_heads = 6;

@@ -100,6 +100,7 @@ latest_step() { [ -f "$CKPT/latest" ] && sed -n 's/^step-\([0-9][0-9]*\)$/\1/p' 
 # Predicates for wait_for (evaluated on every poll).
 ckpt_at_least() { [ "$(latest_step || echo 0)" -ge "$1" ]; }
 tj_field_is() { [ "$(tj_field "$1" "$2")" = "$3" ]; }
+tj_field_set() { [ -n "$(tj_field "$1" "$2")" ]; }
 live_processes_are() { [ "$(live_processes)" = "$1" ]; }
 no_pods() { [ -z "$(kubectl get pods -n "$NS" -o name 2>/dev/null)" ]; }
 

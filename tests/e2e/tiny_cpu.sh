@@ -2,7 +2,8 @@
 # The user's path: `kubectl apply -f manifests/examples/tiny-cpu.yaml` on the
 # local cluster; the operator launches 2 ranks, weft-node runs them, they
 # rendezvous through cluster names and train; `kubectl get tj` shows Running
-# then Succeeded; rank 0's final checkpoint exists and loads.
+# then Succeeded; the held-out loss (eval every 50 steps) reaches status and
+# the Eval column; rank 0's final checkpoint exists and loads.
 # Usage: tiny_cpu.sh CLUSTER_DIR SOURCE_DIR BIN_DIR
 . "$(dirname "$0")/lib.sh" "$1" "$2" tiny-cpu
 BIN=$3
@@ -18,17 +19,19 @@ progress_filled() {
     && [ -n "$(tj_field tiny-cpu .status.progress.overlapRatio)" ] && [ -n "$(tj_field tiny-cpu .status.progress.tokensPerSecond)" ]
 }
 wait_for 60 "status.progress from the ranks" progress_filled
-# The STEP column prints status.progress.step, LOSS and TOKENS/S beside it
-# the scraped loss and throughput. A scrape may land between the two reads, so
-# compare only a row read while the step stood still.
+# The STEP column prints status.progress.step, LOSS, EVAL and TOKENS/S beside
+# it the scraped loss, held-out loss and throughput. A scrape may land between
+# the two reads, so compare only a row read while the step stood still.
 step_column_matches() {
   local before after
   before=$(tj_field tiny-cpu .status.progress.step)
   row=$(kubectl get tj tiny-cpu -n "$NS" --no-headers)
   after=$(tj_field tiny-cpu .status.progress.step)
-  [ "$before" = "$after" ] && echo "$row" | awk -v s="$after" '$5 == s && $6 + 0 > 0 && $7 + 0 > 0 {ok = 1} END {exit !ok}'
+  [ "$before" = "$after" ] && echo "$row" | awk -v s="$after" '$5 == s && $6 + 0 > 0 && $7 + 0 > 0 && $8 + 0 > 0 {ok = 1} END {exit !ok}'
 }
-wait_for 30 "the STEP, LOSS and TOKENS/S columns showing status.progress" step_column_matches
+# The first evaluation runs after step 50.
+wait_for 120 "status.progress.evalLoss from rank 0's weft_eval_loss" tj_field_set tiny-cpu .status.progress.evalLoss
+wait_for 30 "the STEP, LOSS, EVAL and TOKENS/S columns showing status.progress" step_column_matches
 log "progress: $(tj_field tiny-cpu .status.progress) | kubectl get tj: $row"
 wait_for 300 "phase Succeeded" phase_is tiny-cpu Succeeded
 log "Succeeded: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
@@ -36,6 +39,8 @@ log "Succeeded: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
 # message carries its last step.
 [ "$(tj_field tiny-cpu .status.progress.step)" = 200 ] \
   || fail "status.progress after Succeeded: $(tj_field tiny-cpu .status.progress) (rank 0: $(kubectl get pod tiny-cpu-0 -n "$NS" -o jsonpath='{.status.containerStatuses[0].state.terminated.message}'))"
+[ -n "$(tj_field tiny-cpu .status.progress.evalLoss)" ] \
+  || fail "no held-out loss after Succeeded: $(tj_field tiny-cpu .status.progress)"
 [ "$(tj_field tiny-cpu .status.restarts)" = 0 ] || fail "restarts: $(tj_field tiny-cpu .status.restarts)"
 for r in 0 1; do
   code=$(kubectl get pod "tiny-cpu-$r" -n "$NS" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
@@ -47,6 +52,8 @@ summary=$work/runs/weft/summary.json
 [ -f "$summary" ] || fail "no $summary"
 steps=$(python3 -c "import json;print(json.load(open('$summary'))['steps_done'])")
 [ "$steps" = 200 ] || fail "summary says $steps steps"
+evals=$(python3 -c "import json;print(json.load(open('$summary'))['eval']['steps'])")
+[ "$evals" = "[50, 100, 150, 200]" ] || fail "summary's evaluations after steps $evals"
 ckpt=$work/runs/weft/checkpoints
 [ "$(cat "$ckpt/latest" 2>/dev/null)" = step-200 ] || fail "latest checkpoint: $(cat "$ckpt/latest" 2>&1)"
 # It loads: the same config resumed from it (one rank) has nothing left to do.

@@ -13,8 +13,8 @@ one-rank run on the same device at equal global batch:
   isp-sp2, isp-wp2, isp-sp2wp2                  4 ranks (dp = 4 / sp)
   dp2-bf16wire        2 ranks, gradients all-reduced in bf16
 
-The check: every step's loss within LOSS_TOL (relative) of the one-rank run's
-and the final f32 master weights (the checkpoint, exported with --export-hf)
+The check: every step's loss, and the held-out loss evaluated every 10 steps,
+within LOSS_TOL (relative) of the one-rank run's, and the final f32 master weights (the checkpoint, exported with --export-hf)
 within WEIGHT_TOL (largest relative L2 difference over tensors). Both bounds
 are bf16's: both runs round their working weights, activations and gradients
 to bf16, and summation orders differ (docs/cuda.md bounds bf16 runs at 2 % a
@@ -47,6 +47,7 @@ def config(device, backend, micro_batch, steps, parallel, resume=False, dtype="b
 
             "data: {branching: 4}\n"
             f"checkpoint: {{resume: {'true' if resume else 'false'}}}\n"
+            "eval: {every: 10, batches: 4}\n"
             "metrics: {port: 0}\n"
             f"device: {device}\n"
             f"comm: {{backend: {backend}}}\n"
@@ -161,10 +162,15 @@ class Checks:
         ref_summary, ref_weights = reference
         losses, want = summary["losses"], ref_summary["losses"]
         loss_diff = max(abs(x - y) / abs(y) for x, y in zip(losses, want))
+        # The held-out loss, evaluated by every rank's share, against one rank's.
+        ev, ev_want = summary["eval"]["losses"], ref_summary["eval"]["losses"]
+        eval_diff = max(abs(x - y) / abs(y) for x, y in zip(ev, ev_want)) if ev else float("inf")
         w = rel_diff(ref_weights, load_safetensors(os.path.join(self.exported(self.path(name), name), "model.safetensors")))
         sync = summary.get("gradient_sync", {})
-        self.record(name, len(losses) == len(want) and loss_diff <= LOSS_TOL and w <= WEIGHT_TOL,
+        self.record(name, len(losses) == len(want) and loss_diff <= LOSS_TOL and w <= WEIGHT_TOL
+                    and len(ev) == len(ev_want) and eval_diff <= LOSS_TOL,
                     ranks=ranks, parallel=parallel, loss_rel_diff=loss_diff, weight_rel_diff=w,
+                    eval_rel_diff=eval_diff,
                     overlap_ratio=sync.get("overlap_ratio"), final_loss=losses[-1], seconds=secs,
                     losses=losses, reference_losses=want)
 

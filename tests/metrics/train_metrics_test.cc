@@ -227,6 +227,17 @@ TEST(TrainMetrics, CheckpointSetsTheLastStep) {
   EXPECT_EQ(scrape(m).at(sample_key("weft_checkpoint_last_step", {{"rank", "1"}})), 40);
 }
 
+TEST(TrainMetrics, EvaluationSetsTheHeldOutLossAndItsStep) {
+  WorkerConfig cfg;
+  TrainMetrics m(cfg, 3, 4);
+  auto s = scrape(m);
+  EXPECT_EQ(s.at(sample_key("weft_eval_loss", kRank3)), 0) << "0 before the first evaluation";
+  m.on_eval(200, 3.25);
+  s = scrape(m);
+  EXPECT_EQ(s.at(sample_key("weft_eval_loss", kRank3)), 3.25);
+  EXPECT_EQ(s.at(sample_key("weft_eval_step", kRank3)), 200);
+}
+
 TEST(TrainMetrics, DurationBucketsSpanMillisecondsToMinutes) {
   const auto& b = duration_buckets();
   EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));

@@ -88,6 +88,28 @@ TEST(Progress, FinalProgressFromTheTerminationMessage) {
   EXPECT_FALSE(progress_from_termination_message(""));
 }
 
+// The held-out loss (eval.every): from rank 0's metrics once an evaluation
+// ran, from the final progress line when it carries one; absent otherwise,
+// so `kubectl get tj` shows an empty Eval column rather than a 0.
+TEST(Progress, HeldOutLossOnceEvaluated) {
+  auto before = scrape::parse_text("weft_step{rank=\"0\"} 5\nweft_eval_loss{rank=\"0\"} 0\nweft_eval_step{rank=\"0\"} 0\n");
+  auto p = progress_from_metrics(before.exposition);
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->eval_loss);
+  EXPECT_FALSE(progress_json(*p, "t").contains("evalLoss"));
+  auto after = scrape::parse_text("weft_step{rank=\"0\"} 60\nweft_eval_loss{rank=\"0\"} 2.345678\nweft_eval_step{rank=\"0\"} 50\n");
+  p = progress_from_metrics(after.exposition);
+  ASSERT_TRUE(p && p->eval_loss);
+  EXPECT_EQ(progress_json(*p, "t")["evalLoss"].dump(), "2.3457");
+  p = progress_from_termination_message(
+      "weft-progress {\"step\":200,\"loss\":0.71,\"evalLoss\":0.7512,\"tokensPerSecond\":1,\"overlapRatio\":0}\n");
+  ASSERT_TRUE(p && p->eval_loss);
+  EXPECT_DOUBLE_EQ(*p->eval_loss, 0.7512);
+  p = progress_from_termination_message("weft-progress {\"step\":200,\"loss\":0.71}\n");
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->eval_loss);
+}
+
 TEST(Progress, MetricsPortComesFromTheWorkerConfig) {
   TrainingJobSpec spec;
   EXPECT_EQ(spec.metrics_port(), 9400);

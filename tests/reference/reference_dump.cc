@@ -3,7 +3,8 @@
 // (batch.safetensors: inputs, targets as I32 [B, T]) and weft's loss and
 // gradients for it (grads.safetensors, HF names, loss in the metadata).
 // --batches N also writes the batches of N steps; --batches-only writes just
-// those (the GPU speed harness trains PyTorch on weft's batches).
+// those (the GPU speed harness trains PyTorch on weft's batches);
+// --eval-batches writes the held-out set of eval.* (the evaluation check).
 // With --init-from the weights are a Hugging Face directory's (a weft
 // checkpoint or a save_pretrained one) instead of the seeded init.
 #include <CLI/CLI.hpp>
@@ -47,13 +48,15 @@ int main(int argc, char** argv) {
   CLI::App app{"weft-reference-dump"};
   std::string config_path, out, init_from;
   int batch_steps = 0, world = 1;
-  bool batches_only = false;
+  bool batches_only = false, eval_batches = false;
   app.add_option("--config", config_path)->required();
   app.add_option("--out", out)->required();
   app.add_option("--batches", batch_steps, "also write the batches of this many steps")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--init-from", init_from, "Hugging Face Llama directory to take the weights from");
   app.add_option("--world", world, "ranks the batches are split over")->check(CLI::PositiveNumber);
+  app.add_flag("--eval-batches", eval_batches,
+               "also write eval_batches.safetensors: the held-out set of eval.* (inputs.<k> / targets.<k>)");
   app.add_flag("--batches-only", batches_only,
                "write only batches.safetensors (no model: what a harness needs to train a peer on weft's batches)");
   CLI11_PARSE(app, argc, argv);
@@ -88,6 +91,20 @@ int main(int argc, char** argv) {
   bw.write(out + "/batch.safetensors");
 
   if (batch_steps > 0) write_batches(*source, cfg, batch_steps, world, out);
+  if (eval_batches) {
+    // The fixed held-out set every evaluation reads: batch k is rows
+    // [k B, (k+1) B) of the held-out stream (train/trainer.h, evaluate).
+    auto held = weft::make_eval_source(cfg);
+    const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
+    std::vector<weft::Batch> all(static_cast<size_t>(cfg.eval.batches));
+    weft::SafetensorsWriter w;
+    for (int k = 0; k < cfg.eval.batches; ++k) {
+      held->fill(all[k], B, T, weft::BatchIndex{k, 0, 1, 0, 1});
+      w.add("inputs." + std::to_string(k), weft::DType::I32, {B, T}, all[k].inputs.data());
+      w.add("targets." + std::to_string(k), weft::DType::I32, {B, T}, all[k].targets.data());
+    }
+    w.write(out + "/eval_batches.safetensors");
+  }
 
   double loss = model.forward(batch.inputs.data(), batch.targets.data(), B, T);
   model.zero_grads();

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <filesystem>
 #include <unistd.h>
 #include <iostream>
 
@@ -76,14 +77,66 @@ void write_final_progress(const weft::TrainSummary& s, const std::string& why) {
   const char* path = std::getenv(weft::contract::kEnvTerminationLog);
   if (path == nullptr || *path == '\0') return;
   // nlohmann writes a non-finite number (a diverged loss) as null.
-  const nlohmann::json progress = {{"step", s.steps_done},
-                                   {"loss", s.final_loss},
-                                   {"tokensPerSecond", s.tokens_per_second},
-                                   {"overlapRatio", s.overlap_ratio()}};
+  nlohmann::json progress = {{"step", s.steps_done},
+                             {"loss", s.final_loss},
+                             {"tokensPerSecond", s.tokens_per_second},
+                             {"overlapRatio", s.overlap_ratio()}};
+  if (!s.eval_losses.empty()) progress["evalLoss"] = s.eval_losses.back();
   std::ofstream out(path, std::ios::trunc);
   out << weft::contract::kProgressLinePrefix << progress.dump() << "\n";
   if (!why.empty()) out << why << "\n";
   if (!out.flush()) spdlog::warn("cannot write the final progress to {} ({})", path, weft::contract::kEnvTerminationLog);
+}
+
+// weft-worker --eval DIR: one rank, the config's held-out data, the model of
+// DIR; a weft checkpoint is exported to a Hugging Face directory first (a
+// sharded one is assembled from its rank files). Prints the loss and a JSON
+// line ("eval {...}") for scripts.
+int run_eval(const std::string& config_path, const std::string& preset, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string model_dir = dir;
+  fs::path exported;
+  try {
+    const bool checkpoint = fs::exists(fs::path(dir) / "meta.json") || fs::exists(fs::path(dir) / "latest");
+    if (checkpoint) {
+      exported = fs::temp_directory_path() / fmt::format("weft-eval-{}", ::getpid());
+      fs::remove_all(exported);
+      weft::export_hf(dir, exported.string());
+      model_dir = exported.string();
+    }
+    struct Cleanup {
+      fs::path p;
+      ~Cleanup() {
+        std::error_code ec;
+        if (!p.empty()) fs::remove_all(p, ec);
+      }
+    } cleanup{exported};
+    weft::WorkerConfig cfg = !config_path.empty() ? weft::load_config_file(config_path, model_dir)
+                                                  : weft::parse_config("preset: " + preset + "\n", "--preset", model_dir);
+    weft::apply_env_overrides(cfg, weft::comm::current_environment());
+    cfg.checkpoint.resume = false;
+    cfg.parallel = weft::ParallelConfig{};  // one rank: the checkpoint's layout does not matter
+    weft::validate(cfg);
+    if (cfg.data.source == "shards" && cfg.eval.shards.empty())
+      throw weft::ConfigError("eval.shards: --eval with data.source shards needs the held-out shards to evaluate on");
+    if (cfg.device == "cuda") weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
+    weft::Trainer trainer(cfg);
+    const weft::EvalResult r = trainer.evaluate_hf(model_dir);
+    spdlog::info("eval of {}: held-out loss {:.6f} over {} batches ({} tokens), {:.2f} s", dir, r.loss, r.batches,
+                 r.tokens, r.seconds);
+    const nlohmann::json j = {{"loss", r.loss}, {"batches", r.batches}, {"tokens", r.tokens}, {"model", dir}};
+    std::cout << "eval " << j.dump() << std::endl;
+    return weft::contract::kExitDone;
+  } catch (const weft::ConfigError& e) {
+    std::cerr << "weft-worker: --eval: bad config: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
+  } catch (const weft::DataError& e) {
+    std::cerr << "weft-worker: --eval: bad data: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
+  } catch (const std::exception& e) {  // CheckpointError, a bad model directory
+    std::cerr << "weft-worker: --eval: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
+  }
 }
 
 }  // namespace
@@ -110,6 +163,12 @@ int main(int argc, char** argv) {
                  "checkpoint directory's latest) and exit; sharded checkpoints stream tensor by tensor")
       ->expected(2)
       ->type_name("CKPT OUT");
+  std::string eval_dir;
+  app.add_option("--eval", eval_dir,
+                 "evaluate the model of DIR (a Hugging Face Llama directory, a checkpoint's step-N directory, "
+                 "sharded ones included, or a checkpoint directory's latest) on the config's held-out data "
+                 "(eval.batches, eval.shards), print its loss and exit")
+      ->type_name("DIR");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -129,6 +188,7 @@ int main(int argc, char** argv) {
       return weft::contract::kExitBadConfig;
     }
   }
+  if (!eval_dir.empty()) return run_eval(config_path, preset, eval_dir);
   // The process environment, read once: config overrides (WEFT_*) and the
   // launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) both come from it.
   const auto env = weft::comm::current_environment();

@@ -97,6 +97,21 @@ struct DataConfig {
   bool operator==(const DataConfig&) const = default;
 };
 
+// Held-out evaluation (eval.every > 0): the same `batches` micro-batches of
+// held-out data at every evaluation, forward only, the mean loss over them
+// (docs/user-guide.md, "Evaluation").
+struct EvalConfig {
+  int every = 0;       // steps between evaluations (and after the last step); 0 = off
+  int batches = 8;     // micro-batches of train.micro_batch x train.seq_len per evaluation
+  // Glob of held-out llm.c shards (e.g. "data/*_val_*.bin"); needed with
+  // data.source shards. Synthetic data: a held-out stream of the same chain,
+  // rows the training never samples.
+  std::string shards;
+  bool allow_training_shards = false;  // evaluate on files the training also reads (refused otherwise)
+
+  bool operator==(const EvalConfig&) const = default;
+};
+
 struct CheckpointConfig {
   std::string dir;      // empty = no checkpoints
   int every = 0;        // steps between checkpoints; 0 = only at the end / on signal
@@ -215,6 +230,7 @@ struct WorkerConfig {
   OptimConfig optim;
   DataConfig data;
   CheckpointConfig checkpoint;
+  EvalConfig eval;
   ParallelConfig parallel;
   CommConfig comm;
   MetricsConfig metrics;

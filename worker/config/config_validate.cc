@@ -152,6 +152,21 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
   c.choice(k.async, {"auto", "true", "false"}, "checkpoint.async");
 }
 
+void check_eval(Checker& c, const EvalConfig& e, const DataConfig& d) {
+  c.non_negative(e.every, "eval.every");
+  if (e.every == 0) return;
+  c.require(e.batches >= 1, "eval.batches", "must be >= 1 when eval.every is set, got " + num(e.batches));
+  if (d.source == "shards")
+    c.require(!e.shards.empty(), "eval.shards",
+              "data.source is 'shards': name the held-out shards to evaluate on (llm.c writes them as *_val_*.bin)");
+  if (d.source == "synthetic")
+    c.require(e.shards.empty(), "eval.shards",
+              "is set ('" + e.shards + "') but data.source is 'synthetic', whose held-out stream needs no files");
+  c.require(e.allow_training_shards || e.shards.empty() || e.shards != d.shards, "eval.shards",
+            "is data.shards ('" + d.shards + "'): evaluating on the training data measures memorising, not "
+            "learning; name held-out shards, or set eval.allow_training_shards: true");
+}
+
 // ISP layouts the model cannot be split into. The world size is checked where
 // it is known (RankGrid: parallel.sp and parallel.wp must divide it).
 void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const TrainConfig& t) {
@@ -221,6 +236,7 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
   check_optim(c, cfg.optim);
   check_data(c, cfg.data, cfg.model);
   check_checkpoint(c, cfg.checkpoint);
+  check_eval(c, cfg.eval, cfg.data);
   check_parallel(c, cfg.parallel, cfg.model, cfg.train);
   check_comm(c, cfg.comm, cfg.device);
   c.require(cfg.metrics.port >= 0 && cfg.metrics.port <= 65535, "metrics.port",

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "data/source.h"
 
@@ -26,7 +28,7 @@ inline uint64_t hash_seed(uint64_t seed, uint64_t domain, uint64_t index) {
 }
 
 // Domains of hash_seed; a new use of a seed gets a new one.
-enum : uint64_t { kDomainMarkovChain = 1, kDomainMarkovRow = 2, kDomainShardRow = 3 };
+enum : uint64_t { kDomainMarkovChain = 1, kDomainMarkovRow = 2, kDomainShardRow = 3, kDomainHeldOut = 4 };
 
 // splitmix64 stream: fast, statistically solid for sampling, and its output
 // is fixed by this code (std:: distributions differ between libraries).
@@ -54,5 +56,9 @@ int64_t first_sample_row(const BatchIndex& at, int B);
 
 // Checks B, T > 0 and sizes the batch's vectors to B*T.
 void shape_batch(Batch& batch, int B, int T);
+
+// The files a shard glob names, in byte order; DataError naming `field`
+// (data.shards, eval.shards) when none match.
+std::vector<std::string> expand_glob(const std::string& pattern, const std::string& field);
 
 }  // namespace weft

@@ -167,27 +167,32 @@ Shard open_shard(const std::string& path) {
   return s;
 }
 
-std::vector<std::string> expand_glob(const std::string& pattern) {
+}  // namespace
+
+std::vector<std::string> expand_glob(const std::string& pattern, const std::string& field) {
   glob_t g{};
   int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
   std::vector<std::string> paths;
   if (rc == 0) paths.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
   ::globfree(&g);
   if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
-    throw DataError("data.shards: no file matches '" + pattern + "'");
+    throw DataError(field + ": no file matches '" + pattern + "'");
   }
-  if (rc != 0) throw DataError("data.shards: cannot expand '" + pattern + "' (read error)");
+  if (rc != 0) throw DataError(field + ": cannot expand '" + pattern + "' (read error)");
   // Byte order, not the locale's collation: the sample order must not depend
   // on LC_COLLATE.
   std::sort(paths.begin(), paths.end());
   return paths;
 }
 
+namespace {
+
 class ShardSource final : public TokenSource {
  public:
-  ShardSource(std::string pattern, uint64_t seed) : pattern_(std::move(pattern)), seed_(seed) {
+  ShardSource(std::string pattern, uint64_t seed, const std::string& field)
+      : pattern_(std::move(pattern)), seed_(seed) {
     install_sigbus_handler();
-    for (const std::string& path : expand_glob(pattern_)) shards_.push_back(open_shard(path));
+    for (const std::string& path : expand_glob(pattern_, field)) shards_.push_back(open_shard(path));
     uint16_t max_token = 0;
     for (const Shard& s : shards_) {
       max_token = std::max(max_token, *std::max_element(s.tokens, s.tokens + s.count));
@@ -292,8 +297,8 @@ class ShardSource final : public TokenSource {
 
 }  // namespace
 
-std::unique_ptr<TokenSource> make_shard_source(const std::string& glob, uint64_t seed) {
-  return std::make_unique<ShardSource>(glob, seed);
+std::unique_ptr<TokenSource> make_shard_source(const std::string& glob, uint64_t seed, const std::string& field) {
+  return std::make_unique<ShardSource>(glob, seed, field);
 }
 
 }  // namespace weft

@@ -1,6 +1,9 @@
 // The sample order every source shares, and the config -> source factory.
+#include <algorithm>
+#include <filesystem>
 #include <string>
 
+#include "data/markov.h"
 #include "data/sample_order.h"
 #include "data/source.h"
 
@@ -45,6 +48,35 @@ std::unique_ptr<TokenSource> make_source(const WorkerConfig& cfg) {
   }
   throw DataError("data.source: unknown source '" + cfg.data.source +
                   "' (expected synthetic or shards)");
+}
+
+std::unique_ptr<TokenSource> make_eval_source(const WorkerConfig& cfg) {
+  const DataConfig& d = cfg.data;
+  if (d.source == "synthetic") {
+    // The training chain, rows from a seed of their own.
+    const uint64_t seed = hash_seed(d.seed, kDomainHeldOut, 0);
+    return make_markov_source(MarkovChain::random(cfg.model.vocab_size, d.branching, d.seed), seed,
+                              "held-out stream of synthetic markov(vocab=" + std::to_string(cfg.model.vocab_size) +
+                                  ", branching=" + std::to_string(d.branching) + ", seed=" + std::to_string(d.seed) +
+                                  ")");
+  }
+  const std::string& glob = cfg.eval.shards;
+  if (!cfg.eval.allow_training_shards) {
+    // The same files under another glob are still the training data.
+    std::vector<std::string> train;
+    for (const std::string& f : expand_glob(d.shards, "data.shards"))
+      train.push_back(std::filesystem::weakly_canonical(f).string());
+    for (const std::string& f : expand_glob(glob, "eval.shards"))
+      if (std::find(train.begin(), train.end(), std::filesystem::weakly_canonical(f).string()) != train.end())
+        throw DataError("eval.shards: '" + f + "' is also a training shard (data.shards '" + d.shards +
+                        "'); evaluate on held-out shards, or set eval.allow_training_shards: true");
+  }
+  auto source = make_shard_source(glob, d.seed, "eval.shards");
+  if (source->vocab_size() > cfg.model.vocab_size)
+    throw DataError("eval.shards: '" + glob + "' holds token id " + std::to_string(source->vocab_size() - 1) +
+                    " but model.vocab_size is " + std::to_string(cfg.model.vocab_size) +
+                    " (held-out shards of another tokenizer?)");
+  return source;
 }
 
 }  // namespace weft

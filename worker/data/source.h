@@ -53,9 +53,18 @@ std::unique_ptr<TokenSource> make_markov_source(int vocab, int branching, uint64
 // llm.c token shards (header of 256 int32: magic 20240520, version 1, token
 // count; then uint16 tokens). `glob` may match several files. Throws DataError
 // naming the file for a foreign, truncated or empty shard, or an empty glob.
-std::unique_ptr<TokenSource> make_shard_source(const std::string& glob, uint64_t seed);
+// `field` names the glob's config field in errors.
+std::unique_ptr<TokenSource> make_shard_source(const std::string& glob, uint64_t seed,
+                                               const std::string& field = "data.shards");
 
 // From config: synthetic (vocab = model.vocab_size) or shards.
 std::unique_ptr<TokenSource> make_source(const WorkerConfig& cfg);
+
+// The held-out data of eval.*: eval.shards, or for synthetic data the same
+// chain with rows drawn from another seed (a stream the training never
+// samples). Throws DataError naming eval.shards for shards whose tokens the
+// model's vocabulary does not cover, and for eval shards that are training
+// shards (the same files) unless eval.allow_training_shards.
+std::unique_ptr<TokenSource> make_eval_source(const WorkerConfig& cfg);
 
 }  // namespace weft

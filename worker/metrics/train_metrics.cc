@@ -127,7 +127,14 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
                              .Add({})),
       checkpoint_last_step_(gauges(*registry_, rank, "weft_checkpoint_last_step",
                                    "Step of the last checkpoint written (0 before the first)")
-                                .Add({})) {
+                                .Add({})),
+      eval_loss_(gauges(*registry_, rank, "weft_eval_loss",
+                        "Held-out loss of the last evaluation (eval.every; mean over the eval batches' tokens, "
+                        "nats/token; 0 before the first)")
+                     .Add({})),
+      eval_step_(gauges(*registry_, rank, "weft_eval_step",
+                        "Step after which the last held-out evaluation ran (0 before the first)")
+                     .Add({})) {
   for (auto& g : groups) {
     if (g && std::find(groups_.begin(), groups_.end(), g) == groups_.end()) groups_.push_back(g);
   }
@@ -270,6 +277,11 @@ void TrainMetrics::set_attention_kernel(const std::string& kernel) {
 
 void TrainMetrics::on_checkpoint(int64_t step) {
   checkpoint_last_step_.Set(static_cast<double>(step));
+}
+
+void TrainMetrics::on_eval(int64_t step, double loss) {
+  eval_loss_.Set(loss);
+  eval_step_.Set(static_cast<double>(step));
 }
 
 }  // namespace weft

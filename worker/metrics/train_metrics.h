@@ -52,6 +52,7 @@ class TrainMetrics : public StepObserver {
 
   void on_step(const StepReport& r) override;
   void on_checkpoint(int64_t step) override;
+  void on_eval(int64_t step, double loss) override;
   // The bucket cap the strategy resolved at startup (bucket_cap_mb auto), so
   // that weft_bucket_cap_bytes tells it before the first step; <= 0: none.
   void set_bucket_cap_mb(double mb);
@@ -112,6 +113,8 @@ class TrainMetrics : public StepObserver {
   prometheus::Counter& isp_prefetch_wait_;
   std::vector<std::pair<prometheus::Gauge*, int64_t StepReport::*>> memory_;
   prometheus::Gauge& checkpoint_last_step_;
+  prometheus::Gauge& eval_loss_;
+  prometheus::Gauge& eval_step_;
 };
 
 }  // namespace weft

@@ -45,6 +45,11 @@ class StepObserver {
   virtual ~StepObserver() = default;
   virtual void on_step(const StepReport& r) = 0;
   virtual void on_checkpoint(int64_t step) { (void)step; }
+  // A held-out evaluation after `step` steps (eval.every).
+  virtual void on_eval(int64_t step, double loss) {
+    (void)step;
+    (void)loss;
+  }
 };
 
 }  // namespace weft

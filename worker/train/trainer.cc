@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "config/hf_config.h"
+#include "parallel/host_scalars.h"
 #include "train/checkpoint.h"
 #include "train/output_dirs.h"
 #include "train/device.h"
@@ -74,6 +75,8 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
   attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp());
   if (!attention_.error.empty()) throw ConfigError(attention_.error);
   init_weights();
+  // Held-out data that cannot be read is bad input now, not after hours.
+  if (cfg.eval.every > 0) eval_source_ = make_eval_source(cfg);
   checkpoints_ = std::make_unique<RunCheckpoints>(cfg_, checkpoint_dir(), sync_->state(), model_, via_full(),
                                                   rank_.rank, rank_.world, rank_.dp.get());
 }
@@ -181,6 +184,10 @@ void Trainer::log_start(const TrainSummary& s) const {
                s.num_params, cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads,
                cfg_.model.n_kv_heads, cfg_.model.ffn(), cfg_.model.vocab_size);
   spdlog::info("data: {}", source_->describe());
+  if (eval_source_)
+    spdlog::info("eval: every {} steps and after the last, {} held-out batches of {} x {} tokens from {}",
+                 cfg_.eval.every, cfg_.eval.batches, cfg_.train.micro_batch, cfg_.train.seq_len,
+                 eval_source_->describe());
   spdlog::info("attention: {} ({})", attention_.name, attention_.detail);
   const int64_t rows = model_.logits_chunk_rows();
   spdlog::info("activations: {}; logits {}{}",
@@ -214,6 +221,12 @@ void Trainer::read_micro_batch(int64_t step, int micro, const int32_t*& in, cons
   const int B = t.micro_batch, T = t.seq_len / sp();
   const int data_rank = rank_.rank / sp(), data_world = rank_.world / sp();
   source_->fill(batch_, B, t.seq_len, BatchIndex{step, micro, t.grad_accum, data_rank, data_world});
+  this_ranks_positions(in, tgt);
+}
+
+void Trainer::this_ranks_positions(const int32_t*& in, const int32_t*& tgt) {
+  const TrainConfig& t = cfg_.train;
+  const int B = t.micro_batch, T = t.seq_len / sp();
   in = batch_.inputs.data();
   tgt = batch_.targets.data();
   if (sp() == 1) return;
@@ -227,6 +240,45 @@ void Trainer::read_micro_batch(int64_t step, int micro, const int32_t*& in, cons
   }
   in = inputs_.data();
   tgt = targets_.data();
+}
+
+EvalResult Trainer::evaluate() {
+  if (!eval_source_) eval_source_ = make_eval_source(cfg_);
+  const auto t0 = Clock::now();
+  const TrainConfig& t = cfg_.train;
+  const int B = t.micro_batch, T = t.seq_len / sp();
+  const int data_rank = rank_.rank / sp(), data_world = rank_.world / sp();
+  const int n = cfg_.eval.batches;
+  const int forwards = (n + data_world - 1) / data_world;
+  double sum = 0;
+  for (int j = 0; j < forwards; ++j) {
+    const int k = data_rank + j * data_world;
+    const bool counted = k < n;
+    // Batch k of the fixed set: rows [k B, (k+1) B) of the held-out stream.
+    eval_source_->fill(batch_, B, t.seq_len, BatchIndex{counted ? k : 0, 0, 1, 0, 1});
+    const int32_t *in = nullptr, *tgt = nullptr;
+    this_ranks_positions(in, tgt);
+    const double loss = model_.forward(in, tgt, B, T);
+    if (counted) sum += loss;
+  }
+  // Every (batch, sequence slice) was evaluated by exactly one rank: the sum
+  // over every rank (rank_.dp is the whole job: plain data parallelism, or
+  // the world for the grid strategies) is the sum over batches of sp slice means.
+  float wire = static_cast<float>(sum);
+  if (rank_.dp && rank_.dp->size() > 1)
+    all_reduce_host(*rank_.dp, buffer_->device(), &wire, 1, comm::ReduceOp::Sum, "eval loss")->wait();
+  EvalResult r;
+  r.loss = static_cast<double>(wire) / (double(n) * sp());
+  r.batches = n;
+  r.tokens = int64_t(n) * B * t.seq_len;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+EvalResult Trainer::evaluate_hf(const std::string& dir) {
+  init_from_hf(dir);
+  sync_->start();
+  return evaluate();
 }
 
 double Trainer::forward_backward(int64_t step, TrainSummary& s) {
@@ -388,6 +440,14 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
     if (observer_) observer_->on_step(r);
     if (t.log_every > 0 && ((step + 1) % t.log_every == 0 || step + 1 == t.steps))
       log_progress(r, seconds_since(t0), step - s.start_step + 1);
+    if (cfg_.eval.every > 0 && ((step + 1) % cfg_.eval.every == 0 || step + 1 == t.steps)) {
+      const EvalResult e = evaluate();
+      s.eval_steps.push_back(step + 1);
+      s.eval_losses.push_back(e.loss);
+      spdlog::info("eval after step {}: held-out loss {:.4f} (train {:.4f}; {} batches, {} tokens, {:.2f} s)",
+                   step + 1, e.loss, loss, e.batches, e.tokens, e.seconds);
+      if (observer_) observer_->on_eval(step + 1, e.loss);
+    }
     // A sharded checkpoint's files were written during this step: publish it.
     publish_pending(s);
     if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
@@ -482,6 +542,7 @@ void Trainer::write_summary(const TrainSummary& s) const {
                         {"device_peak_held", s.device_memory.peak_held},
                         {"device_peak_in_use", s.device_memory.peak_in_use}}},
                       {"losses", s.losses},
+                      {"eval", {{"steps", s.eval_steps}, {"losses", s.eval_losses}}},
                       {"step_seconds", s.step_seconds}};
   const fs::path path = fs::path(cfg_.train.out_dir) / "summary.json";
   std::ofstream out(path.string() + ".tmp");

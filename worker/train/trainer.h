@@ -57,6 +57,9 @@ struct TrainSummary {
   // ISP, per step of this run: weight all-gather run time and the time
   // compute waited for it (the exposed prefetch wait).
   std::vector<double> isp_gather_seconds, isp_prefetch_wait_seconds;
+  // Held-out evaluations of this run (eval.every): after which step, and the loss.
+  std::vector<int64_t> eval_steps;
+  std::vector<double> eval_losses;
   int bucket_count = 0;
   double bucket_cap_mb = 0;
   double overlap_ratio() const;        // 1 - sum(exposed) / sum(comm), 0 without comm
@@ -66,6 +69,15 @@ struct TrainSummary {
   ops::CudaMemory device_memory;     // GPU allocator's bytes, peaks since the loop began (cuda only)
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,
          checkpoint_seconds = 0;
+};
+
+// One held-out evaluation (eval.*): the mean loss over the eval batches'
+// tokens, every rank's share included.
+struct EvalResult {
+  double loss = 0;
+  int batches = 0;
+  int64_t tokens = 0;  // held-out tokens evaluated, all ranks
+  double seconds = 0;
 };
 
 // This rank's place in the job. dp == nullptr (or of size 1) trains alone.
@@ -90,6 +102,19 @@ class Trainer {
   // (the caller's signal handling changes there). Throws ConfigError,
   // DataError or CheckpointError for the caller to map to an exit code.
   TrainSummary run(const std::atomic<int>* stop = nullptr, const std::function<void()>& started = {});
+
+  // Held-out evaluation (eval.*): the same eval.batches micro-batches every
+  // time (batch k is rows [k B, (k+1) B) of the held-out stream, whatever the
+  // world size), forward only: no gradient, optimizer or data-order state is
+  // touched, so training is the same with and without it. Data rank r of W
+  // evaluates batches r, r+W, ...; every rank runs the same number of
+  // forwards (ISP's forwards are collectives: a rank without a batch left
+  // repeats batch 0 and does not count it), and the sums are reduced over
+  // every rank. Collective over the job's groups.
+  EvalResult evaluate();
+  // weft-worker --eval: the weights of a Hugging Face directory (or an
+  // exported checkpoint), then evaluate(). One rank.
+  EvalResult evaluate_hf(const std::string& dir);
 
   Llama& model() { return model_; }
   GradSync& grad_sync() { return *sync_; }
@@ -131,6 +156,8 @@ class Trainer {
   // This rank's part of micro-batch (step, micro): the whole sequences, or
   // its positions of each when sequences are split.
   void read_micro_batch(int64_t step, int micro, const int32_t*& in, const int32_t*& tgt);
+  // This rank's positions of `batch_` (all of them unless sequences are split).
+  void this_ranks_positions(const int32_t*& in, const int32_t*& tgt);
   void record_sync(TrainSummary& s) const;
   StepReport step_report(const TrainSummary& s, int64_t step, double loss, double lr, double norm,
                          const double (&phase_before)[4]) const;
@@ -151,6 +178,7 @@ class Trainer {
   TrainerComm rank_;
   StrategyTraits traits_;
   std::unique_ptr<TokenSource> source_;
+  std::unique_ptr<TokenSource> eval_source_;  // eval.every > 0, or made by the first evaluate()
   std::shared_ptr<ParamAndGradBuffer> buffer_;
   Llama model_;
   std::unique_ptr<GradSync> sync_;
