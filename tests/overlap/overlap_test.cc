@@ -129,7 +129,8 @@ struct StepRecord {
 
   double exposed_share() const { return stats.exposed_seconds / stats.comm_seconds; }
   double gather_wait_share() const {
-    return stats.weight_gather_seconds > 0 ? stats.prefetch_wait_seconds / stats.weight_gather_seconds : 0;
+    const StepCommStats::Part g = stats.part("weight_gather");
+    return g.seconds > 0 ? g.wait_seconds / g.seconds : 0;
   }
   // Collectives that started during backward, before its last gradient was
   // reported (ZeRO's gathers waited in forward started before it).
@@ -205,9 +206,9 @@ void print(const std::string& what, const StepRecord& r) {
   std::printf("%-44s comm %6.1f ms, exposed %6.1f ms (%.2f of comm), %2d of %2zu collectives began in backward",
               what.c_str(), r.stats.comm_seconds * 1e3, r.stats.exposed_seconds * 1e3, r.exposed_share(),
               r.started_in_backward(), r.stats.spans.intervals().size());
-  if (r.stats.weight_gather_seconds > 0)
-    std::printf("; gathers %.1f ms, waited %.1f ms (%.2f)", r.stats.weight_gather_seconds * 1e3,
-                r.stats.prefetch_wait_seconds * 1e3, r.gather_wait_share());
+  if (r.stats.part("weight_gather").seconds > 0)
+    std::printf("; gathers %.1f ms, waited %.1f ms (%.2f)", r.stats.part("weight_gather").seconds * 1e3,
+                r.stats.part("weight_gather").wait_seconds * 1e3, r.gather_wait_share());
   std::printf("\n");
 }
 

@@ -1,9 +1,10 @@
 // BucketedSync: the gradient reducer the bucketed strategies share
-// (DataParallel: all-reduce, ZeroGradSync: reduce-scatter, as Megatron-core's
-// DistributedDataParallel with its bucket groups): the data-parallel group,
-// the bucket engine over the model's gradient buffer, the step's
-// communication accounting, the loss averaged over the group, and what the
-// trainer reads of them. A strategy derives from it and adds its optimizer
+// (DataParallel: all-reduce, ZeroGradSync: reduce-scatter and the parameter
+// all-gather, as Megatron-core's DistributedDataParallel with its bucket
+// groups): the data-parallel group, the bucket engine over the model's
+// gradient buffer, the per-bucket parameter all-gathers of a sharded
+// placement, the step's communication accounting, the loss averaged over the
+// group, and what the trainer reads of them. A strategy derives from it and adds its optimizer
 // placement (replicated or sharded) as a member, which is its StrategyState.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "kernels/stream_timer.h"
 #include "parallel/bucket_engine.h"
 #include "parallel/grad_sync.h"
 
@@ -36,13 +38,26 @@ class BucketedSync : public GradSync {
   comm::WorkPtr average_loss(double loss);
   double averaged_loss() const { return loss_wire_; }
 
+  // The parameter all-gather of a sharded placement: bucket b's owned shard
+  // from every rank into the full parameters, in place (issued in the same
+  // order on every rank). wait_gather makes compute wait for it, timed into
+  // waits_ and its span into stats_; a bucket with none in flight is a no-op.
+  void reset_gathers();  // one empty slot per bucket of the current plan
+  void launch_gather(int bucket);
+  bool gathering(int bucket) const { return ag_[bucket] != nullptr; }
+  void wait_gather(int bucket);
+  void wait_gathers();  // every bucket's, in bucket order
+
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
   BucketEngine engine_;
   StepCommStats stats_;
+  ops::StreamWaits waits_;  // this step's waits on communication (its exposed time, where a strategy uses it)
 
  private:
   float loss_wire_ = 0;
+  std::vector<comm::WorkPtr> ag_;  // per bucket: its parameter all-gather in flight
+  std::vector<CommSpans::Clock::time_point> ag_issued_;
 };
 
 }  // namespace weft

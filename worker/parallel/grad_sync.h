@@ -26,6 +26,7 @@
 // parameter per micro-batch, in the model's backward order.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <chrono>
@@ -71,12 +72,19 @@ struct StepCommStats {
   double comm_seconds = 0;             // wall time some collective of the step ran (CommSpans)
   double exposed_seconds = 0;          // time compute waited for them
   std::vector<double> bucket_seconds;  // reduce time per bucket
-  // ISP's share of the above (docs/metrics.md): weight all-gathers and the
-  // time compute waited for them (the exposed prefetch wait), the gradient
-  // reduce-scatters over wp and the sequence all-to-alls (always exposed).
-  // Gathers and reduce-scatters are each the union of their spans, like comm.
-  double weight_gather_seconds = 0, prefetch_wait_seconds = 0;
-  double reduce_scatter_seconds = 0, all_to_all_seconds = 0;
+  // A strategy's own kinds of communication beside its buckets, part of the
+  // above, by name: how long each ran (the union of its spans, like comm) and
+  // how long compute waited for it. ISP names "weight_gather" (the exposed
+  // prefetch wait), "reduce_scatter" (over wp) and "all_to_all" (always
+  // exposed); docs/metrics.md.
+  struct Part {
+    double seconds = 0, wait_seconds = 0;
+  };
+  std::map<std::string, Part> parts;
+  Part part(const std::string& name) const {
+    auto it = parts.find(name);
+    return it == parts.end() ? Part{} : it->second;
+  }
   CommSpans spans;  // the spans behind comm_seconds, for a wrapping strategy's union (ISP)
   double overlap_ratio() const {
     if (comm_seconds <= 0) return 0;
@@ -88,7 +96,13 @@ struct StepCommStats {
 // Bytes one rank holds for the model's state (weft_memory_bytes{kind}).
 struct StateBytes {
   int64_t params = 0, grads = 0, optimizer = 0;
-  int64_t isp_pool = 0;  // ISP: the double-buffered full-weight pool
+  // A strategy's own kinds of memory beside those, by name (ISP: "isp_pool",
+  // the double-buffered full-weight pool); weft_memory_bytes{kind}.
+  std::map<std::string, int64_t> other;
+  int64_t other_bytes(const std::string& kind) const {
+    auto it = other.find(kind);
+    return it == other.end() ? 0 : it->second;
+  }
 };
 
 // How far the global gradient norm reaches beyond the sync group. ISP syncs

@@ -88,7 +88,7 @@ StateBytes IspGradSync::state_bytes() const {
   // The gradient scratch and its staging belong to the gradients; the weight
   // pool is reported on its own (weft_memory_bytes{kind="isp_pool"}).
   b.grads += pool_->scratch_bytes();
-  b.isp_pool = pool_->pool_bytes();
+  b.other["isp_pool"] = pool_->pool_bytes();
   return b;
 }
 
@@ -129,10 +129,9 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   const PoolStepStats pool = pool_->take_step();
   const double a2a_s = exchange_.take_wait_seconds();
   last_ = inner_->last_step();
-  last_.weight_gather_seconds = pool.gather_seconds;
-  last_.prefetch_wait_seconds = pool.gather_wait_seconds;
-  last_.reduce_scatter_seconds = pool.reduce_scatter_seconds;
-  last_.all_to_all_seconds = a2a_s;
+  last_.parts["weight_gather"] = {pool.gather_seconds, pool.gather_wait_seconds};
+  last_.parts["reduce_scatter"] = {pool.reduce_scatter_seconds, pool.reduce_scatter_wait_seconds};
+  last_.parts["all_to_all"] = {a2a_s, a2a_s};
   // Gathers, reduce-scatters and the inner strategy's collectives run side
   // by side on the lanes: their union, not their sum (the all-to-alls hold
   // the compute stream and are counted as it waited).

@@ -17,7 +17,7 @@ struct StrategyTraits {
   bool shards_weights = false;   // a rank holds a shard of the weights (Storage::Provided)
   bool splits_sequence = false;  // sequences may be split over an sp group
   bool grid_groups = false;      // syncs over the rank grid's sp, wp and wdp groups
-  bool weight_pool = false;      // holds gathered full weights (StateBytes::isp_pool)
+  bool weight_pool = false;      // holds gathered full weights (StateBytes::other["isp_pool"])
   int recompute_blocks = 0;      // blocks whose activations backward recomputes
   bool every_rank_writes = false; // every rank writes its shard of a sharded checkpoint
 };

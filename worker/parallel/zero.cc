@@ -39,8 +39,7 @@ ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
     : BucketedSync(buffer, dp, BucketCollective::ReduceScatterAvg,
                    {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire}),
       o_(opt),
-      optimizer_(std::move(buffer), std::move(dp), opt.stage, optim, [this] { wait_gathers(); }),
-      waits_(buf_->device()) {
+      optimizer_(std::move(buffer), std::move(dp), opt.stage, optim, [this] { wait_gathers(); }) {
   plan_shards();
   buf_->set_weight_hook(this);
 }
@@ -48,8 +47,7 @@ ZeroGradSync::ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
 ZeroGradSync::~ZeroGradSync() {
   // Nothing may still write into the buffers once we are gone.
   try {
-    for (auto& w : ag_)
-      if (w) w->wait();
+    for (int b = 0; b < engine_.size(); ++b) wait_gather(b);
   } catch (const std::exception&) {
     // The group failed; the error was reported where it happened.
   }
@@ -85,8 +83,7 @@ void ZeroGradSync::plan_shards() {
   for (int b : forward_buckets_[backward_pos(kEmbeddingLayer, n_layers)])
     forward_buckets_[0].push_back(b);
   optimizer_.plan(buckets);
-  ag_.assign(buckets.size(), nullptr);
-  ag_issued_.assign(buckets.size(), {});
+  reset_gathers();
   stepped_.assign(buckets.size(), 0);
 }
 
@@ -191,24 +188,6 @@ void ZeroGradSync::step_bucket(int index, double lr) {
   stepped_[index] = 1;
 }
 
-void ZeroGradSync::launch_gather(int index) {
-  const Bucket& b = engine_.buckets()[index];
-  const int n = dp_->size(), me = dp_->rank();
-  Tensor p = buf_->flat_params();
-  ag_issued_[index] = CommSpans::Clock::now();
-  ag_[index] = dp_->all_gather(p.slice0(b.shard_begin(me, n), b.shard_end(me, n)),
-                               p.slice0(b.begin, b.end), engine_.shard_counts(index),
-                               "gather bucket " + std::to_string(index));
-}
-
-void ZeroGradSync::wait_gather(int index) {
-  if (!ag_[index]) return;
-  waits_.time([&] { ag_[index]->wait(); });
-  stats_.spans.add(ag_issued_[index], *ag_[index]);
-  stats_.comm_seconds = stats_.spans.busy_seconds();
-  ag_[index] = nullptr;
-}
-
 double ZeroGradSync::clip_and_step(double lr, double max_norm) {
   WEFT_CHECK(next_complete_ == engine_.size(),
              "clip_and_step before the last micro-batch finished");
@@ -230,10 +209,10 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
     // In forward order (the embedding's bucket is the last one), so the first
     // layers' weights arrive first; the next forward waits per layer.
     for (int b = engine_.size() - 1; b >= 0; --b)
-      if (!ag_[b]) launch_gather(b);
+      if (!gathering(b)) launch_gather(b);
   } else {
     for (const Bucket& b : engine_.buckets())
-      if (!ag_[b.index]) launch_gather(b.index);
+      if (!gathering(b.index)) launch_gather(b.index);
     for (const Bucket& b : engine_.buckets()) wait_gather(b.index);
   }
   // Every wait of this step is behind us: on a GPU, one sync reads them all.
@@ -243,8 +222,5 @@ double ZeroGradSync::clip_and_step(double lr, double max_norm) {
   return norm;
 }
 
-void ZeroGradSync::wait_gathers() {
-  for (const Bucket& b : engine_.buckets()) wait_gather(b.index);
-}
 
 }  // namespace weft

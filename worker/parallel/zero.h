@@ -7,9 +7,10 @@
 //
 // Composed of the bucketed reducer (BucketedSync: the bucket layout,
 // readiness, launches and in-flight Avg reduce-scatters, the step's
-// accounting), the sharded optimizer placement (ShardedOptimizer: the owned
-// ranges' state, the stage-2 gradient shard, the sharded checkpoint; its
-// StrategyState) and the parameter all-gathers. Installs itself as the buffer's
+// accounting and the parameter all-gathers) and the sharded optimizer
+// placement (ShardedOptimizer: the owned ranges' state, the stage-2 gradient
+// shard, the sharded checkpoint; its StrategyState); what is its own is when
+// shards are stepped and gathered. Installs itself as the buffer's
 // WeightHook: forward waits for a bucket's gather before using its weights
 // (overlap_param_gather), backward tells it which layers are done (the
 // interleaved step touches a bucket only after every layer using it).
@@ -100,18 +101,12 @@ class ZeroGradSync : public BucketedSync, private WeightHook {
   // backward (`done_pos`: backward position reached) and, when `block`, waits.
   void complete_ready(int done_pos, bool block);
   void step_bucket(int bucket, double lr);
-  void launch_gather(int bucket);
-  void wait_gather(int bucket);
-  void wait_gathers();  // every bucket's (the placement's flush)
 
   ZeroOptions o_;
   ShardedOptimizer optimizer_;
   std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
-  ops::StreamWaits waits_;              // this step's waits on communication (its exposed time)
 
-  std::vector<comm::WorkPtr> ag_;       // per bucket
-  std::vector<CommSpans::Clock::time_point> ag_issued_;
   std::vector<char> stepped_;
   int next_complete_ = 0;
   int micro_ = 0;

@@ -308,8 +308,8 @@ void Trainer::record_sync(TrainSummary& s) const {
   if (!sync_->group()) return;
   const StepCommStats& c = sync_->last_step();
   s.comm_seconds.push_back(c.comm_seconds);
-  s.isp_gather_seconds.push_back(c.weight_gather_seconds);
-  s.isp_prefetch_wait_seconds.push_back(c.prefetch_wait_seconds);
+  s.isp_gather_seconds.push_back(c.part("weight_gather").seconds);
+  s.isp_prefetch_wait_seconds.push_back(c.part("weight_gather").wait_seconds);
   s.exposed_seconds.push_back(c.exposed_seconds);
   s.bucket_seconds.resize(c.bucket_seconds.size());
   for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
@@ -340,13 +340,13 @@ StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss
   r.memory_grad_bytes = mem.grads;
   r.memory_optimizer_bytes = mem.optimizer;
   r.memory_activation_bytes = static_cast<int64_t>(model_.activation_bytes());
-  r.memory_isp_pool_bytes = mem.isp_pool;
+  r.memory_isp_pool_bytes = mem.other_bytes("isp_pool");
   if (buffer_->device() == Device::CUDA) {
     const ops::CudaMemory dm = ops::cuda_memory();
     r.memory_device_held_bytes = dm.held;
     r.memory_device_in_use_bytes = dm.in_use;
   }
-  r.isp_prefetch_wait_seconds = c.prefetch_wait_seconds;
+  r.isp_prefetch_wait_seconds = c.part("weight_gather").wait_seconds;
   if (const comm::Communicator* group = sync_->group()) {
     r.sync_group = group->name();
     r.comm_seconds = c.comm_seconds;
@@ -538,7 +538,7 @@ void Trainer::write_summary(const TrainSummary& s) const {
                        {{"param", s.memory.params},
                         {"grad", s.memory.grads},
                         {"optimizer", s.memory.optimizer},
-                        {"isp_pool", s.memory.isp_pool},
+                        {"isp_pool", s.memory.other_bytes("isp_pool")},
                         {"device_peak_held", s.device_memory.peak_held},
                         {"device_peak_in_use", s.device_memory.peak_in_use}}},
                       {"losses", s.losses},
