@@ -306,7 +306,11 @@ std::optional<ReconcileResult> Reconciler::wait_for_relaunch(Context& cx) {
     auto last = parse_time(st.last_restart_time);
     const auto backoff =
         last_restart_counted(st) ? restart_backoff(counted_restarts(st), cx.spec.restart) : std::chrono::seconds(0);
-    auto ready_at = (last ? *last : cx.now) + backoff;
+    // status times are whole seconds (RFC 3339): the restart happened within
+    // the second after `last`, so waiting from its end keeps the whole
+    // backoff (it once relaunched after 0.3 s of a 1 s backoff).
+    auto ready_at = (last ? *last + (backoff.count() > 0 ? std::chrono::seconds(1) : std::chrono::seconds(0)) : cx.now) +
+                    backoff;
     if (ready_at > cx.now) {
       set_phase(st, cx.gang, PhaseFacts{.restart_in_progress = true});
       return ReconcileResult::requeue_after(std::chrono::duration_cast<std::chrono::milliseconds>(ready_at - cx.now) +

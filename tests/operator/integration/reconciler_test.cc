@@ -196,6 +196,23 @@ TEST_F(Reconcile, MaxRestartsEndsInFailed) {
   EXPECT_TRUE(max) << st.dump();
 }
 
+// A counted restart waits its whole backoff before the new gang's pods exist,
+// although status times have whole seconds only (the restart's fraction of a
+// second once came off the backoff).
+TEST_F(Reconcile, CountedRestartWaitsTheWholeBackoff) {
+  Json job = job_json("backoff", 2);
+  job["spec"]["restartPolicy"] = {{"maxRestarts", 3}, {"backoffSeconds", 2}};
+  create(job);
+  ASSERT_TRUE(eventually([&] { return pods_are("backoff", 2, "0"); }));
+  set_all_running(ns(), "backoff");
+  const auto failed_at = std::chrono::steady_clock::now();
+  set_pod_phase(ns(), "backoff-1", "Failed", contract::kExitPeerLost);
+  ASSERT_TRUE(eventually([&] { return pods_are("backoff", 2, "1"); }, 20s)) << world("backoff");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - failed_at).count();
+  EXPECT_GE(waited, 2.0) << "the new gang came " << waited << " s after the failure, within backoffSeconds 2";
+  std::printf("relaunched %.2f s after the failure (backoffSeconds 2)\n", waited);
+}
+
 TEST_F(Reconcile, DeletedPodRestartsTheGangWithoutCounting) {
   create(job_json("evict", 2));
   ASSERT_TRUE(eventually([&] { return pods_are("evict", 2, "0"); }));
