@@ -15,19 +15,25 @@ namespace {
 
 using weft::testing::CollectiveGrid;
 
+// Runs `world` weft_comm_rank processes with `args`; each must exit 0 and
+// report no failure.
+void expect_every_rank_passes(int world, const std::vector<std::string>& args) {
+  LaunchSpec spec;
+  spec.world = world;
+  spec.args = args;
+  spec.limit_s = 60;
+  auto res = launch_ranks(bin_path("weft_comm_rank"), spec);
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(res[r].code, 0) << "rank " << r << " output:\n" << res[r].output;
+    EXPECT_NE(res[r].output.find(" 0 failures"), std::string::npos) << res[r].output;
+  }
+}
+
 class Collectives : public ::testing::TestWithParam<std::tuple<CollectiveGrid, int>> {};
 
 TEST_P(Collectives, MatchReferenceOnEveryGroup) {
   auto [c, lanes] = GetParam();
-  LaunchSpec spec;
-  spec.world = c.world;
-  spec.args = {"collectives", std::to_string(c.sp), std::to_string(c.wp), std::to_string(lanes)};
-  spec.limit_s = 60;
-  auto res = launch_ranks(bin_path("weft_comm_rank"), spec);
-  for (int r = 0; r < c.world; ++r) {
-    EXPECT_EQ(res[r].code, 0) << "rank " << r << " output:\n" << res[r].output;
-    EXPECT_NE(res[r].output.find(" 0 failures"), std::string::npos) << res[r].output;
-  }
+  expect_every_rank_passes(c.world, {"collectives", std::to_string(c.sp), std::to_string(c.wp), std::to_string(lanes)});
 }
 
 INSTANTIATE_TEST_SUITE_P(Grids, Collectives,
@@ -46,15 +52,7 @@ class Staged : public ::testing::TestWithParam<std::tuple<CollectiveGrid, int>> 
 
 TEST_P(Staged, MatchReferenceThroughHostMemory) {
   auto [c, lanes] = GetParam();
-  LaunchSpec spec;
-  spec.world = c.world;
-  spec.args = {"staged", std::to_string(c.sp), std::to_string(c.wp), std::to_string(lanes)};
-  spec.limit_s = 60;
-  auto res = launch_ranks(bin_path("weft_comm_rank"), spec);
-  for (int r = 0; r < c.world; ++r) {
-    EXPECT_EQ(res[r].code, 0) << "rank " << r << " output:\n" << res[r].output;
-    EXPECT_NE(res[r].output.find(" 0 failures"), std::string::npos) << res[r].output;
-  }
+  expect_every_rank_passes(c.world, {"staged", std::to_string(c.sp), std::to_string(c.wp), std::to_string(lanes)});
 }
 
 INSTANTIATE_TEST_SUITE_P(Grids, Staged,
@@ -71,15 +69,7 @@ class Ordering : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(Ordering, OverlappingCollectivesKeepIssueOrderAcrossLanes) {
   auto [world, lanes] = GetParam();
-  LaunchSpec spec;
-  spec.world = world;
-  spec.args = {"ordering", std::to_string(lanes)};
-  spec.limit_s = 60;
-  auto res = launch_ranks(bin_path("weft_comm_rank"), spec);
-  for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(res[r].code, 0) << "rank " << r << " output:\n" << res[r].output;
-    EXPECT_NE(res[r].output.find(" 0 failures"), std::string::npos) << res[r].output;
-  }
+  expect_every_rank_passes(world, {"ordering", std::to_string(lanes)});
 }
 
 INSTANTIATE_TEST_SUITE_P(Lanes, Ordering,
@@ -96,15 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Lanes, Ordering,
 class Express : public ::testing::TestWithParam<int> {};
 
 TEST_P(Express, SmallCollectiveDoesNotWaitBehindABucket) {
-  LaunchSpec spec;
-  spec.world = 2;
-  spec.args = {"express", std::to_string(GetParam())};
-  spec.limit_s = 60;
-  auto res = launch_ranks(bin_path("weft_comm_rank"), spec);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(res[r].code, 0) << "rank " << r << " output:\n" << res[r].output;
-    EXPECT_NE(res[r].output.find(" 0 failures"), std::string::npos) << res[r].output;
-  }
+  expect_every_rank_passes(2, {"express", std::to_string(GetParam())});
 }
 
 INSTANTIATE_TEST_SUITE_P(Lanes, Express, ::testing::Values(1, 2),

@@ -59,14 +59,19 @@ void expect_near(const std::string& what, double got, double want, double tol = 
   }
 }
 
-int scenario_collectives(int sp, int wp, int lanes) {
+// The groups of the collectives scenarios: the rank grid (sp, wp) with `lanes`.
+std::unique_ptr<ProcessGroups> grid_groups(int sp, int wp, int lanes) {
   GroupOptions opt;
   opt.sp = sp;
   opt.wp = wp;
   opt.lanes = lanes;
   opt.timeout = std::chrono::seconds(20);
   opt.rendezvous_timeout = std::chrono::seconds(30);
-  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
+  return init_process_groups(contract::parse_launch_env(current_environment()), opt);
+}
+
+int scenario_collectives(int sp, int wp, int lanes) {
+  auto pg = grid_groups(sp, wp, lanes);
   weft::testing::CollectiveChecks all;
   for (Communicator* c : {pg->world.get(), pg->dp.get(), pg->sp.get(), pg->wp.get(), pg->wdp.get()})
     all.issue_all(*c);
@@ -207,13 +212,7 @@ class AsDevice : public Communicator {
 };
 
 int scenario_staged(int sp, int wp, int lanes) {
-  GroupOptions opt;
-  opt.sp = sp;
-  opt.wp = wp;
-  opt.lanes = lanes;
-  opt.timeout = std::chrono::seconds(20);
-  opt.rendezvous_timeout = std::chrono::seconds(30);
-  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
+  auto pg = grid_groups(sp, wp, lanes);
   auto device = std::make_shared<LateHostDevice>();
   std::vector<std::shared_ptr<StagedCommunicator>> staged;
   std::vector<CommunicatorPtr> groups;
