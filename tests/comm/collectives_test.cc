@@ -72,6 +72,13 @@ TEST_P(Ordering, OverlappingCollectivesKeepIssueOrderAcrossLanes) {
   expect_every_rank_passes(world, {"ordering", std::to_string(lanes)});
 }
 
+// The same through host staging: a collective on memory an earlier one's copy
+// back writes must see that result (CUDA tensors over Gloo).
+TEST_P(Ordering, OverlappingStagedCollectivesKeepIssueOrder) {
+  auto [world, lanes] = GetParam();
+  expect_every_rank_passes(world, {"staged_ordering", std::to_string(lanes)});
+}
+
 INSTANTIATE_TEST_SUITE_P(Lanes, Ordering,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Values(1, 2, 4)),
                          [](const auto& info) {

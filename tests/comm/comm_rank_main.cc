@@ -7,6 +7,7 @@
 //                       (support/collective_checks.h, which the fake also meets)
 //   ordering LANES      collectives on overlapping memory, issued back to back
 //                       so they land on different lanes: results as in issue order
+//   staged_ordering LANES  the same through host staging (the late fake device)
 //   express LANES       comm.simulate makes a 1 MiB all-reduce take 1.5 s; a
 //                       4-byte all-reduce issued after it must finish first
 //                       with lanes >= 2 (express lane), and after it with 1
@@ -120,7 +121,9 @@ class LateHostDevice : public StagingDevice {
     std::memset(p, 0xAB, bytes);
     return std::shared_ptr<char>(p, [](char* q) { delete[] q; });
   }
-  FencePtr to_host(const std::vector<Copy>& copies) override { return to_host_.push(copies); }
+  FencePtr to_host(const std::vector<Copy>& copies, const std::vector<FencePtr>& after) override {
+    return to_host_.push(copies, after);
+  }
   void wait(const FencePtr& f) override { static_cast<LateFence&>(*f).wait(); }
   FencePtr to_device(const std::vector<Copy>& copies) override { return to_device_.push(copies); }
   // The fake has no compute stream to order: the caller waits instead.
@@ -138,21 +141,26 @@ class LateHostDevice : public StagingDevice {
     const std::chrono::milliseconds delay;
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<std::pair<std::vector<Copy>, std::shared_ptr<LateFence>>> queue;
+    struct Job {
+      std::vector<Copy> copies;
+      std::vector<FencePtr> after;  // copies wait for these (another stream's)
+      std::shared_ptr<LateFence> done;
+    };
+    std::deque<Job> queue;
     bool stop = false;
     std::thread thread{[this] { run(); }};
-    FencePtr push(const std::vector<Copy>& copies) {
+    FencePtr push(const std::vector<Copy>& copies, const std::vector<FencePtr>& after = {}) {
       auto f = std::make_shared<LateFence>();
       {
         std::lock_guard<std::mutex> lk(mu);
-        queue.emplace_back(copies, f);
+        queue.push_back(Job{copies, after, f});
       }
       cv.notify_one();
       return f;
     }
     void run() {
       for (;;) {
-        std::pair<std::vector<Copy>, std::shared_ptr<LateFence>> job;
+        Job job;
         {
           std::unique_lock<std::mutex> lk(mu);
           cv.wait(lk, [&] { return stop || !queue.empty(); });
@@ -160,11 +168,12 @@ class LateHostDevice : public StagingDevice {
           job = std::move(queue.front());
           queue.pop_front();
         }
+        for (const FencePtr& f : job.after) static_cast<LateFence&>(*f).wait();
         std::this_thread::sleep_for(delay);
-        for (const Copy& c : job.first) std::memcpy(c.dst, c.src, c.bytes);
-        std::lock_guard<std::mutex> lk(job.second->mu);
-        job.second->done = true;
-        job.second->cv.notify_all();
+        for (const Copy& c : job.copies) std::memcpy(c.dst, c.src, c.bytes);
+        std::lock_guard<std::mutex> lk(job.done->mu);
+        job.done->done = true;
+        job.done->cv.notify_all();
       }
     }
   };
@@ -296,26 +305,28 @@ int scenario_formed() {
 // Overlapping collectives issued back to back, without waiting, so that with
 // lanes they land on different lanes (bulk, bulk, express): each must see the
 // result of the one before, as with a single FIFO.
-int scenario_ordering(int lanes) {
-  GroupOptions opt;
-  opt.lanes = lanes;
-  opt.timeout = std::chrono::seconds(20);
-  opt.rendezvous_timeout = std::chrono::seconds(30);
-  auto pg = init_process_groups(contract::parse_launch_env(current_environment()), opt);
+// With `staged`, the world group goes through StagedCommunicator over the
+// late fake device: the overlap rule must hold for device memory too.
+int scenario_ordering(int lanes, bool staged) {
+  auto pg = grid_groups(1, 1, lanes);
   const int n = pg->world_size(), me = pg->rank();
+  CommunicatorPtr world = pg->world;
+  if (staged)
+    world = std::make_shared<AsDevice>(std::make_shared<StagedCommunicator>(
+        std::dynamic_pointer_cast<GlooCommunicator>(pg->world), std::make_shared<LateHostDevice>()));
   const int64_t big = 1 << 20;  // 4 MiB: a bulk lane
   for (int round = 0; round < 3; ++round) {
     std::vector<float> a(big), b(big);
     for (int64_t i = 0; i < big; ++i) a[i] = static_cast<float>((i % 7) + me), b[i] = 1.0f;
     Tensor ta = Tensor::f32(a.data(), Shape{big}), tb = Tensor::f32(b.data(), Shape{big});
     std::vector<WorkPtr> w;
-    w.push_back(pg->world->all_reduce(ta, ReduceOp::Sum, "a"));          // a = sum_r (i%7 + r)
-    w.push_back(pg->world->all_reduce(tb, ReduceOp::Sum, "b"));          // independent: b = n
-    w.push_back(pg->world->all_reduce(ta, ReduceOp::Sum, "a again"));    // a *= n
-    w.push_back(pg->world->all_reduce(ta.slice0(0, 4), ReduceOp::Sum, "a head"));  // express: *= n
+    w.push_back(world->all_reduce(ta, ReduceOp::Sum, "a"));          // a = sum_r (i%7 + r)
+    w.push_back(world->all_reduce(tb, ReduceOp::Sum, "b"));          // independent: b = n
+    w.push_back(world->all_reduce(ta, ReduceOp::Sum, "a again"));    // a *= n
+    w.push_back(world->all_reduce(ta.slice0(0, 4), ReduceOp::Sum, "a head"));  // express: *= n
     // Reads b's head once b's reduction wrote it (express lane, gathered).
     std::vector<float> heads(4 * n, 0.0f);
-    w.push_back(pg->world->all_gather(tb.slice0(0, 4), Tensor::f32(heads.data(), Shape{4 * n}), {}, "b heads"));
+    w.push_back(world->all_gather(tb.slice0(0, 4), Tensor::f32(heads.data(), Shape{4 * n}), {}, "b heads"));
     for (auto& x : w) x->wait();
     const double ranks = n * (n - 1) / 2.0;
     for (int64_t i = 0; i < big; i += 4099) {
@@ -327,7 +338,7 @@ int scenario_ordering(int lanes) {
       expect_near("a head[" + std::to_string(i) + "]", a[i], ((i % 7) * n + ranks) * n * n);
     for (int i = 0; i < 4 * n; ++i) expect_near("b heads[" + std::to_string(i) + "]", heads[i], n);
   }
-  std::printf("rank %d: ordering with %d lanes, %d failures\n", me, lanes, g_failures);
+  std::printf("rank %d: ordering with %d lanes%s, %d failures\n", me, lanes, staged ? " (staged)" : "", g_failures);
   return g_failures ? 10 : 0;
 }
 
@@ -394,7 +405,8 @@ int main(int argc, char** argv) {
       return scenario_collectives(std::stoi(argv[2]), std::stoi(argv[3]), argc == 5 ? std::stoi(argv[4]) : 1);
     if (mode == "staged" && argc == 5)
       return scenario_staged(std::stoi(argv[2]), std::stoi(argv[3]), std::stoi(argv[4]));
-    if (mode == "ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]));
+    if (mode == "ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]), false);
+    if (mode == "staged_ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]), true);
     if (mode == "express" && argc == 3) return scenario_express(std::stoi(argv[2]));
     if (mode == "rendezvous") return scenario_rendezvous();
     if (mode == "formed") return scenario_formed();
@@ -408,7 +420,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft_comm_rank: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | staged SP WP LANES | ordering LANES | express LANES | rendezvous | formed | "
+  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | staged SP WP LANES | ordering LANES | staged_ordering LANES | express LANES | rendezvous | formed | "
                        "die K MS [LANES] | hang K MS [LANES]\n");
   return 2;
 }

@@ -40,10 +40,11 @@ class CudaStaging : public StagingDevice {
     return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFreeHost(q); });
   }
 
-  FencePtr to_host(const std::vector<Copy>& copies) override {
+  FencePtr to_host(const std::vector<Copy>& copies, const std::vector<FencePtr>& after) override {
     auto issued = std::make_shared<CudaFence>();
     check(cudaEventRecord(issued->event, compute_), "cudaEventRecord");
     check(cudaStreamWaitEvent(to_host_, issued->event, 0), "cudaStreamWaitEvent");
+    for (const FencePtr& f : after) check(cudaStreamWaitEvent(to_host_, event_of(f), 0), "cudaStreamWaitEvent");
     return copy(copies, cudaMemcpyDeviceToHost, to_host_);
   }
 

@@ -30,6 +30,7 @@ struct StagedCommunicator::Op : StagingPool::Owner {
   }
 
   const std::shared_ptr<StagingDevice> device;
+  uintptr_t out_begin = 0, out_end = 0;      // the device memory its copy back writes
   StagingDevice::FencePtr to_host;           // set before the collective is issued
   std::vector<StagingDevice::Copy> copies_back;
   std::mutex mu;
@@ -143,10 +144,28 @@ WorkPtr StagedCommunicator::staged(const Tensor& input, const Tensor& output, bo
   const bool one_buffer = input.data == output.data && input.nbytes() == output.nbytes();
   const StagingPlan plan = plan_staging(input.data, input.nbytes(), one_buffer ? nullptr : output.data, output.nbytes());
   auto op = std::make_shared<Op>(device_);
+  // Earlier collectives still in flight whose copy back writes memory this
+  // one reads or writes: wait for their data to arrive (their copy back is
+  // queued then) and order this copy to host after it.
+  std::vector<StagingDevice::FencePtr> after;
+  const auto in0 = reinterpret_cast<uintptr_t>(input.data), in1 = in0 + input.nbytes();
+  const auto out0 = reinterpret_cast<uintptr_t>(output.data), out1 = out0 + output.nbytes();
+  std::erase_if(in_flight_, [](const std::shared_ptr<Op>& o) { return o->finished(); });
+  for (const std::shared_ptr<Op>& o : in_flight_) {
+    const bool overlaps = (o->out_begin < in1 && in0 < o->out_end) || (o->out_begin < out1 && out0 < o->out_end);
+    if (!overlaps) continue;
+    o->host_work->wait();  // throws under FailurePolicy::Throw, like the caller's own wait would
+    if (auto f = o->back()) after.push_back(std::move(f));
+  }
+  op->out_begin = out0;
+  op->out_end = out1;
   char* host = pool_.take(std::max<size_t>(plan.bytes, 1), op);
   const Tensor host_in(host + plan.input_at, input.dtype, input.shape, Device::CPU);
   const Tensor host_out(host + plan.output_at, output.dtype, output.shape, Device::CPU);
-  if (copy_input && input.nbytes() > 0) op->to_host = device_->to_host({{host_in.data, input.data, input.nbytes()}});
+  if (copy_input && input.nbytes() > 0)
+    op->to_host = device_->to_host({{host_in.data, input.data, input.nbytes()}}, after);
+  else if (!after.empty())
+    op->to_host = device_->to_host({}, after);  // nothing to copy, but the copy back waits too
   if (output.nbytes() > 0) op->copies_back = {{output.data, host_out.data, output.nbytes()}};
   GlooCommunicator::Hooks hooks;
   hooks.before = [op] {
@@ -164,6 +183,7 @@ WorkPtr StagedCommunicator::staged(const Tensor& input, const Tensor& output, bo
     throw;
   }
   op->set_host_work(w);
+  if (output.nbytes() > 0) in_flight_.push_back(op);
   return std::make_shared<StagedWork>(op, std::move(w));
 }
 

@@ -17,9 +17,13 @@
 //  3. Work::wait() waits for the host collective (the host blocks here, the
 //     one difference from NCCL: the copy back is queued only once the data
 //     arrived) and makes the compute stream wait for the copy back.
-// Lanes, the express lane and the overlap rule are Gloo's; a host tensor
-// passes straight through to Gloo. Buffers that alias (an in-place all-gather
-// or reduce-scatter share) alias in host memory too.
+// Lanes and the express lane are Gloo's. The overlap rule holds for device
+// memory too: a collective whose buffers overlap the output of one still in
+// flight copies to host only after that one's copy back (the caller's thread
+// waits for the earlier collective's data to arrive, then the copy stream
+// waits for its copy back), as NCCL's FIFO stream would order them. A host
+// tensor passes straight through to Gloo. Buffers that alias (an in-place
+// all-gather or reduce-scatter share) alias in host memory too.
 //
 // Host buffers come from a grow-only pool: a buffer is reused once the
 // collective that held it has finished and its copy back has landed.
@@ -56,8 +60,9 @@ class StagingDevice {
   // Host memory the device copies to and from (pinned on a GPU).
   virtual std::shared_ptr<char> host_buffer(size_t bytes) = 0;
   // Caller's thread: device -> host copies ordered after the work the
-  // compute stream has been given so far. Never blocks.
-  virtual FencePtr to_host(const std::vector<Copy>& copies) = 0;
+  // compute stream has been given so far and after the fences in `after`
+  // (earlier collectives' copies back into the same memory). Never blocks.
+  virtual FencePtr to_host(const std::vector<Copy>& copies, const std::vector<FencePtr>& after) = 0;
   // A lane's thread: blocks until `f` is done.
   virtual void wait(const FencePtr& f) = 0;
   // A lane's thread: host -> device copies; never blocks.
@@ -142,6 +147,7 @@ class StagedCommunicator : public Communicator {
   std::shared_ptr<GlooCommunicator> host_;
   std::shared_ptr<StagingDevice> device_;
   StagingPool pool_;
+  std::vector<std::shared_ptr<Op>> in_flight_;  // issued, not yet known to be finished
 };
 
 }  // namespace weft::comm
