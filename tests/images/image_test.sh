@@ -109,7 +109,8 @@ for k in ("title", "source", "version", "revision"):
 PY
   c=$(B from --pull=never "$tag") || fail "buildah from $tag"
   CTRS+=("$c")
-  [ "$(B run "$c" -- id -u)" = 65532 ] || fail "$tag does not run as uid 65532"
+  uid=$(B run "$c" -- id -u 2>&1) || fail "$tag: buildah run id -u failed: $uid"
+  [ "$uid" = 65532 ] || fail "$tag does not run as uid 65532: id -u printed '$uid'"
   # No toolchain and no development headers (where -dev packages put them)
   # in a runtime image.
   out=$(B run "$c" -- sh -c 'for t in cc gcc g++ c++ clang ld as make cmake nvcc; do command -v $t; done;
