@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every GPU check of docs/cuda.md in one run, for the GPU machine (built here
-# with ../shared/gpu/bundle.sh, run there from the project root with .gpu):
+# Every GPU check of docs/cuda.md in one run, for the GPU machine (weft built
+# for sm_90 in build-gpu/, or its binaries with their libraries in .gpu/,
+# run from the project root):
 #   bash tests/gpu/gpu_checks.sh [LOG_DIR]      (default: $OUT, else gpu-logs)
 # Writes one log per check plus summary.txt (PASS/FAIL per check) into
 # LOG_DIR and exits non-zero if any check failed. Checks keep going after a

@@ -61,7 +61,7 @@ def main():
     model = build_from_weights(mcfg, weights)
     n = len([k for k in batches if k.startswith("inputs.")])
     with torch.no_grad():
-        losses = [model(batches[f"inputs.{k}"], batches[f"targets.{k}"]).item() for k in range(n)]
+        losses = [model(batches[f"inputs.{k}.0"], batches[f"targets.{k}.0"]).item() for k in range(n)]
     torch_loss = sum(losses) / n
     rel = abs(weft_loss - torch_loss) / abs(torch_loss)
     print(f"held-out loss after step 4 ({n} batches): weft on 4 ISP ranks {weft_loss:.8f}, "

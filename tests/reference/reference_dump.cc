@@ -23,10 +23,10 @@
 
 namespace {
 
-// batches.safetensors: inputs.<step>.<rank> / targets.<step>.<rank>, [B, T],
-// exactly what rank r of `world` trains on at step s (grad_accum 1).
+// FILE: inputs.<step>.<rank> / targets.<step>.<rank>, [B, T], exactly what
+// rank r of `world` reads from `source` at step s (grad_accum 1).
 void write_batches(weft::TokenSource& source, const weft::WorkerConfig& cfg, int steps, int world,
-                   const std::string& out) {
+                   const std::string& file) {
   const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
   std::vector<weft::Batch> all(static_cast<size_t>(steps) * world);
   weft::SafetensorsWriter w;
@@ -39,7 +39,7 @@ void write_batches(weft::TokenSource& source, const weft::WorkerConfig& cfg, int
       w.add("targets." + key, weft::DType::I32, {B, T}, b.targets.data());
     }
   }
-  w.write(out + "/batches.safetensors");
+  w.write(file);
 }
 
 }  // namespace
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   app.add_option("--init-from", init_from, "Hugging Face Llama directory to take the weights from");
   app.add_option("--world", world, "ranks the batches are split over")->check(CLI::PositiveNumber);
   app.add_flag("--eval-batches", eval_batches,
-               "also write eval_batches.safetensors: the held-out set of eval.* (inputs.<k> / targets.<k>)");
+               "also write eval_batches.safetensors: the held-out set of eval.* (inputs.<k>.0 / targets.<k>.0)");
   app.add_flag("--batches-only", batches_only,
                "write only batches.safetensors (no model: what a harness needs to train a peer on weft's batches)");
   CLI11_PARSE(app, argc, argv);
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (batches_only) {
-    write_batches(*source, cfg, batch_steps, world, out);
+    write_batches(*source, cfg, batch_steps, world, out + "/batches.safetensors");
     return 0;
   }
   weft::Llama model(cfg.model);
@@ -90,21 +90,11 @@ int main(int argc, char** argv) {
   bw.add("targets", weft::DType::I32, {B, T}, batch.targets.data());
   bw.write(out + "/batch.safetensors");
 
-  if (batch_steps > 0) write_batches(*source, cfg, batch_steps, world, out);
-  if (eval_batches) {
-    // The fixed held-out set every evaluation reads: batch k is rows
-    // [k B, (k+1) B) of the held-out stream (train/trainer.h, evaluate).
-    auto held = weft::make_eval_source(cfg);
-    const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
-    std::vector<weft::Batch> all(static_cast<size_t>(cfg.eval.batches));
-    weft::SafetensorsWriter w;
-    for (int k = 0; k < cfg.eval.batches; ++k) {
-      held->fill(all[k], B, T, weft::BatchIndex{k, 0, 1, 0, 1});
-      w.add("inputs." + std::to_string(k), weft::DType::I32, {B, T}, all[k].inputs.data());
-      w.add("targets." + std::to_string(k), weft::DType::I32, {B, T}, all[k].targets.data());
-    }
-    w.write(out + "/eval_batches.safetensors");
-  }
+  if (batch_steps > 0) write_batches(*source, cfg, batch_steps, world, out + "/batches.safetensors");
+  // The fixed held-out set every evaluation reads: batch k is the batch of
+  // "step" k on one rank (train/trainer.h, evaluate).
+  if (eval_batches)
+    write_batches(*weft::make_eval_source(cfg), cfg, cfg.eval.batches, 1, out + "/eval_batches.safetensors");
 
   double loss = model.forward(batch.inputs.data(), batch.targets.data(), B, T);
   model.zero_grads();
