@@ -32,6 +32,20 @@ export BUILDAH_ISOLATION=chroot
 STORE_DIR=${WEFT_IMAGES_STORE:-$HOME/.cache/weft/images-store}
 STORE=(--root "$STORE_DIR/storage" --runroot "$STORE_DIR/run" --storage-driver overlay)
 B() { buildah "${STORE[@]}" "$@"; }
+# buildah run CTR -- CMD... for a command that always prints something. Under
+# load `buildah run --isolation chroot` has returned 0 with nothing on stdout
+# (twice in CI: `id -u` and `cat summary.json`, both fine when rerun); such a
+# run is tried again, at most 3 times, and said so on stderr.
+run_out() {
+  local ctr=$1 out try
+  shift
+  for try in 1 2 3; do
+    out=$(B run "$ctr" -- "$@" 2>&1) || { echo "$out"; return 1; }
+    [ -n "$out" ] && { echo "$out"; return 0; }
+    echo "image test: buildah run $* printed nothing (try $try of 3)" >&2
+  done
+  return 0
+}
 # One image test at a time per store: the cleanup prunes unnamed images.
 mkdir -p "$STORE_DIR"
 exec 8>"$STORE_DIR/.lock"
@@ -109,7 +123,7 @@ for k in ("title", "source", "version", "revision"):
 PY
   c=$(B from --pull=never "$tag") || fail "buildah from $tag"
   CTRS+=("$c")
-  uid=$(B run "$c" -- id -u 2>&1) || fail "$tag: buildah run id -u failed: $uid"
+  uid=$(run_out "$c" id -u) || fail "$tag: buildah run id -u failed: $uid"
   [ "$uid" = 65532 ] || fail "$tag does not run as uid 65532: id -u printed '$uid'"
   # No toolchain and no development headers (where -dev packages put them)
   # in a runtime image.
@@ -117,7 +131,7 @@ PY
         find /usr/include /usr/local \( -name "*.h" -o -name "*.hpp" \) -print 2>/dev/null | head -3')
   [ -z "$out" ] || fail "$tag contains build tools or headers: $out"
   for p in "$@"; do
-    out=$(B run "$c" -- "$p" --help 2>&1) || fail "$tag: $p --help: $out"
+    out=$(run_out "$c" "$p" --help) || fail "$tag: $p --help: $out"
     grep -q "Usage:" <<<"$out" || fail "$tag: $p --help prints no usage: $out"
   done
   size=$(B images --format '{{.Size}}' "$tag" | head -1)
@@ -133,7 +147,7 @@ worker=$LAST_CTR
 # chroot shares the host's network, so the metrics ports (9400+) stay off.
 out=$(B run "$worker" -- env WEFT_METRICS_PORT=0 weft-run -n 2 -- --steps 20 --out /tmp/run --no-resume 2>&1) \
   || fail "training in the worker image: $out"
-summary=$(B run "$worker" -- cat /tmp/run/summary.json) || fail "no summary.json: $out"
+summary=$(run_out "$worker" cat /tmp/run/summary.json) || fail "no summary.json: $out"
 python3 - "$summary" <<'PY' || fail "training summary"
 import json, math, sys
 s = json.loads(sys.argv[1])
