@@ -33,6 +33,10 @@ struct LaunchEnv {
   int attempt = 0;           // WEFT_ATTEMPT
   std::string token;         // WEFT_RDZV_TOKEN
   std::string bind_addr;     // WEFT_BIND_ADDR; empty: the address that reaches MASTER_ADDR
+  int planned_world = 0;     // WEFT_PLANNED_WORLD_SIZE; 0 (unset): the job runs at its planned size
+
+  // The world size the global batch is planned for.
+  int planned() const { return planned_world > 0 ? planned_world : world; }
 };
 
 using EnvMap = std::map<std::string, std::string>;
@@ -41,13 +45,14 @@ using EnvMap = std::map<std::string, std::string>;
 // hand is rank 0 of 1). Throws LaunchEnvError for the first bad variable:
 // not a whole number, out of range (RANK beyond WORLD_SIZE, LOCAL_RANK beyond
 // LOCAL_WORLD_SIZE when that is set), MASTER_ADDR or MASTER_PORT missing in a
-// world of several ranks, or a RANK other than NODE_RANK * LOCAL_WORLD_SIZE
+// world of several ranks, WEFT_PLANNED_WORLD_SIZE below WORLD_SIZE, or a RANK other than NODE_RANK * LOCAL_WORLD_SIZE
 // + LOCAL_RANK when all four are set.
 LaunchEnv parse_launch_env(const EnvMap& env);
 
 // What a launcher sets for one rank, in this order: RANK, LOCAL_RANK,
 // WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT,
-// WEFT_ATTEMPT, and WEFT_RDZV_TOKEN when it is not empty (WEFT_BIND_ADDR is
+// WEFT_ATTEMPT, WEFT_PLANNED_WORLD_SIZE when set, and WEFT_RDZV_TOKEN when it
+// is not empty (WEFT_BIND_ADDR is
 // the host's to set). `per_rank` false leaves out RANK and LOCAL_RANK: the
 // environment of a host whose launcher (weft-run) starts several ranks and
 // sets those two for each.

@@ -34,6 +34,12 @@ inline constexpr const char* kEnvMasterPort = "MASTER_PORT";  // its port
 inline constexpr const char* kEnvAttempt = "WEFT_ATTEMPT";
 // Shared secret every rank presents to the rendezvous store.
 inline constexpr const char* kEnvRdzvToken = "WEFT_RDZV_TOKEN";
+// The world size the job's global batch is planned for (an elastic job that
+// runs on fewer pods than it asked for). A smaller WORLD_SIZE scales
+// train.grad_accum by WEFT_PLANNED_WORLD_SIZE / WORLD_SIZE, so that every
+// optimizer step trains on the same samples as at the planned size. Unset:
+// WORLD_SIZE.
+inline constexpr const char* kEnvPlannedWorldSize = "WEFT_PLANNED_WORLD_SIZE";
 
 // Set by weft-run for every rank it starts (on one machine, and in pods of
 // jobs with spec.procsPerPod > 1, where weft-run is the in-pod launcher of
@@ -69,7 +75,7 @@ inline constexpr const char* kTerminationLogPath = "/dev/termination-log";  // K
 inline constexpr const char* kOperatorEnv[] = {kEnvRank,       kEnvWorldSize,     kEnvMasterAddr,
                                                kEnvMasterPort, kEnvAttempt,       kEnvRdzvToken,
                                                kEnvLocalRank,  kEnvLocalWorldSize, kEnvNodeRank,
-                                               kEnvBucketCapFile, kEnvTerminationLog};
+                                               kEnvBucketCapFile, kEnvTerminationLog, kEnvPlannedWorldSize};
 
 // ---- Files the operator mounts into every pod ------------------------------
 // The job's ConfigMap, mounted as a whole directory (never with subPath: only a

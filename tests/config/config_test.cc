@@ -247,6 +247,32 @@ TEST(Config, BucketCapsFollowTheOneContractBound) {
 }
 
 // eval.*: what cannot evaluate anything is refused, the field named.
+// An elastic job on fewer ranks keeps its global batch: grad_accum grows by
+// the planned size over the gang's, or the gang is refused with both named.
+TEST(Config, SmallerGangScalesGradAccumToThePlannedBatch) {
+  WorkerConfig cfg;
+  cfg.train.grad_accum = 1;
+  EXPECT_EQ(scale_to_planned_world(cfg, 4, 4), 1);
+  EXPECT_EQ(cfg.train.grad_accum, 1);
+  EXPECT_EQ(scale_to_planned_world(cfg, 2, 4), 1);
+  EXPECT_EQ(cfg.train.grad_accum, 2);
+  cfg.train.grad_accum = 3;
+  EXPECT_EQ(scale_to_planned_world(cfg, 3, 4), 3);  // 3 x 4 = 12 micro-batches on 3 ranks
+  EXPECT_EQ(cfg.train.grad_accum, 4);
+  cfg.train.grad_accum = 1;
+  EXPECT_EQ(scale_to_planned_world(cfg, 1, 0), 1);  // unset: the run's own size
+  EXPECT_EQ(cfg.train.grad_accum, 1);
+  try {
+    scale_to_planned_world(cfg, 3, 4);
+    ADD_FAILURE() << "3 ranks cannot share 4 micro-batches";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("WEFT_PLANNED_WORLD_SIZE: the global batch is planned for 4 ranks"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(cfg.train.grad_accum, 1);  // untouched by a refusal
+}
+
 TEST(Config, EvalRefusalsNameTheField) {
   EXPECT_NE(error_of("eval: {every: 10, batches: 0}\n").find("eval.batches: must be >= 1 when eval.every is set"),
             std::string::npos);

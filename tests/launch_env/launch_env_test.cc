@@ -72,6 +72,7 @@ TEST(LaunchEnv, WhatALauncherSetsParsesBack) {
   e.master_port = 29500;
   e.attempt = 7;
   e.token = "secret";
+  e.planned_world = 12;
   EnvMap m;
   for (const auto& [k, v] : launch_env_vars(e)) m[k] = v;
   const LaunchEnv back = parse_launch_env(m);
@@ -84,11 +85,28 @@ TEST(LaunchEnv, WhatALauncherSetsParsesBack) {
   EXPECT_EQ(back.master_port, 29500);
   EXPECT_EQ(back.attempt, 7);
   EXPECT_EQ(back.token, "secret");
+  EXPECT_EQ(back.planned_world, 12);
+  EXPECT_EQ(back.planned(), 12);
   // A host of several ranks: its launcher sets RANK and LOCAL_RANK per rank.
   for (const auto& [k, v] : launch_env_vars(e, false)) EXPECT_TRUE(k != "RANK" && k != "LOCAL_RANK") << k;
   // No token, no variable: the rank would present an empty one.
   e.token.clear();
   for (const auto& [k, v] : launch_env_vars(e)) EXPECT_NE(k, "WEFT_RDZV_TOKEN");
+  // A job at its planned size says nothing of it.
+  e.planned_world = 0;
+  for (const auto& [k, v] : launch_env_vars(e)) EXPECT_NE(k, "WEFT_PLANNED_WORLD_SIZE");
+}
+
+// An elastic job's smaller gang is told the size its batch is planned for;
+// a planned size below the gang's own cannot be.
+TEST(LaunchEnv, PlannedWorldSizeIsAtLeastTheWorld) {
+  const EnvMap base = {{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  EXPECT_EQ(parse_launch_env(base).planned(), 2);
+  EnvMap m = base;
+  m["WEFT_PLANNED_WORLD_SIZE"] = "4";
+  EXPECT_EQ(parse_launch_env(m).planned(), 4);
+  m["WEFT_PLANNED_WORLD_SIZE"] = "1";
+  EXPECT_THAT(env_error(m), HasSubstr("WEFT_PLANNED_WORLD_SIZE: '1' is not an integer in [2, "));
 }
 
 }  // namespace

@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
   LaunchEnv gang;
   try {
     EnvMap given;
-    for (const char* name : {kEnvAttempt, kEnvRdzvToken})
+    for (const char* name : {kEnvAttempt, kEnvRdzvToken, kEnvPlannedWorldSize})
       if (const char* v = getenv(name)) given[name] = v;
     if (from_env)
       for (const char* name : {kEnvWorldSize, kEnvLocalWorldSize, kEnvNodeRank, kEnvMasterAddr, kEnvMasterPort})

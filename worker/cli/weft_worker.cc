@@ -217,6 +217,16 @@ int main(int argc, char** argv) {
     std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
   }
+  try {
+    const int planned_accum = weft::scale_to_planned_world(cfg, launch.world, launch.planned());
+    if (planned_accum != cfg.train.grad_accum)
+      spdlog::info("elastic: {} of the {} planned ranks; train.grad_accum {} -> {}, so that every step trains on "
+                   "the samples of the planned gang",
+                   launch.world, launch.planned(), planned_accum, cfg.train.grad_accum);
+  } catch (const weft::ConfigError& e) {
+    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
+  }
   if (print_config) {
     std::cout << weft::to_yaml(cfg) << "# memory estimate per rank: "
               << weft::estimate_memory(cfg, launch.world).describe() << "\n";

@@ -258,6 +258,16 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
 // Throws ConfigError naming the first impossible field.
 void validate(const WorkerConfig& cfg);
 
+// A gang smaller than the one its global batch was planned for (an elastic
+// job on fewer pods: WEFT_PLANNED_WORLD_SIZE): multiplies train.grad_accum by
+// planned_world / world, so that every optimizer step trains on the same
+// global samples as at the planned size (a sample's row is a function of
+// (step * grad_accum + micro) * data ranks + rank, and the data ranks shrink
+// by the same factor). Throws ConfigError naming both sizes when
+// train.grad_accum * planned_world is not a multiple of world. Returns the
+// grad_accum the run had before (equal to the new one at the planned size).
+int scale_to_planned_world(WorkerConfig& cfg, int world, int planned_world);
+
 // The first rule a config breaks: the field path it is charged to and what is
 // wrong ("6 does not divide model.d_model 128"); nullopt when the config is
 // valid. validate() throws "path: message" from this; parse_config adds the

@@ -250,4 +250,17 @@ void validate(const WorkerConfig& cfg) {
   if (auto p = find_problem(cfg)) throw ConfigError(p->path + ": " + p->message);
 }
 
+int scale_to_planned_world(WorkerConfig& cfg, int world, int planned_world) {
+  const int before = cfg.train.grad_accum;
+  if (planned_world <= 0 || planned_world == world) return before;
+  const int64_t micro_steps = int64_t{before} * planned_world;
+  if (world <= 0 || planned_world < world || micro_steps % world != 0)
+    throw ConfigError("WEFT_PLANNED_WORLD_SIZE: the global batch is planned for " + std::to_string(planned_world) +
+                      " ranks x train.grad_accum " + std::to_string(before) + "; " + std::to_string(world) +
+                      " ranks cannot train on the same samples per step (train.grad_accum x planned ranks must be a "
+                      "multiple of WORLD_SIZE)");
+  cfg.train.grad_accum = static_cast<int>(micro_steps / world);
+  return before;
+}
+
 }  // namespace weft
