@@ -250,6 +250,9 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   launch.master_addr = master_addr(job_name, ns);
   launch.master_port = static_cast<uint16_t>(spec.master_port);
   launch.attempt = attempt;
+  // An elastic gang smaller than planned: its ranks accumulate so that every
+  // step trains on the planned batch.
+  if (spec.planned() > spec.replicas) launch.planned_world = spec.planned() * procs;
   Json env = Json::array();
   for (const auto& [name, value] : contract::launch_env_vars(launch, procs == 1))
     env.push_back({{"name", name}, {"value", value}});

@@ -65,6 +65,8 @@ inline constexpr const char* kCondGangScheduled = "GangScheduled";
 // True: no memory problem found; False: the pod's memory limit is below the
 // worker's estimate (trainingjob/memory_policy.h).
 inline constexpr const char* kCondMemoryEstimate = "MemoryEstimate";
+// spec.elastic: True while the gang has its planned pods and trains.
+inline constexpr const char* kCondFullSize = "FullSize";
 
 // Condition and event reasons.
 inline constexpr const char* kReasonCreated = "Created";                // children created
@@ -97,6 +99,11 @@ inline constexpr const char* kReasonUnschedulable = "Unschedulable";
 inline constexpr const char* kReasonWaitingForScheduler = "WaitingForScheduler";
 // MemoryEstimate: the limit is below the estimate (also a Warning event),
 // at or above it, not set, or the estimate's inputs cannot be read.
+// spec.elastic (FullSize condition, events)
+inline constexpr const char* kReasonShrunk = "Shrunk";                    // pods not placed in time: fewer pods
+inline constexpr const char* kReasonGrowing = "Growing";                  // the planned size tried again
+inline constexpr const char* kReasonMinimumUnplaced = "MinimumUnplaced";  // not even minReplicas placed
+inline constexpr const char* kReasonPlannedSize = "PlannedSize";          // every planned pod placed and training
 inline constexpr const char* kReasonLimitBelowEstimate = "LimitBelowEstimate";
 inline constexpr const char* kReasonWithinLimit = "WithinLimit";
 inline constexpr const char* kReasonNoMemoryLimit = "NoMemoryLimit";

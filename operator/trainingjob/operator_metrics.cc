@@ -21,6 +21,11 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                     .Help("Gang restarts performed, by cause (Failure and OOMKilled count against maxRestarts; "
                           "Evicted, Preempted, NodeLost and Deleted do not)")
                     .Register(r)),
+      resizes_(prometheus::BuildCounter()
+                   .Name("weft_operator_elastic_resizes_total")
+                   .Help("Elastic jobs' gangs relaunched at another size: shrink (pods not placed in time) or "
+                         "grow (the planned size tried again)")
+                   .Register(r)),
       queue_depth_(prometheus::BuildGauge()
                        .Name("weft_operator_queue_depth")
                        .Help("Job keys waiting for a reconcile worker")
@@ -36,6 +41,7 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                         .Name("weft_operator_api_requests")
                         .Help("Requests sent to the API server since start, by verb")
                         .Register(r)) {
+  for (const char* direction : {"shrink", "grow"}) resizes_.Add({{"direction", direction}});
   for (const char* res : {"success", "requeue", "transient_error", "terminal_error", "not_found"})
     reconciles_.Add({{"result", res}});
   set_jobs_by_phase({});

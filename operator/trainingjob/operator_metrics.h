@@ -23,6 +23,8 @@ class OperatorMetrics {
   // A gang restart for `cause` (a FailureCause name: Failure, OOMKilled,
   // Evicted, Preempted, NodeLost, Deleted).
   void add_restart(const std::string& cause) { restarts_.Add({{"cause", cause}}).Increment(); }
+  // An elastic job's gang changed size: direction shrink or grow.
+  void add_resize(const std::string& direction) { resizes_.Add({{"direction", direction}}).Increment(); }
   void set_queue_depth(double d) { queue_depth_.Set(d); }
   void set_jobs_by_phase(const std::map<std::string, int>& counts);
   void set_leader(bool leader) { leader_.Set(leader ? 1 : 0); }
@@ -35,6 +37,7 @@ class OperatorMetrics {
   prometheus::Family<prometheus::Counter>& reconciles_;
   prometheus::Histogram& reconcile_seconds_;
   prometheus::Family<prometheus::Counter>& restarts_;
+  prometheus::Family<prometheus::Counter>& resizes_;
   prometheus::Gauge& queue_depth_;
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Gauge& leader_;

@@ -13,6 +13,7 @@
 
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
+#include "trainingjob/elastic_policy.h"
 #include "trainingjob/memory_policy.h"
 #include "trainingjob/phase_policy.h"
 #include "trainingjob/progress.h"
@@ -121,6 +122,7 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   if (decision.verdict == GangVerdict::Fail) return fail_gang(cx, decision);
   if (decision.verdict == GangVerdict::Restart) return restart_gang(cx, decision);
   if (gang_succeeded(cx.gang)) return complete(cx);
+  if (auto resized = resize_gang(cx)) return *resized;
 
   if (auto wait = wait_for_relaunch(cx)) return finish(cx, *wait);
   launch_missing_ranks(cx);
@@ -128,7 +130,12 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   // template override): retrying cannot help.
   if (cx.error && !cx.error->transient() && cx.error->status != 403) return refuse_pods(cx);
   keep_podgroup_while_waiting(cx);
-  return report_progress(cx);
+  ReconcileResult result = report_progress(cx);
+  // A placement timeout or a grow check runs out with nothing else changing.
+  if (cx.elastic_recheck && (result.kind == Kind::Done ||
+                             (result.kind == Kind::RequeueAfter && result.after > *cx.elastic_recheck)))
+    result = ReconcileResult::requeue_after(*cx.elastic_recheck);
+  return result;
 }
 
 std::optional<ReconcileResult> Reconciler::read_state(const std::string& key, Context& cx) {
@@ -152,6 +159,17 @@ std::optional<ReconcileResult> Reconciler::read_state(const std::string& key, Co
   if (!status_errors.empty()) spdlog::warn("{}: ignoring bad status fields: {}", key, describe(status_errors));
   cx.status_before = to_json(cx.status);
   cx.status.observed_generation = cx.generation;
+  // An elastic job's gang has the size status.elastic says (the planned size
+  // again when spec.replicas changed); everything below builds that gang.
+  if (!cx.spec.elastic || !cx.spec_errors.empty()) {
+    cx.status.elastic.reset();
+  } else if (!cx.status.elastic || cx.status.elastic->planned_replicas != cx.spec.replicas) {
+    ElasticStatus e = cx.status.elastic.value_or(ElasticStatus{});  // resizes so far are kept
+    e.current_replicas = e.planned_replicas = cx.spec.replicas;
+    cx.status.elastic = e;
+  } else {
+    cx.spec.replicas = cx.status.elastic->current_replicas;
+  }
   if (cx.spec_errors.empty()) cx.status.ranks = cx.spec.world_size();
   const std::string uid = job["metadata"].value("uid", "");
   for (auto& pod : caches_.pods.by_index(cx.ns, cx.name))
@@ -292,6 +310,53 @@ ReconcileResult Reconciler::complete(Context& cx) {
   const std::string msg = "all " + std::to_string(cx.gang.replicas) + " ranks exited 0";
   mark_terminal(cx, {.succeeded = true, .reason = kReasonCompleted, .message = msg, .gang_judged = true});
   return finish(cx, requeue_for_ttl(cx.spec, cx.status, cx.now));
+}
+
+std::optional<ReconcileResult> Reconciler::resize_gang(Context& cx) {
+  if (!cx.spec.elastic || !cx.status.elastic) return std::nullopt;
+  TrainingJobStatus& st = cx.status;
+  ElasticStatus& el = *st.elastic;
+  const bool all_ready = compute_phase(cx.gang, PhaseFacts{}).all_ready;
+  const ElasticDecision d = decide_elastic(cx.spec, cx.gang, parse_time(st.attempt_start_time),
+                                           parse_time(el.last_resize_time), all_ready, cx.now);
+  cx.elastic_recheck = d.recheck_in;
+  const Condition* before = st.condition(kCondFullSize);
+  using K = ElasticDecision::Kind;
+  if (d.kind == K::Keep) {
+    const bool full = el.current_replicas == el.planned_replicas;
+    if (full && all_ready && (!before || before->status != "True")) {
+      const std::string msg = "all " + std::to_string(el.planned_replicas) + " planned pods placed and training";
+      st.set_condition(kCondFullSize, true, kReasonPlannedSize, msg, cx.generation, cx.now_s);
+      if (before) cx.event("Normal", kReasonPlannedSize, msg);  // back at full size after a resize
+    }
+    return std::nullopt;
+  }
+  if (d.kind == K::Hold) {
+    if (!before || before->reason != d.reason) cx.event("Warning", d.reason, d.message);
+    st.set_condition(kCondFullSize, false, d.reason, d.message, cx.generation, cx.now_s);
+    return std::nullopt;
+  }
+  // Shrink or grow: the gang stops (its ranks checkpoint the step they agree
+  // on as they stop) and relaunches at the new size as a new attempt; not a
+  // restart, so nothing counts against maxRestarts.
+  const bool grow = d.kind == K::Grow;
+  delete_pods(cx, not_terminating(cx.current));
+  ++st.attempt;
+  st.attempt_start_time.clear();
+  st.ready_replicas = 0;
+  el.current_replicas = d.replicas;
+  ++el.resizes;
+  el.last_resize_time = cx.now_s;
+  cx.spec.replicas = d.replicas;
+  st.ranks = cx.spec.world_size();
+  set_phase(st, GangObservation{}, PhaseFacts{});
+  const std::string msg = d.message + "; relaunching as attempt " + std::to_string(st.attempt);
+  st.set_condition(kCondFullSize, false, d.reason, msg, cx.generation, cx.now_s);
+  st.set_condition(kCondReady, false, d.reason, grow ? "gang growing" : "gang shrinking", cx.generation, cx.now_s);
+  cx.event(grow ? "Normal" : "Warning", d.reason, msg);
+  spdlog::info("{}: {}", cx.key(), msg);
+  if (metrics_) metrics_->add_resize(grow ? "grow" : "shrink");
+  return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(1)));
 }
 
 // The new gang waits until the old one is gone and the backoff has passed.

@@ -128,6 +128,9 @@ class Reconciler {
   ReconcileResult fail_gang(Context& cx, const RestartDecision& decision);
   ReconcileResult restart_gang(Context& cx, const RestartDecision& decision);
   ReconcileResult complete(Context& cx);
+  // spec.elastic: relaunches the gang smaller when its pods are not placed in
+  // time, or at the planned size again (elastic_policy.h).
+  std::optional<ReconcileResult> resize_gang(Context& cx);
   std::optional<ReconcileResult> wait_for_relaunch(Context& cx);
   void launch_missing_ranks(Context& cx);
   ReconcileResult refuse_pods(Context& cx);

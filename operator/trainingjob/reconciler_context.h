@@ -2,6 +2,7 @@
 // small readers of object metadata. Not part of the operator's interface.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,6 +38,8 @@ struct Reconciler::Context {
   std::optional<ScrapedFigures> figures;
   // Set by observe_tuning(): the running ranks' samples for the tuner.
   std::vector<tuner::RankObservation> tuning_ranks;
+  // spec.elastic: when the size decision could change on its own (a timeout).
+  std::optional<std::chrono::milliseconds> elastic_recheck;
   bool secret_ensured = false;                     // this reconcile created the Secret or found it there
   std::string podgroup_problem;                    // why the gang's PodGroup could not be created (then no pods)
   bool podgroup_ensured = false;                   // ensure_podgroup() ran in this reconcile

@@ -107,6 +107,28 @@ std::optional<double> TrainingJobSpec::bucket_cap_mb() const {
   return std::nullopt;
 }
 
+long long TrainingJobSpec::grad_accum() const {
+  auto t = worker.find("train");
+  if (t == worker.end() || !t->is_object()) return 1;
+  auto g = t->find("grad_accum");
+  if (g == t->end() || !g->is_number_integer()) return 1;
+  return std::max<long long>(whole_number<long long>(*g).value_or(1), 1);
+}
+
+std::vector<int> TrainingJobSpec::elastic_sizes() const {
+  const int full = planned();
+  if (!elastic) return {full};
+  const long long per_pod = ranks_per_pod(), planned_ranks = full * per_pod;
+  const long long layout_sp = std::max(sp(), 1LL), layout_wp = std::max(wp(), 1LL);
+  std::vector<int> sizes;
+  for (int n = std::max(elastic->min_replicas, 1); n <= full; ++n) {
+    const long long ranks = n * per_pod;
+    if (ranks % layout_sp == 0 && ranks % layout_wp == 0 && (grad_accum() * planned_ranks) % ranks == 0)
+      sizes.push_back(n);
+  }
+  return sizes;
+}
+
 std::optional<int> TrainingJobSpec::gpu_limit() const {
   auto l = resources.find("limits");
   if (l == resources.end() || !l->is_object()) return std::nullopt;
@@ -186,6 +208,18 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
       read(*g, "queue", s.scheduling.queue, path, errors);
     }
   }
+  if (auto el = spec.find("elastic"); el != spec.end() && !el->is_null()) {
+    if (!el->is_object()) {
+      if (errors) errors->push_back({"spec.elastic", "must be an object, got " + el->dump()});
+    } else {
+      ElasticSpec& e = s.elastic.emplace();
+      const std::string path = "spec.elastic";
+      read(*el, "minReplicas", e.min_replicas, path, errors);
+      read(*el, "placementTimeoutSeconds", e.placement_timeout_seconds, path, errors);
+      read(*el, "growCheckSeconds", e.grow_check_seconds, path, errors);
+    }
+  }
+  s.planned_replicas = s.replicas;
   if (auto t = spec.find("tuning"); t != spec.end() && t->is_object()) {
     if (auto b = t->find("bucketSize"); b != t->end() && b->is_object()) {
       read(*b, "enabled", s.bucket_tuning.enabled, "spec.tuning.bucketSize", errors);
@@ -197,6 +231,39 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
     }
   }
   return s;
+}
+
+std::vector<SpecError> validate_elastic(const TrainingJobSpec& s) {
+  std::vector<SpecError> e;
+  if (!s.elastic) return e;
+  const ElasticSpec& el = *s.elastic;
+  const int full = s.planned();
+  if (el.min_replicas < 1 || el.min_replicas > full) {
+    e.push_back({"spec.elastic.minReplicas",
+                 "must be in [1, spec.replicas " + std::to_string(full) + "], got " + std::to_string(el.min_replicas)});
+    return e;
+  }
+  if (el.placement_timeout_seconds < 1 || el.placement_timeout_seconds > 86400)
+    e.push_back({"spec.elastic.placementTimeoutSeconds",
+                 "must be in [1, 86400], got " + std::to_string(el.placement_timeout_seconds)});
+  if (el.grow_check_seconds < 1 || el.grow_check_seconds > 7 * 86400)
+    e.push_back({"spec.elastic.growCheckSeconds",
+                 "must be in [1, 604800], got " + std::to_string(el.grow_check_seconds)});
+  const std::vector<int> sizes = s.elastic_sizes();
+  if (sizes.empty() || sizes.front() != el.min_replicas) {
+    std::string allowed;
+    TrainingJobSpec any = s;
+    any.elastic->min_replicas = 1;
+    for (int n : any.elastic_sizes()) allowed += (allowed.empty() ? "" : ", ") + std::to_string(n);
+    const long long per_pod = s.ranks_per_pod();
+    e.push_back({"spec.elastic.minReplicas",
+                 std::to_string(el.min_replicas) + " pods (" + std::to_string(el.min_replicas * per_pod) +
+                     " ranks) cannot train the global batch planned for " + std::to_string(full * per_pod) +
+                     " ranks x train.grad_accum " + std::to_string(s.grad_accum()) +
+                     (s.sp() > 1 || s.wp() > 1 ? " with sp " + std::to_string(s.sp()) + " and wp " + std::to_string(s.wp()) : std::string()) +
+                     ": a gang must divide the planned micro-batches and the layout; the pod counts that can: " + allowed});
+  }
+  return e;
 }
 
 std::vector<SpecError> validate_scheduling(const TrainingJobSpec& s) {
@@ -323,6 +390,7 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
         else if (q.value < 0) e.push_back({field, "must not be negative, got " + it.value().dump()});
       }
   for (auto& err : validate_scheduling(s)) e.push_back(std::move(err));
+  for (auto& err : validate_elastic(s)) e.push_back(std::move(err));
   if (auto g = s.pod_template.find("terminationGracePeriodSeconds"); g != s.pod_template.end())
     if (!g->is_number_integer() || g->get<long long>() < 0 || g->get<long long>() > 86400)
       e.push_back({"spec.template.terminationGracePeriodSeconds", "must be a whole number of seconds in [0, 86400], got " + g->dump()});
@@ -536,6 +604,20 @@ TrainingJobStatus parse_status(const Json& st, std::vector<SpecError>* errors) {
                               j.value("observedGeneration", 0L)});
   if (st.contains("progress")) s.extra["progress"] = st["progress"];
   if (auto t = st.find("tuning"); t != st.end() && !t->is_null()) s.tuning = parse_tuning(*t, errors);
+  if (auto el = st.find("elastic"); el != st.end() && el->is_object()) {
+    ElasticStatus& e = s.elastic.emplace();
+    e.current_replicas = el->value("currentReplicas", 0);
+    e.planned_replicas = el->value("plannedReplicas", 0);
+    e.resizes = el->value("resizes", 0);
+    e.last_resize_time = el->value("lastResizeTime", "");
+    if (e.current_replicas < 1 || e.planned_replicas < e.current_replicas) {
+      if (errors)
+        errors->push_back({"status.elastic", "currentReplicas " + std::to_string(e.current_replicas) +
+                                                 " is not in [1, plannedReplicas " +
+                                                 std::to_string(e.planned_replicas) + "]"});
+      s.elastic.reset();
+    }
+  }
   return s;
 }
 
@@ -565,6 +647,15 @@ Json to_json(const TrainingJobStatus& s) {
   }
   j["conditions"] = conds;
   if (s.tuning) j["tuning"] = to_json(*s.tuning);
+  if (s.elastic) {
+    const ElasticStatus& e = *s.elastic;
+    j["elastic"] = {{"currentReplicas", e.current_replicas},
+                    {"plannedReplicas", e.planned_replicas},
+                    // kubectl get tj's Size column
+                    {"size", std::to_string(e.current_replicas) + "/" + std::to_string(e.planned_replicas)},
+                    {"resizes", e.resizes}};
+    if (!e.last_resize_time.empty()) j["elastic"]["lastResizeTime"] = e.last_resize_time;
+  }
   return j;
 }
 

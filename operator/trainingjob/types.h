@@ -42,6 +42,16 @@ struct SchedulingSpec {
   std::string scheduler() const;  // schedulerName of the pods
 };
 
+// spec.elastic: a gang that trains on fewer pods when its pods cannot all be
+// placed, and grows back when they can, with the same global batch (its
+// ranks accumulate more micro-batches: WEFT_PLANNED_WORLD_SIZE). Absent: the
+// gang has spec.replicas pods or waits for them.
+struct ElasticSpec {
+  int min_replicas = 1;                // the smallest gang that may train
+  int placement_timeout_seconds = 60;  // how long a launch may wait for its pods to be placed
+  int grow_check_seconds = 300;        // how long a smaller gang trains before the full size is tried again
+};
+
 // The tuning types live in tuning/types.h (shared with tuner/); these names
 // keep them in the TrainingJob's vocabulary.
 using tuning::BucketTuningSpec;
@@ -69,6 +79,20 @@ struct TrainingJobSpec {
   bool suspend = false;
   std::optional<int> ttl_seconds_after_finished;
   SchedulingSpec scheduling;
+  std::optional<ElasticSpec> elastic;
+  // spec.replicas as the user wrote it: the gang's size at which the global
+  // batch is planned. `replicas` above is the size of the current gang, which
+  // the reconciler lowers while an elastic job runs smaller (0: replicas).
+  int planned_replicas = 0;
+
+  int planned() const { return planned_replicas > 0 ? planned_replicas : replicas; }
+  // The pod counts an elastic gang may take, ascending: from minReplicas up to
+  // the planned size, those whose ranks divide the parallel layout (sp, wp)
+  // and can share the planned batch (train.grad_accum x planned ranks a
+  // multiple of their ranks). Just the planned size without spec.elastic.
+  std::vector<int> elastic_sizes() const;
+  // spec.worker.train.grad_accum (1 when absent or not a whole number).
+  long long grad_accum() const;
 
   // Ranks per pod with `auto` resolved (1 when auto has no GPU limit, which
   // validate() refuses), and the ranks of the job: WORLD_SIZE.
@@ -97,6 +121,14 @@ struct Condition {
   long observed_generation = 0;
 };
 
+// status.elastic: the size of an elastic job's gang.
+struct ElasticStatus {
+  int current_replicas = 0;    // pods of the current gang
+  int planned_replicas = 0;    // spec.replicas when it was set (a changed spec starts over at full size)
+  int resizes = 0;             // shrinks and grows so far
+  std::string last_resize_time;
+};
+
 struct TrainingJobStatus {
   std::string phase;            // "" = never reconciled
   long observed_generation = 0;
@@ -112,6 +144,7 @@ struct TrainingJobStatus {
   std::string attempt_start_time;  // all pods of `attempt` created; a vanished pod after this is a failure
   std::vector<Condition> conditions;
   std::optional<TuningStatus> tuning;
+  std::optional<ElasticStatus> elastic;
   Json extra = Json::object();  // progress: owned by another writer, carried through
 
   // The restarts that count against maxRestarts: all but those whose cause
@@ -148,6 +181,8 @@ Json to_json(const TuningStatus& t);
 
 // The rules the CRD expresses as CEL and bounds, checked again here.
 std::vector<SpecError> validate(const TrainingJobSpec& spec);
+// The spec.elastic part of validate().
+std::vector<SpecError> validate_elastic(const TrainingJobSpec& spec);
 // The spec.scheduling part of validate().
 std::vector<SpecError> validate_scheduling(const TrainingJobSpec& spec);
 // metadata.name: the names of the children it becomes part of (Service,
