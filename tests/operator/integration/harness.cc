@@ -1,5 +1,7 @@
 #include "integration/harness.h"
 
+#include <prometheus/text_serializer.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,15 +58,21 @@ TestNamespace::~TestNamespace() { admin_api().remove(kube::kNamespaces, "", name
 InProcessOperator::InProcessOperator(const std::string& ns, const std::string& kubeconfig)
     : InProcessOperator(tj::ControllerOptions{ns, 2, std::chrono::seconds(30)}, kubeconfig) {}
 
-InProcessOperator::InProcessOperator(tj::ControllerOptions opts, const std::string& kubeconfig) {
+InProcessOperator::InProcessOperator(tj::ControllerOptions opts, const std::string& kubeconfig)
+    : registry_(std::make_unique<prometheus::Registry>()),
+      metrics_(std::make_unique<tj::OperatorMetrics>(*registry_)) {
   api_ = std::make_unique<kube::KubeApi>(kube::load_kubeconfig(kubeconfig.empty() ? kubeconfig_path() : kubeconfig),
                                          kube::ApiOptions{100, 200});
-  controller_ = std::make_unique<tj::Controller>(*api_, std::move(opts));
+  controller_ = std::make_unique<tj::Controller>(*api_, std::move(opts), metrics_.get());
   controller_->start_informers();
   controller_->start_workers();
 }
 
 InProcessOperator::~InProcessOperator() { controller_->stop(); }
+
+std::string InProcessOperator::metrics_text() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
 
 Json job_json(const std::string& name, int replicas) {
   return {{"apiVersion", "weft.dev/v1alpha1"},

@@ -20,6 +20,7 @@
 #include "kube/kube_api.h"
 #include "support/net.h"
 #include "trainingjob/controller.h"
+#include "trainingjob/operator_metrics.h"
 
 namespace weft::it {
 
@@ -54,8 +55,12 @@ class InProcessOperator {
   ~InProcessOperator();
   kube::KubeApi& api() { return *api_; }
   tj::Controller& controller() { return *controller_; }
+  // The operator's weft_operator_* metrics, in the text format.
+  std::string metrics_text() const;
 
  private:
+  std::unique_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<tj::OperatorMetrics> metrics_;
   std::unique_ptr<kube::KubeApi> api_;
   std::unique_ptr<tj::Controller> controller_;
 };
