@@ -348,6 +348,17 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   // unchanged (hostNetwork only when the operator allows it: pod_powers.h).
   for (const char* k : kTemplatePodFields)
     if (tpl.contains(k)) pod_spec[k] = tpl[k];
+  // Nodes of replaced stragglers (spec.stragglers.action replace): every
+  // required term (they are ORed) also excludes them, so a template's own
+  // affinity keeps holding.
+  if (!spec.avoid_nodes.empty()) {
+    Json& required = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    if (!required.contains("nodeSelectorTerms") || !required["nodeSelectorTerms"].is_array() ||
+        required["nodeSelectorTerms"].empty())
+      required["nodeSelectorTerms"] = Json::array({Json::object()});
+    for (Json& term : required["nodeSelectorTerms"])
+      term["matchFields"].push_back({{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", spec.avoid_nodes}});
+  }
   // Gang scheduling: the pod names its PodGroup the way its scheduler reads
   // it, and goes to that scheduler (validate() refuses a template's own).
   if (const SchedulingSpec& g = spec.scheduling; g.enabled()) {

@@ -65,6 +65,8 @@ inline constexpr const char* kCondGangScheduled = "GangScheduled";
 // True: no memory problem found; False: the pod's memory limit is below the
 // worker's estimate (trainingjob/memory_policy.h).
 inline constexpr const char* kCondMemoryEstimate = "MemoryEstimate";
+// spec.stragglers: True while a rank computes beyond the threshold above its gang's median.
+inline constexpr const char* kCondStraggler = "Straggler";
 // spec.elastic: True while the gang has its planned pods and trains.
 inline constexpr const char* kCondFullSize = "FullSize";
 
@@ -104,6 +106,10 @@ inline constexpr const char* kReasonShrunk = "Shrunk";                    // pod
 inline constexpr const char* kReasonGrowing = "Growing";                  // the planned size tried again
 inline constexpr const char* kReasonMinimumUnplaced = "MinimumUnplaced";  // not even minReplicas placed
 inline constexpr const char* kReasonPlannedSize = "PlannedSize";          // every planned pod placed and training
+// spec.stragglers (Straggler condition, events)
+inline constexpr const char* kReasonSlowRank = "SlowRank";                // a rank named
+inline constexpr const char* kReasonNoStraggler = "NoStraggler";          // every rank within the threshold
+inline constexpr const char* kReasonStragglerReplaced = "StragglerReplaced";  // relaunched away from its node
 inline constexpr const char* kReasonLimitBelowEstimate = "LimitBelowEstimate";
 inline constexpr const char* kReasonWithinLimit = "WithinLimit";
 inline constexpr const char* kReasonNoMemoryLimit = "NoMemoryLimit";

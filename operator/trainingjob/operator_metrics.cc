@@ -26,6 +26,12 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                    .Help("Elastic jobs' gangs relaunched at another size: shrink (pods not placed in time) or "
                          "grow (the planned size tried again)")
                    .Register(r)),
+      stragglers_(prometheus::BuildCounter()
+                      .Name("weft_operator_stragglers_total")
+                      .Help("Ranks named stragglers (compute per step beyond spec.stragglers.threshold above their "
+                            "gang's median), by the action taken: none (named) or replace (the gang relaunched "
+                            "away from the rank's node)")
+                      .Register(r)),
       queue_depth_(prometheus::BuildGauge()
                        .Name("weft_operator_queue_depth")
                        .Help("Job keys waiting for a reconcile worker")
@@ -42,6 +48,7 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                         .Help("Requests sent to the API server since start, by verb")
                         .Register(r)) {
   for (const char* direction : {"shrink", "grow"}) resizes_.Add({{"direction", direction}});
+  for (const char* action : {"none", "replace"}) stragglers_.Add({{"action", action}});
   for (const char* res : {"success", "requeue", "transient_error", "terminal_error", "not_found"})
     reconciles_.Add({{"result", res}});
   set_jobs_by_phase({});

@@ -25,6 +25,8 @@ class OperatorMetrics {
   void add_restart(const std::string& cause) { restarts_.Add({{"cause", cause}}).Increment(); }
   // An elastic job's gang changed size: direction shrink or grow.
   void add_resize(const std::string& direction) { resizes_.Add({{"direction", direction}}).Increment(); }
+  // A rank named a straggler (spec.stragglers); replaced: its gang relaunched away from its node.
+  void add_straggler(bool replaced) { stragglers_.Add({{"action", replaced ? "replace" : "none"}}).Increment(); }
   void set_queue_depth(double d) { queue_depth_.Set(d); }
   void set_jobs_by_phase(const std::map<std::string, int>& counts);
   void set_leader(bool leader) { leader_.Set(leader ? 1 : 0); }
@@ -38,6 +40,7 @@ class OperatorMetrics {
   prometheus::Histogram& reconcile_seconds_;
   prometheus::Family<prometheus::Counter>& restarts_;
   prometheus::Family<prometheus::Counter>& resizes_;
+  prometheus::Family<prometheus::Counter>& stragglers_;
   prometheus::Gauge& queue_depth_;
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Gauge& leader_;

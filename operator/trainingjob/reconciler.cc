@@ -171,6 +171,8 @@ std::optional<ReconcileResult> Reconciler::read_state(const std::string& key, Co
     cx.spec.replicas = cx.status.elastic->current_replicas;
   }
   if (cx.spec_errors.empty()) cx.status.ranks = cx.spec.world_size();
+  // The nodes of stragglers replaced so far (spec.stragglers.action replace).
+  if (cx.status.stragglers) cx.spec.avoid_nodes = cx.status.stragglers->avoided_nodes;
   const std::string uid = job["metadata"].value("uid", "");
   for (auto& pod : caches_.pods.by_index(cx.ns, cx.name))
     if (owned_by(*pod, uid)) cx.pods.push_back(pod);
@@ -340,16 +342,12 @@ std::optional<ReconcileResult> Reconciler::resize_gang(Context& cx) {
   // on as they stop) and relaunches at the new size as a new attempt; not a
   // restart, so nothing counts against maxRestarts.
   const bool grow = d.kind == K::Grow;
-  delete_pods(cx, not_terminating(cx.current));
-  ++st.attempt;
-  st.attempt_start_time.clear();
-  st.ready_replicas = 0;
+  relaunch_gang(cx);
   el.current_replicas = d.replicas;
   ++el.resizes;
   el.last_resize_time = cx.now_s;
   cx.spec.replicas = d.replicas;
   st.ranks = cx.spec.world_size();
-  set_phase(st, GangObservation{}, PhaseFacts{});
   const std::string msg = d.message + "; relaunching as attempt " + std::to_string(st.attempt);
   st.set_condition(kCondFullSize, false, d.reason, msg, cx.generation, cx.now_s);
   st.set_condition(kCondReady, false, d.reason, grow ? "gang growing" : "gang shrinking", cx.generation, cx.now_s);
@@ -357,6 +355,15 @@ std::optional<ReconcileResult> Reconciler::resize_gang(Context& cx) {
   spdlog::info("{}: {}", cx.key(), msg);
   if (metrics_) metrics_->add_resize(grow ? "grow" : "shrink");
   return finish(cx, ReconcileResult::requeue_after(std::chrono::seconds(1)));
+}
+
+void Reconciler::relaunch_gang(Context& cx) {
+  TrainingJobStatus& st = cx.status;
+  delete_pods(cx, not_terminating(cx.current));
+  ++st.attempt;
+  st.attempt_start_time.clear();
+  st.ready_replicas = 0;
+  set_phase(st, GangObservation{}, PhaseFacts{});
 }
 
 // The new gang waits until the old one is gone and the backoff has passed.
@@ -439,6 +446,7 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
   // Observe (the poller's figures; it enqueues the job when it has new
   // ones), then decide and apply.
   observe_ranks(cx);
+  if (auto replaced = name_stragglers(cx)) return *replaced;
   observe_tuning(cx);
   ReconcileResult result = tune_bucket_size(cx);
   if (cx.scrape) cx.scrape->tuning = cx.spec.bucket_tuning.enabled && tuner::needs_samples(cx.status.tuning);
@@ -468,6 +476,7 @@ void Reconciler::observe_ranks(Context& cx) {
   t.port = port;
   t.progress = poller_->options().progress_every.count() > 0;
   t.tuning = cx.spec.bucket_tuning.enabled && tuner::needs_samples(cx.status.tuning);
+  t.stragglers = cx.spec.stragglers.has_value();
   for (const auto& p : cx.current) {
     if (terminating(*p) || !(*p).contains("status")) continue;
     const Json& ps = (*p)["status"];

@@ -131,6 +131,10 @@ class Reconciler {
   // spec.elastic: relaunches the gang smaller when its pods are not placed in
   // time, or at the planned size again (elastic_policy.h).
   std::optional<ReconcileResult> resize_gang(Context& cx);
+  // Stops the current gang (its ranks checkpoint the step they agree on as
+  // they stop) and starts the next attempt: not a restart, so nothing counts
+  // against maxRestarts and no backoff is waited.
+  void relaunch_gang(Context& cx);
   std::optional<ReconcileResult> wait_for_relaunch(Context& cx);
   void launch_missing_ranks(Context& cx);
   ReconcileResult refuse_pods(Context& cx);
@@ -138,6 +142,10 @@ class Reconciler {
   void observe_ranks(Context& cx);                // the poller's target and status.progress
   void observe_tuning(Context& cx);               // reconciler_tuning.cc: the tuner's samples
   ReconcileResult tune_bucket_size(Context& cx);  // reconciler_tuning.cc: decide and apply
+  // reconciler_stragglers.cc: names a slow rank (condition Straggler, event,
+  // metric) from the poller's window of the ranks' pace; with action replace,
+  // relaunches the gang away from its node (a result: the reconcile ends).
+  std::optional<ReconcileResult> name_stragglers(Context& cx);
   // After the steps: what the poller reads of the job until its next
   // reconcile (watch the ranks report_progress named, pause, or forget).
   void tell_poller(const std::string& key, const Context& cx, const ReconcileResult& result);

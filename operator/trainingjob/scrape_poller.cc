@@ -34,7 +34,10 @@ void ScrapePoller::watch(const std::string& key, const ScrapeTarget& target) {
     } else if (j.target == target) {
       return;
     }
+    // Another gang (attempt, ranks): its pace starts afresh.
+    if (!j.target.same_ranks(target)) j.figures.pace.clear();
     j.target = target;
+    j.figures.pace_target = target;
     ++wakeups_;
   }
   cv_.notify_all();
@@ -44,7 +47,7 @@ void ScrapePoller::pause(const std::string& key) {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end()) return;
-  it->second.target.progress = it->second.target.tuning = false;
+  it->second.target.progress = it->second.target.tuning = it->second.target.stragglers = false;
 }
 
 void ScrapePoller::forget(const std::string& key) {
@@ -68,6 +71,7 @@ std::optional<TimePoint> ScrapePoller::due(const Job& j) const {
   std::optional<TimePoint> at;
   if (j.target.progress && opts_.progress_every.count() > 0) at = j.next_progress;
   if (j.target.tuning) at = at ? std::min(*at, j.next_tuning) : j.next_tuning;
+  if (j.target.stragglers) at = at ? std::min(*at, j.next_stragglers) : j.next_stragglers;
   return at;
 }
 
@@ -94,8 +98,10 @@ std::optional<ScrapePoller::Pass> ScrapePoller::claim(TimePoint now,
   p.progress =
       best->target.progress && opts_.progress_every.count() > 0 && best->next_progress <= now;
   p.tuning = best->target.tuning && best->next_tuning <= now;
+  p.stragglers = best->target.stragglers && best->next_stragglers <= now;
   if (p.progress) best->next_progress = now + opts_.progress_every;
   if (p.tuning) best->next_tuning = now + opts_.tuning_every;
+  if (p.stragglers) best->next_stragglers = now + opts_.stragglers_every;
   best->busy = true;
   return p;
 }
@@ -128,6 +134,24 @@ void ScrapePoller::run_pass(const Pass& pass) {
       round->ranks.push_back(std::move(o));
     }
   }
+  std::optional<PaceRound> pace;
+  if (pass.stragglers) {
+    pace.emplace();
+    for (const auto& [rank, ip] : pass.target.ranks) {
+      scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, opts_.tuning_timeout);
+      std::optional<PaceSample> p = got.ok() ? read_pace(rank, got.metrics) : std::nullopt;
+      if (!p) {  // a round without every rank cannot compare them
+        spdlog::debug("stragglers: rank {}: {}", rank, got.ok() ? "no weft_compute_seconds_total yet" : got.error);
+        pace.reset();
+        break;
+      }
+      if (rank == 0 && pass.progress && !rank0_tried) {  // one scrape of rank 0 serves both
+        rank0_tried = true;
+        progress = progress_from_metrics(got.metrics);
+      }
+      pace->ranks.push_back(*p);
+    }
+  }
   if (pass.progress && !rank0_tried) {
     for (const auto& [rank, ip] : pass.target.ranks) {
       if (rank != 0) continue;
@@ -150,6 +174,12 @@ void ScrapePoller::run_pass(const Pass& pass) {
       j.busy = false;
       if (progress) {
         j.figures.progress = ScrapedProgress{*progress, at};
+        fresh = true;
+      }
+      if (pace) {
+        pace->at = at;
+        j.figures.pace.push_back(std::move(*pace));
+        while (j.figures.pace.size() > ScrapedFigures::kPaceRounds) j.figures.pace.pop_front();
         fresh = true;
       }
       if (round) {

@@ -12,7 +12,11 @@
 //  - tuning: while the tuner needs samples, every rank every
 //    PollerOptions::tuning_every (TunerOptions::poll), 3 s timeout a rank;
 //    after the first rank without a sample the round is void and only rank 0
-//    (whose cap an auto-sized job starts from) is still scraped.
+//    (whose cap an auto-sized job starts from) is still scraped;
+//  - stragglers: with spec.stragglers, every rank every
+//    PollerOptions::stragglers_every into a window of rounds (the pace of each
+//    rank: steps, compute and wait seconds), kept while the ranks stay the
+//    same; a round with a rank missing is dropped.
 // A newly watched job is due at once. After a pass that produced figures the
 // notify hook gets the job's key (the controller enqueues it), so the figures
 // reach status without waiting for a requeue.
@@ -26,6 +30,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -39,6 +44,7 @@
 #include "scrape/http_scraper.h"
 #include "trainingjob/clock.h"
 #include "trainingjob/progress.h"
+#include "trainingjob/straggler_policy.h"
 #include "tuner/bucket_tuner.h"
 
 namespace weft::tj {
@@ -51,6 +57,7 @@ struct ScrapeTarget {
   std::vector<std::pair<int, std::string>> ranks;  // (rank, pod IP) of the attempt's running pods
   bool progress = false;                           // rank 0 for status.progress
   bool tuning = false;                             // every rank for the tuner
+  bool stragglers = false;                         // every rank's pace for the straggler policy
   bool operator==(const ScrapeTarget&) const = default;
   // Whether two targets name the same ranks of the same attempt.
   bool same_ranks(const ScrapeTarget& o) const {
@@ -75,6 +82,9 @@ struct ScrapedFigures {
   std::string uid;
   std::optional<ScrapedProgress> progress;  // the latest successful scrape of rank 0
   std::optional<ScrapedRound> round;        // the latest tuning round
+  std::deque<PaceRound> pace;               // the ranks' pace, oldest first (at most kPaceRounds)
+  ScrapeTarget pace_target;                 // the ranks `pace` was scraped from
+  static constexpr size_t kPaceRounds = 512;
 };
 
 struct PollerOptions {
@@ -82,6 +92,7 @@ struct PollerOptions {
   std::chrono::milliseconds tuning_every = tuner::TunerOptions{}.poll;
   std::chrono::milliseconds progress_timeout{1000};
   std::chrono::milliseconds tuning_timeout{3000};
+  std::chrono::milliseconds stragglers_every{2000};
   int threads = 4;  // jobs scraped at once
 };
 
@@ -117,7 +128,7 @@ class ScrapePoller {
  private:
   struct Job {
     ScrapeTarget target;
-    TimePoint next_progress{}, next_tuning{};  // epoch: due at once
+    TimePoint next_progress{}, next_tuning{}, next_stragglers{};  // epoch: due at once
     bool busy = false;                         // a pass runs
     uint64_t epoch = 0;  // changes when the job is forgotten or its uid changes
     ScrapedFigures figures;
@@ -126,7 +137,7 @@ class ScrapePoller {
     std::string key;
     uint64_t epoch = 0;
     ScrapeTarget target;
-    bool progress = false, tuning = false;
+    bool progress = false, tuning = false, stragglers = false;
   };
 
   std::optional<TimePoint> due(const Job& j) const;

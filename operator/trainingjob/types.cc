@@ -220,6 +220,17 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
     }
   }
   s.planned_replicas = s.replicas;
+  if (auto st = spec.find("stragglers"); st != spec.end() && !st->is_null()) {
+    if (!st->is_object()) {
+      if (errors) errors->push_back({"spec.stragglers", "must be an object, got " + st->dump()});
+    } else {
+      StragglerSpec& g = s.stragglers.emplace();
+      const std::string path = "spec.stragglers";
+      read(*st, "threshold", g.threshold, path, errors);
+      read(*st, "windowSteps", g.window_steps, path, errors);
+      read(*st, "action", g.action, path, errors);
+    }
+  }
   if (auto t = spec.find("tuning"); t != spec.end() && t->is_object()) {
     if (auto b = t->find("bucketSize"); b != t->end() && b->is_object()) {
       read(*b, "enabled", s.bucket_tuning.enabled, "spec.tuning.bucketSize", errors);
@@ -263,6 +274,22 @@ std::vector<SpecError> validate_elastic(const TrainingJobSpec& s) {
                      (s.sp() > 1 || s.wp() > 1 ? " with sp " + std::to_string(s.sp()) + " and wp " + std::to_string(s.wp()) : std::string()) +
                      ": a gang must divide the planned micro-batches and the layout; the pod counts that can: " + allowed});
   }
+  return e;
+}
+
+std::vector<SpecError> validate_stragglers(const TrainingJobSpec& s) {
+  std::vector<SpecError> e;
+  if (!s.stragglers) return e;
+  const StragglerSpec& g = *s.stragglers;
+  if (!(g.threshold > 0 && g.threshold <= 10))
+    e.push_back({"spec.stragglers.threshold", "must be in (0, 10] (a fraction above the gang's median), got " +
+                                                  Json(g.threshold).dump()});
+  if (g.window_steps < 2 || g.window_steps > 100000)
+    e.push_back({"spec.stragglers.windowSteps", "must be in [2, 100000], got " + std::to_string(g.window_steps)});
+  if (g.action != "none" && g.action != "replace")
+    e.push_back({"spec.stragglers.action", "must be none or replace, got '" + g.action + "'"});
+  if (s.metrics_port() <= 0)
+    e.push_back({"spec.stragglers", "needs the ranks' metrics: spec.worker.metrics.port is 0"});
   return e;
 }
 
@@ -391,6 +418,7 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
       }
   for (auto& err : validate_scheduling(s)) e.push_back(std::move(err));
   for (auto& err : validate_elastic(s)) e.push_back(std::move(err));
+  for (auto& err : validate_stragglers(s)) e.push_back(std::move(err));
   if (auto g = s.pod_template.find("terminationGracePeriodSeconds"); g != s.pod_template.end())
     if (!g->is_number_integer() || g->get<long long>() < 0 || g->get<long long>() > 86400)
       e.push_back({"spec.template.terminationGracePeriodSeconds", "must be a whole number of seconds in [0, 86400], got " + g->dump()});
@@ -604,6 +632,13 @@ TrainingJobStatus parse_status(const Json& st, std::vector<SpecError>* errors) {
                               j.value("observedGeneration", 0L)});
   if (st.contains("progress")) s.extra["progress"] = st["progress"];
   if (auto t = st.find("tuning"); t != st.end() && !t->is_null()) s.tuning = parse_tuning(*t, errors);
+  if (auto sg = st.find("stragglers"); sg != st.end() && sg->is_object()) {
+    StragglerStatus& g = s.stragglers.emplace();
+    if (auto n = sg->find("avoidedNodes"); n != sg->end() && n->is_array())
+      for (const auto& node : *n)
+        if (node.is_string()) g.avoided_nodes.push_back(node.get<std::string>());
+    g.replacements = sg->value("replacements", 0);
+  }
   if (auto el = st.find("elastic"); el != st.end() && el->is_object()) {
     ElasticStatus& e = s.elastic.emplace();
     e.current_replicas = el->value("currentReplicas", 0);
@@ -647,6 +682,8 @@ Json to_json(const TrainingJobStatus& s) {
   }
   j["conditions"] = conds;
   if (s.tuning) j["tuning"] = to_json(*s.tuning);
+  if (s.stragglers) j["stragglers"] = {{"avoidedNodes", s.stragglers->avoided_nodes},
+                                       {"replacements", s.stragglers->replacements}};
   if (s.elastic) {
     const ElasticStatus& e = *s.elastic;
     j["elastic"] = {{"currentReplicas", e.current_replicas},

@@ -52,6 +52,17 @@ struct ElasticSpec {
   int grow_check_seconds = 300;        // how long a smaller gang trains before the full size is tried again
 };
 
+// spec.stragglers: name the rank whose compute time per step exceeds the
+// gang's median by more than `threshold` over the last `window_steps` steps
+// (straggler_policy.h). Absent: not looked for.
+struct StragglerSpec {
+  double threshold = 0.2;
+  int window_steps = 20;
+  std::string action = "none";  // none | replace: relaunch the gang with the straggler's node avoided
+
+  bool replace() const { return action == "replace"; }
+};
+
 // The tuning types live in tuning/types.h (shared with tuner/); these names
 // keep them in the TrainingJob's vocabulary.
 using tuning::BucketTuningSpec;
@@ -80,6 +91,10 @@ struct TrainingJobSpec {
   std::optional<int> ttl_seconds_after_finished;
   SchedulingSpec scheduling;
   std::optional<ElasticSpec> elastic;
+  std::optional<StragglerSpec> stragglers;
+  // Nodes the pods must avoid (status.stragglers.avoidedNodes, set by
+  // spec.stragglers.action replace); the reconciler fills it from status.
+  std::vector<std::string> avoid_nodes;
   // spec.replicas as the user wrote it: the gang's size at which the global
   // batch is planned. `replicas` above is the size of the current gang, which
   // the reconciler lowers while an elastic job runs smaller (0: replicas).
@@ -129,6 +144,13 @@ struct ElasticStatus {
   std::string last_resize_time;
 };
 
+// status.stragglers (spec.stragglers action replace): the nodes of the
+// stragglers the gang was relaunched away from.
+struct StragglerStatus {
+  std::vector<std::string> avoided_nodes;
+  int replacements = 0;
+};
+
 struct TrainingJobStatus {
   std::string phase;            // "" = never reconciled
   long observed_generation = 0;
@@ -145,6 +167,7 @@ struct TrainingJobStatus {
   std::vector<Condition> conditions;
   std::optional<TuningStatus> tuning;
   std::optional<ElasticStatus> elastic;
+  std::optional<StragglerStatus> stragglers;
   Json extra = Json::object();  // progress: owned by another writer, carried through
 
   // The restarts that count against maxRestarts: all but those whose cause
@@ -183,6 +206,8 @@ Json to_json(const TuningStatus& t);
 std::vector<SpecError> validate(const TrainingJobSpec& spec);
 // The spec.elastic part of validate().
 std::vector<SpecError> validate_elastic(const TrainingJobSpec& spec);
+// The spec.stragglers part of validate().
+std::vector<SpecError> validate_stragglers(const TrainingJobSpec& spec);
 // The spec.scheduling part of validate().
 std::vector<SpecError> validate_scheduling(const TrainingJobSpec& spec);
 // metadata.name: the names of the children it becomes part of (Service,

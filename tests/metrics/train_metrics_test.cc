@@ -54,6 +54,20 @@ std::map<std::string, std::string> with_rank(std::map<std::string, std::string> 
   return l;
 }
 
+// ISP: the time forward and backward waited for weight gathers is waiting
+// for the rest of the gang, not computing.
+TEST(TrainMetrics, WeightGatherWaitsCountAsWaitNotCompute) {
+  WorkerConfig cfg;
+  TrainMetrics m(cfg, 3, 4);
+  StepReport r = report(1);
+  r.isp_prefetch_wait_seconds = 0.3;
+  m.on_step(r);
+  m.on_step(r);
+  auto s = scrape(m);
+  EXPECT_NEAR(s.at(sample_key("weft_compute_seconds_total", kRank3)), 2 * 0.45, 1e-12);
+  EXPECT_NEAR(s.at(sample_key("weft_wait_seconds_total", kRank3)), 2 * 0.55, 1e-12);
+}
+
 TEST(TrainMetrics, LastStepIsZeroUntilAStepIsReported) {
   const WorkerConfig cfg;
   TrainMetrics m(cfg, 0, 1);
@@ -81,6 +95,10 @@ TEST(TrainMetrics, MapsAStepReportToTheDesignFamiliesWithTheRankLabel) {
   EXPECT_EQ(s.at(sample_key("weft_exposed_comm_seconds_total", with_rank({{"group", "dp"}}))),
             0.15);
   EXPECT_EQ(s.at(sample_key("weft_isp_prefetch_wait_seconds_total", kRank3)), 0);
+  // Compute: data 0.1 + forward 0.2 + backward 0.4 + optimizer 0.05; the rest
+  // of the 1 s step was spent blocked in collectives.
+  EXPECT_NEAR(s.at(sample_key("weft_compute_seconds_total", kRank3)), 0.75, 1e-12);
+  EXPECT_NEAR(s.at(sample_key("weft_wait_seconds_total", kRank3)), 0.25, 1e-12);
   EXPECT_EQ(s.at(sample_key("weft_checkpoint_last_step", kRank3)), 0);
   EXPECT_EQ(s.at(sample_key("weft_memory_bytes", with_rank({{"kind", "param"}}))), 100);
   EXPECT_EQ(s.at(sample_key("weft_memory_bytes", with_rank({{"kind", "activation"}}))), 400);

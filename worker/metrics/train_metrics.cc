@@ -125,6 +125,17 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
                                   "Seconds compute waited for ISP weight prefetch (stays 0 until "
                                   "the ISP strategy runs)")
                              .Add({})),
+      // A straggler computes longer than its gang; the rest of the gang then
+      // waits for it in the collectives (weft-operator's spec.stragglers
+      // compares these between ranks).
+      compute_seconds_(counters(*registry_, rank, "weft_compute_seconds_total",
+                                "Seconds this rank's steps computed: data, forward, backward and optimizer, "
+                                "less the time blocked in collectives within them")
+                           .Add({})),
+      wait_seconds_(counters(*registry_, rank, "weft_wait_seconds_total",
+                             "Seconds this rank's steps were blocked in collectives, waiting for "
+                             "communication or for the rest of the gang (the step's wall time less compute)")
+                        .Add({})),
       checkpoint_last_step_(gauges(*registry_, rank, "weft_checkpoint_last_step",
                                    "Step of the last checkpoint written (0 before the first)")
                                 .Add({})),
@@ -200,6 +211,10 @@ void TrainMetrics::on_step(const StepReport& r) {
   learning_rate_.Set(r.lr);
   for (auto& [gauge, field] : memory_) gauge->Set(static_cast<double>(r.*field));
   advance(isp_prefetch_wait_, r.isp_prefetch_wait_seconds);
+  const double compute = std::max(0.0, r.data_seconds + r.forward_seconds + r.backward_seconds +
+                                           r.optimizer_seconds - r.isp_prefetch_wait_seconds);
+  advance(compute_seconds_, compute);
+  advance(wait_seconds_, std::max(0.0, r.step_seconds - compute));
 
   if (!r.sync_group.empty()) {
     auto it = sync_.find(r.sync_group);

@@ -111,6 +111,8 @@ class TrainMetrics : public StepObserver {
   std::vector<prometheus::Histogram*> bucket_reduce_;  // by bucket index
   std::vector<prometheus::Gauge*> bucket_last_;        // by bucket index; shrinks on re-bucketing
   prometheus::Counter& isp_prefetch_wait_;
+  prometheus::Counter& compute_seconds_;
+  prometheus::Counter& wait_seconds_;
   std::vector<std::pair<prometheus::Gauge*, int64_t StepReport::*>> memory_;
   prometheus::Gauge& checkpoint_last_step_;
   prometheus::Gauge& eval_loss_;

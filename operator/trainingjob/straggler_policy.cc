@@ -1,0 +1,68 @@
+#include "trainingjob/straggler_policy.h"
+
+#include <algorithm>
+#include <map>
+
+namespace weft::tj {
+
+std::optional<PaceSample> read_pace(int rank, const scrape::Exposition& e) {
+  const auto step = e.sum("weft_step"), compute = e.sum("weft_compute_seconds_total"),
+             wait = e.sum("weft_wait_seconds_total");
+  if (!step || !compute || !wait) return std::nullopt;
+  return PaceSample{rank, *step, *compute, *wait};
+}
+
+namespace {
+
+// The fewest steps any rank advanced from `base` to `last`; -1 when the two
+// rounds are not of the same ranks.
+double steps_between(const PaceRound& base, const PaceRound& last) {
+  if (base.ranks.size() != last.ranks.size()) return -1;
+  double fewest = -1;
+  for (size_t i = 0; i < last.ranks.size(); ++i) {
+    if (base.ranks[i].rank != last.ranks[i].rank) return -1;
+    const double d = last.ranks[i].step - base.ranks[i].step;
+    fewest = fewest < 0 ? d : std::min(fewest, d);
+  }
+  return fewest;
+}
+
+}  // namespace
+
+StragglerVerdict judge_stragglers(const std::deque<PaceRound>& rounds, const StragglerSpec& spec) {
+  StragglerVerdict v;
+  if (rounds.size() < 2 || rounds.back().ranks.size() < 2) return v;
+  const PaceRound& last = rounds.back();
+  const PaceRound* base = nullptr;
+  double steps = 0;
+  for (auto it = rounds.rbegin() + 1; it != rounds.rend(); ++it) {
+    const double d = steps_between(*it, last);
+    if (d >= spec.window_steps) {
+      base = &*it;
+      steps = d;
+      break;
+    }
+  }
+  if (!base) return v;
+  std::vector<double> compute;
+  for (size_t i = 0; i < last.ranks.size(); ++i) {
+    const PaceSample &a = base->ranks[i], &b = last.ranks[i];
+    const double n = b.step - a.step;
+    RankPace p{b.rank, std::max(0.0, b.compute - a.compute) / n, std::max(0.0, b.wait - a.wait) / n};
+    v.ranks.push_back(p);
+    compute.push_back(p.compute_per_step);
+  }
+  std::sort(compute.begin(), compute.end());
+  v.median_compute = compute[(compute.size() - 1) / 2];
+  v.judged = true;
+  v.steps = static_cast<int>(steps);
+  std::sort(v.ranks.begin(), v.ranks.end(), [](const RankPace& x, const RankPace& y) { return x.rank < y.rank; });
+  for (const RankPace& p : v.ranks) {
+    if (v.median_compute <= 0 || p.compute_per_step <= v.median_compute * (1 + spec.threshold)) continue;
+    if (!v.straggler || p.compute_per_step > v.straggler->compute_per_step) v.straggler = p;
+  }
+  if (v.straggler) v.ratio = v.straggler->compute_per_step / v.median_compute;
+  return v;
+}
+
+}  // namespace weft::tj
