@@ -49,6 +49,14 @@ std::optional<ReconcileResult> Reconciler::name_stragglers(Context& cx) {
   const StragglerSpec& spec = *cx.spec.stragglers;
   const StragglerVerdict v = judge_stragglers(cx.figures->pace, spec);
   if (!v.judged) return std::nullopt;
+  {
+    const auto slowest = std::max_element(v.ranks.begin(), v.ranks.end(), [](const RankPace& a, const RankPace& b) {
+      return a.compute_per_step < b.compute_per_step;
+    });
+    spdlog::debug("{}: pace over {} steps: median compute {:.4f} s a step, slowest rank {} at {:.2f}x", cx.key(),
+                  v.steps, v.median_compute, slowest->rank,
+                  v.median_compute > 0 ? slowest->compute_per_step / v.median_compute : 0.0);
+  }
   TrainingJobStatus& st = cx.status;
   const Condition* before = st.condition(kCondStraggler);
   const std::string pct = fixed(spec.threshold * 100, "%.0f") + "%";

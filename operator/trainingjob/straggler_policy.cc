@@ -35,10 +35,16 @@ StragglerVerdict judge_stragglers(const std::deque<PaceRound>& rounds, const Str
   const PaceRound& last = rounds.back();
   const PaceRound* base = nullptr;
   double steps = 0;
-  for (auto it = rounds.rbegin() + 1; it != rounds.rend(); ++it) {
-    const double d = steps_between(*it, last);
+  // The first windowSteps steps of the window are not compared: an
+  // attempt's first steps (allocation, first touch of memory, ranks that
+  // joined late) are slow for reasons that pass.
+  const PaceRound& first = rounds.front();
+  for (size_t i = rounds.size() - 1; i-- > 1;) {
+    const PaceRound& candidate = rounds[i];
+    if (steps_between(first, candidate) < spec.window_steps) continue;
+    const double d = steps_between(candidate, last);
     if (d >= spec.window_steps) {
-      base = &*it;
+      base = &candidate;
       steps = d;
       break;
     }

@@ -50,7 +50,9 @@ struct StragglerVerdict {
 };
 
 // Judges the latest round against the newest earlier one that is at least
-// spec.window_steps steps behind on every rank.
+// spec.window_steps steps behind on every rank and itself at least
+// spec.window_steps steps past the window's first round: the first steps of
+// an attempt are slow for reasons that pass, and not compared.
 StragglerVerdict judge_stragglers(const std::deque<PaceRound>& rounds, const StragglerSpec& spec);
 
 }  // namespace weft::tj
