@@ -112,5 +112,48 @@ TEST_F(Poller, TheTunersRoundsComeFromThePoller) {
   EXPECT_GT(ranks.scrapes("10.1.0.1"), 0);
 }
 
+// spec.stragglers: every rank's pace comes from the poller; rank 1 computes
+// twice as long a step as the others, and the reconciler names it.
+TEST_F(Poller, AStragglerIsNamedFromEveryRanksPace) {
+  std::mutex mu;
+  std::map<std::string, int> steps;
+  start([&](const scrape::Endpoint& ep, std::chrono::milliseconds) {
+    std::lock_guard lock(mu);
+    const std::string rank = ep.host.substr(ep.host.rfind('.') + 1);
+    const int step = steps[ep.host] += 10;
+    const double compute = (rank == "1" ? 0.2 : 0.1) * step;
+    const std::string l = "{rank=\"" + rank + "\"} ";
+    scrape::ScrapeResult r;
+    r.metrics = scrape::parse_text("weft_step" + l + std::to_string(step) + "\nweft_loss" + l + "2.5\n" +
+                                   "weft_compute_seconds_total" + l + std::to_string(compute) +
+                                   "\nweft_wait_seconds_total" + l + std::to_string(0.2 * step - compute) + "\n")
+                    .exposition;
+    return r;
+  });
+  Json job = job_json("slow", 3);
+  job["spec"]["stragglers"] = {{"windowSteps", 10}};
+  create_job(ns_.name(), job);
+  ASSERT_TRUE(eventually([&] { return job_pods(ns_.name(), "slow").size() == 3; }));
+  run_pods("slow");
+  auto straggler = [&] {
+    for (const auto& c : status_of(ns_.name(), "slow").value("conditions", Json::array()))
+      if (c["type"] == tj::kCondStraggler) return c;
+    return Json::object();
+  };
+  ASSERT_TRUE(eventually([&] { return straggler().value("status", "") == "True"; }, 60s))
+      << status_of(ns_.name(), "slow").dump();
+  const Json c = straggler();
+  EXPECT_EQ(c["reason"], tj::kReasonSlowRank);
+  EXPECT_EQ(c["message"].get<std::string>().rfind("pod slow-1 (rank 1) on node ", 0), 0u) << c.dump();
+  EXPECT_NE(c["message"].get<std::string>().find("2.00x the gang's median 0.100 s"), std::string::npos) << c.dump();
+  EXPECT_NE(op_->metrics_text().find("weft_operator_stragglers_total{action=\"none\"} 1"), std::string::npos)
+      << op_->metrics_text();
+  auto events = admin_api().list(kube::kEvents, ns_.name());
+  ASSERT_TRUE(events.ok());
+  int named = 0;
+  for (const auto& e : events->items) named += e.value("reason", "") == tj::kReasonSlowRank;
+  EXPECT_EQ(named, 1) << "named once, not at every round";
+}
+
 }  // namespace
 }  // namespace weft::it
