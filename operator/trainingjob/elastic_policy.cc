@@ -39,18 +39,10 @@ ElasticDecision decision(Kind kind, int replicas, const char* reason, std::strin
 ElasticDecision shrink_or_hold(const TrainingJobSpec& spec, const GangObservation& gang, TimePoint launched,
                                TimePoint now) {
   const ElasticSpec& el = *spec.elastic;
-  int placed = 0, waiting = 0;
-  std::string why;
-  for (const RankState& r : gang.ranks) {
-    if (r.terminating) continue;
-    if (r.scheduled) {
-      ++placed;
-    } else {
-      ++waiting;
-      if (why.empty() && !r.unschedulable.empty()) why = "; the scheduler: " + r.unschedulable;
-    }
-  }
-  if (waiting == 0) return {};
+  const Placement where = placement_of(gang);
+  const int placed = where.placed;
+  const std::string why = where.held > 0 ? "; the scheduler: " + where.first_held_reason : "";
+  if (where.waiting == 0) return {};
   const TimePoint deadline = launched + seconds(el.placement_timeout_seconds);
   if (now < deadline) return keep_until(until(deadline, now));
 

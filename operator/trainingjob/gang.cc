@@ -2,6 +2,24 @@
 
 namespace weft::tj {
 
+Placement placement_of(const GangObservation& gang) {
+  Placement p;
+  for (const RankState& r : gang.ranks) {
+    if (r.terminating) continue;
+    if (r.scheduled) {
+      ++p.placed;
+      continue;
+    }
+    ++p.waiting;
+    if (r.unschedulable.empty()) continue;
+    if (p.held++ == 0) {
+      p.first_held_rank = r.rank;
+      p.first_held_reason = r.unschedulable;
+    }
+  }
+  return p;
+}
+
 RankState observe_pod(const nlohmann::json& pod, const std::string& container) {
   RankState s;
   const auto& meta = pod["metadata"];

@@ -39,6 +39,16 @@ struct GangObservation {
   }
 };
 
+// Where the scheduler has the live pods of an attempt: placed (bound to a
+// node), waiting (not yet), and of those held back with the scheduler's
+// reason (PodScheduled False), the first by order of observation.
+struct Placement {
+  int placed = 0, waiting = 0, held = 0;
+  int first_held_rank = -1;
+  std::string first_held_reason;
+};
+Placement placement_of(const GangObservation& gang);
+
 // Reads the worker container's state (terminated exit code and message) and
 // pod phase.
 RankState observe_pod(const nlohmann::json& pod, const std::string& container);

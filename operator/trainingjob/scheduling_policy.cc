@@ -34,16 +34,10 @@ std::optional<SchedulingView> scheduling_condition(const TrainingJobSpec& spec, 
   if (!spec.scheduling.enabled()) return std::nullopt;
   if (!podgroup_problem.empty()) return SchedulingView{false, kReasonPodGroupUnavailable, podgroup_problem};
   const int pods = spec.replicas;
-  int placed = 0, held = 0;
-  std::string first_message;
-  for (const RankState& r : gang.ranks) {
-    if (r.terminating) continue;
-    if (r.scheduled) {
-      ++placed;
-    } else if (!r.unschedulable.empty()) {
-      if (held++ == 0) first_message = "pod " + pod_name(job, r.rank) + ": " + r.unschedulable;
-    }
-  }
+  const Placement where = placement_of(gang);
+  const int placed = where.placed, held = where.held;
+  const std::string first_message =
+      held > 0 ? "pod " + pod_name(job, where.first_held_rank) + ": " + where.first_held_reason : "";
   const std::string scheduler = spec.scheduling.scheduler();
   if (placed >= pods)
     return SchedulingView{true, kReasonGangPlaced,

@@ -62,6 +62,16 @@ const Json& parallel_of(const Json& worker) {
   return it != worker.end() && it->is_object() ? *it : empty;
 }
 
+// spec.<key>: the object, or null when absent (or null); anything else is an
+// error naming the field, and null.
+const Json* section(const Json& spec, const char* key, std::vector<SpecError>* errors) {
+  auto it = spec.find(key);
+  if (it == spec.end() || it->is_null()) return nullptr;
+  if (it->is_object()) return &*it;
+  if (errors) errors->push_back({std::string("spec.") + key, "must be an object, got " + it->dump()});
+  return nullptr;
+}
+
 // A DNS-1123 subdomain, the form of an object's name (a Volcano Queue's)
 // and of a scheduler's: "-", "a..b" or "x-" pass a character check but not
 // this, and a v1.20 API server takes them in a pod, which then waits forever.
@@ -191,45 +201,31 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
     read(*it, "backoffSeconds", s.restart.backoff_seconds, "spec.restartPolicy", errors);
     read(*it, "maxBackoffSeconds", s.restart.max_backoff_seconds, "spec.restartPolicy", errors);
   }
-  if (auto g = spec.find("scheduling"); g != spec.end() && !g->is_null()) {
-    if (!g->is_object()) {
-      if (errors) errors->push_back({"spec.scheduling", "must be an object, got " + g->dump()});
-    } else {
-      const std::string path = "spec.scheduling";
-      read(*g, "gang", s.scheduling.gang, path, errors);
-      s.scheduling.provider_set = g->contains("provider") && !(*g)["provider"].is_null();
-      read(*g, "provider", s.scheduling.provider, path, errors);
-      read(*g, "schedulerName", s.scheduling.scheduler_name, path, errors);
-      if (g->contains("scheduleTimeoutSeconds") && !(*g)["scheduleTimeoutSeconds"].is_null()) {
-        int t = 0;
-        read(*g, "scheduleTimeoutSeconds", t, path, errors);
-        s.scheduling.schedule_timeout_seconds = t;
-      }
-      read(*g, "queue", s.scheduling.queue, path, errors);
+  if (const Json* g = section(spec, "scheduling", errors)) {
+    const std::string path = "spec.scheduling";
+    read(*g, "gang", s.scheduling.gang, path, errors);
+    s.scheduling.provider_set = g->contains("provider") && !(*g)["provider"].is_null();
+    read(*g, "provider", s.scheduling.provider, path, errors);
+    read(*g, "schedulerName", s.scheduling.scheduler_name, path, errors);
+    if (g->contains("scheduleTimeoutSeconds") && !(*g)["scheduleTimeoutSeconds"].is_null()) {
+      int t = 0;
+      read(*g, "scheduleTimeoutSeconds", t, path, errors);
+      s.scheduling.schedule_timeout_seconds = t;
     }
+    read(*g, "queue", s.scheduling.queue, path, errors);
   }
-  if (auto el = spec.find("elastic"); el != spec.end() && !el->is_null()) {
-    if (!el->is_object()) {
-      if (errors) errors->push_back({"spec.elastic", "must be an object, got " + el->dump()});
-    } else {
-      ElasticSpec& e = s.elastic.emplace();
-      const std::string path = "spec.elastic";
-      read(*el, "minReplicas", e.min_replicas, path, errors);
-      read(*el, "placementTimeoutSeconds", e.placement_timeout_seconds, path, errors);
-      read(*el, "growCheckSeconds", e.grow_check_seconds, path, errors);
-    }
+  if (const Json* el = section(spec, "elastic", errors)) {
+    ElasticSpec& e = s.elastic.emplace();
+    read(*el, "minReplicas", e.min_replicas, "spec.elastic", errors);
+    read(*el, "placementTimeoutSeconds", e.placement_timeout_seconds, "spec.elastic", errors);
+    read(*el, "growCheckSeconds", e.grow_check_seconds, "spec.elastic", errors);
   }
   s.planned_replicas = s.replicas;
-  if (auto st = spec.find("stragglers"); st != spec.end() && !st->is_null()) {
-    if (!st->is_object()) {
-      if (errors) errors->push_back({"spec.stragglers", "must be an object, got " + st->dump()});
-    } else {
-      StragglerSpec& g = s.stragglers.emplace();
-      const std::string path = "spec.stragglers";
-      read(*st, "threshold", g.threshold, path, errors);
-      read(*st, "windowSteps", g.window_steps, path, errors);
-      read(*st, "action", g.action, path, errors);
-    }
+  if (const Json* st = section(spec, "stragglers", errors)) {
+    StragglerSpec& g = s.stragglers.emplace();
+    read(*st, "threshold", g.threshold, "spec.stragglers", errors);
+    read(*st, "windowSteps", g.window_steps, "spec.stragglers", errors);
+    read(*st, "action", g.action, "spec.stragglers", errors);
   }
   if (auto t = spec.find("tuning"); t != spec.end() && t->is_object()) {
     if (auto b = t->find("bucketSize"); b != t->end() && b->is_object()) {
