@@ -1,9 +1,10 @@
 #!/bin/bash
 # Stragglers named on the local cluster: a 4-pod job with spec.stragglers
-# (20-step windows, threshold 20 %, action replace) trains 300 steps
-# unslowed and no rank is named (condition Straggler False, NoStraggler;
-# no SlowRank event). Then rank 2's worker is slowed from outside, SIGSTOP
-# and SIGCONT at a 50 % duty cycle: within 50 of its steps the operator
+# (40-step windows, the default threshold of 20 %, action replace) trains
+# 300 steps unslowed and no rank is named (condition Straggler False,
+# NoStraggler; no SlowRank event). Then rank 2's worker is slowed from
+# outside, stopped 75 ms of every 100 (SIGSTOP, SIGCONT): within 50 of its
+# steps the operator
 # names its pod, rank and node (condition Straggler True, SlowRank, a
 # Warning event), and, with action replace, relaunches the gang from the
 # checkpoint its ranks write as they stop with that node avoided: no pod of
@@ -37,10 +38,10 @@ log "1. $CALM unslowed steps, nobody named: $(cond message)"
 node=$(kubectl get pod stragglers-2 -n "$NS" -o jsonpath='{.spec.nodeName}')
 pid=$(worker_pid stragglers-2) || fail "no process of rank 2"
 attempt=$(tj_field stragglers .status.attempt)
-( while kill -STOP "$pid" 2>/dev/null; do sleep 0.05; kill -CONT "$pid" 2>/dev/null; sleep 0.05; done ) &
+( while kill -STOP "$pid" 2>/dev/null; do sleep 0.075; kill -CONT "$pid" 2>/dev/null; sleep 0.025; done ) &
 slower=$!
 from=$(logged_step)
-log "2. rank 2 (pid $pid on $node) slowed at step $from: SIGSTOP/SIGCONT every 50 ms"
+log "2. rank 2 (pid $pid on $node) slowed at step $from: stopped 75 ms of every 100 (SIGSTOP/SIGCONT)"
 named() { [ "$(cond status)" = True ]; }
 wait_for 120 "rank 2 named a straggler" named
 at=$(logged_step)
