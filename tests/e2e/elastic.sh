@@ -17,7 +17,7 @@
 # Usage: elastic.sh CLUSTER_DIR SOURCE_DIR BUILD_DIR dp|zero
 . "$(dirname "$0")/lib.sh" "$1" "$2" "elastic-$4"
 BUILD=$3 BIN=$3/bin MODE=$4
-STEPS=90
+STEPS=400
 case $MODE in
   dp) parallel='{strategy: dp, bucket_cap_mb: 1}' ;;
   zero) parallel='{strategy: zero, bucket_cap_mb: 1, zero: {stage: 2}}' ;;
@@ -42,7 +42,7 @@ event_reasons() { kubectl get events -n "$NS" --field-selector involvedObject.na
 wait_for 90 "4 ranks training" all_ready 4
 size_is 4/4 || fail "status.elastic.size '$(tj_field elastic .status.elastic.size)', expected 4/4"
 [ "$(condition FullSize status)" = True ] || fail "FullSize is '$(condition FullSize status)' with all 4 pods training"
-wait_for 120 "step 15 logged" _past 15
+wait_for 120 "step 30 logged" _past 30
 echo "---- kubectl get tj elastic (4 pods)"
 kubectl get tj elastic -n "$NS"
 
@@ -63,7 +63,7 @@ log0=$(rank0_log) || fail "no log of rank 0"
 grep -q "elastic: 2 of the 4 planned ranks; train.grad_accum 1 -> 2" "$log0" \
   || fail "rank 0 of the 2-pod gang does not accumulate for the planned batch: $(head -20 "$log0")"
 at=$(logged_step)
-wait_for 120 "10 steps on 2 pods" _past $((at + 10))
+wait_for 120 "30 steps on 2 pods" _past $((at + 30))
 echo "---- kubectl get tj elastic (2 of 4 pods)"
 kubectl get tj elastic -n "$NS"
 event_reasons | grep -qx Shrunk || fail "no Shrunk event: $(event_reasons | sort | uniq -c)"
