@@ -5,10 +5,10 @@
 // a relaunch of the gang with the straggler's node avoided. The ranks stop
 // on SIGTERM at a step they agree on and checkpoint it, so the relaunch
 // loses nothing.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
@@ -21,18 +21,6 @@ namespace weft::tj {
 using namespace detail;
 
 namespace {
-
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f s", s);
-  return buf;
-}
-
-std::string fixed(double v, const char* format) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string node_of(const std::vector<kube::ObjectPtr>& pods, int rank) {
   for (const auto& p : pods)
@@ -59,11 +47,11 @@ std::optional<ReconcileResult> Reconciler::name_stragglers(Context& cx) {
   }
   TrainingJobStatus& st = cx.status;
   const Condition* before = st.condition(kCondStraggler);
-  const std::string pct = fixed(spec.threshold * 100, "%.0f") + "%";
+  const std::string pct = fmt::format("{:.0f}%", spec.threshold * 100);
   if (!v.straggler) {
     if (before && before->status == "False") return std::nullopt;  // figures in the message stay as first written
     const std::string msg = "every rank within " + pct + " of the gang's median compute time per step (" +
-                            seconds(v.median_compute) + ") over the last " + std::to_string(v.steps) + " steps";
+                            fmt::format("{:.3f} s", v.median_compute) + ") over the last " + std::to_string(v.steps) + " steps";
     st.set_condition(kCondStraggler, false, kReasonNoStraggler, msg, cx.generation, cx.now_s);
     if (before) cx.event("Normal", kReasonNoStraggler, msg);
     return std::nullopt;
@@ -73,10 +61,10 @@ std::optional<ReconcileResult> Reconciler::name_stragglers(Context& cx) {
   const std::string who = "pod " + pod + " (rank " + std::to_string(rank) + ") on node " + (node.empty() ? "?" : node);
   // Named once per pod: its figures move with every round.
   if (before && before->status == "True" && before->message.rfind(who + " ", 0) == 0) return std::nullopt;
-  const std::string msg = who + " computes " + seconds(v.straggler->compute_per_step) + " a step over the last " +
-                          std::to_string(v.steps) + " steps, " + fixed(v.ratio, "%.2f") + "x the gang's median " +
-                          seconds(v.median_compute) + " (spec.stragglers.threshold " + pct +
-                          "); the other ranks wait for it in every collective";
+  const std::string msg =
+      fmt::format("{} computes {:.3f} s a step over the last {} steps, {:.2f}x the gang's median {:.3f} s "
+                  "(spec.stragglers.threshold {}); the other ranks wait for it in every collective",
+                  who, v.straggler->compute_per_step, v.steps, v.ratio, v.median_compute, pct);
   st.set_condition(kCondStraggler, true, kReasonSlowRank, msg, cx.generation, cx.now_s);
   cx.event("Warning", kReasonSlowRank, msg);
   spdlog::info("{}: straggler: {}", cx.key(), msg);

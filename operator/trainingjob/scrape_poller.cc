@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 namespace weft::tj {
 
@@ -112,6 +113,8 @@ void ScrapePoller::run_pass(const Pass& pass) {
   std::optional<Progress> progress;
   bool rank0_tried = false;
   std::optional<ScrapedRound> round;
+  // A rank scraped for the tuner in this pass serves the straggler round too.
+  std::map<int, scrape::Exposition> scraped;
   if (pass.tuning) {
     round.emplace();
     round->target = pass.target;
@@ -123,6 +126,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
       if (!round_void || rank == 0) {
         scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, opts_.tuning_timeout);
         if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
+        if (got.ok() && pass.stragglers) scraped[rank] = got.metrics;
         o.error = got.ok()
                       ? (o.sample ? "" : "no weft_step/weft_bucket_cap_bytes/weft_step_seconds yet")
                       : got.error;
@@ -138,7 +142,11 @@ void ScrapePoller::run_pass(const Pass& pass) {
   if (pass.stragglers) {
     pace.emplace();
     for (const auto& [rank, ip] : pass.target.ranks) {
-      scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, opts_.tuning_timeout);
+      scrape::ScrapeResult got;
+      if (auto it = scraped.find(rank); it != scraped.end())
+        got.metrics = std::move(it->second);
+      else
+        got = scrape_({ip, port, "/metrics"}, opts_.tuning_timeout);
       std::optional<PaceSample> p = got.ok() ? read_pace(rank, got.metrics) : std::nullopt;
       if (!p) {  // a round without every rank cannot compare them
         spdlog::debug("stragglers: rank {}: {}", rank, got.ok() ? "no weft_compute_seconds_total yet" : got.error);

@@ -126,8 +126,10 @@ TEST(StragglerPolicy, ThePollerKeepsAWindowOfEveryRanksPace) {
   std::mutex mu;
   std::map<std::string, double> step;
   std::set<std::string> down;
+  std::map<std::string, int> calls;
   auto fn = [&](const scrape::Endpoint& ep, std::chrono::milliseconds) {
     std::lock_guard lock(mu);
+    ++calls[ep.host];
     const double s = step[ep.host];
     scrape::ScrapeResult r;
     if (down.count(ep.host)) {
@@ -168,6 +170,14 @@ TEST(StragglerPolicy, ThePollerKeepsAWindowOfEveryRanksPace) {
   EXPECT_TRUE(poller.latest("ns/j")->pace.empty());
   poller.poll_due();
   EXPECT_EQ(poller.latest("ns/j")->pace.size(), 1u);
+  // With the tuner's rounds due in the same pass, one scrape a rank serves both.
+  t.tuning = true;
+  poller.watch("ns/j", t);
+  calls.clear();
+  now += 2s;
+  poller.poll_due();
+  EXPECT_EQ(calls, (std::map<std::string, int>{{"a", 1}, {"b", 1}}));
+  EXPECT_EQ(poller.latest("ns/j")->pace.size(), 2u);
 }
 
 TEST(Stragglers, SpecRulesNameTheField) {
