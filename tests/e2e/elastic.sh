@@ -37,6 +37,8 @@ size_is() { tj_field_is elastic .status.elastic.size "$1"; }
 all_ready() { phase_is elastic Running && [ "$(tj_field elastic .status.readyReplicas)" = "$1" ]; }
 condition() { tj_field elastic ".status.conditions[?(@.type==\"$1\")].$2"; }
 event_reasons() { kubectl get events -n "$NS" --field-selector involvedObject.name=elastic -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}'; }
+# A kubectl call can fail under load: an event is looked for again until it shows.
+has_event() { event_reasons 2>/dev/null | grep -qx "$1"; }
 
 # 1. Four pods train.
 wait_for 90 "4 ranks training" all_ready 4
@@ -66,7 +68,7 @@ at=$(logged_step)
 wait_for 120 "30 steps on 2 pods" _past $((at + 30))
 echo "---- kubectl get tj elastic (2 of 4 pods)"
 kubectl get tj elastic -n "$NS"
-event_reasons | grep -qx Shrunk || fail "no Shrunk event: $(event_reasons | sort | uniq -c)"
+wait_for 30 "a Shrunk event" has_event Shrunk
 
 # 3. The node comes back: the gang grows to 4 pods again.
 kubectl uncordon "$lost" >/dev/null || fail "kubectl uncordon $lost"
@@ -76,7 +78,7 @@ wait_for 120 "the gang back at 4 pods" size_is 4/4
 wait_for 120 "4 ranks training again" all_ready 4
 [ "$(condition FullSize status)" = True ] || fail "FullSize '$(condition FullSize status)' after growing back"
 log "grown back: $(condition FullSize message); resizes $(tj_field elastic .status.elastic.resizes)"
-event_reasons | grep -qx Growing || fail "no Growing event: $(event_reasons | sort | uniq -c)"
+wait_for 30 "a Growing event" has_event Growing
 
 wait_for 300 "phase Succeeded" phase_is elastic Succeeded
 echo "---- kubectl describe tj elastic (done)"
