@@ -37,8 +37,9 @@ size_is() { tj_field_is elastic .status.elastic.size "$1"; }
 all_ready() { phase_is elastic Running && [ "$(tj_field elastic .status.readyReplicas)" = "$1" ]; }
 condition() { tj_field elastic ".status.conditions[?(@.type==\"$1\")].$2"; }
 event_reasons() { kubectl get events -n "$NS" --field-selector involvedObject.name=elastic -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}'; }
-# A kubectl call can fail under load: an event is looked for again until it shows.
-has_event() { event_reasons 2>/dev/null | grep -qx "$1"; }
+# Read whole before grep -q looks (its early exit would fail kubectl with
+# SIGPIPE under pipefail), and again until the event shows.
+has_event() { local r; r=$(event_reasons 2>/dev/null); grep -qx "$1" <<< "$r"; }
 
 # 1. Four pods train.
 wait_for 90 "4 ranks training" all_ready 4
