@@ -77,30 +77,37 @@ bool Reconciler::ensure_children(Context& cx) {
   const std::string uid = job["metadata"].value("uid", "");
   // The children a new job lacks are created concurrently: one round trip
   // before the pods, not four.
-  std::vector<std::future<kube::Result<Json>>> creating;
-  auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, auto build) {
+  struct Creating {
+    const kube::Resource* res;
+    std::string name;
+    ObjectPtr* slot;  // where the child's current object goes, for the children whose content is kept up to date
+    std::future<kube::Result<Json>> created;
+  };
+  std::vector<Creating> creating;
+  auto not_ours = [&](const kube::Resource& res, const std::string& name) {
+    // Usually a child of a deleted job with the same name that the garbage
+    // collector has not removed yet.
+    cx.note(ApiError{409, "Conflict", res.kind + " " + cx.ns + "/" + name + " exists but is not owned by this job"});
+  };
+  auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, ObjectPtr* slot,
+                    auto build) {
     ObjectPtr have = cache.get(cx.ns, name);
     if (have) {
-      if (!owned_by(*have, uid)) {
-        // Usually a child of a deleted job with the same name that the
-        // garbage collector has not removed yet.
-        cx.note(ApiError{409, "Conflict", res.kind + " " + cx.ns + "/" + name + " exists but is not owned by this job"});
-        return ObjectPtr();
-      }
-      return have;
+      if (!owned_by(*have, uid)) return not_ours(res, name);
+      if (slot) *slot = have;
+      return;
     }
-    creating.push_back(std::async(std::launch::async, [this, &res, &cx, obj = build()] {
-      return api_.create(res, cx.ns, obj);
-    }));
-    return ObjectPtr();
+    creating.push_back({&res, name, slot, std::async(std::launch::async, [this, &res, &cx, obj = build()] {
+                          return api_.create(res, cx.ns, obj);
+                        })});
   };
-  ensure(caches_.services, kube::kServices, service_name(cx.name), [&] { return build_service(job, cx.spec); });
-  ObjectPtr cm = ensure(caches_.configmaps, kube::kConfigMaps, configmap_name(cx.name),
-                        [&] { return build_configmap(job, cx.spec); });
-  ObjectPtr policy;
+  ObjectPtr cm, policy;
+  ensure(caches_.services, kube::kServices, service_name(cx.name), nullptr, [&] { return build_service(job, cx.spec); });
+  ensure(caches_.configmaps, kube::kConfigMaps, configmap_name(cx.name), &cm,
+         [&] { return build_configmap(job, cx.spec); });
   if (caches_.network_policies)
-    policy = ensure(*caches_.network_policies, kube::kNetworkPolicies, network_policy_name(cx.name),
-                    [&] { return build_network_policy(job, cx.spec, metrics_from_); });
+    ensure(*caches_.network_policies, kube::kNetworkPolicies, network_policy_name(cx.name), &policy,
+           [&] { return build_network_policy(job, cx.spec, metrics_from_); });
   // The Secret is not cached (the operator may not read Secrets): it is
   // created with the other children of a new job, and again before each
   // launch of a gang (create_pods), where AlreadyExists is the usual answer.
@@ -109,9 +116,26 @@ bool Reconciler::ensure_children(Context& cx) {
     secret = std::async(std::launch::async, [this, &cx, obj = build_secret(job, random_token())] {
       return api_.create(kube::kSecrets, cx.ns, obj);
     });
-  for (auto& f : creating) {
-    auto created = f.get();
-    if (!created && !created.error().already_exists()) cx.note(created.error());
+  for (auto& c : creating) {
+    auto created = c.created.get();
+    if (created || !created.error().already_exists()) {
+      if (!created) cx.note(created.error());
+      continue;  // a new child is built from this spec
+    }
+    // There already, unseen by our watch (it lags behind our own create of
+    // a moment ago, e.g. when the spec changes right after the job was
+    // created): its content may be an older spec's, so it is read live and
+    // brought up to date below like a cached one. Assuming it current once
+    // relaunched a gang on the previous spec.worker's config.
+    if (!c.slot) continue;
+    auto live = api_.get(*c.res, cx.ns, c.name);
+    if (!live) {
+      cx.note(live.error());
+    } else if (!owned_by(*live, uid)) {
+      not_ours(*c.res, c.name);
+    } else {
+      *c.slot = std::make_shared<const Json>(std::move(*live));
+    }
   }
   if (secret.valid()) {
     auto created = secret.get();

@@ -415,6 +415,44 @@ TEST_F(Reconcile, SpecChangeRelaunchesTheGangWithoutCountingARestart) {
   EXPECT_TRUE(pods_are("grow", 3, "1"));
 }
 
+// A watch may lag behind the operator's own writes: the ConfigMap created a
+// moment ago is not in its cache when the spec changes. The relaunched gang
+// must still read the new spec.worker (it once read the old one: the create
+// answered AlreadyExists and the stale content was taken as current). The
+// reconciler runs here on caches whose ConfigMap watch never starts.
+TEST(ReconcileWithALaggingWatch, AConfigMapTheCacheHasNotSeenIsBroughtUpToDate) {
+  TestNamespace ns("it-lagging");
+  kube::KubeApi& api = admin_api();
+  const std::string selector = std::string(tj::kLabelManagedBy) + "=" + tj::kManagedBy;  // the controller's
+  kube::Informer jobs(api, kube::kTrainingJobs, ns.name()), pods(api, kube::kPods, ns.name(), selector,
+                                                                  std::chrono::seconds(0), tj::kLabelJob),
+      services(api, kube::kServices, ns.name(), selector, std::chrono::seconds(0)),
+      configmaps(api, kube::kConfigMaps, ns.name(), selector, std::chrono::seconds(0));  // never run: lags forever
+  std::vector<std::jthread> watching;
+  for (kube::Informer* inf : {&jobs, &pods, &services})
+    watching.emplace_back([inf](std::stop_token stop) { inf->run(stop); });
+  kube::EventRecorder events(api, "weft-operator");
+  tj::Reconciler reconciler(api, tj::Caches{jobs, pods, services, configmaps}, events, nullptr);
+  const std::string key = ns.name() + "/lag";
+  auto config_yaml = [&] {
+    auto cm = api.get(kube::kConfigMaps, ns.name(), "lag-config");
+    return cm.ok() ? (*cm)["data"].value(std::string(contract::kConfigKey), "") : "(none)";
+  };
+  auto cache_generation = [&] {
+    auto job = jobs.get(ns.name(), "lag");
+    return job ? (*job)["metadata"].value("generation", 0L) : 0L;
+  };
+
+  create_job(ns.name(), job_json("lag", 2));
+  ASSERT_TRUE(eventually([&] { return cache_generation() == 1; }));
+  reconciler.reconcile(key);  // creates the children and the gang
+  ASSERT_NE(YAML::Load(config_yaml())["train"]["steps"].as<int>(0), 50) << config_yaml();
+  patch_job_spec(ns.name(), "lag", {{"worker", {{"train", {{"steps", 50}}}}}});
+  ASSERT_TRUE(eventually([&] { return cache_generation() == 2; }));
+  for (int i = 0; i < 3; ++i) reconciler.reconcile(key);
+  EXPECT_EQ(YAML::Load(config_yaml())["train"]["steps"].as<int>(0), 50) << config_yaml();
+}
+
 TEST_F(Reconcile, PodsTheApiServerRefusesFailTheJobAfterOneAttempt) {
   // Valid for the CRD schema (volumes are free-form) but not for the pod API.
   Json job = job_json("refused", 8);
