@@ -115,7 +115,7 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   // (spec change, restart) must be made on that authoritative view.
   if (!st.attempt_start_time.empty() && !cache_shows_full_gang(cx) && !refresh_pods_live(cx))
     return finish(cx, ReconcileResult::done());  // cx.error makes it transient
-  relaunch_if_spec_changed(cx);
+  if (relaunch_if_spec_changed(cx)) return finish(cx, ReconcileResult::requeue_after(std::chrono::milliseconds(1)));
   observe_gang(cx);
 
   const RestartDecision decision = decide_restart(cx.gang, counted_restarts(st), cx.spec.restart);
@@ -220,8 +220,9 @@ void Reconciler::resume_if_suspended(Context& cx) {
 
 // A spec change (replicas, image, worker config, ...) during an attempt
 // relaunches the gang as a new attempt; it is not a failure, so it neither
-// counts against maxRestarts nor waits for a backoff.
-void Reconciler::relaunch_if_spec_changed(Context& cx) {
+// counts against maxRestarts nor waits for a backoff. True: the new attempt
+// is to be written before anything else (see next_attempt).
+bool Reconciler::relaunch_if_spec_changed(Context& cx) {
   TrainingJobStatus& st = cx.status;
   const std::string want = pod_spec_hash(cx.spec);
   for (auto& p : cx.pods) {
@@ -229,8 +230,8 @@ void Reconciler::relaunch_if_spec_changed(Context& cx) {
     const Json& meta = (*p)["metadata"];
     const std::string have = meta.contains("annotations") ? meta["annotations"].value(kAnnotationSpecHash, "") : "";
     if (have == want) continue;
-    ++st.attempt;
-    st.attempt_start_time.clear();
+    next_attempt(cx);
+    set_phase(st, GangObservation{}, PhaseFacts{});
     spdlog::info("{}: spec changed (generation {}), relaunching as attempt {}", cx.key(), cx.generation, st.attempt);
     cx.event("Normal", kReasonSpecChanged,
              "spec changed (generation " + std::to_string(cx.generation) + "): relaunching the gang as attempt " +
@@ -238,8 +239,24 @@ void Reconciler::relaunch_if_spec_changed(Context& cx) {
     // A PodGroup the new gang does not use would keep its place in a queue
     // (Volcano's) for pods that no longer name it.
     delete_unwanted_podgroups(cx);
-    return;
+    return true;
   }
+  return false;
+}
+
+// Every relaunch (restart, spec change, resize, straggler replaced) starts
+// the next attempt here and deletes nothing: the old gang's pods are stale
+// from the moment this status is written, and the next reconcile deletes
+// them (observe_gang). The other order lost the reason of a relaunch whose
+// status write failed (a conflict with a second edit, an API server under
+// load): the next reconcile saw ranks missing from a launched gang and
+// restarted it as if a pod had been deleted, counting a restart for a spec
+// change and dropping a resize.
+void Reconciler::next_attempt(Context& cx) {
+  TrainingJobStatus& st = cx.status;
+  ++st.attempt;
+  st.attempt_start_time.clear();
+  st.ready_replicas = 0;
 }
 
 // Splits the pods into the current attempt's and older ones (which are
@@ -282,14 +299,11 @@ ReconcileResult Reconciler::fail_gang(Context& cx, const RestartDecision& decisi
 
 ReconcileResult Reconciler::restart_gang(Context& cx, const RestartDecision& decision) {
   TrainingJobStatus& st = cx.status;
-  delete_pods(cx, not_terminating(cx.current));
   ++st.restarts;
   ++st.restarts_by_cause[cause_name(decision.cause)];
   st.last_restart_cause = cause_name(decision.cause);
-  ++st.attempt;
+  next_attempt(cx);
   st.last_restart_time = cx.now_s;
-  st.attempt_start_time.clear();
-  st.ready_replicas = 0;
   set_phase(st, GangObservation{}, PhaseFacts{.restart_in_progress = true});  // the gang is gone
   const int counted = counted_restarts(st);
   // A restart that does not count waits no backoff: nothing in the job failed.
@@ -358,12 +372,8 @@ std::optional<ReconcileResult> Reconciler::resize_gang(Context& cx) {
 }
 
 void Reconciler::relaunch_gang(Context& cx) {
-  TrainingJobStatus& st = cx.status;
-  delete_pods(cx, not_terminating(cx.current));
-  ++st.attempt;
-  st.attempt_start_time.clear();
-  st.ready_replicas = 0;
-  set_phase(st, GangObservation{}, PhaseFacts{});
+  next_attempt(cx);
+  set_phase(cx.status, GangObservation{}, PhaseFacts{});
 }
 
 // The new gang waits until the old one is gone and the backoff has passed.

@@ -119,11 +119,13 @@ class Reconciler {
   ReconcileResult finished_job(Context& cx);
   ReconcileResult refuse_spec(Context& cx);
   bool ensure_children(Context& cx);
+  bool pod_there_is_current(Context& cx, int rank);  // after a create's AlreadyExists
   ReconcileResult suspend(Context& cx);
   void resume_if_suspended(Context& cx);
   bool cache_shows_full_gang(const Context& cx) const;
   bool refresh_pods_live(Context& cx);  // replaces cx.pods with a live list; false on API error
-  void relaunch_if_spec_changed(Context& cx);
+  bool relaunch_if_spec_changed(Context& cx);
+  void next_attempt(Context& cx);
   void observe_gang(Context& cx);
   ReconcileResult fail_gang(Context& cx, const RestartDecision& decision);
   ReconcileResult restart_gang(Context& cx, const RestartDecision& decision);
@@ -131,9 +133,9 @@ class Reconciler {
   // spec.elastic: relaunches the gang smaller when its pods are not placed in
   // time, or at the planned size again (elastic_policy.h).
   std::optional<ReconcileResult> resize_gang(Context& cx);
-  // Stops the current gang (its ranks checkpoint the step they agree on as
-  // they stop) and starts the next attempt: not a restart, so nothing counts
-  // against maxRestarts and no backoff is waited.
+  // Starts the next attempt, which stops the current gang (its ranks
+  // checkpoint the step they agree on as they stop): not a restart, so
+  // nothing counts against maxRestarts and no backoff is waited.
   void relaunch_gang(Context& cx);
   std::optional<ReconcileResult> wait_for_relaunch(Context& cx);
   void launch_missing_ranks(Context& cx);

@@ -56,7 +56,7 @@ int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
         cx.gang.ranks.push_back(observe_pod(*res, kContainerName));
         cx.present.insert(ranks[next + i]);
       } else if (res.error().already_exists()) {
-        cx.present.insert(ranks[next + i]);  // our cache is behind; the pod is there
+        if (pod_there_is_current(cx, ranks[next + i])) cx.present.insert(ranks[next + i]);
       } else {
         cx.note(res.error());
         failed = true;
@@ -72,15 +72,35 @@ int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
   return created;
 }
 
+// A create answered AlreadyExists: our cache is behind. The pod there is
+// this attempt's (the rank is present), or an older attempt's that the cache
+// never showed us, which is deleted now and its rank created by a later
+// reconcile. Taking every such pod for this attempt's once launched a gang
+// with a stale rank in it, which the next reconcile deleted and took for a
+// rank lost.
+bool Reconciler::pod_there_is_current(Context& cx, int rank) {
+  const std::string name = pod_name(cx.name, rank);
+  auto live = api_.get(kube::kPods, cx.ns, name);
+  if (!live) {
+    if (!live.error().not_found()) cx.note(live.error());
+    return false;  // gone since: created again by the next reconcile
+  }
+  if (!owned_by(*live, (*cx.job)["metadata"].value("uid", ""))) {
+    cx.note(ApiError{409, "Conflict", "pod " + cx.ns + "/" + name + " exists but is not owned by this job"});
+    return false;
+  }
+  if (label_int(*live, kLabelAttempt, -1) == cx.status.attempt) return true;
+  if (!terminating(*live)) delete_pods(cx, {std::make_shared<const Json>(std::move(*live))});
+  return false;
+}
+
 bool Reconciler::ensure_children(Context& cx) {
   const Json& job = *cx.job;
   const std::string uid = job["metadata"].value("uid", "");
   // The children a new job lacks are created concurrently: one round trip
   // before the pods, not four.
   struct Creating {
-    const kube::Resource* res;
-    std::string name;
-    ObjectPtr* slot;  // where the child's current object goes, for the children whose content is kept up to date
+    bool* already_there;  // set on AlreadyExists, for the children whose content is kept up to date
     std::future<kube::Result<Json>> created;
   };
   std::vector<Creating> creating;
@@ -89,25 +109,27 @@ bool Reconciler::ensure_children(Context& cx) {
     // collector has not removed yet.
     cx.note(ApiError{409, "Conflict", res.kind + " " + cx.ns + "/" + name + " exists but is not owned by this job"});
   };
-  auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, ObjectPtr* slot,
-                    auto build) {
+  auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, bool* already_there,
+                    auto build) -> ObjectPtr {
     ObjectPtr have = cache.get(cx.ns, name);
     if (have) {
-      if (!owned_by(*have, uid)) return not_ours(res, name);
-      if (slot) *slot = have;
-      return;
+      if (owned_by(*have, uid)) return have;
+      not_ours(res, name);
+      return nullptr;
     }
-    creating.push_back({&res, name, slot, std::async(std::launch::async, [this, &res, &cx, obj = build()] {
+    creating.push_back({already_there, std::async(std::launch::async, [this, &res, &cx, obj = build()] {
                           return api_.create(res, cx.ns, obj);
                         })});
+    return nullptr;
   };
-  ObjectPtr cm, policy;
+  bool cm_there = false, policy_there = false;
   ensure(caches_.services, kube::kServices, service_name(cx.name), nullptr, [&] { return build_service(job, cx.spec); });
-  ensure(caches_.configmaps, kube::kConfigMaps, configmap_name(cx.name), &cm,
-         [&] { return build_configmap(job, cx.spec); });
+  ObjectPtr cm = ensure(caches_.configmaps, kube::kConfigMaps, configmap_name(cx.name), &cm_there,
+                        [&] { return build_configmap(job, cx.spec); });
+  ObjectPtr policy;
   if (caches_.network_policies)
-    ensure(*caches_.network_policies, kube::kNetworkPolicies, network_policy_name(cx.name), &policy,
-           [&] { return build_network_policy(job, cx.spec, metrics_from_); });
+    policy = ensure(*caches_.network_policies, kube::kNetworkPolicies, network_policy_name(cx.name), &policy_there,
+                    [&] { return build_network_policy(job, cx.spec, metrics_from_); });
   // The Secret is not cached (the operator may not read Secrets): it is
   // created with the other children of a new job, and again before each
   // launch of a gang (create_pods), where AlreadyExists is the usual answer.
@@ -118,24 +140,9 @@ bool Reconciler::ensure_children(Context& cx) {
     });
   for (auto& c : creating) {
     auto created = c.created.get();
-    if (created || !created.error().already_exists()) {
-      if (!created) cx.note(created.error());
-      continue;  // a new child is built from this spec
-    }
-    // There already, unseen by our watch (it lags behind our own create of
-    // a moment ago, e.g. when the spec changes right after the job was
-    // created): its content may be an older spec's, so it is read live and
-    // brought up to date below like a cached one. Assuming it current once
-    // relaunched a gang on the previous spec.worker's config.
-    if (!c.slot) continue;
-    auto live = api_.get(*c.res, cx.ns, c.name);
-    if (!live) {
-      cx.note(live.error());
-    } else if (!owned_by(*live, uid)) {
-      not_ours(*c.res, c.name);
-    } else {
-      *c.slot = std::make_shared<const Json>(std::move(*live));
-    }
+    if (created) continue;  // built from this spec
+    if (!created.error().already_exists()) cx.note(created.error());
+    else if (c.already_there) *c.already_there = true;
   }
   if (secret.valid()) {
     auto created = secret.get();
@@ -144,6 +151,28 @@ bool Reconciler::ensure_children(Context& cx) {
     else
       cx.note(created.error());
   }
+  // A child there already but unseen by our watch (which lags behind our own
+  // create of a moment ago, e.g. when the spec changes right after the job
+  // was created) may hold an older spec's content: it is read live and
+  // brought up to date below like a cached one. Taking it as current once
+  // relaunched a gang on the previous spec.worker's config.
+  auto read_live = [&](kube::Result<Json> live, const kube::Resource& res, const std::string& name) -> ObjectPtr {
+    if (!live) {
+      cx.note(live.error());
+      return nullptr;
+    }
+    if (!owned_by(*live, uid)) {
+      not_ours(res, name);
+      return nullptr;
+    }
+    return std::make_shared<const Json>(std::move(*live));
+  };
+  if (cm_there)
+    cm = read_live(api_.get(kube::kConfigMaps, cx.ns, configmap_name(cx.name)), kube::kConfigMaps,
+                   configmap_name(cx.name));
+  if (policy_there)
+    policy = read_live(api_.get(kube::kNetworkPolicies, cx.ns, network_policy_name(cx.name)),
+                       kube::kNetworkPolicies, network_policy_name(cx.name));
   if (cm) {
     // spec.worker may change between attempts; bucket_cap_mb is the tuner's.
     const std::string want = worker_config_yaml(cx.spec.worker);

@@ -29,7 +29,9 @@ import yaml
 
 METHOD_VERB = {"get": "get", "list": "list", "watch": "watch", "create": "create", "update": "update",
                "update_status": "update", "merge_patch": "patch", "remove": "delete"}
-CALL = re.compile(r"\bapi_?(?:\(\))?\s*(?:\.|->)\s*(" + "|".join(METHOD_VERB) + r")\s*\(\s*([\w:]+)")
+# The first argument whole (up to its comma), so a resource the check cannot
+# read (`*child.res`) is reported, not skipped.
+CALL = re.compile(r"\bapi_?(?:\(\))?\s*(?:\.|->)\s*(" + "|".join(METHOD_VERB) + r")\s*\(\s*([^,()]+?)\s*[,)]")
 CONST = re.compile(r"^(?:kube::)?(k[A-Z]\w*)$")
 # Informer construction: `x_(api, kube::kPods, ...)` / `Informer inf(api, kube::kPods, ...)`.
 INFORMER = re.compile(r"\(\s*api_?\s*,\s*(?:kube::)?(k[A-Z]\w*)\s*,")
@@ -72,6 +74,15 @@ def helper_constants(text, var, pos):
     return consts or None
 
 
+def loop_constants(text, var, pos):
+    """Resource constants a loop `for (const kube::Resource* var : {&kube::kX, ...})` before pos runs over."""
+    decl = None
+    pattern = r"for\s*\(\s*(?:const\s+)?(?:kube::)?Resource\s*\*\s*" + re.escape(var) + r"\s*:\s*\{([^}]*)\}\s*\)"
+    for m in re.finditer(pattern, text[:pos]):
+        decl = m
+    return set(re.findall(r"(?:kube::)?(k[A-Z]\w*)", decl.group(1))) if decl else None
+
+
 def used_by_code(src, table):
     used, problems = {}, []
     files = sorted(p for d in ("operator", "clients") for p in (src / d).rglob("*") if p.suffix in (".cc", ".h"))
@@ -94,6 +105,8 @@ def used_by_code(src, table):
                 consts = {c.group(1)}
             elif f.name == "informer.cc" and arg == "resource_":
                 consts = informer_consts  # Informer::list/watch on the resource it was built with
+            elif arg.startswith("*"):
+                consts = loop_constants(text, arg[1:].strip(), m.start())
             else:
                 consts = helper_constants(text, arg, m.start())
             if not consts:

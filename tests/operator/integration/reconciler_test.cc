@@ -4,6 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "integration/harness.h"
+#include "kube/events.h"
+#include "kube/kube_config.h"
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
 #include "weft_contract.h"
@@ -415,42 +417,135 @@ TEST_F(Reconcile, SpecChangeRelaunchesTheGangWithoutCountingARestart) {
   EXPECT_TRUE(pods_are("grow", 3, "1"));
 }
 
-// A watch may lag behind the operator's own writes: the ConfigMap created a
-// moment ago is not in its cache when the spec changes. The relaunched gang
-// must still read the new spec.worker (it once read the old one: the create
-// answered AlreadyExists and the stale content was taken as current). The
-// reconciler runs here on caches whose ConfigMap watch never starts.
-TEST(ReconcileWithALaggingWatch, AConfigMapTheCacheHasNotSeenIsBroughtUpToDate) {
-  TestNamespace ns("it-lagging");
-  kube::KubeApi& api = admin_api();
-  const std::string selector = std::string(tj::kLabelManagedBy) + "=" + tj::kManagedBy;  // the controller's
-  kube::Informer jobs(api, kube::kTrainingJobs, ns.name()), pods(api, kube::kPods, ns.name(), selector,
-                                                                  std::chrono::seconds(0), tj::kLabelJob),
-      services(api, kube::kServices, ns.name(), selector, std::chrono::seconds(0)),
-      configmaps(api, kube::kConfigMaps, ns.name(), selector, std::chrono::seconds(0));  // never run: lags forever
-  std::vector<std::jthread> watching;
-  for (kube::Informer* inf : {&jobs, &pods, &services})
-    watching.emplace_back([inf](std::stop_token stop) { inf->run(stop); });
-  kube::EventRecorder events(api, "weft-operator");
-  tj::Reconciler reconciler(api, tj::Caches{jobs, pods, services, configmaps}, events, nullptr);
-  const std::string key = ns.name() + "/lag";
+// The reconciler alone, on caches the test controls: a reconcile runs when
+// the test says, and a watch that is never started stands for one that lags
+// behind the operator's own writes.
+class DirectReconcile : public ::testing::Test {
+ protected:
+  DirectReconcile()
+      : ns_("it-direct"),
+        api_(kube::load_kubeconfig(kubeconfig_path()), kube::ApiOptions{100, 200}),
+        jobs_(api_, kube::kTrainingJobs, ns()),
+        pods_(api_, kube::kPods, ns(), kSelector, std::chrono::seconds(0), tj::kLabelJob),
+        services_(api_, kube::kServices, ns(), kSelector, std::chrono::seconds(0)),
+        configmaps_(api_, kube::kConfigMaps, ns(), kSelector, std::chrono::seconds(0)),
+        events_(api_, "weft-operator"),
+        reconciler_(api_, tj::Caches{jobs_, pods_, services_, configmaps_}, events_, nullptr) {}
+  const std::string& ns() const { return ns_.name(); }
+  void watch(std::initializer_list<kube::Informer*> informers) {
+    for (kube::Informer* inf : informers) watching_.emplace_back([inf](std::stop_token stop) { inf->run(stop); });
+  }
+  tj::ReconcileResult reconcile(const std::string& job) { return reconciler_.reconcile(ns() + "/" + job); }
+  long cached_generation(const std::string& job) {
+    auto obj = jobs_.get(ns(), job);
+    return obj ? (*obj)["metadata"].value("generation", 0L) : 0L;
+  }
+  // Reconciles until `pred` holds (the caches catch up in between).
+  bool reconcile_until(const std::string& job, const std::function<bool()>& pred) {
+    return eventually([&] {
+      reconcile(job);
+      return pred();
+    });
+  }
+  long calls(const std::string& verb) const { return api_.request_counts()[verb]; }
+
+  static inline const std::string kSelector = std::string(tj::kLabelManagedBy) + "=" + tj::kManagedBy;
+  TestNamespace ns_;
+  kube::KubeApi api_;
+  kube::Informer jobs_, pods_, services_, configmaps_;
+  kube::EventRecorder events_;
+  tj::Reconciler reconciler_;
+  std::vector<std::jthread> watching_;  // last: stopped before the caches go
+};
+
+// The ConfigMap created a moment ago is not in the cache when the spec
+// changes. The relaunched gang must still read the new spec.worker (it once
+// read the old one: the create answered AlreadyExists and the stale content
+// was taken as current).
+TEST_F(DirectReconcile, AConfigMapTheCacheHasNotSeenIsBroughtUpToDate) {
+  watch({&jobs_, &pods_, &services_});  // the ConfigMap watch never runs
   auto config_yaml = [&] {
-    auto cm = api.get(kube::kConfigMaps, ns.name(), "lag-config");
+    auto cm = admin_api().get(kube::kConfigMaps, ns(), "lag-config");
     return cm.ok() ? (*cm)["data"].value(std::string(contract::kConfigKey), "") : "(none)";
   };
-  auto cache_generation = [&] {
-    auto job = jobs.get(ns.name(), "lag");
-    return job ? (*job)["metadata"].value("generation", 0L) : 0L;
-  };
-
-  create_job(ns.name(), job_json("lag", 2));
-  ASSERT_TRUE(eventually([&] { return cache_generation() == 1; }));
-  reconciler.reconcile(key);  // creates the children and the gang
+  create_job(ns(), job_json("lag", 2));
+  ASSERT_TRUE(eventually([&] { return cached_generation("lag") == 1; }));
+  reconcile("lag");  // creates the children and the gang
   ASSERT_NE(YAML::Load(config_yaml())["train"]["steps"].as<int>(0), 50) << config_yaml();
-  patch_job_spec(ns.name(), "lag", {{"worker", {{"train", {{"steps", 50}}}}}});
-  ASSERT_TRUE(eventually([&] { return cache_generation() == 2; }));
-  for (int i = 0; i < 3; ++i) reconciler.reconcile(key);
+  patch_job_spec(ns(), "lag", {{"worker", {{"train", {{"steps", 50}}}}}});
+  ASSERT_TRUE(eventually([&] { return cached_generation("lag") == 2; }));
+  for (int i = 0; i < 3; ++i) reconcile("lag");
   EXPECT_EQ(YAML::Load(config_yaml())["train"]["steps"].as<int>(0), 50) << config_yaml();
+}
+
+// A relaunch writes the new attempt before it deletes a pod: were the pods
+// deleted first and the status write lost, the next reconcile would take
+// the missing ranks for deleted pods and count a restart.
+TEST_F(DirectReconcile, ARelaunchWritesTheNewAttemptBeforeItDeletesAPod) {
+  watch({&jobs_, &pods_, &services_, &configmaps_});
+  create_job(ns(), job_json("order", 2));
+  ASSERT_TRUE(eventually([&] { return cached_generation("order") == 1; }));
+  ASSERT_TRUE(reconcile_until("order", [&] { return job_pods(ns(), "order").size() == 2; }));
+  set_all_running(ns(), "order");
+  ASSERT_TRUE(reconcile_until("order", [&] { return phase_of(ns(), "order") == tj::kPhaseRunning; }));
+
+  // A spec change: the reconcile that sees it writes attempt 1 and deletes nothing.
+  patch_job_spec(ns(), "order", {{"replicas", 3}});
+  ASSERT_TRUE(eventually([&] { return cached_generation("order") == 2; }));
+  const long deletes = calls("delete"), writes = calls("update_status");
+  reconcile("order");
+  EXPECT_EQ(calls("delete"), deletes);
+  EXPECT_EQ(calls("update_status"), writes + 1);
+  EXPECT_EQ(status_of(ns(), "order")["attempt"], 1);
+  EXPECT_EQ(job_pods(ns(), "order").size(), 2u);  // attempt 0's, stale now
+  ASSERT_TRUE(reconcile_until("order", [&] {
+    auto pods = job_pods(ns(), "order", true);
+    return pods.size() == 3 && attempts_of(pods) == std::set<std::string>{"1"};
+  }));
+  EXPECT_EQ(status_of(ns(), "order")["restarts"], 0);
+
+  // A failed rank: the restart is on record before the gang is deleted.
+  set_all_running(ns(), "order");
+  ASSERT_TRUE(reconcile_until("order", [&] { return phase_of(ns(), "order") == tj::kPhaseRunning; }));
+  set_pod_phase(ns(), "order-1", "Failed", 3);
+  ASSERT_TRUE(eventually([&] {
+    auto pod = pods_.get(ns(), "order-1");
+    return pod && (*pod)["status"].value("phase", "") == "Failed";
+  }));
+  const long deletes_before_restart = calls("delete");
+  reconcile("order");
+  EXPECT_EQ(calls("delete"), deletes_before_restart);
+  Json st = status_of(ns(), "order");
+  EXPECT_EQ(st["attempt"], 2);
+  EXPECT_EQ(st["restarts"], 1);
+  EXPECT_EQ(job_pods(ns(), "order").size(), 3u);
+  ASSERT_TRUE(reconcile_until("order", [&] {
+    auto pods = job_pods(ns(), "order", true);
+    return pods.size() == 3 && attempts_of(pods) == std::set<std::string>{"2"};
+  }));
+  EXPECT_EQ(status_of(ns(), "order")["restarts"], 1);
+}
+
+// With the pod watch behind, the relaunched gang's creates find the old
+// attempt's pods still there (AlreadyExists). Those are deleted and their
+// ranks created again, not taken for the new attempt's (which once launched
+// a gang with a stale rank in it, then counted that rank as lost).
+TEST_F(DirectReconcile, AnOldAttemptsPodTheCacheHasNotSeenIsReplaced) {
+  watch({&jobs_, &services_, &configmaps_});  // the pod watch never runs
+  create_job(ns(), job_json("behind", 2));
+  ASSERT_TRUE(eventually([&] { return cached_generation("behind") == 1; }));
+  ASSERT_TRUE(reconcile_until("behind", [&] { return job_pods(ns(), "behind").size() == 2; }));
+  patch_job_spec(ns(), "behind", {{"worker", {{"train", {{"steps", 50}}}}}});
+  ASSERT_TRUE(eventually([&] { return cached_generation("behind") == 2; }));
+  ASSERT_TRUE(reconcile_until("behind", [&] {
+    auto pods = job_pods(ns(), "behind", true);
+    return pods.size() == 2 && attempts_of(pods) == std::set<std::string>{"1"} &&
+           !status_of(ns(), "behind").value("attemptStartTime", "").empty();
+  }));
+  for (int i = 0; i < 3; ++i) reconcile("behind");
+  Json st = status_of(ns(), "behind");
+  EXPECT_EQ(st["attempt"], 1) << st.dump();
+  EXPECT_EQ(st["restarts"], 0) << st.dump();
 }
 
 TEST_F(Reconcile, PodsTheApiServerRefusesFailTheJobAfterOneAttempt) {
