@@ -304,7 +304,7 @@ ReconcileResult Reconciler::restart_gang(Context& cx, const RestartDecision& dec
   st.last_restart_cause = cause_name(decision.cause);
   next_attempt(cx);
   st.last_restart_time = cx.now_s;
-  set_phase(st, GangObservation{}, PhaseFacts{.restart_in_progress = true});  // the gang is gone
+  set_phase(st, GangObservation{}, PhaseFacts{.restart_in_progress = true});  // the gang is stopping
   const int counted = counted_restarts(st);
   // A restart that does not count waits no backoff: nothing in the job failed.
   const auto backoff = counts_against_limit(decision.cause) ? restart_backoff(counted, cx.spec.restart)
