@@ -30,6 +30,10 @@ class Elastic : public OperatorTest {
       if (c["type"] == type) return c;
     return Json::object();
   }
+  std::string size_of(const std::string& job) {
+    Json st = status_of(ns(), job);
+    return st.contains("elastic") ? st["elastic"].value("size", "") : "(no status.elastic)";
+  }
   std::vector<std::string> event_reasons(const std::string& job) {
     std::vector<std::string> out;
     auto list = admin_api().list(kube::kEvents, ns());
@@ -45,7 +49,8 @@ TEST_F(Elastic, ShrinksToThePlacedPodsAndGrowsBack) {
   job["spec"]["elastic"] = {{"minReplicas", 2}, {"placementTimeoutSeconds", 1}, {"growCheckSeconds", 3}};
   create(job);
   ASSERT_TRUE(eventually([&] { return gang_is("el", 4, 0); }));
-  EXPECT_EQ(status_of(ns(), "el")["elastic"]["size"], "4/4");
+  // The launch writes status after it creates the pods.
+  EXPECT_TRUE(eventually([&] { return size_of("el") == "4/4"; })) << size_of("el");
   // Two pods placed (their ranks wait for the others), two not.
   set_pod_phase(ns(), "el-0", "Running", std::nullopt, false);
   set_pod_phase(ns(), "el-1", "Running", std::nullopt, false);
