@@ -20,6 +20,17 @@ using kube::ApiError;
 using kube::ObjectPtr;
 using namespace detail;
 
+namespace {
+
+// A child or pod of this job's name that another owner holds: usually one
+// of a deleted job with the same name that the garbage collector has not
+// removed yet. Transient (Conflict): retried until it is gone.
+ApiError not_owned(const std::string& kind, const std::string& ns, const std::string& name) {
+  return ApiError{409, "Conflict", kind + " " + ns + "/" + name + " exists but is not owned by this job"};
+}
+
+}  // namespace
+
 // Slow start, like Kubernetes' Job controller but steeper: batches of 1, 8,
 // then 32 concurrent creates, stopping after a batch that failed. A namespace
 // quota or an admission webhook that rejects every pod costs one call, not
@@ -86,7 +97,7 @@ bool Reconciler::pod_there_is_current(Context& cx, int rank) {
     return false;  // gone since: created again by the next reconcile
   }
   if (!owned_by(*live, (*cx.job)["metadata"].value("uid", ""))) {
-    cx.note(ApiError{409, "Conflict", "pod " + cx.ns + "/" + name + " exists but is not owned by this job"});
+    cx.note(not_owned(kube::kPods.kind, cx.ns, name));
     return false;
   }
   if (label_int(*live, kLabelAttempt, -1) == cx.status.attempt) return true;
@@ -104,17 +115,12 @@ bool Reconciler::ensure_children(Context& cx) {
     std::future<kube::Result<Json>> created;
   };
   std::vector<Creating> creating;
-  auto not_ours = [&](const kube::Resource& res, const std::string& name) {
-    // Usually a child of a deleted job with the same name that the garbage
-    // collector has not removed yet.
-    cx.note(ApiError{409, "Conflict", res.kind + " " + cx.ns + "/" + name + " exists but is not owned by this job"});
-  };
   auto ensure = [&](kube::Informer& cache, const kube::Resource& res, const std::string& name, bool* already_there,
                     auto build) -> ObjectPtr {
     ObjectPtr have = cache.get(cx.ns, name);
     if (have) {
       if (owned_by(*have, uid)) return have;
-      not_ours(res, name);
+      cx.note(not_owned(res.kind, cx.ns, name));
       return nullptr;
     }
     creating.push_back({already_there, std::async(std::launch::async, [this, &res, &cx, obj = build()] {
@@ -162,7 +168,7 @@ bool Reconciler::ensure_children(Context& cx) {
       return nullptr;
     }
     if (!owned_by(*live, uid)) {
-      not_ours(res, name);
+      cx.note(not_owned(res.kind, cx.ns, name));
       return nullptr;
     }
     return std::make_shared<const Json>(std::move(*live));
