@@ -79,6 +79,15 @@ TEST_P(Ordering, OverlappingStagedCollectivesKeepIssueOrder) {
   expect_every_rank_passes(world, {"staged_ordering", std::to_string(lanes)});
 }
 
+// Staged collectives issued while work queued on the compute stream before
+// them still writes their buffers: the copy out reads what it wrote, and the
+// copy back lands after it, a broadcast's receivers (nothing copied out)
+// included.
+TEST_P(Ordering, StagedCollectivesWaitForComputeQueuedBeforeThem) {
+  auto [world, lanes] = GetParam();
+  expect_every_rank_passes(world, {"staged_compute_order", std::to_string(lanes)});
+}
+
 INSTANTIATE_TEST_SUITE_P(Lanes, Ordering,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Values(1, 2, 4)),
                          [](const auto& info) {

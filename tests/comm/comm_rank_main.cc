@@ -8,6 +8,9 @@
 //   ordering LANES      collectives on overlapping memory, issued back to back
 //                       so they land on different lanes: results as in issue order
 //   staged_ordering LANES  the same through host staging (the late fake device)
+//   staged_compute_order LANES  staged broadcast and all-reduce issued while a
+//                       slow "kernel" on the fake's compute stream still
+//                       writes their buffers: its writes come first
 //   express LANES       comm.simulate makes a 1 MiB all-reduce take 1.5 s; a
 //                       4-byte all-reduce issued after it must finish first
 //                       with lanes >= 2 (express lane), and after it with 1
@@ -29,6 +32,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -93,7 +97,10 @@ int scenario_collectives(int sp, int wp, int lanes) {
 // A StagingDevice over host memory: each direction's copies run in order on
 // a thread of their own, milliseconds late, so a collective that read
 // its host buffer before the copy to host landed, or a caller that read the
-// result before the copy back, gets the buffer's poison (0xAB bytes).
+// result before the copy back, gets the buffer's poison (0xAB bytes). A
+// third thread is the compute stream: compute() queues work there (a slow
+// "kernel"), and copies to host are ordered after the work queued before
+// them, as cudaStreamWaitEvent orders them on a GPU.
 class LateHostDevice : public StagingDevice {
  public:
   struct LateFence : Fence {
@@ -106,7 +113,7 @@ class LateHostDevice : public StagingDevice {
     }
   };
   ~LateHostDevice() override {
-    for (Stream* s : {&to_host_, &to_device_}) {
+    for (Stream* s : {&compute_, &to_host_, &to_device_}) {
       {
         std::lock_guard<std::mutex> lk(s->mu);
         s->stop = true;
@@ -122,8 +129,16 @@ class LateHostDevice : public StagingDevice {
     return std::shared_ptr<char>(p, [](char* q) { delete[] q; });
   }
   FencePtr to_host(const std::vector<Copy>& copies, const std::vector<FencePtr>& after) override {
-    return to_host_.push(copies, after);
+    std::vector<FencePtr> deps = after;
+    deps.push_back(compute_.push({}));  // the compute stream's work so far
+    return to_host_.push(copies, deps);
   }
+  // Queues `work` on the compute stream, run `delay` late; returns at once.
+  void compute(std::function<void()> work, std::chrono::milliseconds delay) {
+    compute_.push({}, {}, std::move(work), delay);
+  }
+  // The host waits for the compute stream (cudaStreamSynchronize).
+  void sync_compute() { static_cast<LateFence&>(*compute_.push({})).wait(); }
   void wait(const FencePtr& f) override { static_cast<LateFence&>(*f).wait(); }
   FencePtr to_device(const std::vector<Copy>& copies) override { return to_device_.push(copies); }
   // The fake has no compute stream to order: the caller waits instead.
@@ -145,15 +160,18 @@ class LateHostDevice : public StagingDevice {
       std::vector<Copy> copies;
       std::vector<FencePtr> after;  // copies wait for these (another stream's)
       std::shared_ptr<LateFence> done;
+      std::function<void()> work;   // the compute stream's jobs
+      std::chrono::milliseconds delay{0};
     };
     std::deque<Job> queue;
     bool stop = false;
     std::thread thread{[this] { run(); }};
-    FencePtr push(const std::vector<Copy>& copies, const std::vector<FencePtr>& after = {}) {
+    FencePtr push(const std::vector<Copy>& copies, const std::vector<FencePtr>& after = {},
+                  std::function<void()> work = {}, std::chrono::milliseconds work_delay = {}) {
       auto f = std::make_shared<LateFence>();
       {
         std::lock_guard<std::mutex> lk(mu);
-        queue.push_back(Job{copies, after, f});
+        queue.push_back(Job{copies, after, f, std::move(work), work_delay});
       }
       cv.notify_one();
       return f;
@@ -169,8 +187,12 @@ class LateHostDevice : public StagingDevice {
           queue.pop_front();
         }
         for (const FencePtr& f : job.after) static_cast<LateFence&>(*f).wait();
-        std::this_thread::sleep_for(delay);
+        if (!job.copies.empty()) std::this_thread::sleep_for(delay);
         for (const Copy& c : job.copies) std::memcpy(c.dst, c.src, c.bytes);
+        if (job.work) {
+          std::this_thread::sleep_for(job.delay);
+          job.work();
+        }
         std::lock_guard<std::mutex> lk(job.done->mu);
         job.done->done = true;
         job.done->cv.notify_all();
@@ -180,6 +202,7 @@ class LateHostDevice : public StagingDevice {
   // Copies back land later than copies out: a Work that did not wait for
   // its copy back is read before it lands.
   Stream to_host_{std::chrono::milliseconds(2)}, to_device_{std::chrono::milliseconds(10)};
+  Stream compute_{std::chrono::milliseconds(0)};
 };
 
 // Hands a communicator the checks' host buffers as if they were on a GPU
@@ -253,6 +276,43 @@ int scenario_staged(int sp, int wp, int lanes) {
   if (works > 0 && buffers * 2 > works) expect_near("host buffers reused across rounds", static_cast<double>(buffers), works / 2.0);
   std::printf("rank %d: %zu staged collectives, %zu checks, %zu host buffers, %d failures\n", pg->rank(), works, checks,
               buffers, g_failures);
+  return g_failures ? 10 : 0;
+}
+
+// Work queued on the compute stream before a staged collective, still running
+// when the collective is issued (a slow kernel writing its buffer): the copy
+// out must read what it wrote, and the copy back must land after it, also
+// where nothing is copied out (a broadcast's receivers).
+int scenario_staged_compute_order(int lanes) {
+  auto pg = grid_groups(1, 1, lanes);
+  const int n = pg->world_size(), me = pg->rank();
+  auto device = std::make_shared<LateHostDevice>();
+  CommunicatorPtr world = std::make_shared<AsDevice>(
+      std::make_shared<StagedCommunicator>(std::dynamic_pointer_cast<GlooCommunicator>(pg->world), device));
+  const int64_t len = 4096;
+  // Later than every copy of the fake. The receivers' kernels are slower
+  // than the root's, so without the ordering their write would land after
+  // the broadcast's copy back.
+  const auto slow = std::chrono::milliseconds(me == 0 ? 5 : 80);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> x(len, -1.0f), y(len, -1.0f);
+    // Broadcast from rank 0: the root's kernel writes the value, every other
+    // rank's kernel overwrites the buffer the broadcast then fills.
+    device->compute([&x, me] { std::fill(x.begin(), x.end(), me == 0 ? 7.0f : 0.0f); }, slow);
+    WorkPtr b = world->broadcast(Tensor::f32(x.data(), Shape{len}), 0, "broadcast after a kernel");
+    // All-reduce of what a kernel writes: the copy out must wait for it.
+    device->compute([&y, me] { std::fill(y.begin(), y.end(), static_cast<float>(me + 1)); }, slow);
+    WorkPtr a = world->all_reduce(Tensor::f32(y.data(), Shape{len}), ReduceOp::Sum, "all-reduce after a kernel");
+    b->wait();
+    a->wait();
+    device->sync_compute();
+    for (int64_t i = 0; i < len; i += 511) {
+      expect_near("round " + std::to_string(round) + " broadcast x[" + std::to_string(i) + "]", x[i], 7.0);
+      expect_near("round " + std::to_string(round) + " all_reduce y[" + std::to_string(i) + "]", y[i],
+                  n * (n + 1) / 2.0);
+    }
+  }
+  std::printf("rank %d: staged collectives after slow compute, %d lanes, %d failures\n", me, lanes, g_failures);
   return g_failures ? 10 : 0;
 }
 
@@ -408,6 +468,7 @@ int main(int argc, char** argv) {
     if (mode == "ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]), false);
     if (mode == "staged_ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]), true);
     if (mode == "express" && argc == 3) return scenario_express(std::stoi(argv[2]));
+    if (mode == "staged_compute_order" && argc == 3) return scenario_staged_compute_order(std::stoi(argv[2]));
     if (mode == "rendezvous") return scenario_rendezvous();
     if (mode == "formed") return scenario_formed();
     if ((mode == "die" || mode == "hang") && (argc == 4 || argc == 5))
@@ -420,7 +481,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft_comm_rank: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | staged SP WP LANES | ordering LANES | staged_ordering LANES | express LANES | rendezvous | formed | "
+  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | staged SP WP LANES | ordering LANES | staged_ordering LANES | staged_compute_order LANES | express LANES | rendezvous | formed | "
                        "die K MS [LANES] | hang K MS [LANES]\n");
   return 2;
 }

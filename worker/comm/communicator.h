@@ -79,6 +79,10 @@ struct CommOpStats {
 };
 struct CommStats {
   std::map<std::string, CommOpStats> by_op;  // key: op_name()
+  // Collectives of device memory that went through host memory
+  // (StagedCommunicator): their count and the bytes copied to the host and
+  // back; zero for every other backend.
+  CommOpStats staged;
 };
 
 // A group of ranks that run collectives together. Ranks are group-local

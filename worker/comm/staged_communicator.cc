@@ -164,8 +164,12 @@ WorkPtr StagedCommunicator::staged(const Tensor& input, const Tensor& output, bo
   const Tensor host_out(host + plan.output_at, output.dtype, output.shape, Device::CPU);
   if (copy_input && input.nbytes() > 0)
     op->to_host = device_->to_host({{host_in.data, input.data, input.nbytes()}}, after);
-  else if (!after.empty())
-    op->to_host = device_->to_host({}, after);  // nothing to copy, but the copy back waits too
+  else if (output.nbytes() > 0 || !after.empty())
+    // Nothing to copy out (a broadcast's receivers), but the copy back must
+    // still land after the compute stream's work queued so far (a kernel
+    // still writing or reading the output) and after `after`: the lane waits
+    // for this fence before the collective, as for a copy out.
+    op->to_host = device_->to_host({}, after);
   if (output.nbytes() > 0) op->copies_back = {{output.data, host_out.data, output.nbytes()}};
   GlooCommunicator::Hooks hooks;
   hooks.before = [op] {
@@ -184,7 +188,16 @@ WorkPtr StagedCommunicator::staged(const Tensor& input, const Tensor& output, bo
   }
   op->set_host_work(w);
   if (output.nbytes() > 0) in_flight_.push_back(op);
+  ++staged_count_;
+  staged_bytes_ += (copy_input ? input.nbytes() : 0) + output.nbytes();
   return std::make_shared<StagedWork>(op, std::move(w));
+}
+
+CommStats StagedCommunicator::stats() const {
+  CommStats s = host_->stats();
+  s.staged.count = staged_count_;
+  s.staged.bytes = staged_bytes_;
+  return s;
 }
 
 WorkPtr StagedCommunicator::all_reduce(const Tensor& data, ReduceOp op, const std::string& label) {

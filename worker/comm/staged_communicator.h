@@ -9,7 +9,9 @@
 // Ordering is the NCCL backend's (comm/nccl_communicator.h), by events, so
 // neither the caller nor the compute stream blocks early:
 //  1. at issue (caller's thread) the copy stream waits for the compute
-//     stream's work so far and copies every input device -> host;
+//     stream's work so far and copies every input device -> host (with
+//     nothing to copy, a broadcast's receivers, it still records that point,
+//     so the copy back cannot land under a kernel queued before the call);
 //  2. the collective's Gloo lane waits for that copy (its start time comes
 //     after it: staging is not communication time), runs the collective on
 //     the host buffers, then queues the output's copy host -> device on the
@@ -31,7 +33,9 @@
 // plain host memory behind it, so the plan and the pool are tested on CPU).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -132,7 +136,7 @@ class StagedCommunicator : public Communicator {
   WorkPtr broadcast(const Tensor& data, int root, const std::string& label = "") override;
   WorkPtr barrier(const std::string& label = "") override { return host_->barrier(label); }
 
-  CommStats stats() const override { return host_->stats(); }
+  CommStats stats() const override;
   const StagingPool& pool() const { return pool_; }
 
   struct Op;  // one staged collective's state
@@ -148,6 +152,7 @@ class StagedCommunicator : public Communicator {
   std::shared_ptr<StagingDevice> device_;
   StagingPool pool_;
   std::vector<std::shared_ptr<Op>> in_flight_;  // issued, not yet known to be finished
+  std::atomic<uint64_t> staged_count_{0}, staged_bytes_{0};  // CommStats::staged
 };
 
 }  // namespace weft::comm
