@@ -96,6 +96,7 @@ const BadConfig kBadConfigs[] = {
     {"data:\n  branching: 300\n", "data.branching: 300 exceeds model.vocab_size 256"},
     // checkpoint
     {"checkpoint:\n  keep: 0\n", "checkpoint.keep: must be >= 1, got 0"},
+    {"checkpoint: {save: false, every: 5}\n", "checkpoint.every: is 5 but checkpoint.save is false"},
     {"checkpoint:\n  every: -1\n", "checkpoint.every: must be >= 0, got -1"},
     {"checkpoint:\n  async: yes\n", "checkpoint.async: 'yes' is not one of auto, true, false"},
     // parallel

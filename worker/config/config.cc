@@ -74,7 +74,7 @@ const std::vector<Section>& sections() {
         WEFT_FIELD(data, branching)}},
       {"checkpoint",
        {WEFT_FIELD(checkpoint, dir), WEFT_FIELD(checkpoint, every), WEFT_FIELD(checkpoint, keep),
-        WEFT_FIELD(checkpoint, resume), WEFT_FIELD(checkpoint, max_shard_mb), WEFT_FIELD(checkpoint, async)}},
+        WEFT_FIELD(checkpoint, resume), WEFT_FIELD(checkpoint, save), WEFT_FIELD(checkpoint, max_shard_mb), WEFT_FIELD(checkpoint, async)}},
       {"eval",
        {WEFT_FIELD(eval, every), WEFT_FIELD(eval, batches), WEFT_FIELD(eval, shards),
         WEFT_FIELD(eval, allow_training_shards)}},

@@ -117,6 +117,9 @@ struct CheckpointConfig {
   int every = 0;        // steps between checkpoints; 0 = only at the end / on signal
   int keep = 3;         // newest checkpoints kept
   bool resume = true;   // resume from dir/latest when present
+  // false: this run writes no checkpoint at all, not even at its end or on a
+  // stop (benchmarks, throwaway runs); it still resumes from one (`resume`).
+  bool save = true;
   // Model weights are split into model-0000k-of-0000N.safetensors plus
   // model.safetensors.index.json (the Hugging Face layout) when they exceed
   // this many MB (10^6 bytes, as HF's "5GB").

@@ -148,6 +148,8 @@ void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
 void check_checkpoint(Checker& c, const CheckpointConfig& k) {
   c.non_negative(k.every, "checkpoint.every");
   c.require(k.keep >= 1, "checkpoint.keep", "must be >= 1, got " + num(k.keep));
+  c.require(k.save || k.every == 0, "checkpoint.every",
+            "is " + num(k.every) + " but checkpoint.save is false (no checkpoint is written): set one of them");
   c.positive(k.max_shard_mb, "checkpoint.max_shard_mb");
   c.choice(k.async, {"auto", "true", "false"}, "checkpoint.async");
 }

@@ -81,6 +81,10 @@ void BucketEngine::launch(int index) {
     in = whole.slice0(b.begin, b.end);
   }
   issued_[index] = CommSpans::Clock::now();
+  if (opt_.unsynced_for_tests) {
+    works_[index] = group_->barrier(label);
+    return;
+  }
   if (collective_ == BucketCollective::AllReduceAvg) {
     works_[index] = group_->all_reduce(in, comm::ReduceOp::Avg, label);
     return;

@@ -41,6 +41,10 @@ struct BucketEngineOptions {
   double bucket_cap_mb = 0;    // MiB of fp32 gradients per bucket; 0 = auto (resolve_bucket_sizing)
   double first_bucket_mb = 0;  // 0 = bucket_cap_mb, or the rule's first bucket when auto
   bool bf16_wire = false;      // reduce a bf16 copy of the gradients
+  // Tests only (the negative control of the multi-rank checks): every bucket
+  // is a barrier instead of its reduction, so each rank steps on its own
+  // gradients. Set by WEFT_TEST_UNSYNCED_GRADS=1 (data_parallel_options).
+  bool unsynced_for_tests = false;
 };
 
 class BucketEngine {

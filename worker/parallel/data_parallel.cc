@@ -1,6 +1,8 @@
 #include "parallel/data_parallel.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -14,14 +16,20 @@ DataParallelOptions data_parallel_options(const ParallelConfig& p) {
   o.first_bucket_mb = p.first_bucket_mb;
   o.overlap = p.overlap;
   o.bf16_wire = p.bf16_wire;
+  const char* unsynced = std::getenv("WEFT_TEST_UNSYNCED_GRADS");  // tests only: gradients never averaged
+  o.unsynced_for_tests = unsynced && std::string(unsynced) == "1";
   return o;
 }
 
 DataParallel::DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                            DataParallelOptions opt, const OptimConfig& optim)
-    : BucketedSync(buffer, dp, BucketCollective::AllReduceAvg, {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire}),
+    : BucketedSync(buffer, dp, BucketCollective::AllReduceAvg,
+                   {opt.bucket_cap_mb, opt.first_bucket_mb, opt.bf16_wire, opt.unsynced_for_tests}),
       opt_dp_(opt),
-      optimizer_(std::move(buffer), optim, /*writer=*/dp->rank() == 0) {}
+      optimizer_(std::move(buffer), optim, /*writer=*/dp->rank() == 0) {
+  if (opt.unsynced_for_tests)
+    spdlog::warn("WEFT_TEST_UNSYNCED_GRADS=1: gradients are NOT averaged across ranks (a test's negative control)");
+}
 
 std::string DataParallel::describe() const {
   return fmt::format("data parallel over {} ranks (group {}), bucket {}, {}, overlap {}, wire {}", dp_->size(),

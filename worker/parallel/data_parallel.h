@@ -32,6 +32,7 @@ struct DataParallelOptions {
   double first_bucket_mb = 0;   // 0 = bucket_cap_mb, or the rule's first bucket when auto
   bool overlap = true;          // false: launch all buckets after backward (baseline)
   bool bf16_wire = false;       // all-reduce a bf16 copy (halves bytes on the wire)
+  bool unsynced_for_tests = false;  // BucketEngineOptions::unsynced_for_tests
 };
 // The parallel section's bucket, overlap and wire settings.
 DataParallelOptions data_parallel_options(const ParallelConfig& p);

@@ -367,6 +367,7 @@ void Trainer::save(TrainSummary& s, int64_t steps_completed, double last_loss, C
   // now, if it was written in the background); the same step is not written
   // twice. A run's last checkpoint is: it adds the HF model files.
   if (kind == CheckpointKind::Stop && saved_step_ == steps_completed) return;
+  if (!cfg_.checkpoint.save) return;  // checkpoint.save: false writes none
   saved_step_ = steps_completed;
   // Empty: replicated state another rank writes, or files still being written.
   if (const auto saved = checkpoints_->save(steps_completed, last_loss, kind))
@@ -544,6 +545,21 @@ void Trainer::write_summary(const TrainSummary& s) const {
                       {"losses", s.losses},
                       {"eval", {{"steps", s.eval_steps}, {"losses", s.eval_losses}}},
                       {"step_seconds", s.step_seconds}};
+  // Each group's collectives over the run, and how many of them were staged
+  // through host memory (comm.backend gloo with device cuda): what a GPU
+  // check reads to know the staged path ran.
+  nlohmann::json groups = nlohmann::json::object();
+  for (const comm::CommunicatorPtr& g : {rank_.dp, rank_.sp, rank_.wp, rank_.wdp}) {
+    if (!g || g->size() < 2 || groups.contains(g->name())) continue;
+    const comm::CommStats st = g->stats();
+    uint64_t count = 0, bytes = 0;
+    for (const auto& [op, o] : st.by_op) count += o.count, bytes += o.bytes;
+    groups[g->name()] = {{"collectives", count},
+                         {"bytes", bytes},
+                         {"staged_collectives", st.staged.count},
+                         {"staged_bytes", st.staged.bytes}};
+  }
+  j["comm_groups"] = groups;
   const fs::path path = fs::path(cfg_.train.out_dir) / "summary.json";
   std::ofstream out(path.string() + ".tmp");
   out << j.dump(2) << "\n";
