@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """weft against PyTorch on one GPU, in one run: the GPU speed harness.
 
-usage (on the GPU machine, from the project root, after . .gpu/env.sh):
-  python3 tests/bench/gpu/speed.py --bin .gpu/bin --out DIR
-      [--configs gpt2-124m-mb4,gpt2-124m-mb16,llama-1b-mb4] [--contestants weft,compile,compile-cudnn,eager]
-      [--repeats 3] [--build-info .gpu/build-info.json]
+usage (on the GPU machine, from the project root, after . .gpu/env.sh; the
+driver tests/gpu/gpu_run.py runs it with the right environment):
+  python3 tests/bench/gpu/speed.py --bin .gpu/bin --out LOGDIR [--json PATH]
+      [--configs llama-1b-mb4,gpt2-124m-mb4,gpt2-124m-mb16] [--contestants weft,compile,compile-cudnn,eager]
+      [--repeats 3] [--build-info .gpu/build-info.json] [--info JSON]
       (contestants weft-whole: weft with whole logits, train.logits_chunk_mb off;
        weft-kept: weft keeping every activation, train.recompute none)
-      [--deadline SECONDS]
+      [--deadline SECONDS] [--no-agreement]
 
 For each config the contestants train the same Llama from the same initial
 weights on the same batches, bf16 with f32 master weights, AdamW (constant lr
@@ -22,12 +23,22 @@ clip 1.0), one micro-batch per step:
 - compile-cudnn: compile with SDPA pinned to cuDNN attention (weft's
   attention library on the GPU), so the attention kernel is not the difference.
 
-Data: an llm.c token shard of a random Markov chain (branching 4, entropy
-floor ln 4 = 1.386 nats). weft reads it as data.source: shards; PyTorch trains
-on the very batches weft trains on, in weft's order (weft-reference-dump
---batches-only writes them), so the per-step losses of weft and eager are
-compared over the first LOSS_STEPS steps (relative, within LOSS_TOL: bf16's
-bound, docs/cuda.md).
+Data: an llm.c token shard of a random Markov chain over the first
+DATA_VOCAB token ids (branching 4, entropy floor ln 4 = 1.386 nats): the
+loss falls from ln V as the model learns which ids occur, so it moves from
+the first steps (over the whole vocabulary it sits at ln V for tens of
+steps, where any two runs agree whatever their batches). weft reads it as
+data.source: shards; PyTorch trains on the very batches weft trains on, in
+weft's order (weft-reference-dump --batches-only writes them).
+
+Loss agreement (once per config, before the timed rounds, untimed): weft and
+eager train AGREE_STEPS steps at AGREE_LR on the same batches from the same
+weights, and
+every step's loss must agree within LOSS_TOL (relative, bf16's bound,
+docs/cuda.md). The check carries its own negative control: the same
+comparison with eager's losses shifted by one step (a batch shift) must
+FAIL; where it would pass, the losses do not move enough to tell batches
+apart and the agreement fails as "not discriminating".
 
 Timing: every contestant's step ends when the device has finished it (PyTorch
 synchronises before and after each step; weft's trainer waits for its compute
@@ -47,8 +58,12 @@ embedding (a lookup, no matmul; the same N when it is tied to the LM head),
 against the bf16 matmul peak measured in the same run (8192^3 torch.mm) and
 against the H100's 989 TFLOP/s. Writes speed.json (versions, weft commit from
 --build-info, every run's figures) and speed.md into --out, and prints the
-table. --deadline stops starting new measurements after that many seconds
-(device time is scarce: a partial table beats none).
+table. Rounds go across configs (round r runs every config's contestants
+once, the first config first: the 1B by default), so a cut run still has
+each config measured. --deadline stops starting new measurements after that
+many seconds (device time is scarce: a partial table beats none); the JSON
+then says which were not run. The exit code is 1 when a contestant failed,
+the loss agreement failed or weft did not run cuDNN attention, else 0.
 """
 import argparse
 import json
@@ -67,12 +82,15 @@ MODELS = {
     "llama-1b": dict(vocab=50304, d=2048, layers=16, heads=16, kv_heads=4, ffn=5632, tie=False),
 }
 CONFIGS = {
+    "llama-1b-mb4": dict(model="llama-1b", mb=4, seq=2048, warmup=3, steps=8),
     "gpt2-124m-mb4": dict(model="gpt2-124m", mb=4, seq=1024, warmup=5, steps=25),
     "gpt2-124m-mb16": dict(model="gpt2-124m", mb=16, seq=1024, warmup=4, steps=12),
-    "llama-1b-mb4": dict(model="llama-1b", mb=4, seq=2048, warmup=3, steps=8),
 }
 LR, BETAS, EPS, WD, CLIP = 3e-4, (0.9, 0.95), 1e-8, 0.1, 1.0
-LOSS_STEPS, LOSS_TOL = 5, 2e-2
+LOSS_TOL = 1e-2
+AGREE_STEPS = 12
+AGREE_LR = 1e-3  # the agreement's runs only: the loss falls a few % a step, so a batch shift shows
+DATA_VOCAB = 1024
 TORCH_MODES = ("eager", "compile", "compile-cudnn", "eager-cudnn")
 H100_PEAK = 989e12
 SHARD_TOKENS = 1 << 22
@@ -96,6 +114,7 @@ def flops_per_token(m, seq, input_embedding=True):
 
 
 def write_shard(path, vocab, seed=1234, branching=4):
+    """A Markov chain over token ids [0, vocab) (the model's vocabulary may be larger)."""
     import numpy as np
     rng = np.random.default_rng(seed)
     succ = rng.integers(0, vocab, size=(vocab, branching), dtype=np.int64)
@@ -183,20 +202,23 @@ def make_model_dir(m, seq, path):
     torch.cuda.empty_cache()
 
 
-def weft_config(c, shard, steps, out_dir, train_extra=""):
+def weft_config(c, shard, steps, out_dir, train_extra="", lr=LR):
+    # No checkpoint: a timed run's final one would cost seconds (the 1B's
+    # weights and moments are ~12 GB) and nobody reads it.
     return f"""device: cuda
 train: {{steps: {steps}, micro_batch: {c['mb']}, seq_len: {c['seq']}, grad_accum: 1, log_every: 1,
         dtype: bf16, out_dir: {out_dir}{train_extra}}}
 data: {{source: shards, shards: "{shard}"}}
-optim: {{lr: {LR}, warmup_steps: 0, min_lr_ratio: 1.0, beta1: {BETAS[0]}, beta2: {BETAS[1]}, eps: {EPS},
+optim: {{lr: {lr}, warmup_steps: 0, min_lr_ratio: 1.0, beta1: {BETAS[0]}, beta2: {BETAS[1]}, eps: {EPS},
         weight_decay: {WD}, grad_clip: {CLIP}}}
+checkpoint: {{save: false, resume: false}}
 metrics: {{port: 0}}
 """
 
 
 def export_batches(args, name, c, model_dir, shard):
     """The batches weft trains on, in its order, for PyTorch to train on."""
-    steps = c["warmup"] + c["steps"]
+    steps = max(c["warmup"] + c["steps"], AGREE_STEPS + 1)
     out = os.path.join(args.work, f"{name}-batches")
     path = os.path.join(out, "batches.safetensors")
     if os.path.exists(path):
@@ -213,22 +235,25 @@ def export_batches(args, name, c, model_dir, shard):
 WEFT_VARIANTS = {"weft": "", "weft-whole": ", logits_chunk_mb: 1000000", "weft-kept": ", recompute: none"}
 
 
-def weft_contestant(args, name, c, model_dir, shard, work, who="weft", rep=0):
+def weft_contestant(args, name, c, model_dir, shard, work, who="weft", rep=0, steps=None, lr=LR):
     """weft as configured by default; who "weft-whole" keeps the logits whole
     (train.logits_chunk_mb larger than any micro-batch's), the default before
     chunked logits, and "weft-kept" keeps every activation (train.recompute
     none), the default before pointwise recompute: each pair with "weft"
     measures one memory lever's memory and speed."""
-    steps = c["warmup"] + c["steps"]
+    steps = steps or c["warmup"] + c["steps"]
     cfg = os.path.join(work, f"{name}-{who}.yaml")
     out_dir = os.path.join(work, f"{name}-{who}")
     chunk = WEFT_VARIANTS[who]
     with open(cfg, "w") as f:
-        f.write(weft_config(c, shard, steps, out_dir, chunk))
+        f.write(weft_config(c, shard, steps, out_dir, chunk, lr))
     log = os.path.join(args.out, f"{name}-{who}-{rep}.log")
     shutil.rmtree(out_dir, ignore_errors=True)  # a checkpoint left by an earlier run would be resumed
+    # cuDNN attention or nothing: a run that fell back to weft's SIMT kernels
+    # (cuDNN not on the library path) would be timed as weft's speed.
+    env = dict(os.environ, WEFT_ATTENTION=os.environ.get("WEFT_ATTENTION", "cudnn"))
     rc, peak = run_measured([os.path.join(args.bin, "weft-worker"), cfg, "--init-from", model_dir, "--no-resume"],
-                            log, timeout=args.step_timeout)
+                            log, env=env, timeout=args.step_timeout)
     if rc != 0:
         return {"error": f"weft-worker exited {rc} (see {os.path.basename(log)})"}
     with open(os.path.join(out_dir, "summary.json")) as f:
@@ -236,18 +261,21 @@ def weft_contestant(args, name, c, model_dir, shard, work, who="weft", rep=0):
     timed = s["step_seconds"][c["warmup"]:]
     with open(log) as f:  # "attention: cudnn (cuDNN 9.19.0 ...)"
         attention = next((l.split("attention: ", 1)[1].strip() for l in f if "attention: " in l), "?")
+    if env["WEFT_ATTENTION"] == "cudnn" and not attention.startswith("cudnn"):
+        return {"error": f"weft ran attention '{attention}', not cudnn (see {os.path.basename(log)})"}
     mem = s.get("memory_bytes", {})
     return {"step_ms": 1e3 * statistics.median(timed), "step_ms_all": [1e3 * x for x in timed], "peak_bytes": peak,
             "alloc_peak_in_use": mem.get("device_peak_in_use"), "alloc_peak_held": mem.get("device_peak_held"),
             "loss": statistics.mean(s["losses"][-5:]), "losses": s["losses"], "attention": attention}
 
 
-def torch_contestant(args, name, c, mode, model_dir, batches, rep=0):
+def torch_contestant(args, name, c, mode, model_dir, batches, rep=0, steps=None, lr=LR):
     log = os.path.join(args.out, f"{name}-{mode}-{rep}.log")
     res = os.path.join(args.work, f"{name}-{mode}.json")
+    warmup, timed = (c["warmup"], c["steps"]) if steps is None else (0, steps)
     cmd = [sys.executable, os.path.abspath(__file__), "torch-worker", "--mode", mode, "--model-dir", model_dir,
-           "--batches", batches, "--mb", str(c["mb"]), "--seq", str(c["seq"]), "--warmup", str(c["warmup"]),
-           "--steps", str(c["steps"]), "--result", res]
+           "--batches", batches, "--mb", str(c["mb"]), "--seq", str(c["seq"]), "--warmup", str(warmup),
+           "--steps", str(timed), "--lr", str(lr), "--result", res]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     rc, peak = run_measured(cmd, log, env=env, timeout=args.step_timeout)
     if rc != 0:
@@ -271,7 +299,7 @@ def torch_worker(a):
     decay = [p for n, p in model.named_parameters() if p.dim() > 1 and "embed" not in n]
     rest = [p for n, p in model.named_parameters() if not (p.dim() > 1 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}],
-                            lr=LR, betas=BETAS, eps=EPS, fused=True)
+                            lr=a.lr, betas=BETAS, eps=EPS, fused=True)
     params = [p for p in model.parameters()]
 
     def fwd_loss(x, y):
@@ -374,14 +402,26 @@ def summarize(r):
     return out
 
 
-def loss_agreement(per):
-    """weft's and eager's losses on the same batches from the same weights."""
-    w, e = per.get("weft", {}), per.get("eager", {})
-    if "losses" not in w or "losses" not in e:
-        return None
-    diffs = [abs(a - b) / abs(b) for a, b in zip(w["losses"][:LOSS_STEPS], e["losses"][:LOSS_STEPS])]
-    return {"steps": len(diffs), "max_rel_diff": max(diffs), "tolerance": LOSS_TOL, "ok": max(diffs) <= LOSS_TOL,
-            "weft": w["losses"][:LOSS_STEPS], "eager": e["losses"][:LOSS_STEPS]}
+def max_rel_diff(a, b):
+    """Largest relative difference of two series over their common length (inf when empty)."""
+    n = min(len(a), len(b))
+    return max((abs(x - y) / abs(y) for x, y in zip(a[:n], b[:n])), default=float("inf"))
+
+
+def loss_agreement(weft_losses, eager_losses, tol=LOSS_TOL):
+    """weft's and eager's per-step losses on the same batches from the same
+    weights, with its negative control: eager's losses one step later (the
+    batch shift) must not agree, or the window cannot tell batches apart."""
+    w, e = list(weft_losses or []), list(eager_losses or [])
+    same = max_rel_diff(w, e)
+    shifted = max_rel_diff(w[:-1], e[1:]) if len(w) > 1 and len(e) > 1 else float("inf")
+    discriminating = shifted > tol
+    out = {"steps": min(len(w), len(e)), "max_rel_diff": same, "shifted_max_rel_diff": shifted, "tolerance": tol,
+           "discriminating": discriminating, "ok": len(w) == len(e) > 1 and same <= tol and discriminating,
+           "weft": w, "eager": e}
+    if not discriminating:
+        out["why"] = "the losses hardly move: a batch shift would agree too"
+    return out
 
 
 def table(results, peak):
@@ -416,9 +456,20 @@ def table(results, peak):
                         f"{r['loss']:.4f} | {ratio} |")
         agree = per.get("_loss_agreement")
         if agree:
-            rows.append(f"| {name} | weft vs eager, first {agree['steps']} losses | max rel diff {agree['max_rel_diff']:.2e} "
+            rows.append(f"| {name} | weft vs eager, {agree['steps']} losses | max rel diff {agree['max_rel_diff']:.2e}, "
+                        f"shifted one batch {agree['shifted_max_rel_diff']:.2e} "
                         f"(tolerance {agree['tolerance']:g}: {'ok' if agree['ok'] else 'FAIL'}) | | | | | | | | |")
     return "\n".join(rows)
+
+
+def agreement(args, name, c, model_dir, shard):
+    """weft and eager, untimed, AGREE_STEPS steps on the same batches (loss_agreement)."""
+    batches = export_batches(args, name, c, model_dir, shard)
+    w = weft_contestant(args, name, c, model_dir, shard, args.work, "weft", "agree", steps=AGREE_STEPS, lr=AGREE_LR)
+    e = torch_contestant(args, name, c, "eager", model_dir, batches, "agree", steps=AGREE_STEPS, lr=AGREE_LR)
+    if "error" in w or "error" in e:
+        return {"ok": False, "why": w.get("error") or e.get("error")}
+    return loss_agreement(w["losses"], e["losses"][:AGREE_STEPS])
 
 
 def main():
@@ -429,72 +480,122 @@ def main():
             ap.add_argument(k, required=True)
         for k in ("--mb", "--seq", "--warmup", "--steps"):
             ap.add_argument(k, type=int, required=True)
+        ap.add_argument("--lr", type=float, default=LR)
         return torch_worker(ap.parse_args())
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="folder of weft-worker and weft-reference-dump")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, help="folder of the logs (and speed.json, speed.md unless --json)")
+    ap.add_argument("--json", help="where speed.json goes (default OUT/speed.json)")
     ap.add_argument("--work", default="/tmp/weft-speed")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--contestants", default="weft,compile,compile-cudnn,eager")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each contestant, alternating")
     ap.add_argument("--build-info", default=".gpu/build-info.json", help="weft's commit and dirty flag (JSON)")
+    ap.add_argument("--info", help="provenance JSON of the whole GPU run (the driver's); merged into info")
     ap.add_argument("--deadline", type=float, default=1e9, help="seconds after which no new measurement starts")
     ap.add_argument("--step-timeout", type=float, default=300, help="seconds one contestant may run")
+    ap.add_argument("--no-agreement", dest="agreement", action="store_false", help="skip the loss agreement runs")
     args = ap.parse_args()
     t_start = time.monotonic()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.work, exist_ok=True)
+    args.json = args.json or os.path.join(args.out, "speed.json")
+    configs = args.configs.split(",")
+    unknown = [n for n in configs if n not in CONFIGS]
+    if unknown:
+        sys.exit(f"speed: unknown config(s) {unknown}; known: {', '.join(CONFIGS)}")
     info = versions()
     try:
         with open(args.build_info) as f:
             info["weft"] = json.load(f)
     except OSError:
         info["weft"] = {"commit": "unknown"}
+    if args.info:
+        with open(args.info) as f:
+            info.update({k: v for k, v in json.load(f).items() if k not in info})
     info["started_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     peak = matmul_peak()
     info["bf16_matmul_peak_tflops"] = peak / 1e12
     print(json.dumps(info), flush=True)
-    shard = os.path.join(args.work, "markov.bin")
-    write_shard(shard, MODELS["gpt2-124m"]["vocab"])
+    shard = os.path.join(args.work, f"markov-{DATA_VOCAB}.bin")
+    if not os.path.exists(shard):
+        write_shard(shard, DATA_VOCAB)
     contestants = args.contestants.split(",")
-    results = {}
-    for name in args.configs.split(","):
+    results = {name: {} for name in configs}
+    raw = {name: {who: {"runs": []} for who in contestants} for name in configs}
+    not_run = []
+    late = lambda: time.monotonic() - t_start > args.deadline
+
+    def model_dir(name):
         c = CONFIGS[name]
-        m = MODELS[c["model"]]
-        model_dir = os.path.join(args.work, f"{c['model']}-{c['seq']}")
-        per = results.setdefault(name, {})
-        raw = {who: {"runs": []} for who in contestants}
-        for rep in range(args.repeats):
+        d = os.path.join(args.work, f"{c['model']}-{c['seq']}")
+        if not os.path.isdir(d):
+            make_model_dir(MODELS[c["model"]], c["seq"], d)
+        return d
+
+    if args.agreement:
+        for name in configs:
+            if late():
+                not_run.append(f"{name} loss agreement")
+                continue
+            a = agreement(args, name, CONFIGS[name], model_dir(name), shard)
+            results[name]["_loss_agreement"] = a
+            print(f"{name} loss agreement: {json.dumps({k: v for k, v in a.items() if k not in ('weft', 'eager')})}",
+                  flush=True)
+            write_results(args, info, results, peak, not_run)
+    # Round by round across configs: a cut run has every config measured.
+    for rep in range(args.repeats):
+        for name in configs:
+            c = CONFIGS[name]
+            per = results[name]
             for who in contestants:
-                if time.monotonic() - t_start > args.deadline:
-                    raw[who]["runs"].append({"error": "skipped: deadline"})
+                if late():
+                    not_run.append(f"{name} {who} run {rep + 1}")
                     continue
                 t0 = time.monotonic()
-                if not os.path.isdir(model_dir):
-                    make_model_dir(m, c["seq"], model_dir)
+                md = model_dir(name)
                 if who in WEFT_VARIANTS:
-                    r = weft_contestant(args, name, c, model_dir, shard, args.work, who, rep)
+                    r = weft_contestant(args, name, c, md, shard, args.work, who, rep)
                 else:
-                    r = torch_contestant(args, name, c, who, model_dir,
-                                         export_batches(args, name, c, model_dir, shard), rep)
+                    r = torch_contestant(args, name, c, who, md, export_batches(args, name, c, md, shard), rep)
                 r["seconds"] = time.monotonic() - t0
-                raw[who]["runs"].append(r)
+                raw[name][who]["runs"].append(r)
                 print(f"{name} {who} run {rep + 1}: "
                       f"{json.dumps({k: v for k, v in r.items() if k not in ('losses', 'step_ms_all')})}", flush=True)
-                for w in contestants:
-                    if raw[w]["runs"]:
-                        per[w] = summarize(raw[w])
-                per["_loss_agreement"] = loss_agreement(per)
-                write_results(args.out, info, results, peak)  # after each: a killed run keeps what it measured
-    print(write_results(args.out, info, results, peak))
+                per[who] = summarize(raw[name][who])
+                write_results(args, info, results, peak, not_run)  # after each: a cut keeps what it measured
+    print(write_results(args, info, results, peak, not_run, done=True))
+    failures = failed(results)
+    for f in failures:
+        print(f"speed: FAIL {f}", flush=True)
+    sys.exit(1 if failures else 0)
 
 
-def write_results(out, info, results, peak):
+def failed(results):
+    """What makes the run fail: a contestant's failed run, a failed loss agreement."""
+    out = []
+    for name, per in results.items():
+        for who, r in per.items():
+            if who == "_loss_agreement":
+                if r and not r.get("ok"):
+                    out.append(f"{name}: loss agreement ({r.get('why') or 'max rel diff %.3g' % r['max_rel_diff']})")
+            elif not who.startswith("_"):
+                out += [f"{name} {who}: {x['error']}" for x in r.get("runs", []) if "error" in x]
+    return out
+
+
+def write_results(args, info, results, peak, not_run=(), done=False):
+    """speed.json at args.json (replaced whole: a cut leaves the last complete
+    one) and the table, speed.md, in args.out."""
     md = table(results, peak)
-    with open(os.path.join(out, "speed.json"), "w") as f:
-        json.dump({"info": info, "configs": CONFIGS, "results": results, "loss_steps": LOSS_STEPS,
-                   "loss_tolerance": LOSS_TOL, "params": {k: num_params(v) for k, v in MODELS.items()}}, f, indent=1)
-    with open(os.path.join(out, "speed.md"), "w") as f:
+    tmp = args.json + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"info": info, "configs": CONFIGS, "results": results, "agree_steps": AGREE_STEPS,
+                   "loss_tolerance": LOSS_TOL, "data_vocab": DATA_VOCAB, "not_run": list(not_run),
+                   "complete": done and not not_run, "failed": failed(results),
+                   "params": {k: num_params(v) for k, v in MODELS.items()}}, f, indent=1)
+    os.replace(tmp, args.json)
+    with open(os.path.join(args.out, "speed.md"), "w") as f:
         f.write(json.dumps(info) + "\n\n" + md + "\n")
     return md
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Before a GPU run, on this (CPU) machine: builds the sm_90 bundle into .gpu/
+# (../shared/gpu/bundle.sh: binaries, the libraries the GPU machine lacks,
+# env.sh, build-info.json with the commit), adds the CUDA, NCCL and cuDNN
+# versions it was built against to build-info.json, and measures what the
+# call will carry: the tracked and untracked-not-ignored files plus .gpu must
+# stay under the 64 MiB a call may carry. Prints the call to make.
+#   tests/gpu/prepare.sh            # exit 1 when the carry is too large or the tree is dirty
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+bundle=${WEFT_GPU_BUNDLE:-$root/../shared/gpu/bundle.sh}
+[ -x "$bundle" ] || { echo "prepare: no bundle script at $bundle" >&2; exit 1; }
+"$bundle" weft_gpu_tests weft-worker weft-run weft-reference-dump
+header_version() {  # header_version FILE MACRO...: "a.b.c" from #defines
+  local f=$1; shift
+  [ -f "$f" ] || return 0
+  local out=() m v
+  for m in "$@"; do
+    v=$(sed -n "s/^#define $m[[:space:]]\+\([0-9]\+\).*/\1/p" "$f" | head -1)
+    out+=("${v:-?}")
+  done
+  (IFS=.; echo "${out[*]}")
+}
+inc=/usr/local/cuda/include
+python3 - .gpu/build-info.json "$(header_version $inc/nccl.h NCCL_MAJOR NCCL_MINOR NCCL_PATCH)" \
+  "$(header_version $inc/cudnn_version.h CUDNN_MAJOR CUDNN_MINOR CUDNN_PATCHLEVEL)" <<'PY'
+import json, sys
+path, nccl, cudnn = sys.argv[1:]
+info = json.load(open(path))
+info.update(built_against={"nccl": nccl or None, "cudnn_headers": cudnn or None, "cuda": info.get("nvcc")})
+json.dump(info, open(path, "w"), indent=1)
+PY
+# What travels: git's view of the tree (tracked + untracked, not ignored) and .gpu.
+tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r du -cb 2>/dev/null | tail -1 | cut -f1)
+gpu=$(du -sb .gpu | cut -f1)
+total=$((tree + gpu))
+echo "prepare: the call carries $((total / 1048576)) MiB (tree $((tree / 1048576)) MiB, .gpu $((gpu / 1048576)) MiB) of 64"
+dirty=$(python3 -c 'import json; print(json.load(open(".gpu/build-info.json"))["dirty"])')
+status=0
+if [ "$total" -ge $((64 * 1048576)) ]; then echo "prepare: over the 64 MiB a call may carry" >&2; status=1; fi
+if [ "$dirty" = True ]; then echo "prepare: the tree is dirty: commit first, so the records name what ran" >&2; status=1; fi
+cat <<CALL
+prepare: then, on the GPU machine (carry [".gpu"], timeout_s 580):
+  bash tests/gpu/gpu_checks.sh --budget 540
+and, if the machine is still up and time remains (timeout_s = what is left, less 40 s):
+  bash tests/gpu/gpu_checks.sh --set second --budget <that, less 40>
+CALL
+exit $status
