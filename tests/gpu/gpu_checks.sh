@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU run, on the GPU machine, from the project root, the bundle in .gpu/
-# (tests/gpu/prepare.sh makes it): sets up the environment and hands over to
+# (tests/gpu/prepare.sh makes it, its large libraries xz-packed, which the
+# driver unpacks): sets up the environment and hands over to
 # the budgeted driver, tests/gpu/gpu_run.py, which writes at most 8 files to
 # $OUT (run.json, summary.md, logs.tar.gz, one JSON per phase) and keeps its
 # logs under /tmp/weft-gpu-logs.

@@ -18,7 +18,7 @@ happens, and a cut must keep what finished.
 
 usage: python3 gpu_run_test.py BIN_DIR
 """
-import json, os, re, shutil, signal, subprocess, sys, tarfile, tempfile, time
+import json, lzma, os, re, shutil, signal, subprocess, sys, tarfile, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "gpu_run.py")
@@ -109,9 +109,11 @@ def cut_by_budget(bin_dir, work):
 
 
 def broken_bundle(bin_dir, work):
-    broken = os.path.join(work, "broken-bin")
-    shutil.rmtree(broken, ignore_errors=True)
+    broken = os.path.join(work, "broken-bundle", "bin")
+    lib_dir = os.path.join(work, "broken-bundle", "lib")
+    shutil.rmtree(os.path.dirname(broken), ignore_errors=True)
     os.makedirs(broken)
+    os.makedirs(lib_dir)
     shutil.copy(os.path.join(bin_dir, "weft-worker"), broken)
     # A binary that needs a library nobody has: what a bundle missing a .so looks like to ldd.
     exe = os.path.join(broken, "needs-missing-lib")
@@ -123,14 +125,25 @@ def broken_bundle(bin_dir, work):
     lib = os.path.join(work, "libweftgone.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, lib_src], check=True)
     subprocess.run(["cc", "-o", exe, src, "-L" + work, "-lweftgone"], check=True)
+    # As prepare.sh packs a large library: the driver unpacks it before its preflight.
+    with open(lib, "rb") as src, lzma.open(os.path.join(lib_dir, "libweftgone.so.xz"), "wb") as dst:
+        dst.write(src.read())
     os.remove(lib)
+    env = dict(os.environ, LD_LIBRARY_PATH=lib_dir)
+    cmd, out, logs = driver(broken, work, "--phases", "preflight", "--budget", "60")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    run = load(os.path.join(out, "run.json"))
+    expect(r.returncode == 0 and run["info"]["unpacked_libraries"] == ["libweftgone.so"],
+           f"a packed library is unpacked before the preflight: {run['info'].get('unpacked_libraries')} {run['phases']}")
+    os.remove(os.path.join(lib_dir, "libweftgone.so"))
+    os.remove(os.path.join(lib_dir, "libweftgone.so.xz"))
     cmd, out, logs = driver(broken, work, "--phases", "preflight,multirank", "--budget", "60")
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     took = time.time() - t0
     run = load(os.path.join(out, "run.json"))
     expect(r.returncode == 1 and [x["name"] for x in run["phases"]] == ["preflight"],
-           f"the preflight stops the run: {[(x['name'], x['status']) for x in run['phases']]}")
+           f"a missing library fails the preflight and stops the run: {[(x['name'], x['status']) for x in run['phases']]}")
     expect("libweftgone.so" in run["phases"][0]["detail"], f"it names the missing library: {run['phases'][0]['detail']}")
     expect(took < 15, f"in under 15 s: {took:.1f} s")
 

@@ -31,6 +31,18 @@ info = json.load(open(path))
 info.update(built_against={"nccl": nccl or None, "cudnn_headers": cudnn or None, "cuda": info.get("nvcc")})
 json.dump(info, open(path, "w"), indent=1)
 PY
+# Libraries over 1 MiB travel xz-compressed (Debian's OpenBLAS is 35 MiB, 4
+# packed); tests/gpu/gpu_run.py unpacks them on the GPU machine before its preflight.
+python3 - .gpu/lib <<'PY'
+import glob, lzma, os, shutil, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*"))):
+    if path.endswith(".xz") or os.path.getsize(path) < (1 << 20):
+        continue
+    with open(path, "rb") as src, lzma.open(path + ".xz", "wb", preset=6) as dst:
+        shutil.copyfileobj(src, dst)
+    print(f"prepare: packed {os.path.basename(path)}: {os.path.getsize(path) >> 20} -> {os.path.getsize(path + '.xz') >> 20} MiB")
+    os.remove(path)
+PY
 # What travels: git's view of the tree (tracked + untracked, not ignored) and .gpu.
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r du -cb 2>/dev/null | tail -1 | cut -f1)
 gpu=$(du -sb .gpu | cut -f1)
