@@ -115,11 +115,8 @@ int main(int argc, char** argv) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   weft::tj::OperatorMetrics metrics(*registry);
-  std::optional<prometheus::Exposer> exposer;
-  if (metrics_port > 0) {
-    exposer.emplace(bind_address + ":" + std::to_string(metrics_port));
-    exposer->RegisterCollectable(registry);
-  }
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (metrics_port > 0) exposer = weft::tj::serve_operator_metrics(bind_address, metrics_port, registry);
 
   if (allow.host_path) spdlog::warn("--allow-host-path: TrainingJobs may mount the nodes' files into their pods");
   if (allow.host_network)

@@ -1,8 +1,23 @@
 #include "trainingjob/operator_metrics.h"
 
+#include <prometheus/exposer.h>
+
 #include "trainingjob/constants.h"
+#include "trainingjob/restart_policy.h"
 
 namespace weft::tj {
+
+std::unique_ptr<prometheus::Exposer> serve_operator_metrics(const std::string& bind_address, int port,
+                                                            const std::shared_ptr<prometheus::Registry>& registry) {
+  // civetweb's default closes every connection after one response without
+  // saying "Connection: close", so a keep-alive client's next scrape on the
+  // same connection failed (every other one): keep connections open.
+  auto exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+      "listening_ports", bind_address + ":" + std::to_string(port), "num_threads", "2", "enable_keep_alive", "yes",
+      "keep_alive_timeout_ms", "120000", "request_timeout_ms", "10000"});
+  exposer->RegisterCollectable(registry);
+  return exposer;
+}
 
 OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
     : registry_(r),
@@ -47,6 +62,9 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                         .Name("weft_operator_api_requests")
                         .Help("Requests sent to the API server since start, by verb")
                         .Register(r)) {
+  for (FailureCause c : {FailureCause::Failure, FailureCause::OOMKilled, FailureCause::Evicted, FailureCause::Preempted,
+                         FailureCause::NodeLost, FailureCause::Deleted})
+    restarts_.Add({{"cause", cause_name(c)}});
   for (const char* direction : {"shrink", "grow"}) resizes_.Add({{"direction", direction}});
   for (const char* action : {"none", "replace"}) stragglers_.Add({{"action", action}});
   for (const char* res : {"success", "requeue", "transient_error", "terminal_error", "not_found"})

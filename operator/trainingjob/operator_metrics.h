@@ -10,10 +10,25 @@
 #include <prometheus/registry.h>
 
 #include <map>
+#include <memory>
 #include <string>
+
+namespace prometheus {
+class Exposer;
+}
 
 namespace weft::tj {
 
+// Serves `registry` at http://bind_address:port/metrics with HTTP/1.1
+// persistent connections: a scraper that keeps its connection open (Go's
+// net/http, Prometheus) is answered on it every time. Throws when the port
+// cannot be bound.
+std::unique_ptr<prometheus::Exposer> serve_operator_metrics(const std::string& bind_address, int port,
+                                                            const std::shared_ptr<prometheus::Registry>& registry);
+
+// Every counter with a known set of label values starts at 0 for each of them
+// (restart causes, resize directions, straggler actions, reconcile results),
+// so Prometheus' increase() sees the first event as a step from 0.
 class OperatorMetrics {
  public:
   explicit OperatorMetrics(prometheus::Registry& registry);

@@ -514,6 +514,9 @@ void Reconciler::tell_poller(const std::string& key, const Context& cx, const Re
     poller_->forget(key);
     std::lock_guard lock(tuning_mu_);
     tuning_seen_.erase(key);
+    // A deleted job's tuner series go with it; a finished one keeps its last figures.
+    const bool deleted = !cx.job || terminating(*cx.job) || result.kind == ReconcileResult::Kind::NotFound;
+    if (deleted && tuner_metrics_) tuner_metrics_->forget(cx.ns, cx.name);
   } else if (cx.scrape) {
     poller_->watch(key, *cx.scrape);
   } else {

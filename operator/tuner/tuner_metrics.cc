@@ -33,9 +33,34 @@ void TunerMetrics::trial_completed(const std::string& ns, const std::string& job
   char mb[32];
   std::snprintf(mb, sizeof mb, "%.6g", bucket_mb);
   trial_step_seconds_.Add({{"namespace", ns}, {"job", job}, {"bucket_mb", mb}}).Set(step_seconds);
+  std::lock_guard lock(mu_);
+  trial_sizes_[{ns, job}].insert(mb);
+}
+
+void TunerMetrics::forget(const std::string& ns, const std::string& job) {
+  const prometheus::Labels l{{"namespace", ns}, {"job", job}};
+  std::set<std::string> sizes;
+  {
+    std::lock_guard lock(mu_);
+    auto it = trial_sizes_.find({ns, job});
+    if (it != trial_sizes_.end()) {
+      sizes = std::move(it->second);
+      trial_sizes_.erase(it);
+    }
+  }
+  // Family::Remove needs the series; Has first, so a job never tuned adds nothing.
+  if (trials_.Has(l)) trials_.Remove(&trials_.Add(l));
+  if (bucket_mb_.Has(l)) bucket_mb_.Remove(&bucket_mb_.Add(l));
+  if (converged_.Has(l)) converged_.Remove(&converged_.Add(l));
+  for (const std::string& mb : sizes) {
+    prometheus::Labels s = l;
+    s["bucket_mb"] = mb;
+    if (trial_step_seconds_.Has(s)) trial_step_seconds_.Remove(&trial_step_seconds_.Add(s));
+  }
 }
 
 void TunerMetrics::set_bucket(const std::string& ns, const std::string& job, double bucket_mb, bool converged) {
+  trials_.Add({{"namespace", ns}, {"job", job}});  // at 0 until the first trial completes
   bucket_mb_.Add({{"namespace", ns}, {"job", job}}).Set(bucket_mb);
   converged_.Add({{"namespace", ns}, {"job", job}}).Set(converged ? 1 : 0);
 }

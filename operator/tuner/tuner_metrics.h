@@ -8,7 +8,11 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <map>
+#include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 
 namespace weft::tuner {
 
@@ -19,8 +23,13 @@ class TunerMetrics {
   // A trial finished: its size and median step time.
   void trial_completed(const std::string& ns, const std::string& job, double bucket_mb, double step_seconds);
   // What the ConfigMap holds now, and whether the search has converged.
+  // Also creates the job's trial counter at 0, so its first trial is an
+  // increase Prometheus sees.
   void set_bucket(const std::string& ns, const std::string& job, double bucket_mb, bool converged);
   void scrape_failed() { scrape_errors_.Increment(); }
+  // The job is gone (deleted): its series are removed, so dashboards stop
+  // listing it and its namespace.
+  void forget(const std::string& ns, const std::string& job);
 
  private:
   prometheus::Family<prometheus::Counter>& trials_;
@@ -28,6 +37,8 @@ class TunerMetrics {
   prometheus::Family<prometheus::Gauge>& bucket_mb_;
   prometheus::Family<prometheus::Gauge>& converged_;
   prometheus::Counter& scrape_errors_;
+  std::mutex mu_;  // the reconcile workers call in concurrently
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> trial_sizes_;  // (ns, job) -> bucket_mb labels
 };
 
 }  // namespace weft::tuner
