@@ -47,6 +47,7 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
   e.attempt = static_cast<int>(whole(env, kEnvAttempt, 0, 0, int64_t{1} << 30));
   e.token = text(env, kEnvRdzvToken);
   e.bind_addr = text(env, kEnvBindAddr);
+  e.job_uid = text(env, kEnvJobUid);
   e.planned_world = static_cast<int>(whole(env, kEnvPlannedWorldSize, 0, e.world, kMaxRanks));
   if (e.world > 1 && e.master_addr.empty())
     throw LaunchEnvError(std::string(kEnvMasterAddr) + ": must be set when " + kEnvWorldSize + " is " +
@@ -78,6 +79,7 @@ std::vector<std::pair<std::string, std::string>> launch_env_vars(const LaunchEnv
   v.emplace_back(kEnvMasterPort, std::to_string(e.master_port));
   v.emplace_back(kEnvAttempt, std::to_string(e.attempt));
   if (e.planned_world > 0) v.emplace_back(kEnvPlannedWorldSize, std::to_string(e.planned_world));
+  if (!e.job_uid.empty()) v.emplace_back(kEnvJobUid, e.job_uid);
   if (!e.token.empty()) v.emplace_back(kEnvRdzvToken, e.token);
   return v;
 }

@@ -34,6 +34,7 @@ struct LaunchEnv {
   std::string token;         // WEFT_RDZV_TOKEN
   std::string bind_addr;     // WEFT_BIND_ADDR; empty: the address that reaches MASTER_ADDR
   int planned_world = 0;     // WEFT_PLANNED_WORLD_SIZE; 0 (unset): the job runs at its planned size
+  std::string job_uid;       // WEFT_JOB_UID: the TrainingJob's uid; empty outside one
 
   // The world size the global batch is planned for.
   int planned() const { return planned_world > 0 ? planned_world : world; }
@@ -51,8 +52,8 @@ LaunchEnv parse_launch_env(const EnvMap& env);
 
 // What a launcher sets for one rank, in this order: RANK, LOCAL_RANK,
 // WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT,
-// WEFT_ATTEMPT, WEFT_PLANNED_WORLD_SIZE when set, and WEFT_RDZV_TOKEN when it
-// is not empty (WEFT_BIND_ADDR is
+// WEFT_ATTEMPT, WEFT_PLANNED_WORLD_SIZE when set, WEFT_JOB_UID when set, and
+// WEFT_RDZV_TOKEN when it is not empty (WEFT_BIND_ADDR is
 // the host's to set). `per_rank` false leaves out RANK and LOCAL_RANK: the
 // environment of a host whose launcher (weft-run) starts several ranks and
 // sets those two for each.

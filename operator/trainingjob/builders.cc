@@ -250,6 +250,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   launch.master_addr = master_addr(job_name, ns);
   launch.master_port = static_cast<uint16_t>(spec.master_port);
   launch.attempt = attempt;
+  launch.job_uid = uid_of(job);
   // An elastic gang smaller than planned: its ranks accumulate so that every
   // step trains on the planned batch.
   if (spec.planned() > spec.replicas) launch.planned_world = spec.planned() * procs;

@@ -69,6 +69,13 @@ inline constexpr const char* kCondMemoryEstimate = "MemoryEstimate";
 inline constexpr const char* kCondStraggler = "Straggler";
 // spec.elastic: True while the gang has its planned pods and trains.
 inline constexpr const char* kCondFullSize = "FullSize";
+// Set once a rank's metrics port answered with another process's metrics
+// (contract::kMetricRankInfo did not match the pod): False, reason
+// ForeignMetrics, while it does (those figures are never used); True, reason
+// OwnMetrics, once every scrape is the job's own again.
+inline constexpr const char* kCondMetrics = "MetricsAttributed";
+inline constexpr const char* kReasonForeignMetrics = "ForeignMetrics";
+inline constexpr const char* kReasonOwnMetrics = "OwnMetrics";
 
 // Condition and event reasons.
 inline constexpr const char* kReasonCreated = "Created";                // children created

@@ -17,7 +17,28 @@ std::optional<Progress> progress_from_metrics(const scrape::Exposition& m) {
   if (m.value("weft_eval_step", rank0).value_or(0) > 0) p.eval_loss = m.value("weft_eval_loss", rank0);
   p.tokens_per_second = m.value("weft_tokens_per_second", rank0).value_or(0);
   p.overlap_ratio = m.value("weft_overlap_ratio", rank0).value_or(0);
+  p.exposed_comm_seconds = m.value("weft_exposed_comm_last_step_seconds", rank0);
+  if (auto cap = m.value("weft_bucket_cap_bytes", rank0); cap && *cap > 0) p.bucket_cap_mb = *cap / (1024.0 * 1024.0);
   return p;
+}
+
+std::string not_this_rank(const scrape::Exposition& m, const std::string& uid, int attempt, int pod_index) {
+  const auto info = m.find(contract::kMetricRankInfo);
+  if (info.empty())
+    return std::string("it exports no ") + contract::kMetricRankInfo + " (not a weft rank, or one from before weft 0.1)";
+  auto label = [](const scrape::Sample* s, const char* key) {
+    const std::string* v = s->label(key);
+    return v ? *v : std::string();
+  };
+  const scrape::Sample* s = info.front();
+  const std::string got_uid = label(s, contract::kLabelInfoJobUid), got_attempt = label(s, contract::kLabelInfoAttempt),
+                    got_pod = label(s, contract::kLabelInfoNodeRank), got_local = label(s, contract::kLabelInfoLocalRank);
+  if (got_uid == uid && got_attempt == std::to_string(attempt) && got_pod == std::to_string(pod_index) &&
+      got_local == "0")
+    return "";
+  return "it is " + (got_uid.empty() ? std::string("no TrainingJob's rank") : "job uid " + got_uid) + ", attempt " +
+         got_attempt + ", pod " + got_pod + ", local rank " + got_local + " (wanted uid " + uid + ", attempt " +
+         std::to_string(attempt) + ", pod " + std::to_string(pod_index) + ", local rank 0)";
 }
 
 std::optional<Progress> progress_from_termination_message(const std::string& message) {
@@ -56,6 +77,8 @@ nlohmann::json progress_json(const Progress& p, const std::string& now) {
                       {"overlapRatio", num(p.overlap_ratio, 1e3)},
                       {"updatedAt", now}};
   if (p.eval_loss) j["evalLoss"] = num(*p.eval_loss, 1e4);
+  if (p.exposed_comm_seconds) j["exposedCommSeconds"] = num(*p.exposed_comm_seconds, 1e4);
+  if (p.bucket_cap_mb) j["bucketCapMB"] = num(*p.bucket_cap_mb, 1e3);
   return j;
 }
 

@@ -24,12 +24,20 @@ struct Progress {
   std::optional<double> eval_loss;  // the last held-out evaluation's; none before the first
   double tokens_per_second = 0;
   double overlap_ratio = 0;
+  std::optional<double> exposed_comm_seconds;  // compute's wait for gradient sync in the last step
+  std::optional<double> bucket_cap_mb;         // the gradient bucket cap in force (MiB)
 };
 
 // Reads weft_step, weft_loss, weft_tokens_per_second and weft_overlap_ratio
 // of rank 0, and weft_eval_loss once weft_eval_step says an evaluation ran. nullopt when weft_step is missing (not a weft worker, or it has
 // not finished a step yet); the others default to 0 when missing.
 std::optional<Progress> progress_from_metrics(const scrape::Exposition& m);
+
+// Empty when `m` is the metrics of the first rank of pod `pod_index` of
+// attempt `attempt` of the TrainingJob `uid` (contract::kMetricRankInfo);
+// else what it is instead ("... is job uid X attempt 2 pod 1", "... exports
+// no weft_rank_info"), for the event and condition that say so.
+std::string not_this_rank(const scrape::Exposition& m, const std::string& uid, int attempt, int pod_index);
 
 // The final progress rank 0 wrote to its termination message when its run
 // ended (contract::kProgressLinePrefix): the line's step, loss, evalLoss,
@@ -38,7 +46,8 @@ std::optional<Progress> progress_from_metrics(const scrape::Exposition& m);
 std::optional<Progress> progress_from_termination_message(const std::string& message);
 
 // The status.progress object: {step, loss, evalLoss (once evaluated),
-// tokensPerSecond, overlapRatio, updatedAt}. Non-finite numbers (a diverged loss) are written as null, which
+// tokensPerSecond, overlapRatio, exposedCommSeconds and bucketCapMB (when
+// the rank reports them), updatedAt}. Non-finite numbers (a diverged loss) are written as null, which
 // JSON can carry and the schema allows.
 nlohmann::json progress_json(const Progress& p, const std::string& now);
 

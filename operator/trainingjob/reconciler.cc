@@ -495,6 +495,23 @@ void Reconciler::observe_ranks(Context& cx) {
   }
   cx.figures = poller_->latest(cx.key());
   if (cx.figures && cx.figures->uid != t.uid) cx.figures.reset();  // another job of the same name
+  if (cx.figures) {
+    // Another process's metrics on a rank's port are never the job's figures:
+    // say so, once per change.
+    const Condition* before = cx.status.condition(kCondMetrics);
+    if (cx.figures->foreign) {
+      const std::string msg = "a rank's metrics port answered with metrics that are not its own, so they are not "
+                              "used: " + *cx.figures->foreign;
+      if (!before || before->status != "False" || before->message != msg) {
+        cx.status.set_condition(kCondMetrics, false, kReasonForeignMetrics, msg, cx.generation, cx.now_s);
+        cx.event("Warning", kReasonForeignMetrics, msg);
+      }
+    } else if (before && before->status == "False") {
+      const std::string msg = "every rank's metrics are the job's own again";
+      cx.status.set_condition(kCondMetrics, true, kReasonOwnMetrics, msg, cx.generation, cx.now_s);
+      cx.event("Normal", kReasonOwnMetrics, msg);
+    }
+  }
   if (!t.progress || !cx.figures || !cx.figures->progress) return;
   // Rank 0's latest scrape, unless status holds newer figures (the final
   // progress of a previous attempt's termination message, another replica's).

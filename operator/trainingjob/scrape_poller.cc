@@ -110,6 +110,23 @@ std::optional<ScrapePoller::Pass> ScrapePoller::claim(TimePoint now,
 void ScrapePoller::run_pass(const Pass& pass) {
   const TimePoint at = now_();
   const int port = pass.target.port;
+  // Every scrape goes through here: one whose metrics are not this job's rank
+  // (another process on the port, a previous attempt) is a failed scrape.
+  std::optional<std::string> foreign;
+  bool matched = false;
+  auto scrape_rank = [&](int rank, const std::string& ip, std::chrono::milliseconds timeout) {
+    scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, timeout);
+    if (!got.ok()) return got;
+    const std::string why = not_this_rank(got.metrics, pass.target.uid, pass.target.attempt, rank);
+    if (why.empty()) {
+      matched = true;
+      return got;
+    }
+    got.error = "pod " + std::to_string(rank) + " (" + ip + ":" + std::to_string(port) + "): " + why;
+    got.metrics = {};
+    if (!foreign) foreign = got.error;
+    return got;
+  };
   std::optional<Progress> progress;
   bool rank0_tried = false;
   std::optional<ScrapedRound> round;
@@ -124,7 +141,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
       // scraped, except rank 0, whose cap an auto-sized job starts from.
       const bool round_void = !round->ranks.empty() && !round->ranks.back().sample;
       if (!round_void || rank == 0) {
-        scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, opts_.tuning_timeout);
+        scrape::ScrapeResult got = scrape_rank(rank, ip, opts_.tuning_timeout);
         if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
         if (got.ok() && pass.stragglers) scraped[rank] = got.metrics;
         o.error = got.ok()
@@ -146,7 +163,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
       if (auto it = scraped.find(rank); it != scraped.end())
         got.metrics = std::move(it->second);
       else
-        got = scrape_({ip, port, "/metrics"}, opts_.tuning_timeout);
+        got = scrape_rank(rank, ip, opts_.tuning_timeout);
       std::optional<PaceSample> p = got.ok() ? read_pace(rank, got.metrics) : std::nullopt;
       if (!p) {  // a round without every rank cannot compare them
         spdlog::debug("stragglers: rank {}: {}", rank, got.ok() ? "no weft_compute_seconds_total yet" : got.error);
@@ -163,7 +180,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
   if (pass.progress && !rank0_tried) {
     for (const auto& [rank, ip] : pass.target.ranks) {
       if (rank != 0) continue;
-      scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, opts_.progress_timeout);
+      scrape::ScrapeResult got = scrape_rank(rank, ip, opts_.progress_timeout);
       if (got.ok())
         progress = progress_from_metrics(got.metrics);
       else
@@ -180,6 +197,13 @@ void ScrapePoller::run_pass(const Pass& pass) {
     if (it != jobs_.end() && it->second.epoch == pass.epoch) {
       Job& j = it->second;
       j.busy = false;
+      if (foreign && j.figures.foreign != foreign) {
+        j.figures.foreign = foreign;
+        fresh = true;
+      } else if (!foreign && matched && j.figures.foreign) {
+        j.figures.foreign.reset();
+        fresh = true;
+      }
       if (progress) {
         j.figures.progress = ScrapedProgress{*progress, at};
         fresh = true;

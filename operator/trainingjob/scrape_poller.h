@@ -84,6 +84,11 @@ struct ScrapedFigures {
   std::optional<ScrapedRound> round;        // the latest tuning round
   std::deque<PaceRound> pace;               // the ranks' pace, oldest first (at most kPaceRounds)
   ScrapeTarget pace_target;                 // the ranks `pace` was scraped from
+  // The last pass found another process's metrics where a rank should be
+  // (progress.h, not_this_rank): what it found, "pod 1 (10.0.0.7:9400): it is
+  // ..."; cleared by a pass whose every scrape was the job's own. Such a scrape
+  // is never used.
+  std::optional<std::string> foreign;
   static constexpr size_t kPaceRounds = 512;
 };
 

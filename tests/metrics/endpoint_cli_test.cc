@@ -94,6 +94,46 @@ TEST(WorkerMetrics, BusyPortWarnsAndTrainingContinues) {
   EXPECT_THAT(out, HasSubstr("done after 3 steps")) << out;
 }
 
+// In a TrainingJob (WEFT_JOB_UID set by the operator) the operator reads the
+// port for progress, tuning and stragglers: a taken port is an exit 1 naming
+// it, before any step, not a rank training unseen behind another process.
+TEST(WorkerMetrics, BusyPortInATrainingJobExitsNamingThePort) {
+  auto busy = std::make_unique<weft::testing::Listener>(0, 1);
+  const int port = busy->port();
+  const fs::path out_dir = fs::temp_directory_path() / ("weft-metrics-busy-tj-" + std::to_string(getpid()));
+  auto [code, out] = run_to_end({std::string(WEFT_BIN_DIR) + "/weft-worker", config(), "--steps", "3", "--out",
+                                 out_dir.string(), "--no-resume"},
+                                {{"WEFT_METRICS_PORT", std::to_string(port)}, {"WEFT_JOB_UID", "0b1e-uid"}}, 60);
+  busy.reset();
+  fs::remove_all(out_dir);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("metrics port " + std::to_string(port) + " is taken")) << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("step 1/"))) << out;
+}
+
+// Every rank says whose it is: the job uid, attempt, global rank, pod index
+// and local rank the operator compares with the pod it asked.
+TEST(WorkerMetrics, TheRankInfoSeriesNamesTheJobAttemptAndRank) {
+  const int port = weft::testing::free_port();
+  const fs::path out_dir = fs::temp_directory_path() / ("weft-metrics-info-" + std::to_string(getpid()));
+  Child c = spawn({std::string(WEFT_BIN_DIR) + "/weft-worker", config(), "--steps", "100000", "--out",
+                   out_dir.string(), "--no-resume"},
+                  {{"WEFT_METRICS_PORT", std::to_string(port)}, {"WEFT_JOB_UID", "0b1e-uid"}, {"WEFT_ATTEMPT", "3"},
+                   {"NODE_RANK", "2"}},
+                  (out_dir.string() + ".log"));
+  std::string body;
+  for (int i = 0; i < 600 && body.find("weft_rank_info") == std::string::npos; ++i) {
+    body = weft::testing::http_get(port, "/metrics", std::chrono::seconds(2)).body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  stop(c, 5);
+  fs::remove_all(out_dir);
+  fs::remove(out_dir.string() + ".log");
+  EXPECT_THAT(body, HasSubstr("weft_rank_info{attempt=\"3\",job_uid=\"0b1e-uid\",local_rank=\"0\","
+                              "node_rank=\"2\",rank=\"0\"} 1"))
+      << body;
+}
+
 // /ready (the readiness probe): 503 until the rank has finished a step, then
 // 200 naming the step, on the worker's metrics port.
 TEST(WorkerMetrics, ReadyAnswersOnceAStepHasFinished) {

@@ -19,6 +19,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Whose metrics a fake rank serves (contract::kMetricRankInfo).
+std::string rank_info(const std::string& uid, int attempt, int pod) {
+  return std::string("weft_rank_info{job_uid=\"") + uid + "\",attempt=\"" + std::to_string(attempt) + "\",rank=\"" +
+         std::to_string(pod) + "\",node_rank=\"" + std::to_string(pod) + "\",local_rank=\"0\"} 1\n";
+}
+
+// The pod index of a fake host: "10.0.0.K" is pod K-1, "a", "b", ... pods 0, 1, ...
+int pod_of(const std::string& host) {
+  return host.rfind("10.0.0.", 0) == 0 ? std::stoi(host.substr(7)) - 1 : host[0] - 'a';
+}
+
 // Rank 0's exposition, as weft-worker labels it: step, loss and the tuner's families.
 std::string exposition(int step) {
   const std::string l = "{rank=\"0\"} ";
@@ -34,6 +45,8 @@ struct FakeRanks {
   std::map<std::string, int> step;  // host -> weft_step
   std::set<std::string> down;
   std::vector<std::pair<std::string, long>> calls;  // host, timeout ms
+  std::string uid = "uid-1";                         // the job whose ranks these are
+  std::map<std::string, std::string> serves;         // host -> another process's exposition
 
   ScrapePoller::ScrapeFn fn() {
     return [this](const scrape::Endpoint& ep, std::chrono::milliseconds timeout) {
@@ -44,7 +57,9 @@ struct FakeRanks {
         r.error = "http://" + ep.host + ":9400/metrics: connection refused";
         return r;
       }
-      auto parsed = scrape::parse_text(exposition(step[ep.host]));
+      auto parsed = scrape::parse_text(serves.count(ep.host)
+                                           ? serves[ep.host]
+                                           : exposition(step[ep.host]) + rank_info(uid, 0, pod_of(ep.host)));
       r.metrics = parsed.exposition;
       return r;
     };
@@ -196,6 +211,7 @@ TEST(ScrapePoller, PausedJobsKeepFiguresAndForgottenOrReplacedJobsLoseThem) {
   // The same name, another job: nothing of the old one.
   auto other = target({{0, "a"}}, true, false);
   other.uid = "uid-2";
+  ranks.uid = "uid-2";
   poller.watch("ns/job", other);
   auto f = poller.latest("ns/job");
   ASSERT_TRUE(f);
@@ -210,6 +226,52 @@ TEST(ScrapePoller, PausedJobsKeepFiguresAndForgottenOrReplacedJobsLoseThem) {
   clock.t += 60s;
   poller.poll_due();
   EXPECT_TRUE(ranks.hosts().empty());
+}
+
+// Another process on a rank's port (or a previous attempt, or the wrong pod)
+// is never read as the job's: the scrape fails, the figures keep what the
+// job's own ranks said, and `foreign` says what answered until the port is
+// the rank's again.
+TEST(ScrapePoller, MetricsThatAreNotTheJobsRankAreNeverUsed) {
+  FakeRanks ranks;
+  FakeClock clock;
+  ScrapePoller poller(options(), ranks.fn(), clock.fn());
+  ranks.step["10.0.0.1"] = 10;
+  poller.watch("ns/job", target({{0, "10.0.0.1"}}, true, false));
+  poller.poll_due();
+  ASSERT_TRUE(poller.latest("ns/job")->progress);
+  EXPECT_EQ(poller.latest("ns/job")->progress->progress.step, 10);
+  EXPECT_FALSE(poller.latest("ns/job")->foreign);
+
+  const std::vector<std::pair<std::string, std::string>> impostors = {
+      {"another process", exposition(281)},                                 // no weft_rank_info
+      {"another job", exposition(281) + rank_info("uid-9", 0, 0)},           // a namesake's rank
+      {"an earlier attempt", exposition(281) + rank_info("uid-1", 3, 0)},    // attempt 3, not 0
+      {"another pod", exposition(281) + rank_info("uid-1", 0, 4)}};          // pod 4's rank
+  for (const auto& [who, text] : impostors) {
+    ranks.serves["10.0.0.1"] = text;
+    clock.t += 10s;
+    poller.poll_due();
+    auto f = poller.latest("ns/job");
+    EXPECT_EQ(f->progress->progress.step, 10) << who << "'s step 281 was read as the job's";
+    ASSERT_TRUE(f->foreign) << who;
+    EXPECT_NE(f->foreign->find("10.0.0.1:9400"), std::string::npos) << *f->foreign;
+  }
+  ranks.serves.clear();
+  ranks.step["10.0.0.1"] = 12;
+  clock.t += 10s;
+  poller.poll_due();
+  EXPECT_EQ(poller.latest("ns/job")->progress->progress.step, 12);
+  EXPECT_FALSE(poller.latest("ns/job")->foreign) << "cleared once the port is the rank's again";
+}
+
+TEST(Progress, NotThisRankNamesWhatAnswered) {
+  auto m = [](const std::string& t) { return scrape::parse_text(t).exposition; };
+  EXPECT_EQ(not_this_rank(m(rank_info("u", 2, 1)), "u", 2, 1), "");
+  EXPECT_NE(not_this_rank(m("weft_step 3\n"), "u", 2, 1).find("no weft_rank_info"), std::string::npos);
+  EXPECT_NE(not_this_rank(m(rank_info("v", 2, 1)), "u", 2, 1).find("job uid v"), std::string::npos);
+  EXPECT_NE(not_this_rank(m(rank_info("", 0, 0)), "u", 0, 0).find("no TrainingJob's rank"), std::string::npos);
+  EXPECT_NE(not_this_rank(m(rank_info("u", 1, 1)), "u", 2, 1).find("attempt 1"), std::string::npos);
 }
 
 TEST(ScrapePoller, NothingToScrapeWithoutRanksAPortOrAnInterval) {

@@ -127,6 +127,7 @@ TEST(StragglerPolicy, ThePollerKeepsAWindowOfEveryRanksPace) {
   std::map<std::string, double> step;
   std::set<std::string> down;
   std::map<std::string, int> calls;
+  int attempt = 0;  // the attempt whose ranks answer
   auto fn = [&](const scrape::Endpoint& ep, std::chrono::milliseconds) {
     std::lock_guard lock(mu);
     ++calls[ep.host];
@@ -136,9 +137,11 @@ TEST(StragglerPolicy, ThePollerKeepsAWindowOfEveryRanksPace) {
       r.error = "connection refused";
       return r;
     }
+    const int pod = ep.host[0] - 'a';
     r.metrics = scrape::parse_text("weft_step " + std::to_string(s) + "\nweft_compute_seconds_total " +
                                    std::to_string(s * 0.5) + "\nweft_wait_seconds_total " + std::to_string(s * 0.1) +
-                                   "\n")
+                                   "\nweft_rank_info{job_uid=\"uid\",attempt=\"" + std::to_string(attempt) + "\",node_rank=\"" +
+                                   std::to_string(pod) + "\",local_rank=\"0\"} 1\n")
                     .exposition;
     return r;
   };
@@ -165,7 +168,7 @@ TEST(StragglerPolicy, ThePollerKeepsAWindowOfEveryRanksPace) {
   now += 2s;
   EXPECT_EQ(poller.latest("ns/j")->pace.size(), 3u) << "a round with a rank down compares nothing";
   down.clear();
-  t.attempt = 1;  // the next gang
+  t.attempt = attempt = 1;  // the next gang
   poller.watch("ns/j", t);
   EXPECT_TRUE(poller.latest("ns/j")->pace.empty());
   poller.poll_due();

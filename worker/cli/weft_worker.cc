@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
     trainer.set_observer(&metrics);
     metrics.set_bucket_cap_mb(trainer.grad_sync().bucket_cap_mb());
     metrics.set_attention_kernel(trainer.attention_kernel().name);
+    metrics.set_identity(launch.job_uid, launch.attempt, rank, launch.node_rank, launch.local_rank);
     std::unique_ptr<weft::MetricsServer> exposer;
     const weft::MetricsEndpoint ep = weft::metrics_endpoint(cfg.metrics, launch.local_rank);
     if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
@@ -327,6 +328,14 @@ int main(int argc, char** argv) {
         exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), host, ep.port, server_opt);
         spdlog::info("metrics at http://{}:{}/metrics (readiness at /ready)", host, ep.port);
       } catch (const std::exception& e) {
+        // In a TrainingJob the operator's progress, tuning and stragglers
+        // read this port: whatever holds it would be read as this rank.
+        if (!launch.job_uid.empty()) {
+          spdlog::error("metrics port {} is taken ({}): a TrainingJob's rank does not train unseen; free the port "
+                        "or move the job's metrics (spec.worker.metrics.port)",
+                        ep.port, e.what());
+          return weft::contract::kExitBadConfig;
+        }
         spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port,
                      e.what());
       }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "train/memory_estimate.h"
+#include "weft_contract.h"
 #include "train/trainer.h"  // StrategyTraits
 
 namespace weft {
@@ -102,6 +103,9 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
                             "1 - exposed/comm of the last step's gradient sync, clamped to [0, 1]; "
                             "0 without sync")
                          .Add({})),
+      exposed_last_(gauges(*registry_, rank, "weft_exposed_comm_last_step_seconds",
+                           "Seconds compute waited for gradient sync in the last step")
+                        .Add({})),
       buckets_(gauges(*registry_, rank, "weft_buckets",
                       "Gradient buckets in the current bucketing (design name: bucket count)")
                    .Add({})),
@@ -226,6 +230,7 @@ void TrainMetrics::on_step(const StepReport& r) {
     advance(*it->second.sync, r.comm_seconds);
     advance(*it->second.exposed, r.exposed_comm_seconds);
     overlap_ratio_.Set(r.overlap_ratio);
+    exposed_last_.Set(r.exposed_comm_seconds);
     update_buckets(r);
   }
   update_comm();
@@ -280,6 +285,20 @@ void TrainMetrics::update_comm() {
 
 void TrainMetrics::set_bucket_cap_mb(double mb) {
   if (mb > 0) bucket_cap_bytes_.Set(std::floor(mb * 1024 * 1024));
+}
+
+void TrainMetrics::set_identity(const std::string& job_uid, int attempt, int rank, int node_rank, int local_rank) {
+  prometheus::BuildGauge()
+      .Name(contract::kMetricRankInfo)
+      .Help("Constant 1, labelled with whose rank this is: the TrainingJob's uid (empty outside one), the attempt, "
+            "the global rank, the pod's index (node_rank) and the local rank")
+      .Register(*registry_)
+      .Add({{contract::kLabelInfoJobUid, job_uid},
+            {contract::kLabelInfoAttempt, std::to_string(attempt)},
+            {contract::kLabelInfoRank, std::to_string(rank)},
+            {contract::kLabelInfoNodeRank, std::to_string(node_rank)},
+            {contract::kLabelInfoLocalRank, std::to_string(local_rank)}})
+      .Set(1);
 }
 
 void TrainMetrics::set_attention_kernel(const std::string& kernel) {

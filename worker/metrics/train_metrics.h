@@ -59,6 +59,9 @@ class TrainMetrics : public StepObserver {
   // weft_attention_kernel_info{kernel}: which kernels run attention in this
   // run (Trainer::attention_kernel: cpu, cudnn or simt).
   void set_attention_kernel(const std::string& kernel);
+  // weft_rank_info (contract::kMetricRankInfo) = 1 with the rank's identity:
+  // whoever scrapes the port can tell this job's rank from another process.
+  void set_identity(const std::string& job_uid, int attempt, int rank, int node_rank, int local_rank);
   // The last step this run reported (0 before its first): readiness (/ready)
   // means a step finished, so the rank joined the rendezvous and trains.
   // Safe to read from another thread.
@@ -102,6 +105,7 @@ class TrainMetrics : public StepObserver {
   prometheus::Family<prometheus::Counter>& exposed_family_;
   std::map<std::string, SyncSeries> sync_;
   prometheus::Gauge& overlap_ratio_;
+  prometheus::Gauge& exposed_last_;
   prometheus::Gauge& buckets_;
   prometheus::Gauge& bucket_cap_bytes_;
   prometheus::Gauge& bucket_cap_step_;

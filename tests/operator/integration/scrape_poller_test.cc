@@ -9,9 +9,32 @@
 #include "integration/harness.h"
 #include "scrape/prom_text.h"
 #include "trainingjob/constants.h"
+#include "weft_contract.h"
 
 namespace weft::it {
 namespace {
+
+// Whose rank each fake pod IP serves (contract::kMetricRankInfo), from the
+// pod's own launch environment: the poller uses a scrape only when it matches.
+class Identities {
+ public:
+  void add(const std::string& ip, const Json& pod) {
+    std::lock_guard lock(mu_);
+    const std::string idx = pod["metadata"]["labels"][tj::kLabelRank].get<std::string>();
+    info_[ip] = "weft_rank_info{job_uid=\"" + env_value(pod, contract::kEnvJobUid) + "\",attempt=\"" +
+                env_value(pod, contract::kEnvAttempt) + "\",rank=\"" + idx + "\",node_rank=\"" + idx +
+                "\",local_rank=\"0\"} 1\n";
+  }
+  std::string of(const std::string& ip) {
+    std::lock_guard lock(mu_);
+    return info_[ip];
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> info_;
+};
+Identities identities;
 
 // Pod IP 10.1.0.<rank> serves rank <rank>: every scrape is one more step of
 // 100 ms on the job's 4 MiB cap; rank 0 also reports its loss.
@@ -28,7 +51,8 @@ class FakeRanks {
           scrape::parse_text("weft_step" + l + std::to_string(step) + "\nweft_loss" + l + "2.5\n" +
                              "weft_bucket_cap_bytes" + l + "4194304\nweft_step_seconds_sum" + l +
                              std::to_string(0.1 * step) + "\nweft_step_seconds_count" + l +
-                             std::to_string(step) + "\n")
+                             std::to_string(step) + "\nweft_exposed_comm_last_step_seconds" + l + "0.0125\n" +
+                             identities.of(ep.host))
               .exposition;
       return r;
     };
@@ -59,6 +83,7 @@ class Poller : public ::testing::Test {
     set_all_running(ns_.name(), job);
     for (const auto& p : job_pods(ns_.name(), job)) {
       const std::string ip = "10.1.0." + p["metadata"]["labels"][tj::kLabelRank].get<std::string>();
+      identities.add(ip, p);
       auto r = admin_api().merge_patch(kube::kPods, ns_.name(), p["metadata"]["name"],
                                        {{"status", {{"podIP", ip}}}}, true);
       ASSERT_TRUE(r.ok()) << r.error().message;
@@ -80,7 +105,9 @@ TEST_F(Poller, RankZerosFiguresReachStatusProgress) {
   ASSERT_TRUE(eventually([&] {
     Json p = status_of(ns_.name(), "prog").value("progress", Json::object());
     first = p.value("step", 0L);
-    return first > 0 && p.value("loss", 0.0) == 2.5 && p.contains("updatedAt");
+    // The sync figures too: the last step's exposed comm and the bucket cap in force.
+    return first > 0 && p.value("loss", 0.0) == 2.5 && p.contains("updatedAt") &&
+           p.value("exposedCommSeconds", 0.0) == 0.0125 && p.value("bucketCapMB", 0.0) == 4;
   })) << status_of(ns_.name(), "prog").dump();
   ASSERT_TRUE(eventually([&] {
     return status_of(ns_.name(), "prog").value("progress", Json::object()).value("step", 0L) >
@@ -126,7 +153,8 @@ TEST_F(Poller, AStragglerIsNamedFromEveryRanksPace) {
     scrape::ScrapeResult r;
     r.metrics = scrape::parse_text("weft_step" + l + std::to_string(step) + "\nweft_loss" + l + "2.5\n" +
                                    "weft_compute_seconds_total" + l + std::to_string(compute) +
-                                   "\nweft_wait_seconds_total" + l + std::to_string(0.2 * step - compute) + "\n")
+                                   "\nweft_wait_seconds_total" + l + std::to_string(0.2 * step - compute) + "\n" +
+                                   identities.of(ep.host))
                     .exposition;
     return r;
   });
