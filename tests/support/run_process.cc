@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -33,6 +34,7 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
   }
   const auto start = std::chrono::steady_clock::now();
   bool signalled = sig == 0, timed_out = false;
+  std::optional<std::chrono::steady_clock::time_point> signalled_at;
   int status = 0;
   while (true) {
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -45,6 +47,7 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
       if (signal_when.empty() || ss.str().find(signal_when) != std::string::npos) {
         kill(pid, sig);
         signalled = true;
+        signalled_at = now;
       }
     }
     if (now - start >= timeout) {
@@ -54,6 +57,9 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ProcessResult res;
+  res.pid = pid;
+  if (signalled_at)
+    res.seconds_after_signal = std::chrono::duration<double>(std::chrono::steady_clock::now() - *signalled_at).count();
   res.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::ifstream in(log);
   std::stringstream ss;

@@ -11,6 +11,8 @@ namespace weft::testing {
 struct ProcessResult {
   int code = -1;  // exit code, or 128 + signal
   std::string output;  // stdout and stderr, interleaved
+  int pid = 0;         // the process's id, gone by the time this is returned
+  double seconds_after_signal = -1;  // from sending `sig` to the exit; -1 when it was never sent
 };
 
 // Runs argv[0] with argv (extra_env as "K=V" entries added to the
