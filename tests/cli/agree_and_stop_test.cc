@@ -172,6 +172,44 @@ TEST(StopInEveryPhase, SigtermDuringALongFirstStepIsAnsweredWithinSeconds) {
   fs::remove_all(d);
 }
 
+// A step abandoned part-way (ZeRO-2: each micro-batch's gradients already
+// reduce-scattered into the owned shards) leaves no trace: the checkpoint is
+// of the step before, and the resumed run ends with the uninterrupted run's
+// losses, bit for bit.
+TEST(StopInEveryPhase, AStepAbandonedPartWayResumesToTheUninterruptedLosses) {
+  const fs::path d = fresh_dir("stop-midstep");
+  const std::string cfg = write_file(d / "c.yaml", "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, "
+                                                   "n_kv_heads: 2, max_seq_len: 16}\n"
+                                                   "train: {seq_len: 16, micro_batch: 2, log_every: 1, grad_accum: 1024}\n"
+                                                   "data: {branching: 3}\nmetrics: {port: 0}\n"
+                                                   "parallel: {strategy: zero, zero: {stage: 2}}\n");
+  const std::vector<std::string> run{kRun, "-n", "2", cfg, "--steps", "4", "--out"};
+  auto with_out = [&](const char* out) {
+    std::vector<std::string> a = run;
+    a.push_back((d / out).string());
+    return a;
+  };
+  const auto whole = run_process(with_out("whole"), {}, 0, "", 300s);
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  // A second into step 2 (a step takes seconds here).
+  const auto cut = run_process(with_out("cut"), {}, SIGTERM, "step 1/4", 300s, 1000ms);
+  ASSERT_EQ(cut.code, 143) << cut.output;
+  EXPECT_TRUE(has(cut.output, "abandoned after a stop request; the checkpoint holds step")) << cut.output;
+  EXPECT_LT(cut.seconds_after_signal, 15) << cut.output;
+  std::printf("weft-run (zero-2) exited %.2f s after SIGTERM in the middle of a step\n", cut.seconds_after_signal);
+  const auto resumed = run_process(with_out("cut"), {}, 0, "", 300s);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_TRUE(has(resumed.output, "resumed from")) << resumed.output;
+  auto losses = [&](const char* out) {
+    return nlohmann::json::parse(slurp(d / out / "summary.json"))["losses"].get<std::vector<double>>();
+  };
+  const std::vector<double> a = losses("whole"), b = losses("cut");
+  ASSERT_FALSE(b.empty());
+  ASSERT_LE(b.size(), a.size());
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], a[a.size() - b.size() + i]) << "step " << a.size() - b.size() + i + 1;
+  fs::remove_all(d);
+}
+
 // A sharded (ZeRO, two ranks) checkpoint of a run stopped early, evaluated on
 // a million held-out batches; once while it is assembled, once while it is
 // evaluated, SIGTERM ends --eval with 143 within seconds and its assembled
