@@ -172,6 +172,36 @@ TEST(StopInEveryPhase, SigtermDuringALongFirstStepIsAnsweredWithinSeconds) {
   fs::remove_all(d);
 }
 
+// Data preparation (here: reading 512 MiB of shard tokens for their largest
+// id) runs while the model is built, before training: a SIGTERM then ends
+// the rank at once, with nothing to save.
+TEST(StopInEveryPhase, SigtermDuringDataPreparationExitsAtOnce) {
+  const fs::path d = fresh_dir("stop-data");
+  const fs::path shard = d / "train_000.bin";
+  const int64_t count = int64_t{1} << 28;  // 512 MiB of tokens, a sparse file: all token 0
+  {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520;
+    header[1] = 1;
+    header[2] = static_cast<int32_t>(count);
+    std::ofstream out(shard, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  }
+  fs::resize_file(shard, 1024 + 2 * count);
+  const std::string cfg = write_file(
+      d / "c.yaml", "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 16}\n"
+                    "train: {seq_len: 16, micro_batch: 2, log_every: 1}\nmetrics: {port: 0}\n"
+                    "data: {source: shards, shards: '" + shard.string() + "'}\n");
+  const auto r = run_process({kWorker, cfg, "--out", (d / "out").string(), "--steps", "2"}, {}, SIGTERM,
+                             "building the model", 120s);
+  EXPECT_EQ(r.code, 143) << r.output;
+  EXPECT_TRUE(has(r.output, "nothing to save")) << r.output;
+  EXPECT_FALSE(has(r.output, "step 1/")) << r.output;
+  EXPECT_LT(r.seconds_after_signal, 5) << r.output;
+  std::printf("exited %.2f s after SIGTERM while preparing the data\n", r.seconds_after_signal);
+  fs::remove_all(d);
+}
+
 // A step abandoned part-way (ZeRO-2: each micro-batch's gradients already
 // reduce-scattered into the owned shards) leaves no trace: the checkpoint is
 // of the step before, and the resumed run ends with the uninterrupted run's
