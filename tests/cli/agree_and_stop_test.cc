@@ -152,6 +152,21 @@ TEST(StopInEveryPhase, SigtermDuringAnEvaluationCheckpointsTheStepWithinSeconds)
   fs::remove_all(d);
 }
 
+// The evaluation after the last step: the run is complete, so a stop there
+// ends it as finished (exit 0, the final checkpoint a model directory), not
+// as a stopped run that a restart would resume with nothing left to do.
+TEST(StopInEveryPhase, SigtermDuringTheLastEvaluationEndsTheRunAsFinished) {
+  const fs::path d = fresh_dir("stop-lasteval");
+  const std::string cfg = write_file(d / "c.yaml", std::string(kSmall) + "eval: {every: 2, batches: 1000000}\n");
+  const auto r = run_process({kWorker, cfg, "--out", (d / "out").string(), "--steps", "2"}, {}, SIGTERM, "step 2/2",
+                             120s);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "eval after the last step abandoned after a stop request")) << r.output;
+  EXPECT_TRUE(fs::exists(d / "out" / "checkpoints" / "step-2" / "model.safetensors")) << r.output;
+  EXPECT_LT(r.seconds_after_signal, 15) << r.output;
+  fs::remove_all(d);
+}
+
 // A first step of 16384 micro-batches (minutes) used to hold a SIGTERM until
 // it ended. The ranks agree on stops every few micro-batches: the step is
 // abandoned, the checkpoint holds the step before, exit 143 within seconds.

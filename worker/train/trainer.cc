@@ -480,12 +480,19 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
       log_progress(r, seconds_since(t0), step - s.start_step + 1);
     if (cfg_.eval.every > 0 && ((step + 1) % cfg_.eval.every == 0 || step + 1 == t.steps)) {
       const EvalResult e = evaluate(stop);
-      if (e.stopped) {
+      if (e.stopped && step + 1 < t.steps) {
         // The step is trained: the stop's checkpoint holds it.
         spdlog::warn("eval after step {} abandoned after a stop request ({:.2f} s in)", step + 1, e.seconds);
         s.stopped_early = true;
         ++step;
         break;
+      }
+      if (e.stopped) {
+        // After the last step the run is complete: it ends as finished, with
+        // its final checkpoint (a model directory), not as a stopped one.
+        spdlog::warn("eval after the last step abandoned after a stop request ({:.2f} s in); the run is complete",
+                     e.seconds);
+        continue;
       }
       s.eval_steps.push_back(step + 1);
       s.eval_losses.push_back(e.loss);
