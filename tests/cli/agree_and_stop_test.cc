@@ -106,6 +106,30 @@ TEST(RunFingerprint, RanksWithADifferentLearningRateRefuseToStartNamingIt) {
   fs::remove_all(d);
 }
 
+// --print-config shows the fingerprint the ranks will compare, so two
+// nodes' configs can be checked before a launch: the per-rank settings do
+// not change it, a shared one does.
+TEST(RunFingerprint, PrintConfigShowsTheFingerprintTheRanksCompare) {
+  const fs::path d = fresh_dir("fp-print");
+  const std::string c0 = write_file(d / "c0.yaml", std::string(kSmall) + "optim: {lr: 3e-3}\n");
+  const std::string c1 = write_file(d / "c1.yaml", std::string(kSmall) + "optim: {lr: 1e-2}\n");
+  auto fingerprint = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv{kWorker};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--print-config");
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.code, 0) << r.output;
+    const size_t at = r.output.find("# run fingerprint: ");
+    return at == std::string::npos ? std::string("none") : r.output.substr(at + 19, 16);
+  };
+  const std::string a = fingerprint({c0, "--out", (d / "x").string()});
+  EXPECT_NE(a, "none");
+  EXPECT_EQ(fingerprint({c0, "--out", (d / "y").string(), "--checkpoint-dir", (d / "z").string()}), a);
+  EXPECT_NE(fingerprint({c1, "--out", (d / "x").string()}), a);
+  EXPECT_NE(fingerprint({c0, "--out", (d / "x").string(), "--steps", "7"}), a);
+  fs::remove_all(d);
+}
+
 // Different --steps per rank used to end in exit 0 on one rank and 3 on the
 // other, a restart loop. The per-rank settings (out dir, metrics port) may
 // differ: the same gang with only those different trains.

@@ -312,8 +312,12 @@ int main(int argc, char** argv) {
     return weft::contract::kExitBadConfig;
   }
   if (print_config) {
-    std::cout << weft::to_yaml(cfg) << "# memory estimate per rank: "
-              << weft::estimate_memory(cfg, launch.world).describe() << "\n";
+    // The fingerprint the ranks compare at the rendezvous: equal on every
+    // rank of a job, whatever its per-rank settings.
+    std::cout << weft::to_yaml(cfg)
+              << fmt::format("# run fingerprint: {:016x}\n",
+                             weft::comm::settings_fingerprint(run_settings(cfg, launch)))
+              << "# memory estimate per rank: " << weft::estimate_memory(cfg, launch.world).describe() << "\n";
     return weft::contract::kExitDone;
   }
 
