@@ -65,6 +65,34 @@ TEST(RunFingerprint, ADifferentLearningRateStopsEveryRankNamingFieldValuesAndRan
   }
 }
 
+// A rank beyond rank 0's world (WORLD_SIZE 3 against 2) is not waited for
+// by rank 0, which finds its own gang agreed; that rank still refuses.
+TEST(RunFingerprint, ARankOutsideRankZerosWorldRefusesOnItsOwn) {
+  TcpStoreServer server("127.0.0.1", 0, "t");
+  std::string out[3];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      StoreOptions o;
+      o.host = "127.0.0.1";
+      o.port = server.port();
+      o.token = "t";
+      o.timeout = 10s;
+      TcpStore store(o);
+      Settings mine = base();
+      mine[2].second = r == 2 ? "3" : "2";
+      try {
+        out[r] = std::to_string(agree_on_settings(store, r, r == 2 ? 3 : 2, mine));
+      } catch (const SettingsMismatchError& e) {
+        out[r] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(out[2], "the ranks were started with different settings: WORLD_SIZE is 2 on rank 0 but 3 on rank 2 "
+                    "(rank 2 differs from rank 0)");
+}
+
 TEST(RunFingerprint, FirstDifferenceNamesMissingAndChangedSettings) {
   Settings a = base(), b = base();
   EXPECT_EQ(first_difference(a, 0, b, 2), "");

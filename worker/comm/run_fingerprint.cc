@@ -117,6 +117,11 @@ uint64_t agree_on_settings(TcpStore& store, int rank, int world, const Settings&
     store.set(verdict_key(rank), diff.empty() ? std::string(kOk) : diff);
     result = store.get(kResultKey);
     if (result != kOk) store.set(seen_key(rank), kOk);
+    // A rank rank 0 does not count (its WORLD_SIZE is larger than rank 0's)
+    // hears "ok" but knows it differs.
+    if (result == kOk && !diff.empty())
+      result = "the ranks were started with different settings: " + diff + " (rank " + std::to_string(rank) +
+               " differs from rank 0)";
   }
   if (result != kOk) throw SettingsMismatchError(result);
   if (rank == 0)
