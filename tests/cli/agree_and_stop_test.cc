@@ -242,16 +242,22 @@ TEST(StopInEveryPhase, SigtermDuringDataPreparationExitsAtOnce) {
 }
 
 // A step abandoned part-way (ZeRO-2: each micro-batch's gradients already
-// reduce-scattered into the owned shards) leaves no trace: the checkpoint is
-// of the step before, and the resumed run ends with the uninterrupted run's
-// losses, bit for bit.
-TEST(StopInEveryPhase, AStepAbandonedPartWayResumesToTheUninterruptedLosses) {
+// reduce-scattered into the owned shards; ISP: weight shards gathered and
+// reduced per micro-batch) leaves no trace: the checkpoint is of the step
+// before, and the resumed run ends with the uninterrupted run's losses, bit
+// for bit.
+// The strategy, and micro-batches per step making a step last seconds.
+class AbandonedStep : public ::testing::TestWithParam<std::pair<const char*, int>> {};
+
+TEST_P(AbandonedStep, ResumesToTheUninterruptedLosses) {
   const fs::path d = fresh_dir("stop-midstep");
-  const std::string cfg = write_file(d / "c.yaml", "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, "
-                                                   "n_kv_heads: 2, max_seq_len: 16}\n"
-                                                   "train: {seq_len: 16, micro_batch: 2, log_every: 1, grad_accum: 1024}\n"
-                                                   "data: {branching: 3}\nmetrics: {port: 0}\n"
-                                                   "parallel: {strategy: zero, zero: {stage: 2}}\n");
+  const std::string cfg = write_file(d / "c.yaml", std::string("model: {vocab_size: 32, d_model: 32, n_layers: 2, "
+                                                               "n_heads: 4, n_kv_heads: 2, max_seq_len: 16}\n"
+                                                               "train: {seq_len: 16, micro_batch: 2, log_every: 1, "
+                                                               "grad_accum: ") +
+                                                       std::to_string(GetParam().second) +
+                                                       "}\ndata: {branching: 3}\nmetrics: {port: 0}\nparallel: " +
+                                                       GetParam().first + "\n");
   const std::vector<std::string> run{kRun, "-n", "2", cfg, "--steps", "4", "--out"};
   auto with_out = [&](const char* out) {
     std::vector<std::string> a = run;
@@ -265,7 +271,8 @@ TEST(StopInEveryPhase, AStepAbandonedPartWayResumesToTheUninterruptedLosses) {
   ASSERT_EQ(cut.code, 143) << cut.output;
   EXPECT_TRUE(has(cut.output, "abandoned after a stop request; the checkpoint holds step")) << cut.output;
   EXPECT_LT(cut.seconds_after_signal, 15) << cut.output;
-  std::printf("weft-run (zero-2) exited %.2f s after SIGTERM in the middle of a step\n", cut.seconds_after_signal);
+  std::printf("weft-run (%s) exited %.2f s after SIGTERM in the middle of a step\n", GetParam().first,
+              cut.seconds_after_signal);
   const auto resumed = run_process(with_out("cut"), {}, 0, "", 300s);
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_TRUE(has(resumed.output, "resumed from")) << resumed.output;
@@ -278,6 +285,11 @@ TEST(StopInEveryPhase, AStepAbandonedPartWayResumesToTheUninterruptedLosses) {
   for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], a[a.size() - b.size() + i]) << "step " << a.size() - b.size() + i + 1;
   fs::remove_all(d);
 }
+
+INSTANTIATE_TEST_SUITE_P(StopInEveryPhase, AbandonedStep,
+                         ::testing::Values(std::make_pair("{strategy: zero, zero: {stage: 2}}", 1024),
+                                           std::make_pair("{strategy: isp, wp: 2}", 256)),
+                         [](const auto& i) { return std::string(i.index == 0 ? "zero2" : "isp_wp2"); });
 
 // A sharded (ZeRO, two ranks) checkpoint of a run stopped early, evaluated on
 // a million held-out batches; once while it is assembled, once while it is
