@@ -319,6 +319,35 @@ TEST(StopInEveryPhase, SigtermDuringEvalOfAShardedCheckpointLeavesNoAssembly) {
   fs::remove_all(d);
 }
 
+// --export-hf assembles a sharded checkpoint into OUT.tmp-PID and renames it
+// at the end: a SIGTERM during it ends with 143 and nothing at OUT, no
+// temporary directory beside it (a 45 MB model, so the export lasts).
+TEST(StopInEveryPhase, SigtermDuringExportHfLeavesNothingHalfWritten) {
+  const fs::path d = fresh_dir("stop-export");
+  const std::string cfg = write_file(d / "c.yaml", "model: {vocab_size: 256, d_model: 512, n_layers: 4, n_heads: 8, "
+                                                   "n_kv_heads: 4, max_seq_len: 16}\n"
+                                                   "train: {seq_len: 16, micro_batch: 1, log_every: 1}\n"
+                                                   "metrics: {port: 0}\nparallel: {strategy: zero}\n"
+                                                   "checkpoint: {every: 1}\n");
+  auto made = run_process({kRun, "-n", "2", cfg, "--out", (d / "run").string(), "--steps", "2"}, {}, 0, "", 300s);
+  ASSERT_EQ(made.code, 0) << made.output;
+  const fs::path step1 = d / "run" / "checkpoints" / "step-1";
+  ASSERT_FALSE(fs::exists(step1 / "model.safetensors")) << "step 1 should be sharded";
+  const fs::path out = d / "hf";
+  const auto r = run_process({kWorker, "--export-hf", step1.string(), out.string()}, {}, SIGTERM, "exporting", 120s);
+  EXPECT_EQ(r.code, 143) << r.output;
+  EXPECT_TRUE(has(r.output, "stopped by a signal while exporting")) << r.output;
+  EXPECT_LT(r.seconds_after_signal, 10) << r.output;
+  std::printf("--export-hf exited %.2f s after SIGTERM\n", r.seconds_after_signal);
+  EXPECT_FALSE(fs::exists(out));
+  for (const auto& e : fs::directory_iterator(d)) EXPECT_EQ(e.path().filename().string().find("hf.tmp-"), std::string::npos) << e.path();
+  // Unsignalled, the same export completes.
+  const auto ok = run_process({kWorker, "--export-hf", step1.string(), out.string()}, {}, 0, "", 120s);
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(fs::exists(out / "model.safetensors"));
+  fs::remove_all(d);
+}
+
 // ---- 3. numbers bounded where they are read ------------------------------------
 
 // comm.timeout_s above ~9.2e9 used to wrap into a deadline in the past: exit

@@ -97,18 +97,19 @@ int stop_exit_code(int sig) {
   return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
 }
 
-// weft-worker --eval: a stop is looked at before every tensor of the
-// assembly and every held-out batch; should one phase between them (loading
-// the weights, building the model) outlast kEvalStopBound, this thread
-// removes the assembled copy itself and ends the process, so a SIGTERM is
-// answered within that bound and leaves nothing in the temporary directory.
-constexpr auto kEvalStopBound = std::chrono::seconds(5);
+// --eval and --export-hf: a stop is looked at before every tensor of a
+// checkpoint's assembly (and every held-out batch); should a phase between
+// them (verifying the checkpoint, loading the weights, building the model)
+// outlast kStopBound, this thread removes the scratch directories itself and
+// ends the process, so a SIGTERM is answered within that bound and leaves
+// nothing half-written behind.
+constexpr auto kStopBound = std::chrono::seconds(5);
 
-class EvalStopWatch {
+class StopWatchdog {
  public:
-  explicit EvalStopWatch(std::vector<std::filesystem::path> scratch)
-      : scratch_(std::move(scratch)), thread_([this] { watch(); }) {}
-  ~EvalStopWatch() {
+  StopWatchdog(std::string what, std::vector<std::filesystem::path> scratch)
+      : what_(std::move(what)), scratch_(std::move(scratch)), thread_([this] { watch(); }) {}
+  ~StopWatchdog() {
     done_.store(true);
     thread_.join();
   }
@@ -121,22 +122,43 @@ class EvalStopWatch {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (g_stop_signal.load() == 0) continue;
       if (!since) since = Clock::now();
-      if (Clock::now() - *since < kEvalStopBound) continue;
+      if (Clock::now() - *since < kStopBound) continue;
       for (const auto& p : scratch_) {
         std::error_code ec;
         std::filesystem::remove_all(p, ec);
       }
-      const char msg[] = "weft-worker: --eval: stopped by a signal; the evaluation did not finish\n";
-      ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+      const std::string msg = "weft-worker: " + what_ + ": stopped by a signal before it finished; nothing written\n";
+      ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
       (void)ignored;
       ::_exit(stop_exit_code(g_stop_signal.load()));
     }
   }
 
-  std::vector<std::filesystem::path> scratch_;
+  const std::string what_;
+  const std::vector<std::filesystem::path> scratch_;
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
+
+// weft-worker --export-hf CKPT OUT: SIGINT / SIGTERM end it with 130 / 143
+// and nothing at OUT (export_hf writes OUT.tmp-PID and renames it at the end).
+int run_export(const std::string& checkpoint, const std::string& out) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  StopWatchdog watch("--export-hf", {std::filesystem::path(out + fmt::format(".tmp-{}", ::getpid()))});
+  try {
+    spdlog::info("exporting {} to {}", checkpoint, out);
+    const std::string from = weft::export_hf(checkpoint, out, &g_stop_signal);
+    spdlog::info("exported {} to {} (Hugging Face model directory, f32)", from, out);
+    return weft::contract::kExitDone;
+  } catch (const weft::StopRequested& e) {
+    std::cerr << "weft-worker: --export-hf: " << e.what() << "; nothing written to " << out << "\n";
+    return stop_exit_code(g_stop_signal.load());
+  } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
+    std::cerr << "weft-worker: --export-hf: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
+  }
+}
 
 // weft-worker --eval DIR: one rank, the config's held-out data, the model of
 // DIR; a weft checkpoint is exported to a Hugging Face directory first (a
@@ -161,7 +183,7 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
       }
     }
   } cleanup{{exported, exporting}};
-  EvalStopWatch watch({exported, exporting});
+  StopWatchdog watch("--eval", {exported, exporting});
   try {
     const bool checkpoint = fs::exists(fs::path(dir) / "meta.json") || fs::exists(fs::path(dir) / "latest");
     if (checkpoint) {
@@ -262,16 +284,7 @@ int main(int argc, char** argv) {
                  "exported directory or the checkpoint itself)\n";
     return weft::contract::kExitBadConfig;
   }
-  if (!export_hf.empty()) {
-    try {
-      const std::string from = weft::export_hf(export_hf[0], export_hf[1]);
-      spdlog::info("exported {} to {} (Hugging Face model directory, f32)", from, export_hf[1]);
-      return weft::contract::kExitDone;
-    } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
-      std::cerr << "weft-worker: --export-hf: " << e.what() << "\n";
-      return weft::contract::kExitBadConfig;
-    }
-  }
+  if (!export_hf.empty()) return run_export(export_hf[0], export_hf[1]);
   if (!eval_dir.empty()) return run_eval(config_path, preset, eval_dir);
   // The process environment, read once: config overrides (WEFT_*) and the
   // launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) both come from it.
