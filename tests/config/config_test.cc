@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <unistd.h>
 
@@ -136,6 +137,20 @@ const BadConfig kBadConfigs[] = {
     {"comm:\n  timeout_s: 0\n", "comm.timeout_s: must be > 0, got 0"},
     {"comm:\n  rendezvous_timeout_s: -3\n", "comm.rendezvous_timeout_s: must be > 0, got -3"},
     {"comm:\n  lanes: 0\n", "comm.lanes: must be in [1, 16], got 0"},
+    // Numbers whose arithmetic would overflow (a deadline in the past, a sleep
+    // of years) are refused by name, not turned into a false timeout.
+    {"comm:\n  timeout_s: 1e10\n", "test.yaml:2: comm.timeout_s: must be <= 86400 (one day), got 1e+10"},
+    {"comm:\n  timeout_s: 1e300\n", "comm.timeout_s: must be <= 86400 (one day), got 1e+300"},
+    {"comm:\n  timeout_s: 1e-9\n", "comm.timeout_s: must be >= 0.001 (1 ms), got 1e-09"},
+    {"comm:\n  rendezvous_timeout_s: 1e16\n", "comm.rendezvous_timeout_s: must be <= 86400 (one day), got 1e+16"},
+    {"comm:\n  simulate: {latency_us: 1e12}\n", "comm.simulate.latency_us: must be <= 1000000"},
+    {"comm:\n  simulate: {bandwidth_gbps: 1e-12}\n", "comm.simulate.bandwidth_gbps: must be 0 (unlimited) or >= 0.001"},
+    {"train:\n  grad_accum: 524288\n", "train.grad_accum: must be <= 16384 micro-batches per step, got 524288"},
+    {"train:\n  logits_chunk_mb: 1e300\n", "train.logits_chunk_mb: must be <= 1048576 MiB"},
+    {"checkpoint:\n  max_shard_mb: 1e300\n", "checkpoint.max_shard_mb: must be <= 1000000000 MB"},
+    {"eval:\n  every: 2\n  batches: 100000000\n",
+     "test.yaml:3: eval.batches: must be <= 1000000 micro-batches per evaluation, got 100000000"},
+    {"metrics:\n  peak_tflops: 1e300\n", "metrics.peak_tflops: must be <= 1000000"},
     {"comm:\n  lanes: 2.5\n", "comm.lanes"},
     // metrics
     {"metrics:\n  port: 70000\n", "metrics.port: must be in [0, 65535], got 70000"},
@@ -272,6 +287,67 @@ TEST(Config, SmallerGangScalesGradAccumToThePlannedBatch) {
         << e.what();
   }
   EXPECT_EQ(cfg.train.grad_accum, 1);  // untouched by a refusal
+  // A planned size far above the gang's would make a step of half a million
+  // micro-batches that never ends: refused, naming the variable and the bound.
+  try {
+    scale_to_planned_world(cfg, 2, 1048576);
+    ADD_FAILURE() << "1048576 planned ranks on 2 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("WEFT_PLANNED_WORLD_SIZE: 1048576 planned ranks x train.grad_accum 1 is "
+                                         "1048576 micro-batches per step; 2 ranks would need train.grad_accum 524288, "
+                                         "more than the 16384"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(cfg.train.grad_accum, 1);
+  EXPECT_EQ(scale_to_planned_world(cfg, 2, 2 * kMaxGradAccum), 1);  // the largest step allowed
+  EXPECT_EQ(cfg.train.grad_accum, kMaxGradAccum);
+}
+
+// weft-worker --eval evaluates whatever eval.every says: every eval.* rule
+// applies to it (batches -5 used to give a loss of -0.0 over -5120 tokens).
+TEST(Config, ValidateForEvalAppliesEveryEvalRuleWithEvalOff) {
+  auto eval_error = [](const std::string& yaml) -> std::string {
+    try {
+      validate_for_eval(parse_config(yaml));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  EXPECT_EQ(eval_error("eval: {batches: -5}\n"), "eval.batches: must be >= 1, got -5");
+  EXPECT_EQ(eval_error("eval: {batches: 0}\n"), "eval.batches: must be >= 1, got 0");
+  EXPECT_EQ(eval_error("eval: {batches: 2000000}\n"),
+            "eval.batches: must be <= 1000000 micro-batches per evaluation, got 2000000");
+  EXPECT_NE(eval_error("eval: {shards: 'v/*.bin'}\n").find("eval.shards: is set ('v/*.bin') but data.source is "
+                                                           "'synthetic'"),
+            std::string::npos);
+  EXPECT_EQ(eval_error("eval: {batches: 3}\n"), "<no error>");
+}
+
+// The run fingerprint's settings: every field but the per-rank ones, as the
+// text a user reads in --print-config.
+TEST(Config, SharedSettingsAreEveryFieldButThePerRankOnes) {
+  WorkerConfig c = preset("tiny");
+  c.optim.lr = 0.01;
+  c.train.out_dir = "/rank/own";
+  const auto settings = shared_settings(c);
+  std::map<std::string, std::string> m(settings.begin(), settings.end());
+  EXPECT_EQ(m.at("optim.lr"), "0.01");
+  EXPECT_EQ(m.at("train.steps"), std::to_string(c.train.steps));
+  EXPECT_EQ(m.at("device"), "\"cpu\"");
+  EXPECT_EQ(m.at("parallel.bucket_cap_mb"), "auto");
+  EXPECT_EQ(m.at("parallel.zero.stage"), "1");
+  for (const char* own : kPerRankSettings) EXPECT_EQ(m.count(own), 0u) << own;
+  EXPECT_EQ(m.count("comm.timeout_s"), 1u);
+  EXPECT_EQ(m.count("data.seed"), 1u);
+  // One entry per field: changing any shared field changes the text.
+  WorkerConfig other = c;
+  other.train.out_dir = "/elsewhere";
+  other.metrics.port = 1234;
+  EXPECT_EQ(shared_settings(other), settings);
+  other.data.branching = 3;
+  EXPECT_NE(shared_settings(other), settings);
 }
 
 TEST(Config, EvalRefusalsNameTheField) {

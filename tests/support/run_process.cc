@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -14,7 +15,8 @@ namespace weft::testing {
 namespace fs = std::filesystem;
 
 ProcessResult run_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
-                          int sig, const std::string& signal_when, std::chrono::seconds timeout) {
+                          int sig, const std::string& signal_when, std::chrono::seconds timeout,
+                          std::chrono::milliseconds signal_delay) {
   static int counter = 0;
   fs::path log = fs::temp_directory_path() /
                  ("weft-proc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log");
@@ -33,6 +35,7 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
   }
   const auto start = std::chrono::steady_clock::now();
   bool signalled = sig == 0, timed_out = false;
+  std::optional<std::chrono::steady_clock::time_point> seen_at, signalled_at;
   int status = 0;
   while (true) {
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -42,9 +45,11 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
       std::ifstream so_far(log);
       std::stringstream ss;
       ss << so_far.rdbuf();
-      if (signal_when.empty() || ss.str().find(signal_when) != std::string::npos) {
+      if (!seen_at && (signal_when.empty() || ss.str().find(signal_when) != std::string::npos)) seen_at = now;
+      if (seen_at && now - *seen_at >= signal_delay) {
         kill(pid, sig);
         signalled = true;
+        signalled_at = now;
       }
     }
     if (now - start >= timeout) {
@@ -54,6 +59,9 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ProcessResult res;
+  res.pid = pid;
+  if (signalled_at)
+    res.seconds_after_signal = std::chrono::duration<double>(std::chrono::steady_clock::now() - *signalled_at).count();
   res.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::ifstream in(log);
   std::stringstream ss;

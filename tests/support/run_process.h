@@ -11,15 +11,18 @@ namespace weft::testing {
 struct ProcessResult {
   int code = -1;  // exit code, or 128 + signal
   std::string output;  // stdout and stderr, interleaved
+  int pid = 0;         // the process's id, gone by the time this is returned
+  double seconds_after_signal = -1;  // from sending `sig` to the exit; -1 when it was never sent
 };
 
 // Runs argv[0] with argv (extra_env as "K=V" entries added to the
 // environment). If sig != 0, sends it once the output contains `signal_when`
-// (immediately if empty). Kills the process after `timeout` and reports code
-// 137 with a note in the output.
+// (immediately if empty), `signal_delay` after that. Kills the process after
+// `timeout` and reports code 137 with a note in the output.
 ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
                           int sig = 0, const std::string& signal_when = "",
-                          std::chrono::seconds timeout = std::chrono::seconds(600));
+                          std::chrono::seconds timeout = std::chrono::seconds(600),
+                          std::chrono::milliseconds signal_delay = std::chrono::milliseconds(0));
 
 // A fresh empty directory under the system temp dir.
 std::filesystem::path fresh_dir(const std::string& tag);

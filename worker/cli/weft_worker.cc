@@ -9,6 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <vector>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -88,45 +92,131 @@ void write_final_progress(const weft::TrainSummary& s, const std::string& why) {
   if (!out.flush()) spdlog::warn("cannot write the final progress to {} ({})", path, weft::contract::kEnvTerminationLog);
 }
 
+// The exit code of a stop by `sig`.
+int stop_exit_code(int sig) {
+  return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
+}
+
+// --eval and --export-hf: a stop is looked at before every tensor of a
+// checkpoint's assembly (and every held-out batch); should a phase between
+// them (verifying the checkpoint, loading the weights, building the model)
+// outlast kStopBound, this thread removes the scratch directories itself and
+// ends the process, so a SIGTERM is answered within that bound and leaves
+// nothing half-written behind.
+constexpr auto kStopBound = std::chrono::seconds(5);
+
+class StopWatchdog {
+ public:
+  StopWatchdog(std::string what, std::vector<std::filesystem::path> scratch)
+      : what_(std::move(what)), scratch_(std::move(scratch)), thread_([this] { watch(); }) {}
+  ~StopWatchdog() {
+    done_.store(true);
+    thread_.join();
+  }
+
+ private:
+  void watch() {
+    using Clock = std::chrono::steady_clock;
+    std::optional<Clock::time_point> since;
+    while (!done_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (g_stop_signal.load() == 0) continue;
+      if (!since) since = Clock::now();
+      if (Clock::now() - *since < kStopBound) continue;
+      for (const auto& p : scratch_) {
+        std::error_code ec;
+        std::filesystem::remove_all(p, ec);
+      }
+      const std::string msg = "weft-worker: " + what_ + ": stopped by a signal before it finished; nothing written\n";
+      ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
+      (void)ignored;
+      ::_exit(stop_exit_code(g_stop_signal.load()));
+    }
+  }
+
+  const std::string what_;
+  const std::vector<std::filesystem::path> scratch_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// weft-worker --export-hf CKPT OUT: SIGINT / SIGTERM end it with 130 / 143
+// and nothing at OUT (export_hf writes OUT.tmp-PID and renames it at the end).
+int run_export(const std::string& checkpoint, const std::string& out) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  StopWatchdog watch("--export-hf", {std::filesystem::path(out + fmt::format(".tmp-{}", ::getpid()))});
+  try {
+    spdlog::info("exporting {} to {}", checkpoint, out);
+    const std::string from = weft::export_hf(checkpoint, out, &g_stop_signal);
+    spdlog::info("exported {} to {} (Hugging Face model directory, f32)", from, out);
+    return weft::contract::kExitDone;
+  } catch (const weft::StopRequested& e) {
+    std::cerr << "weft-worker: --export-hf: " << e.what() << "; nothing written to " << out << "\n";
+    return stop_exit_code(g_stop_signal.load());
+  } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
+    std::cerr << "weft-worker: --export-hf: " << e.what() << "\n";
+    return weft::contract::kExitBadConfig;
+  }
+}
+
 // weft-worker --eval DIR: one rank, the config's held-out data, the model of
 // DIR; a weft checkpoint is exported to a Hugging Face directory first (a
 // sharded one is assembled from its rank files). Prints the loss and a JSON
-// line ("eval {...}") for scripts.
+// line ("eval {...}") for scripts. Every eval.* rule applies, whatever
+// eval.every says. SIGINT / SIGTERM end it with 130 / 143 and remove the
+// assembled copy.
 int run_eval(const std::string& config_path, const std::string& preset, const std::string& dir) {
   namespace fs = std::filesystem;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   std::string model_dir = dir;
-  fs::path exported;
+  const fs::path exported = fs::temp_directory_path() / fmt::format("weft-eval-{}", ::getpid());
+  // export_hf writes into OUT.tmp-PID first.
+  const fs::path exporting = exported.string() + fmt::format(".tmp-{}", ::getpid());
+  struct Cleanup {
+    std::vector<fs::path> paths;
+    ~Cleanup() {
+      for (const auto& p : paths) {
+        std::error_code ec;
+        fs::remove_all(p, ec);
+      }
+    }
+  } cleanup{{exported, exporting}};
+  StopWatchdog watch("--eval", {exported, exporting});
   try {
     const bool checkpoint = fs::exists(fs::path(dir) / "meta.json") || fs::exists(fs::path(dir) / "latest");
     if (checkpoint) {
-      exported = fs::temp_directory_path() / fmt::format("weft-eval-{}", ::getpid());
       fs::remove_all(exported);
-      weft::export_hf(dir, exported.string());
+      spdlog::info("assembling the model of checkpoint {} in {}", dir, exported.string());
+      weft::export_hf(dir, exported.string(), &g_stop_signal);
       model_dir = exported.string();
     }
-    struct Cleanup {
-      fs::path p;
-      ~Cleanup() {
-        std::error_code ec;
-        if (!p.empty()) fs::remove_all(p, ec);
-      }
-    } cleanup{exported};
-    weft::WorkerConfig cfg = !config_path.empty() ? weft::load_config_file(config_path, model_dir)
-                                                  : weft::parse_config("preset: " + preset + "\n", "--preset", model_dir);
+    weft::WorkerConfig cfg = !config_path.empty()
+                                 ? weft::load_config_file(config_path, model_dir)
+                                 : weft::parse_config("preset: " + preset + "\n", "--preset", model_dir);
     weft::apply_env_overrides(cfg, weft::comm::current_environment());
     cfg.checkpoint.resume = false;
     cfg.parallel = weft::ParallelConfig{};  // one rank: the checkpoint's layout does not matter
-    weft::validate(cfg);
-    if (cfg.data.source == "shards" && cfg.eval.shards.empty())
-      throw weft::ConfigError("eval.shards: --eval with data.source shards needs the held-out shards to evaluate on");
+    weft::validate_for_eval(cfg);
     if (cfg.device == "cuda") weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
     weft::Trainer trainer(cfg);
-    const weft::EvalResult r = trainer.evaluate_hf(model_dir);
+    spdlog::info("evaluating {} held-out batches of {} x {} tokens", cfg.eval.batches, cfg.train.micro_batch,
+                 cfg.train.seq_len);
+    const weft::EvalResult r = trainer.evaluate_hf(model_dir, &g_stop_signal);
+    if (r.stopped) {
+      std::cerr << "weft-worker: --eval: stopped by signal " << g_stop_signal.load() << " after " << r.seconds
+                << " s of evaluation; no loss\n";
+      return stop_exit_code(g_stop_signal.load());
+    }
     spdlog::info("eval of {}: held-out loss {:.6f} over {} batches ({} tokens), {:.2f} s", dir, r.loss, r.batches,
                  r.tokens, r.seconds);
     const nlohmann::json j = {{"loss", r.loss}, {"batches", r.batches}, {"tokens", r.tokens}, {"model", dir}};
     std::cout << "eval " << j.dump() << std::endl;
     return weft::contract::kExitDone;
+  } catch (const weft::StopRequested& e) {
+    std::cerr << "weft-worker: --eval: " << e.what() << "\n";
+    return stop_exit_code(g_stop_signal.load());
   } catch (const weft::ConfigError& e) {
     std::cerr << "weft-worker: --eval: bad config: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
@@ -137,6 +227,15 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
     std::cerr << "weft-worker: --eval: " << e.what() << "\n";
     return weft::contract::kExitBadConfig;
   }
+}
+
+// The run fingerprint (comm/run_fingerprint.h): every setting but the
+// per-rank ones, and the launch facts every rank must share.
+weft::comm::Settings run_settings(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch) {
+  weft::comm::Settings s = weft::shared_settings(cfg);
+  s.emplace_back(weft::contract::kEnvWorldSize, std::to_string(launch.world));
+  s.emplace_back(weft::contract::kEnvPlannedWorldSize, std::to_string(launch.planned()));
+  return s;
 }
 
 }  // namespace
@@ -178,16 +277,14 @@ int main(int argc, char** argv) {
   }
 
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
-  if (!export_hf.empty()) {
-    try {
-      const std::string from = weft::export_hf(export_hf[0], export_hf[1]);
-      spdlog::info("exported {} to {} (Hugging Face model directory, f32)", from, export_hf[1]);
-      return weft::contract::kExitDone;
-    } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
-      std::cerr << "weft-worker: --export-hf: " << e.what() << "\n";
-      return weft::contract::kExitBadConfig;
-    }
+  if (!export_hf.empty() && !eval_dir.empty()) {
+    // Each is a whole job of its own: doing one and dropping the other
+    // without a word was the old behaviour.
+    std::cerr << "weft-worker: --eval and --export-hf: give one of them per call (export first, then --eval the "
+                 "exported directory or the checkpoint itself)\n";
+    return weft::contract::kExitBadConfig;
   }
+  if (!export_hf.empty()) return run_export(export_hf[0], export_hf[1]);
   if (!eval_dir.empty()) return run_eval(config_path, preset, eval_dir);
   // The process environment, read once: config overrides (WEFT_*) and the
   // launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) both come from it.
@@ -228,8 +325,12 @@ int main(int argc, char** argv) {
     return weft::contract::kExitBadConfig;
   }
   if (print_config) {
-    std::cout << weft::to_yaml(cfg) << "# memory estimate per rank: "
-              << weft::estimate_memory(cfg, launch.world).describe() << "\n";
+    // The fingerprint the ranks compare at the rendezvous: equal on every
+    // rank of a job, whatever its per-rank settings.
+    std::cout << weft::to_yaml(cfg)
+              << fmt::format("# run fingerprint: {:016x}\n",
+                             weft::comm::settings_fingerprint(run_settings(cfg, launch)))
+              << "# memory estimate per rank: " << weft::estimate_memory(cfg, launch.world).describe() << "\n";
     return weft::contract::kExitDone;
   }
 
@@ -252,7 +353,12 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal_before_training);
   std::unique_ptr<weft::comm::ProcessGroups> groups;
   try {
-    groups = weft::comm::init_process_groups(launch, weft::group_options(cfg));
+    weft::comm::GroupOptions options = weft::group_options(cfg);
+    options.shared_settings = run_settings(cfg, launch);
+    groups = weft::comm::init_process_groups(launch, options);
+  } catch (const weft::comm::SettingsMismatchError& e) {
+    std::cerr << "weft-worker: bad config: " << e.what() << "\n";
+    return weft::comm::kExitBadConfig;
   } catch (const weft::comm::TokenRejectedError& e) {
     std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
     return weft::comm::kExitBadConfig;

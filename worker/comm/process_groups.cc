@@ -97,6 +97,9 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
     pg->store_ = std::make_unique<TcpStore>(so);
   }
   TcpStore* store = pg->store_.get();
+  // Before any group: ranks that disagree on the settings (comm.lanes, the
+  // model) could not even connect their groups the same way.
+  if (store && !opt.shared_settings.empty()) agree_on_settings(*store, env.rank, env.world, opt.shared_settings);
 
   RankGroups g = grid.groups_of(env.rank);
   // Every rank creates its groups in the same order, so each group's

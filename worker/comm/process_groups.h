@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "comm/network_model.h"
 #include "comm/rank_grid.h"
+#include "comm/run_fingerprint.h"
 #include "comm/tcp_store.h"
 #include "launch_env.h"
 #include "tensor/tensor.h"
@@ -53,6 +54,9 @@ struct GroupOptions {
   // kernels' compute stream), asked for when an NCCL group is created (it
   // touches the GPU); unset or nullptr: the legacy default stream.
   std::function<void*()> cuda_compute_stream;
+  // The run fingerprint's settings (comm/run_fingerprint.h), compared over
+  // the store before any group is built; empty: not compared.
+  Settings shared_settings;
 };
 
 class ProcessGroups {
@@ -80,8 +84,10 @@ class ProcessGroups {
   std::shared_ptr<StagingDevice> staging_;  // gloo with device: cuda
 };
 
-// Rendezvous and build every group of the grid. Throws CommError (bad env or
-// config: exit 1) or RendezvousError (peers never showed up: exit 3). Ignores
+// Rendezvous, agree on opt.shared_settings, and build every group of the
+// grid. Throws CommError (bad env or config: exit 1; SettingsMismatchError
+// when the ranks' settings differ) or RendezvousError (peers never showed up:
+// exit 3). Ignores
 // SIGPIPE for the process, so a write to a dead peer fails as a lost peer.
 std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const GroupOptions& opt);
 

@@ -479,6 +479,27 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
   throw ConfigError(cause + ": " + after->path + ": " + after->message);
 }
 
+std::vector<std::pair<std::string, std::string>> shared_settings(const WorkerConfig& cfg) {
+  WorkerConfig c = cfg;  // the field table hands out mutable references
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const std::string& path, const Field& f) {
+    if (std::find(std::begin(kPerRankSettings), std::end(kPerRankSettings), path) != std::end(kPerRankSettings))
+      return;
+    // One field's YAML, as to_yaml writes it: the text a user reads back.
+    YAML::Emitter e;
+    e << YAML::BeginMap;
+    emit_field(e, "v", f.ref(c), f.takes_auto);
+    e << YAML::EndMap;
+    std::string text = e.c_str();
+    out.emplace_back(path, text.substr(text.find(": ") + 2));
+  };
+  add("device", kDeviceField);
+  add("init_from", kInitFromField);
+  for (const Section& s : sections())
+    for (const Field& f : s.fields) add(std::string(s.name) + "." + f.name, f);
+  return out;
+}
+
 std::string to_yaml(const WorkerConfig& cfg) {
   WorkerConfig c = cfg;  // the field table hands out mutable references
   YAML::Emitter out;

@@ -10,6 +10,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "weft_contract.h"
 #include "weft_presets.h"
@@ -241,6 +243,19 @@ struct WorkerConfig {
   bool operator==(const WorkerConfig&) const = default;
 };
 
+// Ranges of the numbers a config can hold beyond which the arithmetic that
+// uses them (deadlines, sleeps, byte counts, loops) would overflow or never
+// end; validate() refuses a value outside them by its field path
+// (docs/user-guide.md, "Ranges").
+inline constexpr double kMaxSeconds = 86400;            // comm.timeout_s, comm.rendezvous_timeout_s: one day
+inline constexpr int kMaxGradAccum = 16384;             // train.grad_accum, also as scaled to the planned world
+inline constexpr int kMaxEvalBatches = 1'000'000;       // eval.batches
+inline constexpr double kMaxLogitsChunkMb = 1 << 20;    // train.logits_chunk_mb: 1 TiB
+inline constexpr double kMaxShardMb = 1e9;              // checkpoint.max_shard_mb: 1 PB
+inline constexpr double kMaxSimulatedLatencyUs = 1e6;   // comm.simulate.latency_us: 1 s per message
+inline constexpr double kMinSimulatedGbps = 0.001;      // comm.simulate.bandwidth_gbps when not 0: 1 Mb/s
+inline constexpr double kMaxPeakTflops = 1e6;           // metrics.peak_tflops
+
 // Built-in presets: "tiny" (CPU demo, about a minute on 2 cores) and
 // "gpt2-124m" (GPT-2 small sized Llama). Throws ConfigError for other names.
 WorkerConfig preset(const std::string& name);
@@ -260,6 +275,9 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
 
 // Throws ConfigError naming the first impossible field.
 void validate(const WorkerConfig& cfg);
+// validate() with every eval.* rule applied whether or not eval.every is set:
+// weft-worker --eval evaluates whatever eval.every says.
+void validate_for_eval(const WorkerConfig& cfg);
 
 // A gang smaller than the one its global batch was planned for (an elastic
 // job on fewer pods: WEFT_PLANNED_WORLD_SIZE): multiplies train.grad_accum by
@@ -280,6 +298,22 @@ struct ConfigProblem {
   std::string message;
 };
 std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg);
+// `evaluating`: the eval.* rules apply even with eval.every 0 (--eval).
+std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluating);
+
+// The run fingerprint's settings: every field as (path, value text) in the
+// field table's order, except the per-rank ones (kPerRankSettings: a rank's
+// own paths and ports), which may differ between the ranks of one job. Every
+// other one must be the same on every rank (comm/run_fingerprint.h).
+inline constexpr const char* kPerRankSettings[] = {
+    "train.out_dir",             // rank 0's summary.json; every rank's own scratch
+    "checkpoint.dir",            // the mount path of the checkpoint volume on the rank's host
+    "parallel.bucket_cap_file",  // only rank 0 reads it
+    "metrics.port",              // each rank serves its own metrics
+    "metrics.peak_tflops",       // the rank's own device's peak
+    "comm.rendezvous_timeout_s", // how long this rank waits for the others
+};
+std::vector<std::pair<std::string, std::string>> shared_settings(const WorkerConfig& cfg);
 
 // Round-trips through parse_config (used in checkpoints and logs).
 std::string to_yaml(const WorkerConfig& cfg);

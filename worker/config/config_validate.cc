@@ -21,6 +21,13 @@ std::string num(double v) {
   return std::string(buf, r.ptr);
 }
 
+// A bound as a reader writes it: 1000000, not 1e+06.
+std::string whole(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  return std::string(buf, r.ptr);
+}
+
 bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
   for (const char* a : allowed) {
     if (v == a) return true;
@@ -68,6 +75,23 @@ class Checker {
     require(v >= lo && v < hi, path,
             "must be in [" + num(lo) + ", " + num(hi) + "), got " + num(v));
   }
+  // A number that later becomes a deadline, a sleep or a byte count: above
+  // `hi` it would overflow that arithmetic (1e10 s of timeout used to wrap
+  // into a deadline in the past, a false "collective timeout").
+  void at_most(double v, double hi, const std::string& path, const std::string& what = "") {
+    require(v <= hi, path, "must be <= " + whole(hi) + what + ", got " + num(v));
+  }
+  void at_most(int v, int hi, const std::string& path, const std::string& what = "") {
+    require(v <= hi, path, "must be <= " + num(hi) + what + ", got " + num(v));
+  }
+  // Seconds of a deadline: > 0, whole milliseconds (a smaller one would be
+  // 0 ms, an immediate timeout), at most one day.
+  void seconds(double v, const std::string& path) {
+    positive(v, path);
+    if (!ok()) return;
+    require(v >= 0.001, path, "must be >= 0.001 (1 ms), got " + num(v));
+    at_most(v, kMaxSeconds, path, " (one day)");
+  }
   void choice(const std::string& v, std::initializer_list<const char*> allowed,
               const std::string& path) {
     require(one_of(v, allowed), path, not_one_of(v, allowed));
@@ -107,11 +131,13 @@ void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
   c.require(t.seq_len <= m.max_seq_len, "train.seq_len",
             num(t.seq_len) + " exceeds model.max_seq_len " + num(m.max_seq_len));
   c.positive(t.grad_accum, "train.grad_accum");
+  c.at_most(t.grad_accum, kMaxGradAccum, "train.grad_accum", " micro-batches per step");
   c.non_negative(t.log_every, "train.log_every");
   c.require(!t.out_dir.empty(), "train.out_dir", "must not be empty");
   c.choice(t.dtype, {"auto", "f32", "bf16"}, "train.dtype");
   c.require(std::isfinite(t.logits_chunk_mb) && t.logits_chunk_mb >= 0, "train.logits_chunk_mb",
             "expected auto or a number > 0, got " + num(t.logits_chunk_mb));
+  c.at_most(t.logits_chunk_mb, kMaxLogitsChunkMb, "train.logits_chunk_mb", " MiB");
 }
 
 void check_optim(Checker& c, const OptimConfig& o) {
@@ -151,13 +177,16 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
   c.require(k.save || k.every == 0, "checkpoint.every",
             "is " + num(k.every) + " but checkpoint.save is false (no checkpoint is written): set one of them");
   c.positive(k.max_shard_mb, "checkpoint.max_shard_mb");
+  c.at_most(k.max_shard_mb, kMaxShardMb, "checkpoint.max_shard_mb", " MB");
   c.choice(k.async, {"auto", "true", "false"}, "checkpoint.async");
 }
 
-void check_eval(Checker& c, const EvalConfig& e, const DataConfig& d) {
+void check_eval(Checker& c, const EvalConfig& e, const DataConfig& d, bool evaluating) {
   c.non_negative(e.every, "eval.every");
-  if (e.every == 0) return;
-  c.require(e.batches >= 1, "eval.batches", "must be >= 1 when eval.every is set, got " + num(e.batches));
+  if (!evaluating) return;
+  c.require(e.batches >= 1, "eval.batches",
+            "must be >= 1" + std::string(e.every > 0 ? " when eval.every is set" : "") + ", got " + num(e.batches));
+  c.at_most(e.batches, kMaxEvalBatches, "eval.batches", " micro-batches per evaluation");
   if (d.source == "shards")
     c.require(!e.shards.empty(), "eval.shards",
               "data.source is 'shards': name the held-out shards to evaluate on (llm.c writes them as *_val_*.bin)");
@@ -219,18 +248,25 @@ void check_comm(Checker& c, const CommConfig& k, const std::string& device) {
   c.choice(k.backend, {"auto", "gloo", "nccl"}, "comm.backend");
   c.require(!(k.backend == "nccl" && device == "cpu"), "comm.backend",
             "'nccl' needs device 'cuda' (device is 'cpu'); use 'gloo' or 'auto'");
-  c.positive(k.timeout_s, "comm.timeout_s");
-  c.positive(k.rendezvous_timeout_s, "comm.rendezvous_timeout_s");
+  c.seconds(k.timeout_s, "comm.timeout_s");
+  c.seconds(k.rendezvous_timeout_s, "comm.rendezvous_timeout_s");
   c.require(k.lanes >= 1 && k.lanes <= 16, "comm.lanes", "must be in [1, 16], got " + num(k.lanes));
   c.non_negative(k.simulate.latency_us, "comm.simulate.latency_us");
+  c.at_most(k.simulate.latency_us, kMaxSimulatedLatencyUs, "comm.simulate.latency_us", " (1 s per message)");
   c.non_negative(k.simulate.bandwidth_gbps, "comm.simulate.bandwidth_gbps");
+  // A trickle of bandwidth is a sleep of days per bucket: a hang, not an experiment.
+  c.require(k.simulate.bandwidth_gbps == 0 || k.simulate.bandwidth_gbps >= kMinSimulatedGbps,
+            "comm.simulate.bandwidth_gbps",
+            "must be 0 (unlimited) or >= " + num(kMinSimulatedGbps) + " (1 Mb/s), got " + num(k.simulate.bandwidth_gbps));
   c.require(!(k.simulate.enabled() && k.backend == "nccl"), "comm.simulate",
             "the network emulator runs on the Gloo communicator only (comm.backend gloo or auto on cpu)");
 }
 
 }  // namespace
 
-std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
+std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) { return find_problem(cfg, false); }
+
+std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluating) {
   Checker c;
   c.choice(cfg.device, {"cpu", "cuda"}, "device");
   check_model(c, cfg.model);
@@ -238,18 +274,23 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
   check_optim(c, cfg.optim);
   check_data(c, cfg.data, cfg.model);
   check_checkpoint(c, cfg.checkpoint);
-  check_eval(c, cfg.eval, cfg.data);
+  check_eval(c, cfg.eval, cfg.data, evaluating || cfg.eval.every > 0);
   check_parallel(c, cfg.parallel, cfg.model, cfg.train);
   check_comm(c, cfg.comm, cfg.device);
   c.require(cfg.metrics.port >= 0 && cfg.metrics.port <= 65535, "metrics.port",
             "must be in [0, 65535], got " + num(cfg.metrics.port));
   c.require(cfg.metrics.peak_tflops >= 0, "metrics.peak_tflops",
             "must be >= 0, got " + num(cfg.metrics.peak_tflops));
+  c.at_most(cfg.metrics.peak_tflops, kMaxPeakTflops, "metrics.peak_tflops");
   return c.result();
 }
 
 void validate(const WorkerConfig& cfg) {
   if (auto p = find_problem(cfg)) throw ConfigError(p->path + ": " + p->message);
+}
+
+void validate_for_eval(const WorkerConfig& cfg) {
+  if (auto p = find_problem(cfg, true)) throw ConfigError(p->path + ": " + p->message);
 }
 
 int scale_to_planned_world(WorkerConfig& cfg, int world, int planned_world) {
@@ -261,6 +302,16 @@ int scale_to_planned_world(WorkerConfig& cfg, int world, int planned_world) {
                       " ranks x train.grad_accum " + std::to_string(before) + "; " + std::to_string(world) +
                       " ranks cannot train on the same samples per step (train.grad_accum x planned ranks must be a "
                       "multiple of WORLD_SIZE)");
+  // The planned gang's samples per step, trained by fewer ranks, come in
+  // more micro-batches: bounded like train.grad_accum itself, or a planned
+  // size far above the gang's (1048576 on 2) makes a first step that never ends.
+  if (micro_steps / world > kMaxGradAccum)
+    throw ConfigError("WEFT_PLANNED_WORLD_SIZE: " + std::to_string(planned_world) + " planned ranks x train.grad_accum " +
+                      std::to_string(before) + " is " + std::to_string(micro_steps) + " micro-batches per step; " +
+                      std::to_string(world) + " ranks would need train.grad_accum " +
+                      std::to_string(micro_steps / world) + ", more than the " + std::to_string(kMaxGradAccum) +
+                      " a step may have (the planned size is at most WORLD_SIZE x " +
+                      std::to_string(kMaxGradAccum / before) + " here)");
   cfg.train.grad_accum = static_cast<int>(micro_steps / world);
   return before;
 }

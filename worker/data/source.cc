@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
+
+#include <sys/stat.h>
 
 #include "data/markov.h"
 #include "data/sample_order.h"
@@ -62,14 +65,21 @@ std::unique_ptr<TokenSource> make_eval_source(const WorkerConfig& cfg) {
   }
   const std::string& glob = cfg.eval.shards;
   if (!cfg.eval.allow_training_shards) {
-    // The same files under another glob are still the training data.
-    std::vector<std::string> train;
-    for (const std::string& f : expand_glob(d.shards, "data.shards"))
-      train.push_back(std::filesystem::weakly_canonical(f).string());
-    for (const std::string& f : expand_glob(glob, "eval.shards"))
-      if (std::find(train.begin(), train.end(), std::filesystem::weakly_canonical(f).string()) != train.end())
+    // The same files under another glob, a symlink or a hard link are still
+    // the training data: a file is its device and inode, not its path.
+    std::vector<std::pair<dev_t, ino_t>> train;
+    for (const std::string& f : expand_glob(d.shards, "data.shards")) {
+      struct stat st {};
+      if (::stat(f.c_str(), &st) == 0) train.emplace_back(st.st_dev, st.st_ino);
+    }
+    for (const std::string& f : expand_glob(glob, "eval.shards")) {
+      struct stat st {};
+      if (::stat(f.c_str(), &st) != 0) continue;  // opening it names what is wrong
+      if (std::find(train.begin(), train.end(), std::make_pair(st.st_dev, st.st_ino)) != train.end())
         throw DataError("eval.shards: '" + f + "' is also a training shard (data.shards '" + d.shards +
-                        "'); evaluate on held-out shards, or set eval.allow_training_shards: true");
+                        "'; the same file, by path or by link); evaluate on held-out shards, or set "
+                        "eval.allow_training_shards: true");
+    }
   }
   auto source = make_shard_source(glob, d.seed, "eval.shards");
   if (source->vocab_size() > cfg.model.vocab_size)

@@ -30,6 +30,13 @@ StepAgreement StepBoundary::agree(bool stop_requested, double current_cap_mb) {
   return a;
 }
 
+bool StepBoundary::any_stop(bool stop_requested) {
+  if (!group_) return stop_requested;
+  float flag = stop_requested ? 1.0f : 0.0f;
+  all_reduce_host(*group_, device_, &flag, 1, comm::ReduceOp::Sum, "stop agreement")->wait();
+  return flag > 0;
+}
+
 std::vector<StartPoint> StepBoundary::start_points(const StartPoint& mine) {
   if (!group_) return {mine};
   // An all-gather through the host-scalar all-reduce: each rank fills its

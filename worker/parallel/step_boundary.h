@@ -42,6 +42,11 @@ class StepBoundary {
   // Collective over the group: every rank calls it once before each step.
   // current_cap_mb is the cap in force; an equal request is no change.
   StepAgreement agree(bool stop_requested, double current_cap_mb);
+  // Collective over the group, inside a long phase that every rank runs in
+  // step (the batches of an evaluation, the micro-batches of a step): true
+  // when any rank was asked to stop, so that all leave it at the same point.
+  // Alone: `stop_requested`.
+  bool any_stop(bool stop_requested);
   // Collective over the group, once before the first step: every rank's
   // start point, in group rank order (alone: just `mine`). Ranks that load
   // different checkpoints (one node's disk against another's, a stale

@@ -628,7 +628,7 @@ OptimizerShard RunCheckpoints::shard() const {
   return OptimizerShard{0, 1, world_, {}};
 }
 
-std::string export_hf(const std::string& checkpoint, const std::string& out) {
+std::string export_hf(const std::string& checkpoint, const std::string& out, const std::atomic<int>* stop) {
   fs::path ckpt = checkpoint;
   if (!fs::exists(ckpt / "meta.json")) {
     const std::string latest = read_latest(ckpt.string());
@@ -659,7 +659,11 @@ std::string export_hf(const std::string& checkpoint, const std::string& out) {
     fs::remove_all(tmp);
     fs::create_directories(tmp);
     write_hf_model(
-        tmp.string(), cfg, table, DType::F32, [&](int i, int64_t first, Tensor dst) { src->read(table[i].offset + first, dst); },
+        tmp.string(), cfg, table, DType::F32,
+        [&](int i, int64_t first, Tensor dst) {
+          if (stop && stop->load() != 0) throw StopRequested("stopped by a signal while exporting " + ckpt.string());
+          src->read(table[i].offset + first, dst);
+        },
         static_cast<uint64_t>(saved.checkpoint.max_shard_mb * 1e6));
     fsync_path(tmp.string());
     fs::remove(out, ec);  // an empty directory

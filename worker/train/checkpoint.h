@@ -16,6 +16,7 @@
 // corrupted checkpoint is detected on load and the previous one used instead.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -111,8 +112,14 @@ class ShardedWrite {
 // the run), config.json, generation_config.json, at f32. From a sharded
 // checkpoint the weights are streamed from the rank files one tensor at a
 // time. Written to a temporary directory and renamed, so `out` is complete
-// or absent. Returns the checkpoint exported; throws CheckpointError.
-std::string export_hf(const std::string& checkpoint, const std::string& out);
+// or absent. Returns the checkpoint exported; throws CheckpointError, or
+// StopRequested (nothing left behind) once *stop is non-zero: it is looked at
+// before every tensor, so a stop is answered within one tensor's copy.
+struct StopRequested : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+std::string export_hf(const std::string& checkpoint, const std::string& out,
+                      const std::atomic<int>* stop = nullptr);
 
 // Loads the newest valid checkpoint in dir into model and opt. Returns nullopt
 // when dir holds no checkpoint. A corrupt checkpoint is skipped with a warning

@@ -75,8 +75,12 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
   attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp());
   if (!attention_.error.empty()) throw ConfigError(attention_.error);
   init_weights();
-  // Held-out data that cannot be read is bad input now, not after hours.
-  if (cfg.eval.every > 0) eval_source_ = make_eval_source(cfg);
+  // Held-out data that cannot be read is bad input now, not after hours:
+  // its first batch is read here (a shard shorter than a row is refused).
+  if (cfg.eval.every > 0) {
+    eval_source_ = make_eval_source(cfg);
+    read_first_eval_batch();
+  }
   checkpoints_ = std::make_unique<RunCheckpoints>(cfg_, checkpoint_dir(), sync_->state(), model_, via_full(),
                                                   rank_.rank, rank_.world, rank_.dp.get());
 }
@@ -170,6 +174,7 @@ int64_t Trainer::load_start(TrainSummary& s) {
       saved_step_ = meta->step;
       start_checkpoint_ = meta->identity;
       s.last_checkpoint = fmt::format("{}/step-{}", checkpoints_->dir(), meta->step);
+      start_loss_ = meta->last_loss;
       return meta->step;
     }
   }
@@ -242,8 +247,20 @@ void Trainer::this_ranks_positions(const int32_t*& in, const int32_t*& tgt) {
   tgt = targets_.data();
 }
 
-EvalResult Trainer::evaluate() {
-  if (!eval_source_) eval_source_ = make_eval_source(cfg_);
+void Trainer::read_first_eval_batch() {
+  try {
+    eval_source_->fill(batch_, cfg_.train.micro_batch, cfg_.train.seq_len, BatchIndex{0, 0, 1, 0, 1});
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    throw DataError(what.rfind("eval.shards", 0) == 0 ? what : "eval.shards: " + what);
+  }
+}
+
+EvalResult Trainer::evaluate(const std::atomic<int>* stop) {
+  if (!eval_source_) {
+    eval_source_ = make_eval_source(cfg_);
+    read_first_eval_batch();
+  }
   const auto t0 = Clock::now();
   const TrainConfig& t = cfg_.train;
   const int B = t.micro_batch, T = t.seq_len / sp();
@@ -252,6 +269,13 @@ EvalResult Trainer::evaluate() {
   const int forwards = (n + data_world - 1) / data_world;
   double sum = 0;
   for (int j = 0; j < forwards; ++j) {
+    // eval.batches may be large: a stop is answered within one forward.
+    if (boundary_.any_stop(stop && stop->load() != 0)) {
+      EvalResult r;
+      r.stopped = true;
+      r.seconds = seconds_since(t0);
+      return r;
+    }
     const int k = data_rank + j * data_world;
     const bool counted = k < n;
     // Batch k of the fixed set: rows [k B, (k+1) B) of the held-out stream.
@@ -275,13 +299,13 @@ EvalResult Trainer::evaluate() {
   return r;
 }
 
-EvalResult Trainer::evaluate_hf(const std::string& dir) {
+EvalResult Trainer::evaluate_hf(const std::string& dir, const std::atomic<int>* stop) {
   init_from_hf(dir);
   sync_->start();
-  return evaluate();
+  return evaluate(stop);
 }
 
-double Trainer::forward_backward(int64_t step, TrainSummary& s) {
+std::optional<double> Trainer::forward_backward(int64_t step, TrainSummary& s, const std::atomic<int>* stop) {
   const TrainConfig& t = cfg_.train;
   const int B = t.micro_batch, T = t.seq_len / sp();
   const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
@@ -300,6 +324,11 @@ double Trainer::forward_backward(int64_t step, TrainSummary& s) {
     model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
     s.backward_seconds += seconds_since(tp);
     loss = sync_->finish_micro_batch(loss);
+    // At a fixed micro-batch count, the same on every rank: after
+    // finish_micro_batch no reduction of this step is in flight.
+    if ((micro + 1) % kStopCheckMicroBatches == 0 && micro + 1 < t.grad_accum &&
+        boundary_.any_stop(stop && stop->load() != 0))
+      return std::nullopt;
   }
   return loss;
 }
@@ -394,6 +423,9 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
   s.bucket_cap_mb = sync_->bucket_cap_mb();
   s.start_step = resume_or_init(s);
   if (started) started();
+  if (s.start_step < t.steps)
+    spdlog::info("training steps {}..{}; a stop (SIGTERM, SIGINT) from here on is answered with a checkpoint",
+                 s.start_step + 1, t.steps);
   sync_->start();
   // Loading and initialising leave the GPU allocator's cache full of blocks
   // of sizes the step never asks for (f32 staging of safetensors, shards):
@@ -420,7 +452,13 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
                                     s.optimizer_seconds};
     const double lr = lr_at(cfg_.optim, step, t.steps);
     sync_->prepare_step(lr, cfg_.optim.grad_clip);
-    const double loss = forward_backward(step, s);
+    const std::optional<double> stepped = forward_backward(step, s, stop);
+    if (!stepped) {
+      spdlog::warn("step {} abandoned after a stop request; the checkpoint holds step {}", step + 1, step);
+      s.stopped_early = true;
+      break;
+    }
+    const double loss = *stepped;
     const auto to = Clock::now();
     const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
     s.optimizer_seconds += seconds_since(to);
@@ -442,7 +480,21 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
     if (t.log_every > 0 && ((step + 1) % t.log_every == 0 || step + 1 == t.steps))
       log_progress(r, seconds_since(t0), step - s.start_step + 1);
     if (cfg_.eval.every > 0 && ((step + 1) % cfg_.eval.every == 0 || step + 1 == t.steps)) {
-      const EvalResult e = evaluate();
+      const EvalResult e = evaluate(stop);
+      if (e.stopped && step + 1 < t.steps) {
+        // The step is trained: the stop's checkpoint holds it.
+        spdlog::warn("eval after step {} abandoned after a stop request ({:.2f} s in)", step + 1, e.seconds);
+        s.stopped_early = true;
+        ++step;
+        break;
+      }
+      if (e.stopped) {
+        // After the last step the run is complete: it ends as finished, with
+        // its final checkpoint (a model directory), not as a stopped one.
+        spdlog::warn("eval after the last step abandoned after a stop request ({:.2f} s in); the run is complete",
+                     e.seconds);
+        continue;
+      }
       s.eval_steps.push_back(step + 1);
       s.eval_losses.push_back(e.loss);
       spdlog::info("eval after step {}: held-out loss {:.4f} (train {:.4f}; {} batches, {} tokens, {:.2f} s)",
@@ -459,14 +511,23 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
   // The last checkpoint of a finished run is a model directory (HF files);
   // a stopped run's is resumed, and its deadline is the grace period: both
   // are published (with the one still in flight) before run returns.
-  if (step > s.start_step || s.stopped_early)
+  const bool trained = step > s.start_step;
+  if (trained || s.stopped_early)
     save(s, step, s.final_loss, s.stopped_early ? CheckpointKind::Stop : CheckpointKind::Final);
   else
     publish_pending(s);
   s.peak_rss_bytes = peak_rss_bytes();
   if (buffer_->device() == Device::CUDA) s.device_memory = ops::cuda_memory();
   log_end(s);
-  if (rank_.rank == 0) write_summary(s);
+  // A run that trained no step (resumed with none left, or stopped before
+  // its first) has no losses of its own: the summary.json of the run that
+  // trained them stays.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (rank_.rank == 0 && !trained && fs::exists(fs::path(cfg_.train.out_dir) / "summary.json", ec))
+    spdlog::info("{}/summary.json kept: this run trained no step", cfg_.train.out_dir);
+  else if (rank_.rank == 0)
+    write_summary(s);
   return s;
 }
 
@@ -476,12 +537,26 @@ void Trainer::finish(TrainSummary& s, int64_t step, double wall_seconds) {
   s.wall_seconds = wall_seconds;
   s.tokens = (step - s.start_step) * micro_batch_tokens() * cfg_.train.grad_accum * rank_.world;
   s.tokens_per_second = s.wall_seconds > 0 ? s.tokens / s.wall_seconds : 0;
-  s.final_loss = s.losses.empty() ? 0 : s.losses.back();
+  // No step in this run: the loss is the checkpoint's it resumed from (0
+  // for a fresh run stopped before its first step).
+  s.final_loss = s.losses.empty() ? start_loss_ : s.losses.back();
   const size_t tail = std::min<size_t>(10, s.losses.size());
   for (size_t i = s.losses.size() - tail; i < s.losses.size(); ++i) s.tail_loss += s.losses[i] / tail;
+  if (s.losses.empty()) s.tail_loss = s.final_loss;
 }
 
 void Trainer::log_end(const TrainSummary& s) const {
+  if (s.losses.empty()) {
+    // Nothing of this run to compare with the floor: no loss 0.0000, no gap.
+    const std::string from =
+        s.start_step > 0 ? fmt::format(" (resumed from {}, loss {:.4f})", s.last_checkpoint, s.final_loss) : "";
+    if (s.stopped_early)
+      spdlog::info("stopped at step {} of {} before training a step{}", s.steps_done, cfg_.train.steps, from);
+    else
+      spdlog::info("nothing left to train: step {} of {} was reached by an earlier run{}", s.steps_done,
+                   cfg_.train.steps, from);
+    return;
+  }
   const size_t tail = std::min<size_t>(10, s.losses.size());
   spdlog::info("{} after {} steps: loss {:.4f} (last {} mean {:.4f}{}), {:.0f} tok/s, {} wall, peak RSS {:.0f} MiB",
                s.stopped_early ? "stopped" : "done", s.steps_done, s.final_loss, tail, s.tail_loss,

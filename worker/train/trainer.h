@@ -78,6 +78,7 @@ struct EvalResult {
   int batches = 0;
   int64_t tokens = 0;  // held-out tokens evaluated, all ranks
   double seconds = 0;
+  bool stopped = false;  // a stop request ended it early: no loss
 };
 
 // This rank's place in the job. dp == nullptr (or of size 1) trains alone.
@@ -110,11 +111,13 @@ class Trainer {
   // evaluates batches r, r+W, ...; every rank runs the same number of
   // forwards (ISP's forwards are collectives: a rank without a batch left
   // repeats batch 0 and does not count it), and the sums are reduced over
-  // every rank. Collective over the job's groups.
-  EvalResult evaluate();
+  // every rank. Collective over the job's groups. A stop request (*stop
+  // non-zero on any rank) is agreed before every forward: every rank leaves
+  // at the same batch and the result is `stopped`, without a loss.
+  EvalResult evaluate(const std::atomic<int>* stop = nullptr);
   // weft-worker --eval: the weights of a Hugging Face directory (or an
   // exported checkpoint), then evaluate(). One rank.
-  EvalResult evaluate_hf(const std::string& dir);
+  EvalResult evaluate_hf(const std::string& dir, const std::atomic<int>* stop = nullptr);
 
   Llama& model() { return model_; }
   GradSync& grad_sync() { return *sync_; }
@@ -147,12 +150,19 @@ class Trainer {
   int64_t load_start(TrainSummary& s);
   void agree_on_start(int64_t step);
   void log_start(const TrainSummary& s) const;
+  // Reads held-out batch 0 into batch_: DataError naming eval.shards for
+  // held-out data that cannot give a row (a shard shorter than seq_len + 1).
+  void read_first_eval_batch();
   ops::AttentionKernel attention_;
   // Stop requests and bucket caps agreed by every rank; false: stop now.
   bool agree_at_boundary(int64_t step, const std::atomic<int>* stop);
   // Forward and backward over the step's micro-batches, gradients synced;
-  // returns the loss averaged over them and the ranks.
-  double forward_backward(int64_t step, TrainSummary& s);
+  // returns the loss averaged over them and the ranks. A step of many
+  // micro-batches agrees on stop requests every kStopCheckMicroBatches of
+  // them; when one was made it returns nullopt with the step unfinished
+  // (no optimizer step: the weights are those of the step before).
+  std::optional<double> forward_backward(int64_t step, TrainSummary& s, const std::atomic<int>* stop);
+  static constexpr int kStopCheckMicroBatches = 8;
   // This rank's part of micro-batch (step, micro): the whole sequences, or
   // its positions of each when sequences are split.
   void read_micro_batch(int64_t step, int micro, const int32_t*& in, const int32_t*& tgt);
@@ -185,6 +195,7 @@ class Trainer {
   std::unique_ptr<RunCheckpoints> checkpoints_;
   int64_t saved_step_ = -1;  // steps completed at the last save() on every rank
   uint32_t start_checkpoint_ = 0;  // identity of the checkpoint resumed from; 0: none
+  double start_loss_ = 0;          // the loss recorded in that checkpoint
   StepBoundary boundary_;
   int64_t cap_step_ = 0;  // step that applied the current bucket cap (StepReport::bucket_cap_step)
   StepObserver* observer_ = nullptr;
