@@ -297,10 +297,15 @@ int main(int argc, char** argv) {
     spdlog::info("building the model (memory estimate per rank {})",
                  weft::format_bytes(weft::estimate_memory(cfg, tc.world).total()));
     weft::Trainer trainer(cfg, tc);
-    if (writes_checkpoints)
+    if (writes_checkpoints) {
+      // A resumed run writes only the checkpoints of the steps it has left.
+      const std::vector<std::string> existing = weft::list_checkpoints(ckpt_dir);
+      const int64_t start = cfg.checkpoint.resume ? weft::newest_checkpoint_step(ckpt_dir) : 0;
       weft::require_free_space(ckpt_dir, weft::checkpoint_bytes_estimate(trainer.model().num_params()),
-                               cfg.checkpoint.keep, static_cast<int>(weft::list_checkpoints(ckpt_dir).size()),
+                               cfg.checkpoint.keep, static_cast<int>(existing.size()),
+                               weft::checkpoints_to_write(start, cfg.train.steps, cfg.checkpoint.every),
                                "checkpoint.dir");
+    }
     // Metrics: the registry belongs to TrainMetrics; only main serves it. A
     // busy port costs the metrics, never the training run.
     std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};

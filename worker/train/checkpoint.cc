@@ -144,6 +144,11 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return out;
 }
 
+int64_t newest_checkpoint_step(const std::string& dir) {
+  const std::vector<std::string> all = list_checkpoints(dir);
+  return all.empty() ? 0 : std::max<int64_t>(0, step_of(fs::path(all.front()).filename().string()));
+}
+
 void save_model_weights(const std::string& path, const Llama& model) {
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
