@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -55,6 +56,27 @@ void on_signal_before_training(int sig) {
 int exit_with_own_reason(int code) {
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
+  return code;
+}
+
+// A rank's last words before an early exit, on stderr: the signals ignored
+// first (exit_with_own_reason), then the whole line in one write(2). Every
+// rank of a gang given the same bad config fails at once; weft-run answers
+// the first failure with SIGTERM to the others, and a line written piece by
+// piece (std::cerr is unbuffered) was cut after "bad config: " when that
+// signal came between two pieces.
+int exit_saying(int code, const std::string& prefix, const std::exception& e) {
+  exit_with_own_reason(code);
+  const std::string text = prefix + e.what() + "\n";
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
   return code;
 }
 
@@ -128,14 +150,11 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
     std::cout << "eval " << j.dump() << std::endl;
     return weft::contract::kExitDone;
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: --eval: bad config: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: bad config: ", e);
   } catch (const weft::DataError& e) {
-    std::cerr << "weft-worker: --eval: bad data: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: bad data: ", e);
   } catch (const std::exception& e) {  // CheckpointError, a bad model directory
-    std::cerr << "weft-worker: --eval: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: ", e);
   }
 }
 
@@ -184,8 +203,7 @@ int main(int argc, char** argv) {
       spdlog::info("exported {} to {} (Hugging Face model directory, f32)", from, export_hf[1]);
       return weft::contract::kExitDone;
     } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
-      std::cerr << "weft-worker: --export-hf: " << e.what() << "\n";
-      return weft::contract::kExitBadConfig;
+      return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --export-hf: ", e);
     }
   }
   if (!eval_dir.empty()) return run_eval(config_path, preset, eval_dir);
@@ -207,15 +225,13 @@ int main(int argc, char** argv) {
     if (no_resume) cfg.checkpoint.resume = false;
     weft::validate(cfg);
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: bad config: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e);
   }
   weft::contract::LaunchEnv launch;
   try {
     launch = weft::contract::parse_launch_env(env);
   } catch (const weft::contract::LaunchEnvError& e) {
-    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e);
   }
   try {
     const int planned_accum = weft::scale_to_planned_world(cfg, launch.world, launch.planned());
@@ -224,8 +240,7 @@ int main(int argc, char** argv) {
                    "the samples of the planned gang",
                    launch.world, launch.planned(), planned_accum, cfg.train.grad_accum);
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e);
   }
   if (print_config) {
     std::cout << weft::to_yaml(cfg) << "# memory estimate per rank: "
@@ -244,8 +259,7 @@ int main(int argc, char** argv) {
     // A model that cannot fit is refused before anything is allocated.
     weft::check_memory_fits(cfg, env, launch);
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: ", e);
   }
 
   std::signal(SIGINT, on_signal_before_training);
@@ -254,14 +268,11 @@ int main(int argc, char** argv) {
   try {
     groups = weft::comm::init_process_groups(launch, weft::group_options(cfg));
   } catch (const weft::comm::TokenRejectedError& e) {
-    std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
-    return weft::comm::kExitBadConfig;
+    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: rendezvous refused: ", e);
   } catch (const weft::comm::RendezvousError& e) {
-    std::cerr << "weft-worker: rendezvous failed: " << e.what() << "\n";
-    return weft::comm::kExitPeerLost;
+    return exit_saying(weft::comm::kExitPeerLost, "weft-worker: rendezvous failed: ", e);
   } catch (const weft::comm::CommError& e) {
-    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
-    return weft::comm::kExitBadConfig;
+    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad launch environment: ", e);
   }
   const int rank = groups->rank();
   if (cfg.device == "cuda")
@@ -357,16 +368,22 @@ int main(int argc, char** argv) {
     if (rank == 0) write_final_progress(s, "");
     return weft::contract::kExitDone;
   } catch (const weft::ConfigError& e) {
+    // Signals ignored before the reason is printed: a launcher's SIGTERM
+    // would otherwise end the rank before it said why.
+    exit_with_own_reason(weft::contract::kExitBadConfig);
     spdlog::error("bad config: {}", e.what());
-    return exit_with_own_reason(weft::contract::kExitBadConfig);
+    return weft::contract::kExitBadConfig;
   } catch (const weft::DataError& e) {
+    exit_with_own_reason(weft::contract::kExitBadConfig);
     spdlog::error("bad data: {}", e.what());
-    return exit_with_own_reason(weft::contract::kExitBadConfig);
+    return weft::contract::kExitBadConfig;
   } catch (const weft::CheckpointError& e) {
+    exit_with_own_reason(weft::contract::kExitCheckpointIo);
     spdlog::error("checkpoint: {}", e.what());
-    return exit_with_own_reason(weft::contract::kExitCheckpointIo);
+    return weft::contract::kExitCheckpointIo;
   } catch (const std::exception& e) {
+    exit_with_own_reason(weft::contract::kExitInternal);
     spdlog::error("{}", e.what());
-    return exit_with_own_reason(weft::contract::kExitInternal);
+    return weft::contract::kExitInternal;
   }
 }
