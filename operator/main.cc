@@ -9,7 +9,9 @@
 
 #include <pthread.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 
@@ -39,6 +41,23 @@ std::thread start_signal_thread() {
     g_stop.request_stop();
   });
 }
+
+// A number flag within [lo, hi], refused by name otherwise. CLI::Range and
+// CLI::PositiveNumber let NaN through (every comparison with it is false),
+// and 1e300 seconds overflows the durations built from it.
+CLI::Validator within(double lo, double hi) {
+  const std::string range = fmt::format("[{} - {}]", lo, hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size()) return "Value " + text + " is not a number";
+        if (!std::isfinite(v) || v < lo || v > hi) return "Value " + text + " not in range " + range;
+        return "";
+      },
+      "NUMBER in " + range);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,15 +75,19 @@ int main(int argc, char** argv) {
   app.add_option("--progress-seconds", progress_s,
                  "scrape rank 0's /metrics into status.progress this often per running job (0 = off)")
       ->check(CLI::Range(0, 3600));
-  app.add_option("--qps", qps, "client-side API request rate limit")->check(CLI::PositiveNumber);
+  app.add_option("--qps", qps, "client-side API request rate limit")->check(within(0.1, 10000));
   app.add_option("--burst", burst, "client-side API burst")->check(CLI::Range(1, 10000));
   app.add_flag("--leader-elect", leader_elect, "elect one active replica with a Lease");
   app.add_option("--lease-namespace", lease_ns, "namespace of the Lease (the operator's own; its Role grants Leases there)");
   app.add_option("--lease-name", lease_name, "name of the Lease");
   app.add_option("--identity", identity, "leader-election identity (default: $POD_NAME or hostname_pid)");
-  app.add_option("--lease-duration", lease_s, "seconds a standby waits before taking an unrenewed lease");
-  app.add_option("--renew-deadline", renew_s, "seconds the leader keeps trying to renew before stepping down");
-  app.add_option("--retry-period", retry_s, "seconds between lease attempts");
+  app.add_option("--lease-duration", lease_s, "seconds a standby waits before taking an unrenewed lease")
+      ->check(within(1, 3600));
+  app.add_option("--renew-deadline", renew_s,
+                 "seconds the leader keeps trying to renew before stepping down (below --lease-duration)")
+      ->check(within(0.1, 3600));
+  app.add_option("--retry-period", retry_s, "seconds between lease attempts (below --renew-deadline)")
+      ->check(within(0.1, 3600));
   app.add_flag("--allow-host-path", allow.host_path, "let spec.template.volumes mount hostPath volumes");
   app.add_flag("--allow-service-account", allow.service_account,
                "let spec.template set serviceAccountName and project service-account tokens into volumes");
@@ -78,7 +101,27 @@ int main(int argc, char** argv) {
   app.add_option("--health-port", health_port, "/healthz and /readyz port (0 = off)")->check(CLI::Range(0, 65535));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  CLI11_PARSE(app, argc, argv);
+  // A bad flag exits 2, like a bad kubeconfig (docs/operator/running.md),
+  // not with CLI11's own codes (105 and up).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  // client-go's rule: a standby takes an unrenewed lease only after the
+  // leader has given up renewing it, and the leader tries more than once.
+  if (renew_s >= lease_s) {
+    spdlog::error("--renew-deadline {} must be below --lease-duration {}: a standby would take the lease while "
+                  "its leader still believes it leads",
+                  renew_s, lease_s);
+    return 2;
+  }
+  if (retry_s >= renew_s) {
+    spdlog::error("--retry-period {} must be below --renew-deadline {}: the leader would step down before its "
+                  "second renewal attempt",
+                  retry_s, renew_s);
+    return 2;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
   nlohmann::json metrics_peers;  // null: the metrics port is open to anyone
   if (!metrics_from.empty()) {

@@ -3,6 +3,9 @@
 // rest of the operator only sees nlohmann::json and ApiError.
 #include "kube/kube_api.h"
 
+// Before cpprest, whose U() macro breaks fmt's templates.
+#include <spdlog/spdlog.h>
+
 #include <cpprest/http_client.h>
 #include <cpprest/uri_builder.h>
 
@@ -10,12 +13,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "kube/line_splitter.h"
+#include "small_file.h"
 
 namespace weft::kube {
 namespace http = web::http;
@@ -121,10 +123,11 @@ struct KubeApi::Impl {
     std::lock_guard lock(token_mu);
     if (cluster.bearer_token_file.empty()) return cluster.bearer_token;
     if (token.empty() || Clock::now() - token_read > std::chrono::minutes(1)) {
-      std::ifstream in(cluster.bearer_token_file);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      std::string t = ss.str();
+      // Never a blocking or unbounded read on a request's path
+      // (small_file.h): a token file replaced by a FIFO keeps the old token.
+      const SmallFile f = read_small_file(cluster.bearer_token_file, kMaxTextFileBytes);
+      if (f.status == SmallFile::Status::Refused) spdlog::warn("bearer token not re-read: {}", f.problem);
+      std::string t = f.text;
       while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
       if (!t.empty()) token = t;
       else if (token.empty()) token = cluster.bearer_token;

@@ -4,18 +4,20 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "small_file.h"
 
 namespace weft::kube {
 namespace {
 
+// Regular files of bounded size only (small_file.h): a kubeconfig path that
+// names a FIFO would block the start where SIGTERM cannot end it, and
+// /dev/zero would grow the process without bound.
 std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw KubeConfigError(what + ": cannot read file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  SmallFile f = read_small_file(path, kMaxTextFileBytes);
+  if (f.status == SmallFile::Status::Missing) throw KubeConfigError(what + ": cannot read file " + path + " (missing)");
+  if (!f.ok()) throw KubeConfigError(what + ": " + f.problem);
+  return std::move(f.text);
 }
 
 std::string base64_decode(const std::string& in, const std::string& what) {
@@ -95,7 +97,16 @@ ClusterConfig parse_kubeconfig(const std::string& yaml_text, const std::string& 
     const std::string uwhere = "user '" + user_name + "'";
     if (user) {
       if (user["token"]) cfg.bearer_token = user["token"].as<std::string>();
-      if (user["tokenFile"]) cfg.bearer_token_file = resolve(user["tokenFile"].as<std::string>(), base_dir);
+      if (user["tokenFile"]) {
+        cfg.bearer_token_file = resolve(user["tokenFile"].as<std::string>(), base_dir);
+        // Read now so that a bad path is refused at start; re-read later
+        // (KubeApi) to follow rotation.
+        if (!cfg.bearer_token_file.empty()) {
+          std::string t = read_file(cfg.bearer_token_file, uwhere + ".tokenFile");
+          while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+          if (!t.empty()) cfg.bearer_token = t;
+        }
+      }
       cfg.client_cert_pem = pem_field(user, "client-certificate", base_dir, uwhere);
       cfg.client_key_pem = pem_field(user, "client-key", base_dir, uwhere);
       if (cfg.client_cert_pem.empty() != cfg.client_key_pem.empty())
@@ -123,8 +134,10 @@ ClusterConfig in_cluster_config(const std::string& sa_dir) {
   cfg.bearer_token_file = sa_dir + "/token";
   cfg.bearer_token = read_file(cfg.bearer_token_file, "in-cluster service-account token");
   cfg.ca_pem = read_file(sa_dir + "/ca.crt", "in-cluster service-account CA");
-  std::ifstream ns(sa_dir + "/namespace");
-  if (!(ns >> cfg.namespace_)) cfg.namespace_ = "default";
+  const SmallFile ns = read_small_file(sa_dir + "/namespace", kMaxLineFileBytes);
+  if (ns.status == SmallFile::Status::Refused) throw KubeConfigError("in-cluster namespace: " + ns.problem);
+  cfg.namespace_ = ns.text.substr(0, ns.text.find_first_of(" \t\r\n"));
+  if (cfg.namespace_.empty()) cfg.namespace_ = "default";
   return cfg;
 }
 

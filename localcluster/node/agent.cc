@@ -88,6 +88,21 @@ NodeAgent::NodeAgent(kube::KubeApi& api, AgentOptions opts)
 
 NodeAgent::~NodeAgent() = default;
 
+template <typename F>
+auto NodeAgent::timed(const char* what, F&& f) {
+  const auto t0 = Clock::now();
+  struct Note {
+    NodeAgent* self;
+    const char* what;
+    Clock::time_point t0;
+    ~Note() {
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (s > self->longest_step_.second) self->longest_step_ = {what, s};
+    }
+  } note{this, what, t0};
+  return f();
+}
+
 void NodeAgent::wake() {
   std::lock_guard lock(mu_);
   woken_ = true;
@@ -95,6 +110,8 @@ void NodeAgent::wake() {
 }
 
 void NodeAgent::run(std::stop_token stop) {
+  const auto t0 = Clock::now();
+  auto since_start = [&t0] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   make_dirs(opts_.state_dir + "/pods");
   make_dirs(opts_.state_dir + "/logs");
   std::vector<std::jthread> threads;
@@ -125,9 +142,17 @@ void NodeAgent::run(std::stop_token stop) {
     }
   adopt_from_disk();
   ready_ = true;
-  spdlog::info("weft-node: serving nodes {} (state {})", fmt::join(opts_.nodes, ", "), opts_.state_dir);
+  spdlog::info("weft-node: serving nodes {} (state {}), {:.1f} s after start", fmt::join(opts_.nodes, ", "),
+               opts_.state_dir, since_start());
   while (!stop.stop_requested()) {
-    sync_once();
+    // A slow pass is said with what took the time, so a pod that is late
+    // to start can be told from an agent that was busy or blocked.
+    const auto pass = Clock::now();
+    const SyncReport report = sync_once();
+    const double pass_s = std::chrono::duration<double>(Clock::now() - pass).count();
+    if (pass_s >= 1.0)
+      spdlog::warn("weft-node: a sync pass took {:.1f} s ({} pods; the slowest, {}, {:.1f} s: {})", pass_s, report.pods,
+                   report.slowest, report.slowest_s, report.slowest_doing);
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, stop, opts_.sync_period, [this] { return woken_; });
     woken_ = false;
@@ -524,7 +549,8 @@ void NodeAgent::sync_pod(const Json& pod, Entry& e) {
   refresh_process(e);
   if (being_deleted(pod)) {
     if (e.running) stop_process(e, grace_period_seconds(pod));
-    if (!e.running && finalize(&pod, e)) entries_.erase(e.uid);  // e is gone after this
+    if (!e.running && timed("its final delete", [&] { return finalize(&pod, e); }))
+      entries_.erase(e.uid);  // e is gone after this
     return;
   }
   const auto now = Clock::now();
@@ -542,7 +568,7 @@ void NodeAgent::sync_pod(const Json& pod, Entry& e) {
       ++e.restart_count;
     }
     std::string reason, message;
-    if (!start_run(pod, e, &reason, &message)) {
+    if (!timed("starting its container", [&] { return start_run(pod, e, &reason, &message); })) {
       if (restart) --e.restart_count;  // counted when a run actually starts
       e.state = ContainerState{};
       e.state.reason = reason;
@@ -553,7 +579,7 @@ void NodeAgent::sync_pod(const Json& pod, Entry& e) {
       e.retry_at = now + std::chrono::seconds(std::min(10, 1 << std::min(e.restart_count, 4)));
     }
   }
-  write_status(pod, e);
+  timed("writing its status", [&] { write_status(pod, e); });
 }
 
 bool NodeAgent::admission_delayed(const std::string& uid, const std::string& ns_name) {
@@ -572,7 +598,8 @@ bool NodeAgent::admission_delayed(const std::string& uid, const std::string& ns_
   return now < it->second;  // the periodic sync admits it once due
 }
 
-void NodeAgent::sync_once() {
+NodeAgent::SyncReport NodeAgent::sync_once() {
+  SyncReport report;
   // Shims are our children until we restart; reap them so they are not zombies.
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -627,8 +654,21 @@ void NodeAgent::sync_once() {
       it = entries_.emplace(uid, std::move(e)).first;
     }
     Entry& e = *it->second;
-    if (e.running && (hosts_changed || volumes_changed)) refresh_files(e, pod, hosts_changed, volumes_changed);
+    const std::string who = e.ns + "/" + e.name;
+    longest_step_ = {"", 0.0};
+    const auto pod_t0 = Clock::now();
+    if (e.running && (hosts_changed || volumes_changed))
+      timed("refreshing its hosts file and volumes", [&] { refresh_files(e, pod, hosts_changed, volumes_changed); });
     sync_pod(pod, e);  // may erase the entry
+    const double pod_s = std::chrono::duration<double>(Clock::now() - pod_t0).count();
+    ++report.pods;
+    if (pod_s > report.slowest_s) {
+      report.slowest = who;
+      report.slowest_s = pod_s;
+      report.slowest_doing = longest_step_.first.empty()
+                                 ? std::string("reading its process state")
+                                 : fmt::format("{} {:.1f} s", longest_step_.first, longest_step_.second);
+    }
   }
   // Recorded here but no longer in the API (deleted with grace 0, or gone
   // while the agent was down): stop and remove.
@@ -647,6 +687,7 @@ void NodeAgent::sync_once() {
     cleanup(e);
     it = entries_.erase(it);
   }
+  return report;
 }
 
 }  // namespace weft::node

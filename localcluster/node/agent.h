@@ -74,10 +74,21 @@ class NodeAgent {
 
  private:
   struct Entry;
+  // What one sync pass spent its time on, for the log when it was slow.
+  struct SyncReport {
+    int pods = 0;
+    std::string slowest;        // namespace/name of the pod that took longest
+    double slowest_s = 0;
+    std::string slowest_doing;  // its longest step: "writing its status 2.9 s"
+  };
   void register_nodes();
   void heartbeat(bool full_status);
   void adopt_from_disk();
-  void sync_once();
+  SyncReport sync_once();
+  // Runs f, and keeps it as the current pod's longest step when it is.
+  template <typename F>
+  auto timed(const char* what, F&& f);
+  std::pair<std::string, double> longest_step_;
   void sync_pod(const Json& pod, Entry& e);
   void refresh_process(Entry& e);
   bool start_run(const Json& pod, Entry& e, std::string* reason, std::string* message);

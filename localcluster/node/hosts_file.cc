@@ -19,6 +19,14 @@ bool serving(const Json& pod) {
   return !str(pod["status"], "podIP").empty() && phase != "Succeeded" && phase != "Failed";
 }
 
+// serving() for a pod whose address is known without its status.
+bool serving_if_addressed(const Json& pod) {
+  const Json& meta = pod["metadata"];
+  if (meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null()) return false;
+  const std::string phase = pod.contains("status") ? str(pod["status"], "phase") : "";
+  return phase != "Succeeded" && phase != "Failed";
+}
+
 bool ready(const Json& pod) {
   if (!pod.contains("status") || !pod["status"].contains("conditions")) return false;
   for (const auto& c : pod["status"]["conditions"])
@@ -73,16 +81,23 @@ std::string render_hosts(const HostsInput& in) {
     }
     const bool not_ready_ok = sspec.value("publishNotReadyAddresses", false);
     const Json selector = sspec.value("selector", Json::object());
-    for (const auto& pod_ptr : in.pods) {
-      const Json& p = *pod_ptr;
-      const Json& pmeta = p["metadata"];
-      if (str(pmeta, "namespace") != svc_ns || !serving(p) || !(not_ready_ok || ready(p))) continue;
-      if (!selector_matches(selector, pmeta.value("labels", Json::object()))) continue;
-      const std::string ip = str(p["status"], "podIP");
+    auto add_member = [&](const Json& p, const std::string& ip) {
       const std::string host = str(p["spec"], "hostname");
       if (!host.empty() && str(p["spec"], "subdomain") == svc_name) add_service_name(ip, host + "." + svc_name, svc_ns);
       add_service_name(ip, svc_name, svc_ns);
+    };
+    for (const auto& pod_ptr : in.pods) {
+      const Json& p = *pod_ptr;
+      const Json& pmeta = p["metadata"];
+      if (str(pmeta, "namespace") == ns && str(pmeta, "name") == str(self["metadata"], "name")) continue;  // below
+      if (str(pmeta, "namespace") != svc_ns || !serving(p) || !(not_ready_ok || ready(p))) continue;
+      if (!selector_matches(selector, pmeta.value("labels", Json::object()))) continue;
+      add_member(p, str(p["status"], "podIP"));
     }
+    // The pod itself, with the address it was given (see the header).
+    if (svc_ns == ns && !in.pod_ip.empty() && serving_if_addressed(self) && (not_ready_ok || ready(self)) &&
+        selector_matches(selector, self["metadata"].value("labels", Json::object())))
+      add_member(self, in.pod_ip);
   }
 
   std::string out = "# written by weft-node: cluster names as cluster DNS would answer them\n";

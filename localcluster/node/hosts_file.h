@@ -12,6 +12,11 @@
 //    (headless);
 //  - the search-domain forms of both inside NS (`<service>`,
 //    `<service>.NS`, `<pod-hostname>.<service>`).
+// The pod itself counts with `pod_ip`, the address its agent gave it, not
+// with the status.podIP of its cached copy: the agent writes that status
+// as it starts the container, and its informer sees it back only later, so
+// a container that looked up its own Service name at once (a rank 0 on a
+// busy host) found nothing there and failed.
 #pragma once
 
 #include <nlohmann/json.hpp>

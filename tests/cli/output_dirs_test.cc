@@ -67,25 +67,30 @@ TEST(OutputDirs, AVolumeTooSmallForOneCheckpointFailsBeforeTheFirstStep) {
   const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_TRUE(WIFEXITED(status)) << out;
   EXPECT_EQ(WEXITSTATUS(status), 4) << out;
-  EXPECT_NE(out.find("checkpoint.dir " + (d / "small/checkpoints").string() + ": 0.1 MiB free, but 4 more checkpoints"),
+  EXPECT_NE(out.find("checkpoint.dir " + (d / "small/checkpoints").string() +
+                     ": 0.1 MiB free, but 1 more checkpoint of this model needs about"),
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("step 1/40"), std::string::npos) << "trained before failing:\n" << out;
   fs::remove_all(d);
 }
 
-// Room for two checkpoints of the tiny preset (about 9.3 MiB each), not for
-// keep 3 and the one being written: the check counts checkpoint.keep (it
-// used to ask for one checkpoint's room, and the third write failed hours
-// in). keep 1 fits, and trains.
+// Room for two checkpoints of the tiny preset (about 9.3 MiB each). The
+// check asks for the checkpoints the directory holds at once: the kept ones
+// (checkpoint.keep, but no more than the run writes) and the one being
+// written. A run that writes two fits with keep 2 and keep 10 (both used to
+// be refused, as if keep + 1 were always written); one that writes four
+// with keep 3 holds four at once and is refused, naming keep; keep 1 fits.
 TEST(OutputDirs, AVolumeTooSmallForTheKeptCheckpointsFailsNamingKeep) {
   if (::geteuid() != 0 || std::system("unshare -m true >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "needs root and unshare -m to mount a small tmpfs";
   const fs::path d = fresh_dir("ckptkeep");
   fs::create_directories(d / "small");
-  auto run = [&](int keep) {
-    const std::string cfg = write_file(d / "c.yaml", "train: {steps: 2, seq_len: 16, micro_batch: 2}\n"
-                                                     "data: {branching: 3}\nmetrics: {port: 0}\ncheckpoint: {keep: " +
+  auto run = [&](int steps, int keep) {
+    const std::string cfg = write_file(d / "c.yaml", "train: {steps: " + std::to_string(steps) +
+                                                         ", seq_len: 16, micro_batch: 2}\n"
+                                                         "data: {branching: 3}\nmetrics: {port: 0}\n"
+                                                         "checkpoint: {every: 1, keep: " +
                                                          std::to_string(keep) + "}\n");
     const std::string log = (d / "log").string();
     const std::string cmd = "unshare -m sh -c 'mount -t tmpfs -o size=25m weft-keep " + (d / "small").string() +
@@ -96,11 +101,18 @@ TEST(OutputDirs, AVolumeTooSmallForTheKeptCheckpointsFailsNamingKeep) {
     const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
   };
-  auto [code3, out3] = run(3);
+  for (int keep : {2, 10}) {
+    auto [code, out] = run(2, keep);
+    EXPECT_EQ(code, 0) << "keep " << keep << ":\n" << out;
+  }
+  auto [code3, out3] = run(4, 3);
   EXPECT_EQ(code3, 4) << out3;
   EXPECT_NE(out3.find("but 4 more checkpoints of this model need about"), std::string::npos) << out3;
-  EXPECT_NE(out3.find("checkpoint.keep 3 and the one being written, 0 there now"), std::string::npos) << out3;
-  auto [code1, out1] = run(1);
+  EXPECT_NE(out3.find("at most 4 at once: checkpoint.keep 3 of the 4 this run writes, and the one being written, "
+                      "0 there now"),
+            std::string::npos)
+      << out3;
+  auto [code1, out1] = run(4, 1);
   EXPECT_EQ(code1, 0) << out1;
   fs::remove_all(d);
 }

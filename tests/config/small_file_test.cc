@@ -1,7 +1,7 @@
 // read_small_file: only regular files of bounded size are read, and the
 // open never waits (a FIFO without a writer is refused at once); the worker
 // config goes through it.
-#include "config/small_file.h"
+#include "small_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -142,4 +142,7 @@ bad "--set image.pullPolicy=Sometimes" "image.pullPolicy must be one of the foll
 bad "--set metrics.port=0" "metrics.port: Must be greater than or equal to 1"
 bad "--set operatr.workers=2" "Additional property operatr is not allowed"
 bad "--set metrics.workers.podMonitor.interval=often" "metrics.workers.podMonitor.interval: Does not match pattern"
-echo "PASS: helm lint; ${#MATRIX[@]} value sets rendered and applied to the API server; worker scraping; install/uninstall; 8 bad values refused"
+# Bounded like the operator's flags, which refuse these with exit 2.
+bad "--set operator.workers=100" "operator.workers: Must be less than or equal to 64"
+bad "--set operator.leaseDurationSeconds=100000" "operator.leaseDurationSeconds: Must be less than or equal to 3600"
+echo "PASS: helm lint; ${#MATRIX[@]} value sets rendered and applied to the API server; worker scraping; install/uninstall; 10 bad values refused"

@@ -69,6 +69,33 @@ TEST(HostsFile, NotReadyPodsNeedPublishNotReadyAddresses) {
   EXPECT_EQ(render_hosts(in).find("job-0.job.ns.svc"), std::string::npos);
 }
 
+// The agent writes a pod's status as it starts the container and its cache
+// sees it back later: the pod's own Service names must resolve from the
+// first file on, to the address the agent gave it (a pod that looked itself
+// up at once failed on a busy host: node_kube RunsPodsWithEnvVolumesAndClusterNames).
+TEST(HostsFile, APodFindsItsOwnServiceNamesBeforeItsStatusIsBack) {
+  Json cached = *pod("job-1", "ns", "");
+  cached.erase("status");  // as created: no phase, no IP yet
+  HostsInput in{&cached,
+                "127.1.0.2",
+                {pod("job-0", "ns", "127.1.0.1"), std::make_shared<const Json>(cached)},
+                {headless("job", "ns")}};
+  const std::string h = render_hosts(in);
+  EXPECT_TRUE(has_line(h, "127.1.0.2", "job-1.job.ns.svc")) << h;
+  EXPECT_TRUE(has_line(h, "127.1.0.2", "job-1.job.ns.svc.cluster.local")) << h;
+  EXPECT_TRUE(has_line(h, "127.1.0.2", "job-1.job")) << h;
+  EXPECT_TRUE(has_line(h, "127.1.0.2", "job.ns.svc")) << h;
+  EXPECT_TRUE(has_line(h, "127.1.0.1", "job-0.job.ns.svc")) << h;
+  // A cached status with another (stale) address does not win over the
+  // agent's; a finished pod is not served.
+  Json stale = *pod("job-1", "ns", "127.1.0.99");
+  in.pod = &stale;
+  EXPECT_EQ(render_hosts(in).find("127.1.0.99"), std::string::npos) << render_hosts(in);
+  Json done = *pod("job-1", "ns", "127.1.0.2", "Failed");
+  in.pod = &done;
+  EXPECT_FALSE(has_line(render_hosts(in), "127.1.0.2", "job-1.job.ns.svc")) << render_hosts(in);
+}
+
 TEST(IpPool, HandsOutDistinctLoopbackAddressesRoundRobin) {
   IpPool pool(1);
   auto a = pool.allocate(), b = pool.allocate();

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -59,6 +60,27 @@ void on_signal_before_training(int sig) {
 int exit_with_own_reason(int code) {
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
+  return code;
+}
+
+// A rank's last words before an early exit, on stderr: the signals ignored
+// first (exit_with_own_reason), then the whole line in one write(2). Every
+// rank of a gang given the same bad config fails at once; weft-run answers
+// the first failure with SIGTERM to the others, and a line written piece by
+// piece (std::cerr is unbuffered) was cut after "bad config: " when that
+// signal came between two pieces.
+int exit_saying(int code, const std::string& prefix, const std::exception& e) {
+  exit_with_own_reason(code);
+  const std::string text = prefix + e.what() + "\n";
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
   return code;
 }
 
@@ -155,8 +177,7 @@ int run_export(const std::string& checkpoint, const std::string& out) {
     std::cerr << "weft-worker: --export-hf: " << e.what() << "; nothing written to " << out << "\n";
     return stop_exit_code(g_stop_signal.load());
   } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
-    std::cerr << "weft-worker: --export-hf: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --export-hf: ", e);
   }
 }
 
@@ -218,14 +239,11 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
     std::cerr << "weft-worker: --eval: " << e.what() << "\n";
     return stop_exit_code(g_stop_signal.load());
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: --eval: bad config: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: bad config: ", e);
   } catch (const weft::DataError& e) {
-    std::cerr << "weft-worker: --eval: bad data: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: bad data: ", e);
   } catch (const std::exception& e) {  // CheckpointError, a bad model directory
-    std::cerr << "weft-worker: --eval: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: ", e);
   }
 }
 
@@ -304,15 +322,13 @@ int main(int argc, char** argv) {
     if (no_resume) cfg.checkpoint.resume = false;
     weft::validate(cfg);
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: bad config: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e);
   }
   weft::contract::LaunchEnv launch;
   try {
     launch = weft::contract::parse_launch_env(env);
   } catch (const weft::contract::LaunchEnvError& e) {
-    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e);
   }
   try {
     const int planned_accum = weft::scale_to_planned_world(cfg, launch.world, launch.planned());
@@ -321,8 +337,7 @@ int main(int argc, char** argv) {
                    "the samples of the planned gang",
                    launch.world, launch.planned(), planned_accum, cfg.train.grad_accum);
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e);
   }
   if (print_config) {
     // The fingerprint the ranks compare at the rendezvous: equal on every
@@ -345,8 +360,7 @@ int main(int argc, char** argv) {
     // A model that cannot fit is refused before anything is allocated.
     weft::check_memory_fits(cfg, env, launch);
   } catch (const weft::ConfigError& e) {
-    std::cerr << "weft-worker: " << e.what() << "\n";
-    return weft::contract::kExitBadConfig;
+    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: ", e);
   }
 
   std::signal(SIGINT, on_signal_before_training);
@@ -357,17 +371,14 @@ int main(int argc, char** argv) {
     options.shared_settings = run_settings(cfg, launch);
     groups = weft::comm::init_process_groups(launch, options);
   } catch (const weft::comm::SettingsMismatchError& e) {
-    std::cerr << "weft-worker: bad config: " << e.what() << "\n";
-    return weft::comm::kExitBadConfig;
+    // Every rank refuses at once: one write, so weft-run forwards whole lines.
+    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad config: ", e);
   } catch (const weft::comm::TokenRejectedError& e) {
-    std::cerr << "weft-worker: rendezvous refused: " << e.what() << "\n";
-    return weft::comm::kExitBadConfig;
+    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: rendezvous refused: ", e);
   } catch (const weft::comm::RendezvousError& e) {
-    std::cerr << "weft-worker: rendezvous failed: " << e.what() << "\n";
-    return weft::comm::kExitPeerLost;
+    return exit_saying(weft::comm::kExitPeerLost, "weft-worker: rendezvous failed: ", e);
   } catch (const weft::comm::CommError& e) {
-    std::cerr << "weft-worker: bad launch environment: " << e.what() << "\n";
-    return weft::comm::kExitBadConfig;
+    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad launch environment: ", e);
   }
   const int rank = groups->rank();
   if (cfg.device == "cuda")
@@ -403,10 +414,15 @@ int main(int argc, char** argv) {
     spdlog::info("building the model (memory estimate per rank {})",
                  weft::format_bytes(weft::estimate_memory(cfg, tc.world).total()));
     weft::Trainer trainer(cfg, tc);
-    if (writes_checkpoints)
+    if (writes_checkpoints) {
+      // A resumed run writes only the checkpoints of the steps it has left.
+      const std::vector<std::string> existing = weft::list_checkpoints(ckpt_dir);
+      const int64_t start = cfg.checkpoint.resume ? weft::newest_checkpoint_step(ckpt_dir) : 0;
       weft::require_free_space(ckpt_dir, weft::checkpoint_bytes_estimate(trainer.model().num_params()),
-                               cfg.checkpoint.keep, static_cast<int>(weft::list_checkpoints(ckpt_dir).size()),
+                               cfg.checkpoint.keep, static_cast<int>(existing.size()),
+                               weft::checkpoints_to_write(start, cfg.train.steps, cfg.checkpoint.every),
                                "checkpoint.dir");
+    }
     // Metrics: the registry belongs to TrainMetrics; only main serves it. A
     // busy port costs the metrics, never the training run.
     std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};
@@ -467,16 +483,22 @@ int main(int argc, char** argv) {
     if (rank == 0) write_final_progress(s, "");
     return weft::contract::kExitDone;
   } catch (const weft::ConfigError& e) {
+    // Signals ignored before the reason is printed: a launcher's SIGTERM
+    // would otherwise end the rank before it said why.
+    exit_with_own_reason(weft::contract::kExitBadConfig);
     spdlog::error("bad config: {}", e.what());
-    return exit_with_own_reason(weft::contract::kExitBadConfig);
+    return weft::contract::kExitBadConfig;
   } catch (const weft::DataError& e) {
+    exit_with_own_reason(weft::contract::kExitBadConfig);
     spdlog::error("bad data: {}", e.what());
-    return exit_with_own_reason(weft::contract::kExitBadConfig);
+    return weft::contract::kExitBadConfig;
   } catch (const weft::CheckpointError& e) {
+    exit_with_own_reason(weft::contract::kExitCheckpointIo);
     spdlog::error("checkpoint: {}", e.what());
-    return exit_with_own_reason(weft::contract::kExitCheckpointIo);
+    return weft::contract::kExitCheckpointIo;
   } catch (const std::exception& e) {
+    exit_with_own_reason(weft::contract::kExitInternal);
     spdlog::error("{}", e.what());
-    return exit_with_own_reason(weft::contract::kExitInternal);
+    return weft::contract::kExitInternal;
   }
 }

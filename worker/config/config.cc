@@ -20,7 +20,7 @@
 
 #include "config/config.h"
 
-#include "config/small_file.h"
+#include "small_file.h"
 #include "config/hf_config.h"
 
 #include "weft_contract.h"

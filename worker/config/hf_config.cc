@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "config/small_file.h"
+#include "small_file.h"
 
 namespace weft {
 namespace {

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "config/small_file.h"
+#include "small_file.h"
 #include "data/sample_order.h"
 #include "data/shard_writer.h"
 #include "data/source.h"
@@ -54,6 +55,7 @@ class MappedFile {
     }
     size_ = static_cast<size_t>(st.st_size);
     mtime_ = st.st_mtim;
+    ctime_ = st.st_ctim;
     if (size_ > 0) {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
       if (p == MAP_FAILED) {
@@ -80,22 +82,44 @@ class MappedFile {
     struct stat st {};
     return ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
   }
+  // CRC-32 of the mapped bytes as they are now.
+  uint32_t content_crc() const {
+    uLong crc = ::crc32(0L, Z_NULL, 0);
+    for (size_t at = 0; at < size_; at += kCrcChunk) {
+      const size_t n = std::min(kCrcChunk, size_ - at);
+      crc = ::crc32(crc, data_ + at, static_cast<uInt>(n));
+    }
+    return static_cast<uint32_t>(crc);
+  }
   // How the file differs from what was mapped, from one fstat: its size, or
   // its modification time (a rewrite in place keeps the size but not the
-  // time); empty when it does not.
-  std::string change_since_mapped() const {
+  // time), or, when only its change time moved (the time a writer cannot
+  // set: a rewrite with the old modification time put back, but also a
+  // chmod, chown or new hard link), its content against `mapped_crc`, the
+  // CRC-32 taken when it was mapped; empty when it does not differ.
+  std::string change_since_mapped(uint32_t mapped_crc) const {
     struct stat st {};
     if (::fstat(fd_, &st) != 0) return "cannot stat it (" + errno_text() + ")";
     if (static_cast<size_t>(st.st_size) != size_)
       return "mapped " + std::to_string(size_) + " bytes, the file now has " + std::to_string(st.st_size);
     if (st.st_mtim.tv_sec != mtime_.tv_sec || st.st_mtim.tv_nsec != mtime_.tv_nsec)
       return "written after it was mapped, at the same size";
+    std::lock_guard lock(ctime_mu_);
+    if (st.st_ctim.tv_sec == ctime_.tv_sec && st.st_ctim.tv_nsec == ctime_.tv_nsec) return {};
+    if (content_crc() != mapped_crc)
+      return "rewritten after it was mapped, at the same size and with its old modification time put back "
+             "(its change time and content differ)";
+    ctime_ = st.st_ctim;  // attributes only: the same bytes, read on
     return {};
   }
+
+  static constexpr size_t kCrcChunk = size_t{1} << 20;
 
  private:
   int fd_ = -1;
   struct timespec mtime_ {};
+  mutable std::mutex ctime_mu_;  // fill() may run on several threads
+  mutable struct timespec ctime_ {};
   const unsigned char* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -127,7 +151,25 @@ struct Shard {
   std::unique_ptr<MappedFile> file;
   const uint16_t* tokens = nullptr;  // [count], inside the mapping
   int64_t count = 0;
+  uint32_t crc = 0;                  // of the whole file when it was opened
+  uint16_t max_token = 0;
 };
+
+// One pass over a shard's bytes in cache-sized chunks: its CRC-32 (what a
+// later change of its inode is checked against) and its largest token id.
+void scan_shard(Shard& s) {
+  const unsigned char* bytes = s.file->data();
+  uLong crc = ::crc32(::crc32(0L, Z_NULL, 0), bytes, static_cast<uInt>(kShardHeaderBytes));
+  const size_t chunk_tokens = MappedFile::kCrcChunk / sizeof(uint16_t);
+  uint16_t max_token = 0;
+  for (int64_t at = 0; at < s.count; at += static_cast<int64_t>(chunk_tokens)) {
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(chunk_tokens), s.count - at);
+    crc = ::crc32(crc, reinterpret_cast<const unsigned char*>(s.tokens + at), static_cast<uInt>(n * 2));
+    max_token = std::max(max_token, *std::max_element(s.tokens + at, s.tokens + at + n));
+  }
+  s.crc = static_cast<uint32_t>(crc);
+  s.max_token = max_token;
+}
 
 Shard open_shard(const std::string& path) {
   Shard s;
@@ -194,8 +236,9 @@ class ShardSource final : public TokenSource {
     install_sigbus_handler();
     for (const std::string& path : expand_glob(pattern_, field)) shards_.push_back(open_shard(path));
     uint16_t max_token = 0;
-    for (const Shard& s : shards_) {
-      max_token = std::max(max_token, *std::max_element(s.tokens, s.tokens + s.count));
+    for (Shard& s : shards_) {
+      scan_shard(s);
+      max_token = std::max(max_token, s.max_token);
       total_tokens_ += s.count;
     }
     vocab_ = int{max_token} + 1;
@@ -217,8 +260,9 @@ class ShardSource final : public TokenSource {
       windows_end[i] = (windows += shards_[i].count - T);
     }
     // A shard truncated or rewritten while mapped is bad data, named: its
-    // size and modification time are checked before the reads, a shrink
-    // during them ends in SIGBUS
+    // size, modification and change times (and, when only the change time
+    // moved, its content) are checked before the reads, a shrink during them
+    // ends in SIGBUS
     // (caught in copy_rows), and a token beyond the largest id read at start
     // means the bytes changed.
     for (const Shard& s : shards_) check_unchanged(s);
@@ -274,9 +318,10 @@ class ShardSource final : public TokenSource {
   int vocab_size() const override { return vocab_; }
 
   // The same size with other bytes would train on valid tokens written over
-  // valid tokens without a word, so the time is checked too.
+  // valid tokens without a word, so the times are checked too, and the
+  // content when a writer put the modification time back.
   static void check_unchanged(const Shard& s) {
-    if (const std::string change = s.file->change_since_mapped(); !change.empty())
+    if (const std::string change = s.file->change_since_mapped(s.crc); !change.empty())
       throw DataError(s.path + ": shard changed while the run reads it (" + change +
                       "); shards must not be modified during training");
   }

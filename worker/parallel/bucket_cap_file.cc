@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "config/small_file.h"
+#include "small_file.h"
 #include "weft_contract.h"
 
 namespace weft {

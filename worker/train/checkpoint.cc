@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
-#include "config/small_file.h"
+#include "small_file.h"
 
 namespace weft {
 
@@ -96,12 +96,22 @@ nlohmann::json verify(const fs::path& ckpt) {
     throw CheckpointError(meta_path.string() + ": unknown format " + meta.value("format", "''"));
   if (!meta.contains("files") || !meta["files"].is_object())
     throw CheckpointError(meta_path.string() + ": no file records");
-  // Written before meta.json carried a checksum of its own: the file records
-  // below still hold.
-  if (meta.contains(kMetaChecksum) &&
-      (!meta[kMetaChecksum].is_number_unsigned() || meta[kMetaChecksum].get<uint32_t>() != meta_digest(meta)))
+  // Every meta.json of this format carries its own checksum: one without it
+  // was edited (deleting the field would otherwise let an edited step pass).
+  if (!meta.contains(kMetaChecksum))
+    throw CheckpointError(meta_path.string() + ": no " + kMetaChecksum +
+                          " (every checkpoint weft writes has one: this meta.json was edited)");
+  if (!meta[kMetaChecksum].is_number_unsigned() || meta[kMetaChecksum].get<uint32_t>() != meta_digest(meta))
     throw CheckpointError(meta_path.string() + ": edited after it was written (its " + kMetaChecksum +
                           " does not match its contents)");
+  // The directory's name is what `latest` and the pruning go by: a step that
+  // disagrees with it would resume one checkpoint's state as another's step.
+  const fs::path dir_name = ckpt.has_filename() ? ckpt.filename() : ckpt.parent_path().filename();
+  const int64_t dir_step = step_of(dir_name.string());
+  if (dir_step >= 0 && (!meta.contains("step") || !meta["step"].is_number_integer() ||
+                        meta["step"].get<int64_t>() != dir_step))
+    throw CheckpointError(meta_path.string() + ": step " + (meta.contains("step") ? meta["step"].dump() : "missing") +
+                          ", but the directory is " + dir_name.string());
   for (auto it = meta["files"].begin(); it != meta["files"].end(); ++it) {
     fs::path file = ckpt / it.key();
     std::error_code ec;
@@ -132,6 +142,11 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(f.second);
   return out;
+}
+
+int64_t newest_checkpoint_step(const std::string& dir) {
+  const std::vector<std::string> all = list_checkpoints(dir);
+  return all.empty() ? 0 : std::max<int64_t>(0, step_of(fs::path(all.front()).filename().string()));
 }
 
 void save_model_weights(const std::string& path, const Llama& model) {

@@ -153,6 +153,9 @@ std::vector<std::string> model_shape_differences(const ModelConfig& saved, const
 // step-N directories in dir, newest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
+// N of the newest step-N directory in dir; 0 when there is none.
+int64_t newest_checkpoint_step(const std::string& dir);
+
 // Writes just the model weights (HF names) to a safetensors file, for the
 // PyTorch reference tests.
 void save_model_weights(const std::string& path, const Llama& model);

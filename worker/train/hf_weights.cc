@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/hf_config.h"
-#include "config/small_file.h"
+#include "small_file.h"
 #include "tensor/bf16.h"
 
 namespace weft {

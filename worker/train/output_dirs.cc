@@ -60,21 +60,38 @@ void require_writable_dir(const std::string& dir, const std::string& what) {
   if (!ok) throw CheckpointError(fmt::format("{} {}: a test write failed: {}", what, dir, std::strerror(err)));
 }
 
-void require_free_space(const std::string& dir, int64_t one_checkpoint, int keep, int existing,
+int checkpoints_to_write(int64_t start_step, int64_t steps, int every) {
+  if (steps <= start_step) return 0;
+  // Multiples of `every` in (start_step, steps), then the last step's.
+  const int64_t periodic = every > 0 ? (steps - 1) / every - start_step / every : 0;
+  return static_cast<int>(std::min<int64_t>(periodic + 1, 1 << 30));
+}
+
+int peak_checkpoints(int keep, int existing, int to_write) {
+  if (to_write <= 0) return existing;
+  const int kept = std::max(keep, 1);
+  // Before the k-th write the directory holds what it had (k = 1) or
+  // min(kept, existing + k - 1) (k > 1, after a publish pruned it).
+  const int64_t before_last = std::min<int64_t>(kept, static_cast<int64_t>(existing) + to_write - 1);
+  return static_cast<int>(std::max<int64_t>(existing, before_last) + 1);
+}
+
+void require_free_space(const std::string& dir, int64_t one_checkpoint, int keep, int existing, int to_write,
                         const std::string& what) {
   struct statvfs st {};
   if (::statvfs(dir.c_str(), &st) != 0) return;  // unknown: the writes themselves will tell
   const int64_t free_bytes = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
-  // At the peak the directory holds `keep` checkpoints and the new one.
-  const int more = std::max(1, std::max(keep, 1) + 1 - existing);
+  const int peak = peak_checkpoints(keep, existing, to_write);
+  const int more = peak - existing;
+  if (more <= 0) return;
   const int64_t need_bytes = one_checkpoint * more;
   if (free_bytes < need_bytes)
     throw CheckpointError(fmt::format(
-        "{} {}: {} free, but {} more checkpoint{} of this model need about {} ({} each; checkpoint.keep {} "
-        "and the one being written, {} there now); free space there, lower checkpoint.keep, or point {} at a "
-        "larger volume",
-        what, dir, mib(free_bytes), more, more == 1 ? "" : "s", mib(need_bytes), mib(one_checkpoint), keep,
-        existing, what));
+        "{} {}: {} free, but {} more checkpoint{} of this model need{} about {} ({} each; at most {} at once: "
+        "checkpoint.keep {} of the {} this run writes, and the one being written, {} there now); free space "
+        "there, lower checkpoint.keep, or point {} at a larger volume",
+        what, dir, mib(free_bytes), more, more == 1 ? "" : "s", more == 1 ? "s" : "", mib(need_bytes),
+        mib(one_checkpoint), peak, keep, to_write, existing, what));
 }
 
 std::string checkpoint_dir(const WorkerConfig& cfg) {

@@ -20,12 +20,24 @@ std::string checkpoint_dir(const WorkerConfig& cfg);
 // (e.g. "train.out_dir") and the directory.
 void require_writable_dir(const std::string& dir, const std::string& what);
 
+// How many checkpoints a run from `start_step` to `steps` writes: one at
+// every multiple of `every` before the last step (every > 0), and one after
+// the last step; none when no step is left.
+int checkpoints_to_write(int64_t start_step, int64_t steps, int every);
+
+// The most checkpoints `dir` holds at once while a run writes `to_write`
+// more beside the `existing` ones: each is written beside what is there,
+// and only once it is published are the ones beyond `keep` removed. So at
+// most min(keep, existing + to_write - 1) kept ones and the one being
+// written, and never fewer than what is there now plus that one.
+int peak_checkpoints(int keep, int existing, int to_write);
+
 // Throws CheckpointError when the file system of `dir` has less free space
-// for an unprivileged writer than the checkpoints of the run still need:
-// `keep` of `one_checkpoint` bytes each and the one being written before
-// the oldest is removed, less the `existing` ones already there (at least
-// one more). Names the space, the need, checkpoint.keep and `what`.
-void require_free_space(const std::string& dir, int64_t one_checkpoint, int keep, int existing,
+// for an unprivileged writer than the run's checkpoints still need:
+// (peak_checkpoints - existing) of `one_checkpoint` bytes each. Names the
+// space, the need, checkpoint.keep, the checkpoints the run writes and
+// `what`.
+void require_free_space(const std::string& dir, int64_t one_checkpoint, int keep, int existing, int to_write,
                         const std::string& what);
 
 // The bytes of one checkpoint of a model of `num_params` parameters: f32

@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "config/small_file.h"
+#include "small_file.h"
 
 namespace weft {
 

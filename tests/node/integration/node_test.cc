@@ -3,26 +3,39 @@
 // shared fixture's scheduler never places other tests' pods on it) and binds
 // its pods with spec.nodeName. Containers are /bin/sh scripts, so these tests
 // need no worker build. They assert the world: objects, files, processes.
+//
+// Waits: a test starts its pods' clocks only once its agent says it serves
+// (its Node registered, its caches synced), a wait bounded by that event; a
+// wait for the world to change is a poll of the API server whose limit is
+// scaled to how busy the host is (host_scale). A wait that runs out says
+// what the agent was doing: its process state and the tail of its log, and
+// the pod's status or why it could not be read.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
+#include <sstream>
 #include <thread>
 
 #include "kube/kube_api.h"
 #include "kube/kube_config.h"
 #include "node/pod_process.h"
 #include "node/volumes.h"
+#include "support/host_speed.h"
 
 namespace weft::node {
 namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using weft::testing::host_scale;
+using weft::testing::scaled;
 
 std::string env_dir() { return WEFT_KUBE_ENV_DIR; }
 
@@ -31,8 +44,9 @@ kube::KubeApi& api() {
   return a;
 }
 
+// Polls pred until it holds or `timeout` (scaled to the host) has passed.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  const auto until = std::chrono::steady_clock::now() + scaled(timeout);
   while (std::chrono::steady_clock::now() < until) {
     if (pred()) return true;
     std::this_thread::sleep_for(50ms);
@@ -40,15 +54,33 @@ bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
   return pred();
 }
 
+// Names no other test process of this run has used: a pid alone repeats
+// within a CI run (pid_max is often 32768), and a Namespace of an earlier
+// test with the same name may still be terminating.
 std::string unique(const std::string& prefix) {
+  static std::mt19937 rng(std::random_device{}());
   static int n = 0;
-  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%05x", static_cast<unsigned>(rng() & 0xfffff));
+  return prefix + "-" + buf + "-" + std::to_string(++n);
+}
+
+std::string last_lines(const std::string& path, size_t n) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (lines.size() > n) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += "  " + l + "\n";
+  return out;
 }
 
 // A weft-node process serving one Node named `node`.
 class Agent {
  public:
-  explicit Agent(std::string node) : node_(std::move(node)) {
+  explicit Agent(std::string node) : node_(std::move(node)), octet_(random_octet()) {
     state_ = fs::path(env_dir()) / ("node-it-" + node_);
     fs::remove_all(state_);
     fs::create_directories(state_);
@@ -60,19 +92,46 @@ class Agent {
     (void)!std::system(cmd.c_str());
     api().remove(kube::kNodes, "", node_ + "-0");
   }
+  // Starts the agent and waits until it says it serves: its Node is
+  // registered and its caches are synced, so a pod created now is its to
+  // run. Bounded by that event, or by the agent's exit.
   void start() {
+    const size_t served_before = count_in_log(kServing);
     pid_ = ::fork();
     if (pid_ == 0) {
-      const std::string log = state_.string() + "/../node-it-" + node_ + ".log";
+      const std::string log = log_path();
       FILE* f = std::freopen(log.c_str(), "a", stdout);
       (void)f;
       ::dup2(1, 2);
       const std::string bin = std::string(WEFT_BIN_DIR) + "/weft-node";
       const std::string kc = env_dir() + "/kubeconfig";
       ::execl(bin.c_str(), bin.c_str(), "--kubeconfig", kc.c_str(), "--state-dir", state_.c_str(), "--node-prefix",
-              node_.c_str(), "--taint", "weft.dev/node-test=true:NoSchedule", "--pod-ip-octet", "77", nullptr);
+              node_.c_str(), "--taint", "weft.dev/node-test=true:NoSchedule", "--pod-ip-octet",
+              std::to_string(octet_).c_str(), nullptr);
       ::_exit(127);
     }
+    const auto until = std::chrono::steady_clock::now() + scaled(120s);
+    while (count_in_log(kServing) == served_before && alive() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(50ms);
+    if (count_in_log(kServing) == served_before) ADD_FAILURE() << "weft-node never served:\n" << describe();
+  }
+  bool alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
+    exit_status_ = status;
+    pid_ = -1;
+    return false;
+  }
+  // What the agent was doing: whether it runs, and the end of its log.
+  std::string describe(size_t lines = 40) {
+    std::ostringstream out;
+    if (alive())
+      out << "weft-node (pid " << pid_ << ") is running";
+    else
+      out << "weft-node is not running (wait status " << exit_status_ << ")";
+    out << "; the last lines of " << log_path() << ":\n" << last_lines(log_path(), lines);
+    return out.str();
   }
   void stop(int sig) {
     if (pid_ <= 0) return;
@@ -82,21 +141,42 @@ class Agent {
   }
   std::string node() const { return node_ + "-0"; }
   fs::path state() const { return state_; }
+  // Its pods' addresses are 127.<octet>.x.y: one octet per agent, so the
+  // agents of tests running side by side never hand out the same address.
+  std::string ip_prefix() const { return "127." + std::to_string(octet_) + "."; }
 
  private:
+  static constexpr const char* kServing = "weft-node: serving nodes";
+  static int random_octet() {
+    static std::mt19937 rng(std::random_device{}());
+    return 20 + static_cast<int>(rng() % 230);
+  }
+  std::string log_path() const { return state_.string() + "/../node-it-" + node_ + ".log"; }
+  size_t count_in_log(const std::string& what) const {
+    std::ifstream in(log_path());
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find(what) != std::string::npos;
+    return n;
+  }
+
   std::string node_;
   fs::path state_;
+  int octet_;
   pid_t pid_ = -1;
+  int exit_status_ = 0;
 };
 
 class Namespace {
  public:
   Namespace() : name_(unique("node-it")) {
-    api().create(kube::kNamespaces, "", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name_}}}});
+    auto created = api().create(kube::kNamespaces, "",
+                                {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name_}}}});
+    if (!created) ADD_FAILURE() << "create namespace " << name_ << ": " << created.error().message;
     // Pods are admitted once the namespace's default ServiceAccount exists.
-    eventually([&] {
-      return api().get(kube::Resource{"", "v1", "serviceaccounts", "ServiceAccount"}, name_, "default").ok();
-    });
+    if (!eventually([&] {
+          return api().get(kube::Resource{"", "v1", "serviceaccounts", "ServiceAccount"}, name_, "default").ok();
+        }))
+      ADD_FAILURE() << "the default ServiceAccount never appeared in " << name_;
   }
   ~Namespace() { api().remove(kube::kNamespaces, "", name_); }
   const std::string& name() const { return name_; }
@@ -125,6 +205,13 @@ std::string phase(const std::string& ns, const std::string& name) {
   return p.is_null() || !p.contains("status") ? "" : p["status"].value("phase", "");
 }
 
+// A pod as a failure message shows it: its status, or why it is not there.
+std::string pod_state(const std::string& ns, const std::string& name) {
+  auto p = api().get(kube::kPods, ns, name);
+  if (!p) return "pod " + ns + "/" + name + ": " + p.error().message;
+  return "pod " + ns + "/" + name + " status: " + (p->contains("status") ? (*p)["status"].dump() : "none");
+}
+
 int exit_code(const Json& pod) {
   try {
     return pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"].get<int>();
@@ -141,20 +228,32 @@ std::string pod_log(const Agent& a, const std::string& ns, const Json& pod) {
   return all;
 }
 
+// For a failed wait: each pod's status (or why it cannot be read), then what
+// the agent was doing.
+std::string what_happened(Agent& a, const std::string& ns, std::initializer_list<std::string> pods) {
+  std::string out;
+  for (const auto& name : pods) out += pod_state(ns, name) + "\n";
+  return out + a.describe();
+}
+
 TEST(NodeAgent, RegistersAReadyNodeAndRenewsItsLease) {
   Agent agent(unique("reg"));
-  ASSERT_TRUE(eventually([&] { return api().get(kube::kNodes, "", agent.node()).ok(); }));
+  ASSERT_TRUE(eventually([&] { return api().get(kube::kNodes, "", agent.node()).ok(); })) << agent.describe();
   Json node = *api().get(kube::kNodes, "", agent.node());
   EXPECT_EQ(node["status"]["capacity"]["cpu"], "32");
   bool ready = false;
   for (const auto& c : node["status"]["conditions"]) ready |= c["type"] == "Ready" && c["status"] == "True";
   EXPECT_TRUE(ready);
-  ASSERT_TRUE(eventually([&] { return api().get(kube::kLeases, "kube-node-lease", agent.node()).ok(); }));
+  ASSERT_TRUE(eventually([&] { return api().get(kube::kLeases, "kube-node-lease", agent.node()).ok(); }))
+      << agent.describe();
   const std::string first = (*api().get(kube::kLeases, "kube-node-lease", agent.node()))["spec"].value("renewTime", "");
   EXPECT_TRUE(eventually(
-      [&] { return (*api().get(kube::kLeases, "kube-node-lease", agent.node()))["spec"].value("renewTime", "") != first; },
+      [&] {
+        return (*api().get(kube::kLeases, "kube-node-lease", agent.node()))["spec"].value("renewTime", "") != first;
+      },
       15s))
-      << "lease not renewed";
+      << "lease not renewed\n"
+      << agent.describe();
 }
 
 // One pod sees its env (literal, secret and field refs), its ConfigMap and
@@ -206,11 +305,17 @@ TEST(NodeAgent, RunsPodsWithEnvVolumesAndClusterNames) {
   pod["metadata"]["labels"] = {{"app", "job"}};
   ASSERT_TRUE(api().create(kube::kPods, n, pod).ok());
 
-  ASSERT_TRUE(eventually([&] { return phase(n, "job-1") == "Running"; })) << phase(n, "job-1");
+  // Running, or already ended: a pod that failed is reported now, with its
+  // log, instead of waiting for a state it has left.
+  ASSERT_TRUE(eventually([&] {
+    const auto p = phase(n, "job-1");
+    return p == "Running" || p == "Succeeded" || p == "Failed";
+  })) << what_happened(agent, n, {"job-1"});
   Json running = get_pod(n, "job-1");
+  ASSERT_EQ(phase(n, "job-1"), "Running") << pod_log(agent, n, running) << pod_state(n, "job-1");
   const std::string ip = running["status"].value("podIP", "");
-  EXPECT_EQ(ip.rfind("127.77.", 0), 0u) << ip;
-  EXPECT_TRUE(eventually([&] { return phase(n, "job-0") == "Running"; }));
+  EXPECT_EQ(ip.rfind(agent.ip_prefix(), 0), 0u) << ip;
+  EXPECT_TRUE(eventually([&] { return phase(n, "job-0") == "Running"; })) << what_happened(agent, n, {"job-0"});
   const std::string peer_ip = get_pod(n, "job-0")["status"].value("podIP", "");
   EXPECT_NE(ip, peer_ip);
   std::this_thread::sleep_for(500ms);
@@ -218,7 +323,10 @@ TEST(NodeAgent, RunsPodsWithEnvVolumesAndClusterNames) {
   cm["data"]["bucket_cap_mb"] = "8";
   ASSERT_TRUE(api().update(kube::kConfigMaps, n, cm).ok());
 
-  ASSERT_TRUE(eventually([&] { const auto p = phase(n, "job-1"); return p == "Succeeded" || p == "Failed"; }));
+  ASSERT_TRUE(eventually([&] {
+    const auto p = phase(n, "job-1");
+    return p == "Succeeded" || p == "Failed";
+  })) << what_happened(agent, n, {"job-1"});
   Json done = get_pod(n, "job-1");
   const std::string log = pod_log(agent, n, done);
   EXPECT_EQ(phase(n, "job-1"), "Succeeded") << log;
@@ -245,7 +353,8 @@ TEST(NodeAgent, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
   ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("stubborn", agent.node(), "trap '' TERM; "
                                                   "while true; do sleep 0.1; done", {},
                                                   {{"terminationGracePeriodSeconds", 2}})).ok());
-  ASSERT_TRUE(eventually([&] { return phase(n, "polite") == "Running" && phase(n, "stubborn") == "Running"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "polite") == "Running" && phase(n, "stubborn") == "Running"; }))
+      << what_happened(agent, n, {"polite", "stubborn"});
   std::this_thread::sleep_for(300ms);  // the shell has installed its trap
   auto pid_of = [&](const std::string& name) {
     Json p = get_pod(n, name);
@@ -258,13 +367,14 @@ TEST(NodeAgent, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
   const auto t0 = std::chrono::steady_clock::now();
   api().remove(kube::kPods, n, "polite");
   api().remove(kube::kPods, n, "stubborn");
-  ASSERT_TRUE(eventually([&] { return get_pod(n, "polite").is_null(); }, 10s));
+  ASSERT_TRUE(eventually([&] { return get_pod(n, "polite").is_null(); }, 10s)) << what_happened(agent, n, {"polite"});
   const double polite_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_TRUE(eventually([&] { return get_pod(n, "stubborn").is_null(); }, 10s));
+  ASSERT_TRUE(eventually([&] { return get_pod(n, "stubborn").is_null(); }, 10s))
+      << what_happened(agent, n, {"stubborn"});
   const double stubborn_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(polite_s, 1.5) << "a pod that exits on SIGTERM goes at once";
+  EXPECT_LT(polite_s, 1.5 * host_scale()) << "a pod that exits on SIGTERM goes at once\n" << agent.describe();
   EXPECT_GE(stubborn_s, 1.8) << "SIGKILL before the grace period";
-  EXPECT_LT(stubborn_s, 4.0);
+  EXPECT_LT(stubborn_s, 2 + 2 * host_scale()) << agent.describe();
   EXPECT_FALSE(process_alive(polite));
   EXPECT_FALSE(process_alive(stubborn));
 }
@@ -294,22 +404,22 @@ TEST(NodeAgent, ReportsExitCodesRestartsAndTerminationMessages) {
   nocmd["spec"]["containers"][0]["command"] = {"no-such-binary-weft"};
   ASSERT_TRUE(api().create(kube::kPods, n, nocmd).ok());
 
-  ASSERT_TRUE(eventually([&] { return phase(n, "fails") == "Failed"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "fails") == "Failed"; })) << what_happened(agent, n, {"fails"});
   Json fails = get_pod(n, "fails");
   EXPECT_EQ(exit_code(fails), 1);
   EXPECT_NE(fails["status"]["containerStatuses"][0]["state"]["terminated"].value("message", "").find("bad config: d_model"),
             std::string::npos)
       << fails["status"].dump();
-  ASSERT_TRUE(eventually([&] { return phase(n, "retry") == "Succeeded"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "retry") == "Succeeded"; })) << what_happened(agent, n, {"retry"});
   EXPECT_EQ(get_pod(n, "retry")["status"]["containerStatuses"][0]["restartCount"], 1);
   EXPECT_EQ(get_pod(n, "retry")["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3);
-  ASSERT_TRUE(eventually([&] { return phase(n, "wrote") == "Succeeded"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "wrote") == "Succeeded"; })) << what_happened(agent, n, {"wrote"});
   EXPECT_EQ(get_pod(n, "wrote")["status"]["containerStatuses"][0]["state"]["terminated"].value("message", ""),
             "weft-progress {\"step\":7}\n");
-  ASSERT_TRUE(eventually([&] { return phase(n, "elsewhere") == "Failed"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "elsewhere") == "Failed"; })) << what_happened(agent, n, {"elsewhere"});
   EXPECT_EQ(get_pod(n, "elsewhere")["status"]["containerStatuses"][0]["state"]["terminated"].value("message", ""),
             "last words\n");
-  ASSERT_TRUE(eventually([&] { return phase(n, "nocmd") == "Failed"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "nocmd") == "Failed"; })) << what_happened(agent, n, {"nocmd"});
   Json nc = get_pod(n, "nocmd");
   EXPECT_EQ(exit_code(nc), 128);
   EXPECT_EQ(nc["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "StartError");
@@ -332,7 +442,7 @@ TEST(NodeAgent, BinDirStaysVisibleUnderAVolume) {
   ASSERT_TRUE(eventually([&] {
     const std::string p = phase(n, "covered");
     return p == "Succeeded" || p == "Failed";
-  }));
+  })) << what_happened(agent, n, {"covered"});
   EXPECT_EQ(phase(n, "covered"), "Succeeded") << get_pod(n, "covered")["status"].dump();
 }
 
@@ -348,14 +458,15 @@ TEST(NodeAgent, RestartedAgentAdoptsItsPodsAndCleansUpDeletedOnes) {
                                                   "while ! test -f " + go + "; do sleep 0.1; done; exit 7")).ok());
   ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("goner", agent.node(), "while true; do sleep 0.1; done", {},
                                                   {{"terminationGracePeriodSeconds", 1}})).ok());
-  ASSERT_TRUE(eventually([&] { return phase(n, "keeper") == "Running" && phase(n, "goner") == "Running"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "keeper") == "Running" && phase(n, "goner") == "Running"; }))
+      << what_happened(agent, n, {"keeper", "goner"});
   const std::string keeper_ip = get_pod(n, "keeper")["status"].value("podIP", "");
   const std::string goner_uid = get_pod(n, "goner")["metadata"].value("uid", "");
   // The shim writes pid.json once the command is exec'd, which can be just
   // after the pod is reported Running.
   const std::string pid_file = agent.state().string() + "/pods/" + goner_uid + "/runs/0/pid.json";
   auto goner_pid = read_json(pid_file);
-  ASSERT_TRUE(eventually([&] { return bool(goner_pid = read_json(pid_file)); }));
+  ASSERT_TRUE(eventually([&] { return bool(goner_pid = read_json(pid_file)); })) << agent.describe();
   agent.stop(SIGKILL);
   // While the agent is down: one pod is force-deleted, the other finishes.
   api().remove(kube::kPods, n, "goner", kube::Propagation::Background, "", 0);
@@ -363,12 +474,13 @@ TEST(NodeAgent, RestartedAgentAdoptsItsPodsAndCleansUpDeletedOnes) {
   std::this_thread::sleep_for(500ms);
   EXPECT_TRUE(process_alive(goner_pid->value("pid", -1))) << "pods outlive a killed agent";
   agent.start();
-  ASSERT_TRUE(eventually([&] { return phase(n, "keeper") == "Failed"; }));
+  ASSERT_TRUE(eventually([&] { return phase(n, "keeper") == "Failed"; })) << what_happened(agent, n, {"keeper"});
   Json keeper = get_pod(n, "keeper");
   EXPECT_EQ(exit_code(keeper), 7);
   EXPECT_EQ(keeper["status"].value("podIP", ""), keeper_ip) << "adopted pod keeps its IP";
-  EXPECT_TRUE(eventually([&] { return !process_alive(goner_pid->value("pid", -1)); }, 10s));
-  EXPECT_TRUE(eventually([&] { return !fs::exists(agent.state().string() + "/pods/" + goner_uid); }, 10s));
+  EXPECT_TRUE(eventually([&] { return !process_alive(goner_pid->value("pid", -1)); }, 10s)) << agent.describe();
+  EXPECT_TRUE(eventually([&] { return !fs::exists(agent.state().string() + "/pods/" + goner_uid); }, 10s))
+      << agent.describe();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kube/kube_config.h"
+#include "support/host_speed.h"
 #include "trainingjob/constants.h"
 
 namespace weft::it {
@@ -35,7 +36,7 @@ std::string unique_name(const std::string& prefix) {
 }
 
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = std::chrono::steady_clock::now() + testing::scaled(timeout);
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
     std::this_thread::sleep_for(50ms);

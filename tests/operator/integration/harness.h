@@ -32,7 +32,8 @@ std::string kubeconfig_path();
 kube::KubeApi& admin_api();                 // shared admin client for test actions
 std::string unique_name(const std::string& prefix);
 
-// Polls `pred` every 50 ms until true or timeout; returns the final value.
+// Polls `pred` every 50 ms until true or timeout, scaled to the host
+// (support/host_speed.h); returns the final value.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s);
 
 class TestNamespace {

@@ -1,10 +1,14 @@
-// The files a run opens by name besides its shards: the worker config, a
-// checkpoint's meta.json and `latest`, an HF directory's config.json, index
-// and weights, the bucket-cap file. Only regular files are read: opening a
-// FIFO waits for a writer that may never come, and a device such as
-// /dev/zero never ends, so either would hang a rank (or fill its memory and
-// log) where a stop signal cannot reach it. Small files are also bounded in
-// size. Every refusal names the path and why.
+// The files a program opens by name: the worker's config, a checkpoint's
+// meta.json and `latest`, an HF directory's config.json, index and weights,
+// the bucket-cap file; the operator's and weft-node's kubeconfig, the
+// certificates and token files it names, the in-cluster service-account
+// files. Only regular files are read: opening a FIFO waits for a writer that
+// may never come, and a device such as /dev/zero never ends, so either would
+// hang a process (or fill its memory) where a stop signal cannot reach it.
+// Small files are also bounded in size. Every refusal names the path and why.
+//
+// In contract/ because both sides read such files. Standard library and the
+// POSIX calls open/fstat/read only (library weft_small_file).
 #pragma once
 
 #include <cstdint>
@@ -19,9 +23,9 @@ std::string not_regular_file(unsigned mode);
 // cannot be read as one: "not a regular file (a FIFO)".
 std::string irregular_file_problem(const std::string& path);
 
-// Bounds: a config, meta.json, config.json or safetensors index is text of
-// at most a few MiB even for the largest models; `latest` and the bucket-cap
-// file hold one line.
+// Bounds: a config, meta.json, config.json, safetensors index or kubeconfig
+// is text of at most a few MiB even for the largest models and clusters;
+// `latest`, the bucket-cap file and a service-account token hold one line.
 inline constexpr uint64_t kMaxTextFileBytes = 64ull << 20;
 inline constexpr uint64_t kMaxLineFileBytes = 4096;
 

@@ -1,4 +1,4 @@
-#include "config/small_file.h"
+#include "small_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
