@@ -44,7 +44,7 @@ bool parse_dtype(const std::string& s, DType* out) {
 }
 
 // Weights and optimizer files are opened by name: a FIFO or a device there
-// would block or never end (config/small_file.h).
+// would block or never end (contract/small_file.h).
 void require_regular(const std::string& path) {
   const std::string problem = irregular_file_problem(path);
   if (!problem.empty()) throw CheckpointError(problem);
