@@ -29,16 +29,16 @@ TunerMetrics::TunerMetrics(prometheus::Registry& registry)
 
 void TunerMetrics::trial_completed(const std::string& ns, const std::string& job, double bucket_mb,
                                    double step_seconds) {
-  trials_.Add({{"namespace", ns}, {"job", job}}).Increment();
+  trials_.Add({{"namespace", ns}, {"trainingjob", job}}).Increment();
   char mb[32];
   std::snprintf(mb, sizeof mb, "%.6g", bucket_mb);
-  trial_step_seconds_.Add({{"namespace", ns}, {"job", job}, {"bucket_mb", mb}}).Set(step_seconds);
+  trial_step_seconds_.Add({{"namespace", ns}, {"trainingjob", job}, {"bucket_mb", mb}}).Set(step_seconds);
   std::lock_guard lock(mu_);
   trial_sizes_[{ns, job}].insert(mb);
 }
 
 void TunerMetrics::forget(const std::string& ns, const std::string& job) {
-  const prometheus::Labels l{{"namespace", ns}, {"job", job}};
+  const prometheus::Labels l{{"namespace", ns}, {"trainingjob", job}};
   std::set<std::string> sizes;
   {
     std::lock_guard lock(mu_);
@@ -60,9 +60,9 @@ void TunerMetrics::forget(const std::string& ns, const std::string& job) {
 }
 
 void TunerMetrics::set_bucket(const std::string& ns, const std::string& job, double bucket_mb, bool converged) {
-  trials_.Add({{"namespace", ns}, {"job", job}});  // at 0 until the first trial completes
-  bucket_mb_.Add({{"namespace", ns}, {"job", job}}).Set(bucket_mb);
-  converged_.Add({{"namespace", ns}, {"job", job}}).Set(converged ? 1 : 0);
+  trials_.Add({{"namespace", ns}, {"trainingjob", job}});  // at 0 until the first trial completes
+  bucket_mb_.Add({{"namespace", ns}, {"trainingjob", job}}).Set(bucket_mb);
+  converged_.Add({{"namespace", ns}, {"trainingjob", job}}).Set(converged ? 1 : 0);
 }
 
 }  // namespace weft::tuner

@@ -1,6 +1,7 @@
 // weft_operator_tuner_* metrics. Built once on the operator's registry (the
-// caller owns it); per-job series carry namespace and job labels and are
-// removed when the tuner forgets the job.
+// caller owns it); per-job series carry the labels namespace and trainingjob
+// (the TrainingJob's name; `job` stays the scraper's) and are removed when the
+// tuner forgets the job.
 #pragma once
 
 #include <prometheus/counter.h>

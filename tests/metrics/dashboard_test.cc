@@ -1,6 +1,7 @@
 // The Grafana dashboard shipped in the chart: well-formed for Grafana
-// (unique panel ids, every panel on the $datasource variable, namespace/job/
-// rank variables applied by every query) and every metric it queries exists
+// (unique panel ids, every panel on the $datasource variable, namespace/
+// trainingjob/rank variables applied by every query, `job` left to the
+// scraper) and every metric it queries exists
 // in what TrainMetrics exposes. The live test runs the same queries against a
 // real Prometheus.
 #include <gmock/gmock.h>
@@ -8,6 +9,8 @@
 #include <prometheus/text_serializer.h>
 
 #include <filesystem>
+#include <fstream>
+#include <regex>
 
 #include "metrics/metrics_test_util.h"
 #include "metrics/train_metrics.h"
@@ -49,18 +52,41 @@ TEST(Dashboard, IsTitledForSyncOverlapAndHasUniquePanelIds) {
   }
 }
 
-TEST(Dashboard, DeclaresDatasourceNamespaceJobAndRankVariables) {
+TEST(Dashboard, DeclaresDatasourceNamespaceTrainingJobAndRankVariables) {
   json d = load_dashboard();
   std::map<std::string, json> vars;
   for (const auto& v : d["templating"]["list"]) vars[v["name"]] = v;
   ASSERT_TRUE(vars.count("datasource"));
   EXPECT_EQ(vars["datasource"]["type"], "datasource");
   EXPECT_EQ(vars["datasource"]["query"], "prometheus");
-  for (const char* name : {"namespace", "job", "rank"}) {
+  EXPECT_FALSE(vars.count("job")) << "`job` is the scrape job's label; the TrainingJob is `trainingjob`";
+  for (const char* name : {"namespace", "trainingjob", "rank"}) {
     ASSERT_TRUE(vars.count(name)) << name;
     EXPECT_EQ(vars[name]["type"], "query") << name;
     EXPECT_EQ(vars[name]["datasource"]["uid"], "${datasource}") << name;
     EXPECT_THAT(vars[name]["query"]["query"].get<std::string>(), ::testing::HasSubstr("weft_step")) << name;
+  }
+}
+
+// The TrainingJob is in a label of its own: no query of either dashboard
+// selects, groups or joins on `job`, which the scraper sets to its scrape job
+// (a TrainingJob called like another scrape job must not share its series).
+TEST(Dashboard, NoQueryOfEitherDashboardReadsTheScrapersJobLabel) {
+  const std::regex job_label(R"((^|[^a-z_])job\s*(=~|=|!=|!~|[,)]))");
+  for (const char* file : {"weft-sync-overlap.json", "weft-operator.json"}) {
+    std::ifstream f(std::string(WEFT_SOURCE_DIR) + "/charts/weft/dashboards/" + file);
+    const json d = json::parse(f);
+    int checked = 0;
+    for (const auto& q : dashboard_queries(d)) {
+      ++checked;
+      EXPECT_FALSE(std::regex_search(q.expr, job_label)) << file << " panel '" << q.panel << "': " << q.expr;
+    }
+    for (const auto& v : d["templating"]["list"]) {
+      if (!v.contains("query") || !v["query"].is_object()) continue;
+      const std::string query = v["query"].value("query", "");
+      EXPECT_FALSE(std::regex_search(query, job_label)) << file << " variable " << v["name"] << ": " << query;
+    }
+    EXPECT_GT(checked, 10) << file;
   }
 }
 
@@ -86,9 +112,9 @@ TEST(Dashboard, EveryPanelAndQueryUsesTheDatasourceVariable) {
   EXPECT_GE(with_targets, 10);
 }
 
-TEST(Dashboard, EveryQueryFiltersByNamespaceJobAndRank) {
+TEST(Dashboard, EveryQueryFiltersByNamespaceTrainingJobAndRank) {
   for (const auto& q : dashboard_queries(load_dashboard())) {
-    for (const char* sel : {"namespace=~\"$namespace\"", "job=~\"$job\"", "rank=~\"$rank\""})
+    for (const char* sel : {"namespace=~\"$namespace\"", "trainingjob=~\"$trainingjob\"", "rank=~\"$rank\""})
       EXPECT_THAT(q.expr, ::testing::HasSubstr(sel)) << q.panel;
   }
 }

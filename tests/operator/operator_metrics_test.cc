@@ -46,21 +46,21 @@ TEST(TunerMetrics, TrialsStartAtZeroAndADeletedJobsSeriesGo) {
   tuner::TunerMetrics m(r);
   m.set_bucket("team-a", "llama", 25, false);
   m.set_bucket("team-b", "gpt", 25, false);
-  EXPECT_NE(exposition(r).find("weft_operator_tuner_trials_total{job=\"llama\",namespace=\"team-a\"} 0"),
+  EXPECT_NE(exposition(r).find("weft_operator_tuner_trials_total{namespace=\"team-a\",trainingjob=\"llama\"} 0"),
             std::string::npos)
       << exposition(r);
   m.trial_completed("team-a", "llama", 25, 0.5);
   m.trial_completed("team-a", "llama", 50, 0.4);
   m.set_bucket("team-a", "llama", 50, true);
   std::string text = exposition(r);
-  EXPECT_NE(text.find("weft_operator_tuner_trials_total{job=\"llama\",namespace=\"team-a\"} 2"), std::string::npos);
+  EXPECT_NE(text.find("weft_operator_tuner_trials_total{namespace=\"team-a\",trainingjob=\"llama\"} 2"), std::string::npos);
   EXPECT_NE(text.find("bucket_mb=\"50\""), std::string::npos);
   m.forget("team-a", "llama");
   m.forget("team-c", "never-tuned");
   text = exposition(r);
   EXPECT_EQ(text.find("team-a"), std::string::npos) << text;
   EXPECT_EQ(text.find("never-tuned"), std::string::npos) << text;
-  EXPECT_NE(text.find("weft_operator_tuner_trials_total{job=\"gpt\",namespace=\"team-b\"} 0"), std::string::npos)
+  EXPECT_NE(text.find("weft_operator_tuner_trials_total{namespace=\"team-b\",trainingjob=\"gpt\"} 0"), std::string::npos)
       << "another job's series stay\n"
       << text;
 }

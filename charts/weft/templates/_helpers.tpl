@@ -95,7 +95,9 @@ PodMonitor's spelling (relabelings); weft.workerRelabelConfigs spells the same
 rules for a plain Prometheus (relabel_configs). Kept: pods the operator made,
 their metrics ports (one a local rank: metrics, metrics-1, ...), Running
 pods only (a finished job's targets go away). Set: the labels the overlap
-dashboard reads.
+dashboard reads; the TrainingJob's name goes into a label of its own,
+trainingjob, so `job` keeps the scraper's meaning (the scrape job) and a
+TrainingJob named like another scrape job (kubelet) shares no series with it.
 */ -}}
 {{- define "weft.workerRelabelings" -}}
 - action: keep
@@ -112,7 +114,7 @@ dashboard reads.
   targetLabel: namespace
 - action: replace
   sourceLabels: [__meta_kubernetes_pod_label_weft_dev_job]
-  targetLabel: job
+  targetLabel: trainingjob
 - action: replace
   sourceLabels: [__meta_kubernetes_pod_name]
   targetLabel: pod
@@ -123,4 +125,38 @@ dashboard reads.
 
 {{- define "weft.workerRelabelConfigs" -}}
 {{ include "weft.workerRelabelings" . | replace "sourceLabels:" "source_labels:" | replace "targetLabel:" "target_label:" }}
+{{- end }}
+
+{{- /*
+The operator's own metrics target for a plain Prometheus: its pods (the
+chart's selector labels) in the release namespace, port metrics. The tuner's
+series carry the TrainingJob's namespace and trainingjob labels: honor_labels
+keeps them (the operator dashboard selects by them); the operator's own
+series have neither and take the target's namespace.
+*/ -}}
+{{- define "weft.operatorScrapeConfig" -}}
+- job_name: weft-operator
+  scrape_interval: {{ .Values.metrics.scrapeConfig.interval }}
+  metrics_path: /metrics
+  honor_labels: true
+  kubernetes_sd_configs:
+  - role: pod
+    namespaces:
+      names: [{{ .Release.Namespace | quote }}]
+  relabel_configs:
+  - action: keep
+    source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_name, __meta_kubernetes_pod_label_app_kubernetes_io_instance]
+    regex: weft-operator;{{ .Release.Name }}
+  - action: keep
+    source_labels: [__meta_kubernetes_pod_container_port_name]
+    regex: metrics
+  - action: keep
+    source_labels: [__meta_kubernetes_pod_phase]
+    regex: Running
+  - action: replace
+    source_labels: [__meta_kubernetes_namespace]
+    target_label: namespace
+  - action: replace
+    source_labels: [__meta_kubernetes_pod_name]
+    target_label: pod
 {{- end }}
