@@ -277,6 +277,20 @@ TEST(MetricsEndpoint, IsBasePlusLocalRankAndZeroDisables) {
   EXPECT_TRUE(metrics_endpoint(m, 5).problem.empty());
 }
 
+// After the last step a rank of a TrainingJob keeps serving one scrape
+// interval, so the last step reaches the dashboard; a standalone run exits at once.
+TEST(MetricsEndpoint, LingersOneScrapeIntervalInATrainingJobOnlyUnlessConfigured) {
+  MetricsConfig m;
+  EXPECT_EQ(metrics_linger_seconds(m, true), 15);
+  EXPECT_EQ(metrics_linger_seconds(m, false), 0);
+  m.linger_seconds = 0;
+  EXPECT_EQ(metrics_linger_seconds(m, true), 0);
+  m.linger_seconds = 30;
+  EXPECT_EQ(metrics_linger_seconds(m, false), 30);
+  EXPECT_EQ(parse_config("metrics: {linger_seconds: 5}\n").metrics.linger_seconds, 5);
+  EXPECT_THROW(parse_config("metrics: {linger_seconds: -2}\n"), ConfigError);
+}
+
 }  // namespace
 }  // namespace weft
 

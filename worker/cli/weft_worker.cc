@@ -481,6 +481,16 @@ int main(int argc, char** argv) {
       return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
     }
     if (rank == 0) write_final_progress(s, "");
+    // The last step must reach the dashboard: keep serving until the
+    // scraper's next scrape (a signal ends the wait).
+    const double linger =
+        weft::metrics_linger_seconds(cfg.metrics, std::getenv(weft::contract::kEnvTerminationLog) != nullptr);
+    if (exposer && linger > 0) {
+      spdlog::info("training done; metrics served {} s more (metrics.linger_seconds)", linger);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(linger);
+      while (g_stop_signal.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     return weft::contract::kExitDone;
   } catch (const weft::ConfigError& e) {
     // Signals ignored before the reason is printed: a launcher's SIGTERM

@@ -94,7 +94,7 @@ const std::vector<Section>& sections() {
        {WEFT_FIELD(comm, backend), WEFT_FIELD(comm, timeout_s),
         WEFT_FIELD(comm, rendezvous_timeout_s), WEFT_FIELD(comm, lanes)}},
       {"comm.simulate", {WEFT_FIELD(comm.simulate, latency_us), WEFT_FIELD(comm.simulate, bandwidth_gbps)}},
-      {"metrics", {WEFT_FIELD(metrics, port), WEFT_FIELD(metrics, peak_tflops)}},
+      {"metrics", {WEFT_FIELD(metrics, port), WEFT_FIELD(metrics, peak_tflops), WEFT_FIELD(metrics, linger_seconds)}},
   };
   return kSections;
 }

@@ -218,6 +218,11 @@ struct CommConfig {
 struct MetricsConfig {
   int port = contract::kMetricsBasePort;  // Prometheus exposer port (+ LOCAL_RANK); 0 disables
   double peak_tflops = 0;   // per-rank peak for weft_mfu; 0 = unknown (MFU reported as 0)
+  // Seconds the metrics server keeps serving after the last step of a run
+  // that ends normally, so a scraper's next scrape still reads that step.
+  // -1 (auto): 15 s (the chart's scrape interval) when the operator started
+  // the rank (WEFT_TERMINATION_LOG set), 0 in standalone runs. A signal ends it.
+  double linger_seconds = -1;
 
   bool operator==(const MetricsConfig&) const = default;
 };

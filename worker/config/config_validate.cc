@@ -282,6 +282,8 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluati
   c.require(cfg.metrics.peak_tflops >= 0, "metrics.peak_tflops",
             "must be >= 0, got " + num(cfg.metrics.peak_tflops));
   c.at_most(cfg.metrics.peak_tflops, kMaxPeakTflops, "metrics.peak_tflops");
+  c.require(cfg.metrics.linger_seconds == -1 || (cfg.metrics.linger_seconds >= 0 && cfg.metrics.linger_seconds <= 600),
+            "metrics.linger_seconds", "must be -1 (auto) or in [0, 600], got " + num(cfg.metrics.linger_seconds));
   return c.result();
 }
 

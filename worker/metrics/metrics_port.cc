@@ -16,4 +16,9 @@ MetricsEndpoint metrics_endpoint(const MetricsConfig& m, int local_rank) {
   return e;
 }
 
+double metrics_linger_seconds(const MetricsConfig& m, bool in_training_job) {
+  if (m.linger_seconds >= 0) return m.linger_seconds;
+  return in_training_job ? kTrainingJobLingerSeconds : 0;
+}
+
 }  // namespace weft

@@ -21,4 +21,10 @@ struct MetricsEndpoint {
 // disables metrics for every rank.
 MetricsEndpoint metrics_endpoint(const MetricsConfig& m, int local_rank);
 
+// How long the metrics server outlives a run that ended normally
+// (metrics.linger_seconds; auto: kTrainingJobLingerSeconds when `in_training_job`,
+// that is when the operator started the rank, else 0).
+inline constexpr double kTrainingJobLingerSeconds = 15;
+double metrics_linger_seconds(const MetricsConfig& m, bool in_training_job);
+
 }  // namespace weft
