@@ -13,7 +13,12 @@
 # Env: WEFT_CLUSTER_NODES (default 1), WEFT_NODE_CPU (per node, default 32),
 #      WEFT_OPERATOR_ARGS (extra weft-operator flags), WEFT_NODE_ARGS (extra
 #      weft-node flags, e.g. --start-delay for fault tests),
-#      WEFT_CLUSTER_BIN_DIR (where the agent finds pod commands; default BUILD_DIR/bin).
+#      WEFT_CLUSTER_BIN_DIR (where the agent finds pod commands; default BUILD_DIR/bin),
+#      WEFT_OPERATOR_METRICS_PORT (the operator's /metrics on 127.0.0.1: a port,
+#      auto for a free one; default off; --metrics-port in WEFT_OPERATOR_ARGS
+#      does the same), WEFT_CLUSTER_METRICS=1 (operator metrics on, and
+#      victoria-metrics scraping the ranks and the operator with the chart's
+#      scrape jobs: localcluster/metrics.sh; its URL is printed).
 set -euo pipefail
 CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR}
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -35,10 +40,15 @@ stop_pid() {  # stop_pid NAME: SIGTERM, wait up to 5 s, SIGKILL
 
 start_operator() {  # the flags of `up` are kept in DIR/operator.args
   # --allow-host-path: on this one-machine cluster the examples and the e2e
-  # tests share checkpoints between ranks through a hostPath volume.
-  # shellcheck disable=SC2046
-  setsid "$BIN/weft-operator" --kubeconfig "$DIR/operator.kubeconfig" --metrics-port 0 --health-port 0 \
-    --allow-host-path $(cat "$DIR/operator.args") </dev/null >>"$DIR/logs/weft-operator.log" 2>&1 &
+  # tests share checkpoints between ranks through a hostPath volume. Metrics
+  # are off unless the args turn them on; ports on loopback only.
+  local args defaults="--health-port 0"
+  args=$(cat "$DIR/operator.args")
+  case " $args " in *" --metrics-port"*) ;; *) defaults="$defaults --metrics-port 0" ;; esac
+  case " $args " in *" --bind-address"*) ;; *) defaults="$defaults --bind-address 127.0.0.1" ;; esac
+  # shellcheck disable=SC2086
+  setsid "$BIN/weft-operator" --kubeconfig "$DIR/operator.kubeconfig" $defaults \
+    --allow-host-path $args </dev/null >>"$DIR/logs/weft-operator.log" 2>&1 &
   echo $! > "$DIR/weft-operator.pid"
 }
 
@@ -84,7 +94,15 @@ KC
     </dev/null >>"$DIR/logs/weft-node.log" 2>&1 &
   echo $! > "$DIR/weft-node.pid"
   kubectl wait --for condition=established --timeout=60s crd/trainingjobs.weft.dev >/dev/null
-  echo "${WEFT_OPERATOR_ARGS:-}" > "$DIR/operator.args"
+  args=${WEFT_OPERATOR_ARGS:-}
+  mport=${WEFT_OPERATOR_METRICS_PORT:-}
+  [ "${WEFT_CLUSTER_METRICS:-0}" = 1 ] && [ -z "$mport" ] && mport=auto
+  [ "$mport" = auto ] && mport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  if [ -n "$mport" ] && [ "$mport" != 0 ]; then args="--metrics-port $mport $args"; fi
+  mport=$(sed -n 's/.*--metrics-port[= ]\([0-9][0-9]*\).*/\1/p' <<<"$args")
+  rm -f "$DIR/operator.metrics"
+  if [ -n "$mport" ] && [ "$mport" != 0 ]; then echo "127.0.0.1:$mport" > "$DIR/operator.metrics"; fi
+  echo "$args" > "$DIR/operator.args"
   start_operator
   # Nodes are schedulable once Ready and the node controller has lifted the
   # not-ready taint the API server put on them at registration.
@@ -99,10 +117,13 @@ KC
   [ $ok = 1 ] || { echo "cluster: nodes never became schedulable; see $DIR/logs/weft-node.log" >&2; tail -5 "$DIR/logs/weft-node.log" >&2; exit 1; }
   kill -0 "$(cat "$DIR/weft-operator.pid")" 2>/dev/null \
     || { echo "cluster: weft-operator exited; see $DIR/logs/weft-operator.log" >&2; tail -5 "$DIR/logs/weft-operator.log" >&2; exit 1; }
+  [ -f "$DIR/operator.metrics" ] && echo "cluster: weft-operator metrics at http://$(cat "$DIR/operator.metrics")/metrics"
+  [ "${WEFT_CLUSTER_METRICS:-0}" = 1 ] && "$HERE/metrics.sh" up "$DIR"
   echo "cluster: up in $(( ($(date +%s%N) - T0) / 1000000 )) ms (logs in $DIR/logs, pod logs in $DIR/node/logs)"
   echo "export KUBECONFIG=$DIR/kubeconfig"
   ;;
 down)
+  for m in "$DIR"/metrics*/; do [ -d "$m" ] && "$HERE/metrics.sh" down "$DIR" "$(basename "$m" | sed -n 's/^metrics-//p')"; done
   stop_pid weft-operator
   stop_pid weft-node
   if [ -x "$BIN/weft-node" ] && [ -d "$DIR/node" ]; then "$BIN/weft-node" cleanup --state-dir "$DIR/node" >/dev/null || true; fi

@@ -12,7 +12,9 @@ build_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev zlib1g-dev
 )
-test_pkgs=(python3 python3-torch python3-numpy python3-yaml prometheus)
+# victoria-metrics: the scraper with Kubernetes discovery (Debian's prometheus
+# has none) that the end-to-end tests and `make cluster-up` run on loopback.
+test_pkgs=(python3 python3-torch python3-numpy python3-yaml prometheus victoria-metrics)
 kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
 # Daemonless image builds (tests/images): buildah builds the Dockerfile with
 # --isolation chroot, mmdebstrap makes the Debian base, podman imports it.
@@ -58,4 +60,10 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The package enables a service listening on every interface; the tests start
+# their own on loopback.
+if [[ " ${missing[*]} " == *" victoria-metrics "* ]] && command -v systemctl >/dev/null 2>&1 \
+   && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now victoria-metrics >/dev/null 2>&1 || true
+fi
 echo "install-deps: done"

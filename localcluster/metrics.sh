@@ -1,0 +1,131 @@
+#!/bin/bash
+# VictoriaMetrics (Debian's victoria-metrics, a Prometheus-compatible scraper
+# and query API) scraping a local cluster with the chart's own scrape jobs,
+# as a plain Prometheus would run them:
+#  - weft-workers: the chart's metrics.workers.scrapeConfig job unchanged but
+#    for how it reaches the API server (api_server, tls_config.ca_file,
+#    bearer_token_file): real pod discovery (kubernetes_sd_configs) as the
+#    ServiceAccount weft-metrics, which may only get, list and watch pods
+#    (a Role in WATCH_NAMESPACE when given, else a ClusterRole);
+#  - weft-operator: the chart's metrics.scrapeConfig job, relabelling and
+#    honor_labels unchanged. The local cluster runs the operator as a process,
+#    not a pod, so its target is static and carries the meta labels pod
+#    discovery would give the chart's Deployment pod; the job's own rules keep
+#    and label it.
+# Everything listens on loopback. Queries: http://127.0.0.1:PORT (a Grafana
+# Prometheus data source, or /api/v1/query_range).
+#
+# Usage: localcluster/metrics.sh up|down DIR [WATCH_NAMESPACE]
+#   DIR is the cluster's (cluster.sh): DIR/kubeconfig (admin), DIR/operator.metrics
+#   (the operator's metrics address). State under DIR/metrics[-NAMESPACE]:
+#   env (VM_URL=...), scrape.yaml, vm.log.
+# Env: WEFT_SCRAPE_INTERVAL (default the chart's, 15s), WEFT_VM_PORT (default: a free one).
+set -euo pipefail
+CMD=${1:?usage: metrics.sh up|down DIR [WATCH_NAMESPACE]}
+DIR=$(cd "${2:?DIR}" && pwd)
+WATCH=${3:-}
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/.." && pwd)
+STATE=$DIR/metrics${WATCH:+-$WATCH}
+export KUBECONFIG=$DIR/kubeconfig
+
+stop_vm() {
+  local f=$STATE/vm.pid pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill "$pid" 2>/dev/null; then
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+case "$CMD" in
+up)
+  VM=$(command -v victoria-metrics || true)
+  [ -n "$VM" ] || { echo "metrics: victoria-metrics not installed (scripts/install-deps.sh test)" >&2; exit 1; }
+  stop_vm
+  rm -rf "$STATE"; mkdir -p "$STATE"
+  # The scraper's identity: a ServiceAccount whose token the token controller
+  # signs, allowed nothing but reading pods.
+  sa_ns=${WATCH:-weft-system}
+  kubectl create serviceaccount weft-metrics -n "$sa_ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  if [ -n "$WATCH" ]; then
+    kubectl create role weft-metrics -n "$WATCH" --verb=get,list,watch --resource=pods --dry-run=client -o yaml \
+      | kubectl apply -f - >/dev/null
+    kubectl create rolebinding weft-metrics -n "$WATCH" --role=weft-metrics --serviceaccount="$sa_ns:weft-metrics" \
+      --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  else
+    kubectl create clusterrole weft-metrics --verb=get,list,watch --resource=pods --dry-run=client -o yaml \
+      | kubectl apply -f - >/dev/null
+    kubectl create clusterrolebinding weft-metrics --clusterrole=weft-metrics --serviceaccount="$sa_ns:weft-metrics" \
+      --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  fi
+  token=""
+  for _ in $(seq 1 100); do
+    secret=$(kubectl get sa weft-metrics -n "$sa_ns" -o jsonpath='{.secrets[0].name}' 2>/dev/null || true)
+    [ -n "$secret" ] && token=$(kubectl get secret "$secret" -n "$sa_ns" -o jsonpath='{.data.token}' 2>/dev/null | base64 -d) \
+      && [ -n "$token" ] && break
+    sleep 0.1
+  done
+  [ -n "$token" ] || { echo "metrics: no token for ServiceAccount $sa_ns/weft-metrics" >&2; exit 1; }
+  printf '%s' "$token" > "$STATE/token"; chmod 600 "$STATE/token"
+  kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > "$STATE/ca.crt"
+  server=$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')
+  operator=$(cat "$DIR/operator.metrics" 2>/dev/null || true)
+
+  # The chart's two scrape jobs, rendered as a user renders them.
+  HELM=$("$SRC/tests/kube/get-helm.sh")
+  interval=${WEFT_SCRAPE_INTERVAL:-15s}
+  "$HELM" template weft "$SRC/charts/weft" --namespace weft-system \
+    --set metrics.scrapeConfig.enabled=true --set metrics.scrapeConfig.interval="$interval" \
+    --set metrics.workers.scrapeConfig.enabled=true --set metrics.workers.scrapeConfig.interval="$interval" \
+    ${WATCH:+--set operator.watchNamespace="$WATCH"} > "$STATE/chart.yaml"
+  /usr/bin/python3 - "$STATE" "$server" "$operator" <<'PY'
+import sys, yaml
+state, server, operator = sys.argv[1:]
+docs = [d for d in yaml.safe_load_all(open(f"{state}/chart.yaml")) if d]
+maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+workers = yaml.safe_load(maps["weft-worker-scrape"]["weft-workers.yaml"])
+op = yaml.safe_load(maps["weft-operator-scrape"]["weft-operator.yaml"])
+for sd in workers[0]["kubernetes_sd_configs"]:
+    sd["api_server"] = server
+    sd["tls_config"] = {"ca_file": f"{state}/ca.crt"}
+    sd["bearer_token_file"] = f"{state}/token"
+jobs = workers
+if operator:
+    # What pod discovery would say of the chart's operator pod (release weft).
+    del op[0]["kubernetes_sd_configs"]
+    op[0]["static_configs"] = [{"targets": [operator], "labels": {
+        "__meta_kubernetes_namespace": "weft-system",
+        "__meta_kubernetes_pod_name": "weft-operator",
+        "__meta_kubernetes_pod_label_app_kubernetes_io_name": "weft-operator",
+        "__meta_kubernetes_pod_label_app_kubernetes_io_instance": "weft",
+        "__meta_kubernetes_pod_container_port_name": "metrics",
+        "__meta_kubernetes_pod_phase": "Running"}}]
+    jobs = workers + op
+yaml.safe_dump({"scrape_configs": jobs}, open(f"{state}/scrape.yaml", "w"), sort_keys=False)
+PY
+  port=${WEFT_VM_PORT:-$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+  # -search.latencyOffset: answer up to now (a dashboard of a running job);
+  # -promscrape.kubernetesSDCheckInterval: pick up new and gone pods at once.
+  setsid "$VM" -httpListenAddr="127.0.0.1:$port" -storageDataPath="$STATE/data" -retentionPeriod=1d \
+    -promscrape.config="$STATE/scrape.yaml" -promscrape.config.strictParse \
+    -promscrape.kubernetesSDCheckInterval=1s -search.latencyOffset=1s -loggerLevel=WARN \
+    </dev/null >"$STATE/vm.log" 2>&1 &
+  echo $! > "$STATE/vm.pid"
+  ok=0
+  for _ in $(seq 1 200); do
+    curl -sf --max-time 2 "http://127.0.0.1:$port/health" >/dev/null 2>&1 && { ok=1; break; }
+    kill -0 "$(cat "$STATE/vm.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ $ok = 1 ] || { echo "metrics: victoria-metrics did not start; see $STATE/vm.log" >&2; tail -5 "$STATE/vm.log" >&2; exit 1; }
+  echo "VM_URL=http://127.0.0.1:$port" > "$STATE/env"
+  echo "metrics: victoria-metrics at http://127.0.0.1:$port (a Grafana Prometheus data source), scrape jobs in $STATE/scrape.yaml"
+  ;;
+down)
+  stop_vm
+  ;;
+*) echo "metrics: unknown command '$CMD'" >&2; exit 2 ;;
+esac
