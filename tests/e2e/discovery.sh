@@ -1,0 +1,106 @@
+#!/bin/bash
+# The dashboards fed by real Kubernetes discovery, as a plain Prometheus user
+# runs them: VictoriaMetrics (Debian's victoria-metrics) scrapes with the
+# chart's rendered scrape jobs (localcluster/metrics.sh: the workers' job
+# through kubernetes_sd_configs as a ServiceAccount that may only read pods in
+# this namespace, -promscrape.config.strictParse; the operator's job with
+# honor_labels). A TrainingJob of 2 pods x 2 ranks with the tuner on
+# (testdata/discovery.yaml) gives exactly one target per rank, labelled
+# namespace, trainingjob, pod and node (the rendezvous port and a decoy pod
+# with a port named metrics are dropped); a rank killed with kill -9 causes a
+# gang restart that the restarts panel shows (cause Failure); every query,
+# variable and annotation of both dashboards returns data for the job through
+# range queries, as Grafana runs them; the job's last step reaches the scrape
+# (the ranks linger one scrape interval); once the job Succeeded its targets
+# are gone.
+# Usage: discovery.sh CLUSTER_DIR SOURCE_DIR
+. "$(dirname "$0")/lib.sh" "$1" "$2" discovery
+command -v victoria-metrics >/dev/null || { echo "SKIP: victoria-metrics not installed (scripts/install-deps.sh test)"; finish 77; }
+[ -f "$CLUSTER/operator.metrics" ] || fail "the cluster's operator serves no metrics (WEFT_OPERATOR_METRICS_PORT)"
+STEPS=400
+INTERVAL=2
+WEFT_SCRAPE_INTERVAL=${INTERVAL}s "$SRC/localcluster/metrics.sh" up "$CLUSTER" "$NS" >/dev/null || fail "metrics.sh up"
+stop_vm() { "$SRC/localcluster/metrics.sh" down "$CLUSTER" "$NS" >/dev/null 2>&1; }
+trap stop_vm EXIT
+. "$CLUSTER/metrics-$NS/env"
+log "victoria-metrics at $VM_URL, scraping every ${INTERVAL}s with $(grep -c job_name "$CLUSTER/metrics-$NS/scrape.yaml") jobs"
+# The scraper's rights (its token alone, no client certificate): pods in this
+# namespace, nothing else.
+as_scraper() {
+  KUBECONFIG=/dev/null kubectl --server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')" \
+    --certificate-authority="$CLUSTER/metrics-$NS/ca.crt" --token="$(cat "$CLUSTER/metrics-$NS/token")" "$@" 2>/dev/null
+}
+[ "$(as_scraper auth can-i watch pods -n "$NS")" = yes ] || fail "the scraper cannot watch pods"
+[ "$(as_scraper auth can-i list pods -n default)" = no ] || fail "the scraper may list pods elsewhere"
+[ "$(as_scraper auth can-i get secrets -n "$NS")" = no ] || fail "the scraper may read secrets"
+
+instant() {  # instant QUERY: the first sample's value, empty when none
+  curl -s --max-time 10 "$VM_URL/api/v1/query" --data-urlencode "query=$1" \
+    | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null
+}
+value_is() { [ "$(instant "$1")" = "$2" ]; }
+# The scraper's active targets of this namespace: "job pod instance" lines.
+targets() {
+  curl -s --max-time 10 "$VM_URL/api/v1/targets" | python3 -c '
+import json, sys
+for t in json.load(sys.stdin)["data"]["activeTargets"]:
+    l = t["labels"]
+    if l.get("namespace") == sys.argv[1]:
+        print(l.get("job"), l.get("pod"), l.get("instance"), l.get("trainingjob"), t["health"])' "$NS" 2>/dev/null
+}
+n_targets_up() { [ "$(targets | grep -c ' up$')" = "$1" ]; }
+
+T_START=$(date +%s)
+apply_testdata discovery.yaml "s#__STEPS__#$STEPS#"
+wait_for 60 "the decoy pod Running" test "$(kubectl get pod decoy -n "$NS" -o jsonpath='{.status.phase}' 2>/dev/null)" = Running
+wait_for 120 "phase Running" phase_is disc Running
+wait_for 120 "4 targets up" n_targets_up 4
+log "targets: $(targets | sort | paste -sd'|')"
+targets | grep -q decoy && fail "the decoy pod was scraped"
+dropped=$(curl -s --max-time 10 "$VM_URL/api/v1/targets" | python3 -c '
+import json, sys
+print(" ".join(sorted(t["discoveredLabels"].get("__meta_kubernetes_pod_container_port_name", "-") + "@" + t["discoveredLabels"].get("__meta_kubernetes_pod_name", "-")
+    for t in json.load(sys.stdin)["data"]["droppedTargets"])))')
+grep -q "metrics@decoy" <<<"$dropped" || fail "the decoy pod was not discovered and dropped: $dropped"
+grep -q "rendezvous@disc-0" <<<"$dropped" || fail "the rendezvous port was not discovered and dropped: $dropped"
+log "discovered and dropped: $dropped"
+targets | awk '$1 != "weft-workers" || $4 != "disc" {bad = 1} END {exit bad}' || fail "targets without job weft-workers, trainingjob disc: $(targets)"
+# One series per rank, each with the labels the dashboards select on.
+q="weft_step{job=\"weft-workers\",namespace=\"$NS\",trainingjob=\"disc\"}"
+wait_for 60 "4 ranks' weft_step" value_is "count(count by (rank, pod, node) ($q))" 4
+value_is "count(count by (rank) ($q))" 4 || fail "ranks: $(instant "count(count by (rank) ($q))")"
+value_is "count(count by (pod) ($q))" 2 || fail "pods: $(instant "count(count by (pod) ($q))")"
+value_is "count(up{job=\"weft-operator\"} == 1)" 1 || fail "the operator target is not up"
+
+# A gang restart: kill -9 of one rank inside pod disc-1.
+wait_for 180 "a checkpoint" ckpt_at_least 20
+wait_for 120 "the tuner's first trial" tj_field_set disc '.status.tuning.trials[0].bucketMB'
+leader=$(worker_pid disc-1) || fail "no process of pod disc-1"
+rank=$(pgrep -P "$leader" | head -1)  # the pod's process is its weft-run; the ranks are its children
+[ -n "$rank" ] || fail "no rank under pod disc-1's weft-run ($leader)"
+T_KILL=$(date +%s)
+kill -9 "$rank" || fail "kill -9 $rank"
+log "killed rank process $rank of pod disc-1 at checkpoint step $(latest_step)"
+wait_for 120 "a gang restart" tj_field_is disc .status.restarts 1
+[ "$(tj_field disc .status.lastRestartCause)" = Failure ] || fail "lastRestartCause $(tj_field disc .status.lastRestartCause)"
+wait_for 120 "phase Running again" phase_is disc Running
+wait_for 120 "4 targets of the new attempt up" n_targets_up 4
+wait_for 120 "the new attempt's steps scraped" value_is "count(count by (rank) (count_over_time(${q}[4s]) > 0))" 4
+
+# Every query of both dashboards, for this job, while it runs.
+out=$(python3 "$SRC/tests/e2e/dashboard_queries.py" "$VM_URL" "$T_START" "$(date +%s)" \
+  "$SRC/charts/weft/dashboards/weft-sync-overlap.json" "$SRC/charts/weft/dashboards/weft-operator.json" \
+  --var namespace="$NS" --var trainingjob=disc --var rank='.*' --scrape-interval $INTERVAL --deadline 120 \
+  --positive 'weft_operator_gang_restarts_total:cause=Failure' --positive-after "$T_KILL" 2>&1) || fail "dashboard queries without data:
+$out"
+log "$(echo "$out" | paste -sd';')"
+
+# The end: the last step scraped (the ranks outlive it by a scrape interval),
+# then no target left.
+wait_for 600 "phase Succeeded" phase_is disc Succeeded
+last=$(instant "max(max_over_time(${q}[10m]))")
+[ "$last" = "$STEPS" ] || fail "the last scraped step is '$last', not $STEPS"
+wait_for 60 "no target left" n_targets_up 0
+[ -z "$(targets)" ] || fail "targets left after the job: $(targets)"
+log "PASS: 4 targets by pod discovery, a restart on the restarts panel, every dashboard query with data, step $last scraped, targets gone"
+finish 0
