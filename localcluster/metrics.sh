@@ -18,7 +18,7 @@
 # Usage: localcluster/metrics.sh up|down DIR [WATCH_NAMESPACE]
 #   DIR is the cluster's (cluster.sh): DIR/kubeconfig (admin), DIR/operator.metrics
 #   (the operator's metrics address). State under DIR/metrics[-NAMESPACE]:
-#   env (VM_URL=...), scrape.yaml, vm.log.
+#   env (VM_URL=...), scrape.yaml, vm.log; `down` stops it and removes them.
 # Env: WEFT_SCRAPE_INTERVAL (default the chart's, 15s), WEFT_VM_PORT (default: a free one).
 set -euo pipefail
 CMD=${1:?usage: metrics.sh up|down DIR [WATCH_NAMESPACE]}
@@ -126,6 +126,7 @@ PY
   ;;
 down)
   stop_vm
+  rm -rf "$STATE"
   ;;
 *) echo "metrics: unknown command '$CMD'" >&2; exit 2 ;;
 esac
