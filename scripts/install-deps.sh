@@ -19,8 +19,9 @@ kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
 # Daemonless image builds (tests/images): buildah builds the Dockerfile with
 # --isolation chroot, mmdebstrap makes the Debian base, podman imports it.
 images_pkgs=(buildah podman mmdebstrap fuse-overlayfs uidmap)
-# docs/tools/render_dashboard.py (the user guide's dashboard rendering).
-docs_pkgs=(python3-matplotlib prometheus)
+# docs/tools/render_dashboard.py (the user guide's dashboard rendering, from
+# the local cluster's victoria-metrics: test group).
+docs_pkgs=(python3-matplotlib)
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build)
