@@ -22,6 +22,7 @@ INTERVAL=2
 WEFT_SCRAPE_INTERVAL=${INTERVAL}s "$SRC/localcluster/metrics.sh" up "$CLUSTER" "$NS" >/dev/null || fail "metrics.sh up"
 stop_vm() { "$SRC/localcluster/metrics.sh" down "$CLUSTER" "$NS" >/dev/null 2>&1; }
 trap stop_vm EXIT
+# shellcheck source=/dev/null
 . "$CLUSTER/metrics-$NS/env"
 log "victoria-metrics at $VM_URL, scraping every ${INTERVAL}s with $(grep -c job_name "$CLUSTER/metrics-$NS/scrape.yaml") jobs"
 # The scraper's rights (its token alone, no client certificate): pods in this
