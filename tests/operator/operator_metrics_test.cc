@@ -2,9 +2,7 @@
 // value, tuner series that go with a deleted job, and an endpoint that a
 // keep-alive scraper (and a real Prometheus) reads every time.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +13,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "support/net.h"
+#include "support/prometheus_process.h"
 #include "support/run_process.h"
 #include "trainingjob/operator_metrics.h"
 #include "tuner/tuner_metrics.h"
@@ -109,33 +108,19 @@ TEST(OperatorMetricsEndpoint, AKeepAliveClientIsAnsweredEveryTime) {
 // A real Prometheus scraping the endpoint every 200 ms (Go's client keeps
 // its connections): every scrape up.
 TEST(OperatorMetricsEndpoint, RealPrometheusScrapesItEveryTime) {
-  std::string prometheus;
-  for (const char* c : {"/usr/bin/prometheus", "/usr/local/bin/prometheus"})
-    if (::access(c, X_OK) == 0) prometheus = c;
+  const std::string prometheus = weft::testing::find_prometheus();
   if (prometheus.empty()) GTEST_SKIP() << "prometheus not installed (Debian package prometheus)";
   auto registry = std::make_shared<prometheus::Registry>();
   OperatorMetrics m(*registry);
   const int port = weft::testing::free_port(), prom_port = weft::testing::free_port();
   auto exposer = serve_operator_metrics("127.0.0.1", port, registry);
-  const auto dir = weft::testing::fresh_dir("operator-metrics-prometheus");
-  weft::testing::write_file(dir / "prometheus.yml",
-                            "global:\n  scrape_interval: 200ms\n  scrape_timeout: 200ms\nscrape_configs:\n"
-                            "  - job_name: weft-operator\n    static_configs:\n      - targets: ['127.0.0.1:" +
-                                std::to_string(port) + "']\n");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    FILE* log = std::freopen((dir / "prometheus.log").c_str(), "w", stdout);
-    (void)log;
-    ::dup2(STDOUT_FILENO, STDERR_FILENO);
-    const std::string config = "--config.file=" + (dir / "prometheus.yml").string();
-    const std::string storage = "--storage.tsdb.path=" + (dir / "data").string();
-    const std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(prom_port);
-    ::execl(prometheus.c_str(), prometheus.c_str(), config.c_str(), storage.c_str(), listen.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ASSERT_GT(pid, 0);
+  auto prom = std::make_unique<weft::testing::PrometheusProcess>(
+      prometheus, weft::testing::fresh_dir("operator-metrics-prometheus"),
+      "global:\n  scrape_interval: 200ms\n  scrape_timeout: 200ms\nscrape_configs:\n"
+      "  - job_name: weft-operator\n    static_configs:\n      - targets: ['127.0.0.1:" +
+          std::to_string(port) + "']\n",
+      prom_port);
+  ASSERT_TRUE(prom->started());
   // Prometheus' query API: how many scrapes of the target, and whether each was up.
   auto query = [&](const std::string& q) {
     auto r = weft::testing::run_process({"/usr/bin/curl", "-s", "--max-time", "5", "http://127.0.0.1:" +
@@ -159,9 +144,7 @@ TEST(OperatorMetricsEndpoint, RealPrometheusScrapesItEveryTime) {
   }
   // In one query, so no scrape falls between the two counts.
   ups = query("sum_over_time(up{job=\"weft-operator\"}[5m]) - count_over_time(up{job=\"weft-operator\"}[5m])");
-  ::kill(-pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  prom.reset();
   ASSERT_GE(value(total), 20) << total;
   EXPECT_EQ(value(ups), 0) << "minus the scrapes that failed: every scrape must be up\n" << ups << "\n" << total;
 }

@@ -15,6 +15,7 @@
 #include "metrics/metrics_server.h"
 #include "metrics/train_metrics.h"
 #include "support/net.h"
+#include "support/prometheus_process.h"
 #include "support/run_process.h"
 
 namespace weft::scrape {
@@ -152,38 +153,21 @@ TEST(HttpScraper, WeftWorkerMetricsServer) {
 // A real prometheus answers its own /metrics with client_golang's text
 // format, chunked. Skipped without the binary (scripts/install-deps.sh test).
 TEST(HttpScraper, RealPrometheusProcess) {
-  const char* candidates[] = {"/usr/bin/prometheus", "/usr/local/bin/prometheus"};
-  std::string prometheus;
-  for (const char* c : candidates)
-    if (::access(c, X_OK) == 0) prometheus = c;
+  const std::string prometheus = weft::testing::find_prometheus();
   if (prometheus.empty()) GTEST_SKIP() << "prometheus not installed (Debian package prometheus)";
-  const auto dir = weft::testing::fresh_dir("scrape-prometheus");
-  weft::testing::write_file(dir / "prometheus.yml", "global:\n  scrape_interval: 1h\n");
   const int port = weft::testing::free_port();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    FILE* log = std::freopen((dir / "prometheus.log").c_str(), "w", stdout);
-    (void)log;
-    ::dup2(STDOUT_FILENO, STDERR_FILENO);
-    const std::string config = "--config.file=" + (dir / "prometheus.yml").string();
-    const std::string storage = "--storage.tsdb.path=" + (dir / "data").string();
-    const std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(port);
-    ::execl(prometheus.c_str(), prometheus.c_str(), config.c_str(), storage.c_str(), listen.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ASSERT_GT(pid, 0);
   ScrapeResult r;
-  // Startup takes a moment (longer under load): poll, generously.
-  for (int i = 0; i < 600; ++i) {
-    r = scrape(local(port), 5s);
-    if (r.ok() && r.metrics.value("prometheus_build_info").has_value()) break;
-    std::this_thread::sleep_for(100ms);
+  {
+    weft::testing::PrometheusProcess prom(prometheus, weft::testing::fresh_dir("scrape-prometheus"),
+                                          "global:\n  scrape_interval: 1h\n", port);
+    ASSERT_TRUE(prom.started());
+    // Startup takes a moment (longer under load): poll, generously.
+    for (int i = 0; i < 600; ++i) {
+      r = scrape(local(port), 5s);
+      if (r.ok() && r.metrics.value("prometheus_build_info").has_value()) break;
+      std::this_thread::sleep_for(100ms);
+    }
   }
-  ::kill(-pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.metrics.families.at("go_gc_duration_seconds").type, MetricType::Summary);
   EXPECT_FALSE(r.metrics.find("go_gc_duration_seconds", {{"quantile", "0.5"}}).empty());

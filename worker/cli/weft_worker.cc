@@ -484,7 +484,7 @@ int main(int argc, char** argv) {
     // The last step must reach the dashboard: keep serving until the
     // scraper's next scrape (a signal ends the wait).
     const double linger =
-        weft::metrics_linger_seconds(cfg.metrics, std::getenv(weft::contract::kEnvTerminationLog) != nullptr);
+        weft::metrics_linger_seconds(cfg.metrics, !launch.job_uid.empty());
     if (exposer && linger > 0) {
       spdlog::info("training done; metrics served {} s more (metrics.linger_seconds)", linger);
       const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(linger);
