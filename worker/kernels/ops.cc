@@ -246,33 +246,33 @@ void check_rope(const char* op, const Tensor& in) {
 }
 }  // namespace
 
-void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0) {
+void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0) {
   const char* op = "rope_forward";
   check_rope(op, x);
   expect_shape(op, "out", out, x.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&out, &x}) == Device::CUDA) {
-    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, theta, pos0));
+    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, rope, pos0));
   }
   expect_same_float(op, {{"x", &x}, {"out", &out}});
   cpu::WidenedOperands w;
   const float* xw = w.in(x);
-  cpu::rope_forward<float>(w.out(out), xw, x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, pos0);
+  cpu::rope_forward<float>(w.out(out), xw, x.dim(0), x.dim(1), x.dim(2), x.dim(3), rope, pos0);
 }
 
-void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0) {
+void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0) {
   const char* op = "rope_backward";
   check_rope(op, dout);
   expect_shape(op, "dx", dx, dout.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&dx, &dout}) == Device::CUDA) {
-    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, theta, pos0));
+    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, rope, pos0));
   }
   expect_same_float(op, {{"dout", &dout}, {"dx", &dx}});
   cpu::WidenedOperands w;
   const float* doutw = w.in(dout);
   cpu::rope_backward<float>(w.out(dx), doutw, dout.dim(0), dout.dim(1), dout.dim(2), dout.dim(3),
-                            theta, pos0);
+                            rope, pos0);
 }
 
 // ---- attention -------------------------------------------------------------

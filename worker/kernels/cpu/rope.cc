@@ -12,12 +12,12 @@ namespace {
 // sign = -1 rotates by -a (the backward). Both elements of a pair are read
 // before either is written, which is what makes out == x safe.
 template <typename T>
-void rotate(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, double theta,
+void rotate(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, const Rope& rope,
             T sign, int64_t pos0) {
   const int64_t half = D / 2;
   std::vector<T> cos_t(static_cast<size_t>(T_ * half)), sin_t(cos_t.size());
   for (int64_t i = 0; i < half; ++i) {
-    double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+    const double inv_freq = rope_inv_freq(rope, i, D);
     for (int64_t t = 0; t < T_; ++t) {
       double a = static_cast<double>(pos0 + t) * inv_freq;
       cos_t[t * half + i] = static_cast<T>(std::cos(a));
@@ -44,23 +44,20 @@ void rotate(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, dou
 }  // namespace
 
 template <typename T>
-void rope_forward(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, double theta,
+void rope_forward(T* out, const T* x, int64_t B, int64_t T_, int64_t H, int64_t D, const Rope& rope,
                   int64_t pos0) {
-  rotate<T>(out, x, B, T_, H, D, theta, T(1), pos0);
+  rotate<T>(out, x, B, T_, H, D, rope, T(1), pos0);
 }
 
 template <typename T>
 void rope_backward(T* dx, const T* dout, int64_t B, int64_t T_, int64_t H, int64_t D,
-                   double theta, int64_t pos0) {
-  rotate<T>(dx, dout, B, T_, H, D, theta, T(-1), pos0);
+                   const Rope& rope, int64_t pos0) {
+  rotate<T>(dx, dout, B, T_, H, D, rope, T(-1), pos0);
 }
 
-template void rope_forward<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t, double, int64_t);
-template void rope_forward<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t,
-                                   double, int64_t);
-template void rope_backward<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t,
-                                   double, int64_t);
-template void rope_backward<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t,
-                                    double, int64_t);
+template void rope_forward<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t, const Rope&, int64_t);
+template void rope_forward<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t, const Rope&, int64_t);
+template void rope_backward<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t, const Rope&, int64_t);
+template void rope_backward<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t, const Rope&, int64_t);
 
 }  // namespace weft::cpu
