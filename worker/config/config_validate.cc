@@ -77,6 +77,34 @@ class Checker {
   std::optional<ConfigProblem> problem_;
 };
 
+// The rope types weft implements (kernels/rope_freqs.h); any other is refused
+// by name rather than trained as unscaled RoPE.
+void check_rope_scaling(Checker& c, const RopeScalingConfig& r) {
+  const std::string p = "model.rope_scaling.";
+  c.require(r.rope_type == "default" || r.rope_type == "llama3", p + "rope_type",
+            "'" + r.rope_type + "' is not implemented (weft implements 'default', unscaled, and 'llama3')");
+  const std::pair<const char*, double> numbers[] = {{"factor", r.factor},
+                                                     {"low_freq_factor", r.low_freq_factor},
+                                                     {"high_freq_factor", r.high_freq_factor},
+                                                     {"original_max_position_embeddings",
+                                                      static_cast<double>(r.original_max_position_embeddings)}};
+  if (r.rope_type == "default") {
+    for (const auto& [name, v] : numbers)
+      c.require(v == 0, p + name, num(v) + " is set, but model.rope_scaling.rope_type is 'default' (unscaled); "
+                                           "set rope_type: llama3 or remove it");
+    return;
+  }
+  c.require(std::isfinite(r.factor) && r.factor >= 1, p + "factor",
+            "must be >= 1 with rope_type llama3 (low frequencies are divided by it), got " + num(r.factor));
+  c.require(std::isfinite(r.low_freq_factor) && r.low_freq_factor > 0, p + "low_freq_factor",
+            "must be > 0 with rope_type llama3, got " + num(r.low_freq_factor));
+  c.require(std::isfinite(r.high_freq_factor) && r.high_freq_factor > r.low_freq_factor, p + "high_freq_factor",
+            "must be > model.rope_scaling.low_freq_factor " + num(r.low_freq_factor) +
+                " with rope_type llama3 (the band between them is interpolated), got " + num(r.high_freq_factor));
+  c.require(r.original_max_position_embeddings > 0, p + "original_max_position_embeddings",
+            "must be > 0 with rope_type llama3, got " + num(r.original_max_position_embeddings));
+}
+
 void check_model(Checker& c, const ModelConfig& m) {
   c.require(m.vocab_size >= 2, "model.vocab_size", "must be >= 2, got " + num(m.vocab_size));
   c.positive(m.d_model, "model.d_model");
@@ -88,16 +116,23 @@ void check_model(Checker& c, const ModelConfig& m) {
   c.positive(m.rope_theta, "model.rope_theta");
   c.positive(m.norm_eps, "model.norm_eps");
   c.positive(m.init_std, "model.init_std");
+  c.require(m.explicit_head_dim >= 0, "model.head_dim",
+            "must be >= 0 (0: d_model / n_heads), got " + num(m.explicit_head_dim));
   if (!c.ok()) return;
-  c.require(m.d_model % m.n_heads == 0, "model.n_heads",
-            num(m.n_heads) + " does not divide model.d_model " + num(m.d_model));
+  c.require(m.explicit_head_dim > 0 || m.d_model % m.n_heads == 0, "model.n_heads",
+            num(m.n_heads) + " does not divide model.d_model " + num(m.d_model) + " (or set model.head_dim)");
   c.require(m.n_heads % m.n_kv_heads == 0, "model.n_kv_heads",
             num(m.n_kv_heads) + " does not divide model.n_heads " + num(m.n_heads));
   if (!c.ok()) return;
   // RoPE rotates (even, odd) pairs of each head's channels.
-  c.require(m.head_dim() % 2 == 0, "model.n_heads",
-            "head_dim = d_model / n_heads = " + num(m.d_model) + " / " + num(m.n_heads) +
-                " = " + num(m.head_dim()) + " is odd; RoPE needs an even head dimension");
+  if (m.explicit_head_dim > 0)
+    c.require(m.head_dim() % 2 == 0, "model.head_dim",
+              num(m.head_dim()) + " is odd; RoPE needs an even head dimension");
+  else
+    c.require(m.head_dim() % 2 == 0, "model.n_heads",
+              "head_dim = d_model / n_heads = " + num(m.d_model) + " / " + num(m.n_heads) +
+                  " = " + num(m.head_dim()) + " is odd; RoPE needs an even head dimension");
+  check_rope_scaling(c, m.rope_scaling);
 }
 
 void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
@@ -184,7 +219,7 @@ void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const 
               num(p.sp) + " does not divide train.seq_len " + num(t.seq_len) + " (each rank holds seq_len/sp positions)");
   }
   if (p.wp > 1) {
-    const int D = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
+    const int D = m.n_heads > 0 ? m.head_dim() : 0;
     const std::pair<const char*, int> out_dims[] = {
         {"q_proj (n_heads * head_dim)", m.n_heads * D}, {"k_proj/v_proj (n_kv_heads * head_dim)", m.n_kv_heads * D},
         {"o_proj/down_proj (d_model)", m.d_model},      {"gate_proj/up_proj (ffn)", m.ffn()},
@@ -234,6 +269,9 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
   Checker c;
   c.choice(cfg.device, {"cpu", "cuda"}, "device");
   check_model(c, cfg.model);
+  // weft's CUDA attention holds a head's row in registers: D <= 128 (kernels/cuda/cuda_ops.h).
+  c.require(cfg.device != "cuda" || cfg.model.head_dim() <= 128, "model.head_dim",
+            num(cfg.model.head_dim()) + " exceeds 128, the widest head weft's CUDA attention computes");
   check_train(c, cfg.train, cfg.model);
   check_optim(c, cfg.optim);
   check_data(c, cfg.data, cfg.model);

@@ -14,6 +14,15 @@ std::string layer_name(int l, const char* rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
 }
 
+Rope rope_of(const ModelConfig& m) {
+  const RopeScalingConfig& s = m.rope_scaling;
+  if (s.rope_type == "llama3")
+    return Rope::llama3(m.rope_theta, s.factor, s.low_freq_factor, s.high_freq_factor,
+                        s.original_max_position_embeddings);
+  WEFT_CHECK(s.rope_type == "default", "model.rope_scaling.rope_type '" + s.rope_type + "' is not implemented");
+  return Rope(m.rope_theta);
+}
+
 }  // namespace
 
 std::vector<ParamInfo> llama_param_table(const ModelConfig& cfg) {
@@ -242,14 +251,14 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
   const int64_t N = int64_t(B_) * T_;
   const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
   const float eps = static_cast<float>(cfg_.norm_eps);
-  const float theta = static_cast<float>(cfg_.rope_theta);
+  const Rope rope = rope_of(cfg_);
   const int64_t pos0 = seq_ ? int64_t(seq_->rank()) * T_ : 0;
   ops::rmsnorm_forward(a.ln1.t, a.rstd1.t, x, param(p.ln1), eps);
   ops::matmul(a.q.t.view({N, Hq * D}), a.ln1, param(p.q), false, true);
   ops::matmul(a.k.t.view({N, Hkv * D}), a.ln1, param(p.k), false, true);
   ops::matmul(a.v.t.view({N, Hkv * D}), a.ln1, param(p.v), false, true);
-  ops::rope_forward(a.q.t, a.q, theta, pos0);
-  ops::rope_forward(a.k.t, a.k, theta, pos0);
+  ops::rope_forward(a.q.t, a.q, rope, pos0);
+  ops::rope_forward(a.k.t, a.k, rope, pos0);
   if (sp() > 1) {
     // Ulysses: every position of this rank's heads, then back.
     seq_->to_heads(a.qh.t, a.q);
@@ -311,7 +320,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
   WEFT_CHECK(B_ > 0, "backward called before forward");
   const int64_t N = int64_t(B_) * T_;
   const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
-  const float theta = static_cast<float>(cfg_.rope_theta);
+  const Rope rope = rope_of(cfg_);
   const float eps = static_cast<float>(cfg_.norm_eps);
   const int64_t pos0 = seq_ ? int64_t(seq_->rank()) * T_ : 0;
   auto ready = [&](int i) {
@@ -386,8 +395,8 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     } else {
       ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse);
     }
-    ops::rope_backward(dq_.t, dq_, theta, pos0);
-    ops::rope_backward(dk_.t, dk_, theta, pos0);
+    ops::rope_backward(dq_.t, dq_, rope, pos0);
+    ops::rope_backward(dk_.t, dk_, rope, pos0);
     Tensor dq2 = dq_.t.view({N, Hq * D}), dk2 = dk_.t.view({N, Hkv * D});
     Tensor dv2 = dv_.t.view({N, Hkv * D});
     // ln1 shares the scratch with ln2, which the MLP's gradients have used.
