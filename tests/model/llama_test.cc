@@ -55,6 +55,31 @@ TEST(LlamaParams, TiedEmbeddingsHaveNoLmHead) {
   EXPECT_EQ(m.num_params(), expected);
 }
 
+// head_dim apart from d_model / n_heads: the attention projections are
+// n_heads * head_dim (and n_kv_heads * head_dim) wide, the rest d_model; a
+// forward and backward run on those shapes.
+TEST(LlamaParams, ExplicitHeadDimShapesTheAttentionProjections) {
+  ModelConfig c = small(false);
+  c.explicit_head_dim = 12;  // 4 heads x 12 = 48, not d_model 32
+  Llama m(c);
+  auto shape = [&](const std::string& name) { return m.params()[m.find_param("model.layers.0.self_attn." + name)].shape; };
+  EXPECT_EQ(shape("q_proj.weight"), Shape({48, 32}));
+  EXPECT_EQ(shape("k_proj.weight"), Shape({24, 32}));
+  EXPECT_EQ(shape("v_proj.weight"), Shape({24, 32}));
+  EXPECT_EQ(shape("o_proj.weight"), Shape({32, 48}));
+  m.init(3);
+  std::vector<int32_t> tokens(2 * 8), targets(2 * 8);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i * 7 % 50), targets[i] = int32_t(i * 3 % 50);
+  const double loss = m.forward(tokens.data(), targets.data(), 2, 8);
+  EXPECT_NEAR(loss, std::log(50.0), 1.0);
+  m.zero_grads();
+  m.backward(1.0f / 16);
+  const Tensor g = m.grad(m.find_param("model.layers.0.self_attn.q_proj.weight"));
+  double norm = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) norm += double(g.f32()[i]) * g.f32()[i];
+  EXPECT_GT(norm, 0);
+}
+
 // What a rank that keeps part of the model draws: any range of the flat
 // layout, across tensor boundaries and in any order, is exactly init's.
 TEST(InitialWeights, AnyRangeIsWhatInitDraws) {

@@ -122,10 +122,10 @@ std::string Trainer::checkpoint_dir() const {
 double Trainer::flops_per_token() const {
   const ModelConfig& m = cfg_.model;
   // 6 per parameter (forward 2, backward 4) on the matmul weights, plus the
-  // attention scores and values: 12 * layers * d_model * seq_len.
+  // attention scores and values: 12 * layers * n_heads * head_dim * seq_len.
   double n = static_cast<double>(model_.num_params());
   if (!m.tie_embeddings) n -= double(m.vocab_size) * m.d_model;  // lookup, not a matmul
-  return 6.0 * n + 12.0 * m.n_layers * m.d_model * cfg_.train.seq_len;
+  return 6.0 * n + 12.0 * m.n_layers * double(m.n_heads) * m.head_dim() * cfg_.train.seq_len;
 }
 
 void Trainer::log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const {
