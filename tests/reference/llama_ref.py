@@ -2,9 +2,10 @@
 semantics and tensor names), built from weft's safetensors files.
 
 Written independently of the C++ code from the published Llama definition:
-RMSNorm, rotary embeddings with rotate_half, grouped-query attention via
-repeat_kv, SwiGLU MLP, mean cross-entropy. Used by the gradient check and the
-DDP/throughput baselines.
+RMSNorm, rotary embeddings with rotate_half (optionally with Llama 3's
+frequency scaling, as transformers' _compute_llama3_parameters), grouped-query
+attention via repeat_kv with any head_dim, SwiGLU MLP, mean cross-entropy. Used
+by the gradient check and the DDP/throughput baselines.
 """
 import json
 import math
@@ -69,8 +70,24 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope_cos_sin(T, D, theta, dtype):
+def llama3_inv_freq(inv_freq, s):
+    """transformers' _compute_llama3_parameters on a default inv_freq."""
+    factor, low_freq_factor, high_freq_factor = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old_context_len = s["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def rope_cos_sin(T, D, theta, dtype, rope_scaling=None):
     inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    if rope_scaling:
+        inv_freq = llama3_inv_freq(inv_freq, rope_scaling)
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -80,7 +97,7 @@ class Block(torch.nn.Module):
     def __init__(self, c):
         super().__init__()
         C, H, Hkv = c["d_model"], c["n_heads"], c["n_kv_heads"]
-        D = C // H
+        D = c.get("head_dim") or C // H
         self.H, self.Hkv, self.D = H, Hkv, D
         self.input_layernorm = RMSNorm(C, c["norm_eps"])
         self.post_attention_layernorm = RMSNorm(C, c["norm_eps"])
@@ -119,7 +136,9 @@ class Block(torch.nn.Module):
 
 class LlamaRef(torch.nn.Module):
     """Config keys: vocab_size d_model n_layers n_heads n_kv_heads ffn
-    rope_theta norm_eps tie_embeddings."""
+    rope_theta norm_eps tie_embeddings, optionally head_dim (default
+    d_model // n_heads) and rope_scaling (llama3: factor, low_freq_factor,
+    high_freq_factor, original_max_position_embeddings)."""
 
     def __init__(self, c):
         super().__init__()
@@ -134,7 +153,8 @@ class LlamaRef(torch.nn.Module):
     def forward(self, inputs, targets):
         B, T = inputs.shape
         x = self.model.embed_tokens(inputs.long())
-        cos, sin = rope_cos_sin(T, self.c["d_model"] // self.c["n_heads"], self.c["rope_theta"], x.dtype)
+        D = self.c.get("head_dim") or self.c["d_model"] // self.c["n_heads"]
+        cos, sin = rope_cos_sin(T, D, self.c["rope_theta"], x.dtype, self.c.get("rope_scaling"))
         for blk in self.model.layers:
             x = blk(x, cos, sin)
         x = self.model.norm(x)
@@ -152,7 +172,19 @@ def model_config(cfg_yaml):
         "n_heads": m["n_heads"], "n_kv_heads": m["n_kv_heads"], "ffn": ffn,
         "rope_theta": float(m["rope_theta"]), "norm_eps": float(m["norm_eps"]),
         "tie_embeddings": bool(m["tie_embeddings"]),
+        "head_dim": m.get("head_dim", 0) or m["d_model"] // m["n_heads"],
+        "rope_scaling": rope_scaling(m.get("rope_scaling") or {}),
     }
+
+
+def rope_scaling(s):
+    """weft's model.rope_scaling -> the llama3 parameters, or None (unscaled)."""
+    t = s.get("rope_type", "default")
+    if t == "default":
+        return None
+    if t != "llama3":
+        raise SystemExit(f"the reference implements rope_type default and llama3, not {t!r}")
+    return {k: float(s[k]) for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
 
 
 def build_from_weights(cfg, weights, dtype=torch.float32):
