@@ -118,7 +118,7 @@ TEST_P(RopeTest, SliceWithFirstPositionMatchesWholeSequence) {
   for (int backward = 0; backward < 2; ++backward) {
     std::vector<double> whole(x.size());
     (backward ? cpu::rope_backward<double> : cpu::rope_forward<double>)(whole.data(), x.data(), d.B, d.T, d.H, d.D,
-                                                                         theta, 0);
+                                                                         theta, 0, nullptr);
     std::vector<float> slice, want;
     for (int64_t b = 0; b < d.B; ++b)
       for (int64_t i = (b * d.T + t0) * row; i < (b + 1) * d.T * row; ++i) {
@@ -205,6 +205,30 @@ TEST(RopeLlama3, KernelRotatesByScaledFrequencies) {
   Tensor s = Tensor::f32(slice.data(), {d.B, d.T - t0, d.H, d.D});
   ops::rope_forward(s, s, r, t0);
   for (size_t i = 0; i < slice.size(); ++i) ASSERT_NEAR(slice[i], want_slice[i], 1e-5) << i;
+}
+
+// Packed documents: per-row positions (restarting at each document) rotate
+// each row by its own position, forward and backward.
+TEST(RopeDocuments, PositionsRestartPerDocument) {
+  const Dims d{2, 7, 2, 6};
+  const Rope r = Rope::llama3(10000, 8, 1, 4, 8);
+  auto x = random_normal(d.numel(), 31);
+  // Row 0: documents of 3 and 4 positions; row 1: one of 7.
+  std::vector<int32_t> pos = {0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6};
+  const int64_t row = d.H * d.D;
+  for (int backward = 0; backward < 2; ++backward) {
+    auto xf = test::to_f32(x);
+    Tensor t = Tensor::f32(xf.data(), {d.B, d.T, d.H, d.D});
+    Tensor p = Tensor::i32(pos.data(), {d.B, d.T});
+    backward ? ops::rope_backward(t, t, r, 0, &p) : ops::rope_forward(t, t, r, 0, &p);
+    for (int64_t bt = 0; bt < d.B * d.T; ++bt) {
+      std::vector<double> one(x.begin() + bt * row, x.begin() + (bt + 1) * row), want(row);
+      // Row bt alone as one position of a sequence starting at its position.
+      (backward ? cpu::rope_backward<double> : cpu::rope_forward<double>)(want.data(), one.data(), 1, 1, d.H, d.D, r,
+                                                                         pos[bt], nullptr);
+      for (int64_t j = 0; j < row; ++j) ASSERT_NEAR(xf[bt * row + j], want[j], 1e-5) << bt << " " << j;
+    }
+  }
 }
 
 TEST(RopeOps, RejectsOddHeadDimAndWrongRank) {
