@@ -113,6 +113,18 @@ const BadConfig kBadConfigs[] = {
     {"data:\n  shards: 'data/*.bin'\n",
      "data.shards: is set ('data/*.bin') but data.source is 'synthetic'; set data.source: shards"},
     {"data:\n  branching: 0\n", "data.branching: must be >= 1, got 0"},
+    // packed documents
+    {"data:\n  document_boundaries: bos\n", "test.yaml:2: data.document_boundaries: 'bos' is not one of none, eos"},
+    {"data:\n  document_boundaries: eos\n",
+     "data.eos_token: must be set with data.document_boundaries eos (the token that ends a document"},
+    {"data:\n  document_boundaries: eos\n  eos_token: 256\n",
+     "test.yaml:3: data.eos_token: 256 is outside the vocabulary (model.vocab_size 256)"},
+    {"data:\n  document_boundaries: eos\n  eos_token: -3\n", "data.eos_token: -3 is outside the vocabulary"},
+    {"data:\n  eos_token: 7\n", "data.eos_token: is set (7) but data.document_boundaries is 'none'"},
+    {"device: cuda\ndata: {document_boundaries: eos, eos_token: 1}\n",
+     "data.document_boundaries: 'eos' is implemented on the CPU only so far (device is 'cuda')"},
+    {"data: {document_boundaries: eos, eos_token: 1}\nparallel: {strategy: isp, sp: 2}\n",
+     "data.document_boundaries: 'eos' is not implemented with sequence parallelism (parallel.sp 2)"},
     {"data:\n  branching: 300\n", "data.branching: 300 exceeds model.vocab_size 256"},
     // checkpoint
     {"checkpoint:\n  keep: 0\n", "checkpoint.keep: must be >= 1, got 0"},

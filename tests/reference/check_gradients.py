@@ -53,6 +53,13 @@ def main():
     print(f"model: head_dim {cfg['head_dim']}, rope_scaling {cfg['rope_scaling']}")
     weights, _ = load_safetensors(os.path.join(a.workdir, "weights.safetensors"))
     batch, _ = load_safetensors(os.path.join(a.workdir, "batch.safetensors"))
+    if cfg["eos_token"] is not None:
+        # A packed batch must hold documents that start inside rows, or it
+        # checks nothing beyond one causal sequence a row.
+        inside = int((batch["inputs"][:, :-1] == cfg["eos_token"]).sum())
+        print(f"packed documents: {inside} start inside a row (eos token {cfg['eos_token']})")
+        if inside < 3:
+            raise SystemExit("the packed batch has fewer than 3 documents starting inside a row; pick another eos_token")
     grads, meta = load_safetensors(os.path.join(a.workdir, "grads.safetensors"))
     torch.set_num_threads(1)
     model = build_from_weights(cfg, weights)

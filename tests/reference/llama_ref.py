@@ -112,7 +112,7 @@ class Block(torch.nn.Module):
         self.mlp.up_proj = torch.nn.Linear(C, F_, bias=False)
         self.mlp.down_proj = torch.nn.Linear(F_, C, bias=False)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, mask=None):
         B, T, C = x.shape
         h = self.input_layernorm(x)
         a = self.self_attn
@@ -125,7 +125,8 @@ class Block(torch.nn.Module):
         k = k.repeat_interleave(rep, dim=1)  # repeat_kv
         v = v.repeat_interleave(rep, dim=1)
         att = (q @ k.transpose(-1, -2)) / math.sqrt(self.D)
-        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        if mask is None:
+            mask = torch.ones(T, T, dtype=torch.bool).triu(1)
         att = att.masked_fill(mask, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, self.H * self.D)
         x = x + a.o_proj(y)
@@ -137,8 +138,9 @@ class Block(torch.nn.Module):
 class LlamaRef(torch.nn.Module):
     """Config keys: vocab_size d_model n_layers n_heads n_kv_heads ffn
     rope_theta norm_eps tie_embeddings, optionally head_dim (default
-    d_model // n_heads) and rope_scaling (llama3: factor, low_freq_factor,
-    high_freq_factor, original_max_position_embeddings)."""
+    d_model // n_heads), rope_scaling (llama3: factor, low_freq_factor,
+    high_freq_factor, original_max_position_embeddings) and eos_token (packed
+    documents: each eos token ends one; None: one causal sequence a row)."""
 
     def __init__(self, c):
         super().__init__()
@@ -155,8 +157,22 @@ class LlamaRef(torch.nn.Module):
         x = self.model.embed_tokens(inputs.long())
         D = self.c.get("head_dim") or self.c["d_model"] // self.c["n_heads"]
         cos, sin = rope_cos_sin(T, D, self.c["rope_theta"], x.dtype, self.c.get("rope_scaling"))
+        mask = None
+        if self.c.get("eos_token") is not None:
+            # Packed documents: each eos ends its document. doc[b, t] counts
+            # the eos tokens before t; attention only within a document, and
+            # positions (position_ids) counted from the document's start.
+            is_eos = (inputs.long() == self.c["eos_token"]).long()
+            doc = torch.cumsum(is_eos, dim=1) - is_eos
+            t = torch.arange(T)
+            same = doc[:, :, None] == doc[:, None, :]
+            mask = (~same | (t[None, :] > t[:, None])[None]).unsqueeze(1)  # [B, 1, T, T]: disallowed
+            start = torch.stack([torch.stack([(doc[b] == doc[b, i]).nonzero()[0, 0] for i in range(T)])
+                                 for b in range(B)])
+            pos = t[None, :] - start  # [B, T]
+            cos, sin = cos[pos].unsqueeze(1), sin[pos].unsqueeze(1)  # [B, 1, T, D]
         for blk in self.model.layers:
-            x = blk(x, cos, sin)
+            x = blk(x, cos, sin, mask)
         x = self.model.norm(x)
         w = self.model.embed_tokens.weight if self.c["tie_embeddings"] else self.lm_head.weight
         logits = x @ w.t()
@@ -174,7 +190,17 @@ def model_config(cfg_yaml):
         "tie_embeddings": bool(m["tie_embeddings"]),
         "head_dim": m.get("head_dim", 0) or m["d_model"] // m["n_heads"],
         "rope_scaling": rope_scaling(m.get("rope_scaling") or {}),
+        "eos_token": eos_token(cfg_yaml.get("data") or {}),
     }
+
+
+def eos_token(d):
+    """weft's data.document_boundaries / eos_token -> the token ending packed documents, or None."""
+    if d.get("document_boundaries", "none") == "none":
+        return None
+    if d["document_boundaries"] != "eos":
+        raise SystemExit(f"the reference implements document_boundaries none and eos, not {d['document_boundaries']!r}")
+    return int(d["eos_token"])
 
 
 def rope_scaling(s):

@@ -76,7 +76,7 @@ const std::vector<Section>& sections() {
         WEFT_FIELD(optim, grad_clip)}},
       {"data",
        {WEFT_FIELD(data, source), WEFT_FIELD(data, shards), WEFT_FIELD(data, seed),
-        WEFT_FIELD(data, branching)}},
+        WEFT_FIELD(data, branching), WEFT_FIELD(data, document_boundaries), WEFT_FIELD(data, eos_token)}},
       {"checkpoint",
        {WEFT_FIELD(checkpoint, dir), WEFT_FIELD(checkpoint, every), WEFT_FIELD(checkpoint, keep),
         WEFT_FIELD(checkpoint, resume), WEFT_FIELD(checkpoint, save), WEFT_FIELD(checkpoint, max_shard_mb), WEFT_FIELD(checkpoint, async)}},

@@ -111,6 +111,11 @@ struct DataConfig {
   std::string shards;                // glob of llm.c token shards (source: shards)
   uint64_t seed = 1234;              // synthetic Markov chain
   int branching = 4;                 // successors per state in the synthetic chain
+  // Packed documents: "none" (attention is causal over the whole sequence)
+  // or "eos" (each eos_token ends a document: attention stays inside a
+  // document and RoPE positions restart after each eos; CPU, sp 1).
+  std::string document_boundaries = "none";
+  int eos_token = -1;                // the token that ends a document; -1 = none
 
   bool operator==(const DataConfig&) const = default;
 };

@@ -161,6 +161,28 @@ void check_optim(Checker& c, const OptimConfig& o) {
   c.non_negative(o.grad_clip, "optim.grad_clip");
 }
 
+// Packed documents (data.document_boundaries eos): the CPU kernels and one
+// rank per sequence implement them so far.
+void check_documents(Checker& c, const WorkerConfig& cfg) {
+  const DataConfig& d = cfg.data;
+  c.choice(d.document_boundaries, {"none", "eos"}, "data.document_boundaries");
+  if (d.document_boundaries != "eos") {
+    c.require(d.eos_token == -1, "data.eos_token",
+              "is set (" + num(d.eos_token) + ") but data.document_boundaries is 'none'; set it to eos to keep "
+              "attention inside documents, or remove data.eos_token");
+    return;
+  }
+  c.require(d.eos_token >= 0 && d.eos_token < cfg.model.vocab_size, "data.eos_token",
+            d.eos_token == -1 ? std::string("must be set with data.document_boundaries eos (the token that ends a "
+                                            "document, e.g. 50256 for GPT-2's <|endoftext|>)")
+                              : num(d.eos_token) + " is outside the vocabulary (model.vocab_size " +
+                                    num(cfg.model.vocab_size) + ")");
+  c.require(cfg.device == "cpu", "data.document_boundaries",
+            "'eos' is implemented on the CPU only so far (device is '" + cfg.device + "')");
+  c.require(cfg.parallel.sp == 1, "data.document_boundaries",
+            "'eos' is not implemented with sequence parallelism (parallel.sp " + num(cfg.parallel.sp) + ")");
+}
+
 void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
   c.choice(d.source, {"synthetic", "shards"}, "data.source");
   if (d.source == "shards") {
@@ -275,6 +297,7 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) {
   check_train(c, cfg.train, cfg.model);
   check_optim(c, cfg.optim);
   check_data(c, cfg.data, cfg.model);
+  check_documents(c, cfg);
   check_checkpoint(c, cfg.checkpoint);
   check_eval(c, cfg.eval, cfg.data);
   check_parallel(c, cfg.parallel, cfg.model, cfg.train);

@@ -257,8 +257,9 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
   ops::matmul(a.q.t.view({N, Hq * D}), a.ln1, param(p.q), false, true);
   ops::matmul(a.k.t.view({N, Hkv * D}), a.ln1, param(p.k), false, true);
   ops::matmul(a.v.t.view({N, Hkv * D}), a.ln1, param(p.v), false, true);
-  ops::rope_forward(a.q.t, a.q, rope, pos0);
-  ops::rope_forward(a.k.t, a.k, rope, pos0);
+  const Tensor* positions = packed_ ? &positions_t_ : nullptr;
+  ops::rope_forward(a.q.t, a.q, rope, pos0, positions);
+  ops::rope_forward(a.k.t, a.k, rope, pos0, positions);
   if (sp() > 1) {
     // Ulysses: every position of this rank's heads, then back.
     seq_->to_heads(a.qh.t, a.q);
@@ -267,7 +268,7 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
     ops::attention_forward(a.atth.t, a.lse.t, a.qh, a.kh, a.vh);
     seq_->to_sequence(a.att.t, a.atth);
   } else {
-    ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v);
+    ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v, packed_ ? &starts_t_ : nullptr);
   }
   // xmid = x + att @ Wo^T
   ops::copy(a.xmid.t, x);
@@ -281,12 +282,22 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
   ops::matmul(next, a.h, param(p.down), false, true, 1.0f, 1.0f);
 }
 
-double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int T) {
+double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int T, const int32_t* doc_starts) {
   WEFT_CHECK(int64_t(T) * sp() <= cfg_.max_seq_len,
              "sequence length " + std::to_string(int64_t(T) * sp()) + " exceeds model.max_seq_len " +
                  std::to_string(cfg_.max_seq_len));
   ensure_activations(B, T);
   const int64_t N = int64_t(B) * T;
+  packed_ = doc_starts != nullptr;
+  if (packed_) {
+    WEFT_CHECK(sp() == 1, "packed documents need whole sequences on a rank (sequence parallel size " +
+                              std::to_string(sp()) + ")");
+    doc_starts_.assign(doc_starts, doc_starts + N);
+    doc_positions_.resize(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) doc_positions_[i] = static_cast<int32_t>(i % T) - doc_starts_[i];
+    starts_t_ = Tensor(doc_starts_.data(), DType::I32, {B, T});
+    positions_t_ = Tensor(doc_positions_.data(), DType::I32, {B, T});
+  }
   const float eps = static_cast<float>(cfg_.norm_eps);
   ops::transfer(tokens_.t, Tensor(const_cast<int32_t*>(tokens), DType::I32, {N}));
   ops::transfer(targets_.t, Tensor(const_cast<int32_t*>(targets), DType::I32, {N}));
@@ -393,10 +404,11 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
       seq_->to_sequence(dk_.t, dkh_);
       seq_->to_sequence(dv_.t, dvh_);
     } else {
-      ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse);
+      ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse, packed_ ? &starts_t_ : nullptr);
     }
-    ops::rope_backward(dq_.t, dq_, rope, pos0);
-    ops::rope_backward(dk_.t, dk_, rope, pos0);
+    const Tensor* positions = packed_ ? &positions_t_ : nullptr;
+    ops::rope_backward(dq_.t, dq_, rope, pos0, positions);
+    ops::rope_backward(dk_.t, dk_, rope, pos0, positions);
     Tensor dq2 = dq_.t.view({N, Hq * D}), dk2 = dk_.t.view({N, Hkv * D});
     Tensor dv2 = dv_.t.view({N, Hkv * D});
     // ln1 shares the scratch with ln2, which the MLP's gradients have used.

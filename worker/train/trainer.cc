@@ -258,7 +258,7 @@ EvalResult Trainer::evaluate() {
     eval_source_->fill(batch_, B, t.seq_len, BatchIndex{counted ? k : 0, 0, 1, 0, 1});
     const int32_t *in = nullptr, *tgt = nullptr;
     this_ranks_positions(in, tgt);
-    const double loss = model_.forward(in, tgt, B, T);
+    const double loss = model_.forward(in, tgt, B, T, doc_starts());
     if (counted) sum += loss;
   }
   // Every (batch, sequence slice) was evaluated by exactly one rank: the sum
@@ -294,7 +294,7 @@ double Trainer::forward_backward(int64_t step, TrainSummary& s) {
     read_micro_batch(step, micro, in, tgt);
     s.data_seconds += seconds_since(tp);
     tp = Clock::now();
-    loss += model_.forward(in, tgt, B, T) / t.grad_accum;
+    loss += model_.forward(in, tgt, B, T, doc_starts()) / t.grad_accum;
     s.forward_seconds += seconds_since(tp);
     tp = Clock::now();
     model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
