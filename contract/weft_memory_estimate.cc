@@ -137,9 +137,14 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const double T = static_cast<double>(in.seq_len) / sp;
   const double N = static_cast<double>(in.micro_batch) * T;
   const double kv = Hkv * D;
+  // Under sequence parallelism each rank holds S positions of H/sp KV heads,
+  // or of one head when the KV heads are replicated up to sp; replication
+  // adds two [N, sp, D] staging tensors (Llama::kvx_).
+  const double kv_split = std::max(Hkv, static_cast<double>(sp)) * D;
+  const double kv_stage = sp > 1 && sp > Hkv ? 2 * sp * D : 0;
   const bool pointwise = recompute_pointwise(in.recompute, cuda);
   const double block = N * wt * (pointwise ? C + 2 * Q + 2 * kv + 2 * F : 3 * C + 2 * Q + 2 * kv + 3 * F) +
-                       N * 4 * (2 + Hq) + (sp > 1 ? N * wt * (2 * Q + 2 * kv) : 0);
+                       N * 4 * (2 + Hq) + (sp > 1 ? N * wt * (2 * Q + 2 * kv_split) : 0);
   const double recompute = isp ? std::clamp<double>(in.recompute_blocks, 0, L) : 0;
   const double blocks = L * N * C * wt + (L - recompute) * block + (recompute > 0 ? block : 0) +
                         (pointwise ? N * wt * (C + F) : 0);
@@ -148,7 +153,7 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const double logit_rows = chunk > 0 ? std::min(N, chunk) : N;
   const double head_acts = N * 4 * 4 + logit_rows * wt * V +
                            N * wt * ((recompute > 0 ? 5 : 4) * C + 2 * Q + 2 * kv + 3 * F) +
-                           (sp > 1 ? N * wt * (2 * Q + 2 * kv) : 0);
+                           (sp > 1 ? N * wt * (2 * Q + 2 * kv_split + kv_stage) : 0);
   e.activations = clamp_bytes(blocks + head_acts);
 
   // Initialisation goes through a host f32 full model (params and gradients)

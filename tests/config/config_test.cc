@@ -142,7 +142,10 @@ const BadConfig kBadConfigs[] = {
     {"parallel:\n  wp: -1\n", "parallel.wp: must be >= 1, got -1"},
     {"parallel: {sp: 2}\n", "parallel.strategy: 'dp' keeps whole sequences and weights on every rank; parallel.sp 2"},
     {"parallel: {strategy: zero, wp: 2}\n", "parallel.strategy: 'zero' keeps whole sequences"},
-    {"parallel: {strategy: isp, sp: 4}\n", "parallel.sp: 4 does not divide model.n_kv_heads 2"},
+    {"model: {n_heads: 6, n_kv_heads: 3, d_model: 96}\nparallel: {strategy: isp, sp: 2}\n",
+     "parallel.sp: 2 neither divides model.n_kv_heads 3 nor is a multiple of it"},
+    {"model: {n_heads: 8, n_kv_heads: 2}\nparallel: {strategy: isp, sp: 16}\n",
+     "parallel.sp: 16 does not divide model.n_heads 8"},
     {"model: {n_heads: 6, n_kv_heads: 6, d_model: 96}\nparallel: {strategy: isp, sp: 4}\n",
      "parallel.sp: 4 does not divide model.n_heads 6"},
     {"train: {seq_len: 63}\nparallel: {strategy: isp, sp: 2}\n", "parallel.sp: 2 does not divide train.seq_len 63"},
@@ -510,6 +513,14 @@ TEST(Config, Llama3RopeScalingAndHeadDimParse) {
   EXPECT_EQ(d.model.rope_scaling, RopeScalingConfig{});
   // n_heads need not divide d_model once head_dim is given.
   EXPECT_EQ(parse_config("model: {d_model: 100, n_heads: 6, n_kv_heads: 2, head_dim: 16}\n").model.head_dim(), 16);
+}
+
+// sp above the KV heads (a multiple of them) is a layout: the KV heads are
+// replicated (Llama-3-8B: 8 KV heads, sp 16 of 32 query heads).
+TEST(Config, SequenceParallelWiderThanTheKvHeads) {
+  EXPECT_NO_THROW(parse_config("parallel: {strategy: isp, sp: 4}\n"));  // tiny: 4 heads on 2 KV heads
+  EXPECT_NO_THROW(parse_config("model: {n_heads: 32, n_kv_heads: 8, d_model: 256}\ntrain: {seq_len: 64}\n"
+                               "parallel: {strategy: isp, sp: 16}\n"));
 }
 
 TEST(Config, RoundTripsThroughYaml) {

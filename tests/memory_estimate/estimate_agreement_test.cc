@@ -82,6 +82,7 @@ std::vector<Case> cases() {
        "zero: {stage: 2}}\n",
        8},
       {"isp wp 4", "parallel: {strategy: isp, wp: 4, isp: {recompute_blocks: 4}}\n", 4},
+      {"isp sp 4 above 2 KV heads (replicated)", "parallel: {strategy: isp, sp: 4}\n", 4},
       {"head_dim apart from d_model / n_heads, isp sp 2",
        "model: {d_model: 96, n_heads: 4, n_kv_heads: 2, head_dim: 32}\n"
        "parallel: {strategy: isp, sp: 2}\n",

@@ -166,6 +166,40 @@ TEST_F(IspProcesses, HeadDimAndLlama3RopeLayoutsMatchOneRank) {
   EXPECT_EQ(hf["rope_parameters"]["original_max_position_embeddings"], 16);
 }
 
+// sp wider than the KV heads: with 2 KV heads under 8 query heads, sp 4 and
+// sp 8 replicate each KV head to the ranks whose query heads use it and sum
+// the replicas' gradients back; every layout trains as one rank does.
+TEST_F(IspProcesses, KvHeadsReplicatedWhenSpExceedsThemMatchOneRank) {
+  model_ =
+      "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 8, n_kv_heads: 2, max_seq_len: 16, "
+      "ffn_hidden: 64}\n";
+  const fs::path ref_out = dir_ / "one";
+  auto r = launch(config("one", 4, "{strategy: dp}"), 1, ref_out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const SafetensorsFile ref = final_weights(ref_out);
+  const auto ref_losses = summary(ref_out)["losses"].get<std::vector<double>>();
+  struct Case {
+    int ranks, micro_batch, grad_accum;
+    std::string parallel;
+  } cases[] = {{4, 4, 1, "{strategy: isp, sp: 4}"},
+               {8, 4, 1, "{strategy: isp, sp: 8}"},
+               {8, 2, 1, "{strategy: isp, sp: 4, wp: 2, isp: {recompute_blocks: 1}}"},
+               {4, 2, 2, "{strategy: isp, sp: 4, isp: {prefetch: false}}"}};
+  int i = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.parallel);
+    const fs::path out = dir_ / ("isp-" + std::to_string(i));
+    auto res = launch(config("isp" + std::to_string(i++), c.micro_batch, c.parallel, c.grad_accum), c.ranks, out);
+    ASSERT_EQ(res.code, 0) << res.output;
+    const double dl = max_rel_loss_diff(ref_losses, summary(out)["losses"].get<std::vector<double>>());
+    const double dw = max_rel_diff(ref, final_weights(out));
+    EXPECT_LT(dl, 1e-5);
+    EXPECT_LT(dw, 1e-5);
+    std::printf("%d ranks %s: max rel diff vs one rank: losses %.2e, weights %.2e\n", c.ranks, c.parallel.c_str(),
+                dl, dw);
+  }
+}
+
 // Bytes from the buffers (summary.json): the shard buffer holds 1/wp of every
 // sharded weight and the replicated norms; the pool two full units.
 TEST_F(IspProcesses, WeightMemoryIsOneWpthPlusTwoPoolBlocks) {

@@ -234,9 +234,10 @@ void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const 
   if (p.sp > 1) {
     c.require(m.n_heads % p.sp == 0, "parallel.sp",
               num(p.sp) + " does not divide model.n_heads " + num(m.n_heads) + " (attention is split by heads)");
-    c.require(m.n_kv_heads % p.sp == 0, "parallel.sp",
-              num(p.sp) + " does not divide model.n_kv_heads " + num(m.n_kv_heads) +
-                  " (attention is split by heads)");
+    // Fewer KV heads than sp ranks are replicated until each rank has one.
+    c.require(m.n_kv_heads % p.sp == 0 || p.sp % m.n_kv_heads == 0, "parallel.sp",
+              num(p.sp) + " neither divides model.n_kv_heads " + num(m.n_kv_heads) +
+                  " nor is a multiple of it (attention is split by heads; KV heads are replicated up to sp)");
     c.require(t.seq_len % p.sp == 0, "parallel.sp",
               num(p.sp) + " does not divide train.seq_len " + num(t.seq_len) + " (each rank holds seq_len/sp positions)");
   }

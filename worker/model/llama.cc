@@ -14,6 +14,26 @@ std::string layer_name(int l, const char* rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
 }
 
+// out [B, T, H * r, D] = each head of in [B, T, H, D] r times in a row
+// (head h -> heads h r .. h r + r - 1); tmp is out-sized. Built from copies
+// and a swap of leading dimensions, which every backend has.
+void repeat_heads(Tensor out, const Tensor& in, Tensor tmp, int64_t r) {
+  const int64_t rows = in.dim(0) * in.dim(1) * in.dim(2), D = in.dim(3);
+  Tensor flat_in = in.view({rows, D}), stacked = tmp.view({r * rows, D});
+  for (int64_t i = 0; i < r; ++i) ops::copy(stacked.slice0(i * rows, (i + 1) * rows), flat_in);  // [r, rows, D]
+  ops::swap_leading_dims(out.view({rows * r, D}), stacked, r, rows);                        // [rows, r, D]
+}
+
+// The transpose: out [B, T, H, D] = the sum of each head's r replicas in in
+// [B, T, H * r, D]; tmp is in-sized.
+void sum_head_replicas(Tensor out, const Tensor& in, Tensor tmp, int64_t r) {
+  const int64_t rows = out.dim(0) * out.dim(1) * out.dim(2), D = out.dim(3);
+  Tensor stacked = tmp.view({r * rows, D}), flat_out = out.view({rows, D});
+  ops::swap_leading_dims(stacked, in.view({rows * r, D}), rows, r);  // [r, rows, D]
+  ops::copy(flat_out, stacked.slice0(0, rows));
+  for (int64_t i = 1; i < r; ++i) ops::add_acc(flat_out, stacked.slice0(i * rows, (i + 1) * rows));
+}
+
 Rope rope_of(const ModelConfig& m) {
   const RopeScalingConfig& s = m.rope_scaling;
   if (s.rope_type == "llama3")
@@ -114,9 +134,10 @@ void InitialWeights::read_param(const ParamInfo& p, int64_t first, Tensor dst) c
 
 void Llama::set_sequence_exchange(SequenceExchange* exchange) {
   const int n = exchange ? exchange->size() : 1;
-  WEFT_CHECK(cfg_.n_heads % n == 0 && cfg_.n_kv_heads % n == 0,
+  WEFT_CHECK(cfg_.n_heads % n == 0 && (cfg_.n_kv_heads % n == 0 || n % cfg_.n_kv_heads == 0),
              "sequence parallel size " + std::to_string(n) + " must divide the heads (" +
-                 std::to_string(cfg_.n_heads) + ") and the kv heads (" + std::to_string(cfg_.n_kv_heads) + ")");
+                 std::to_string(cfg_.n_heads) + ") and divide or be a multiple of the kv heads (" +
+                 std::to_string(cfg_.n_kv_heads) + ")");
   seq_ = exchange;
   B_ = T_ = 0;  // re-plan the activations
 }
@@ -167,9 +188,10 @@ void Llama::alloc_block_acts(LayerActs& a, int B, int T) {
   a.up = act({N, F});
   a.h = pointwise_ ? scratch(h_scratch_) : act({N, F});
   if (n > 1) {
+    const int64_t kv_local = Hkv * kv_repeat() / n;  // 1 when the KV heads are replicated
     a.qh = act({B, S, Hq / n, D});
-    a.kh = act({B, S, Hkv / n, D});
-    a.vh = act({B, S, Hkv / n, D});
+    a.kh = act({B, S, kv_local, D});
+    a.vh = act({B, S, kv_local, D});
     a.atth = act({B, S, Hq / n, D});
   }
 }
@@ -214,19 +236,24 @@ void Llama::ensure_activations(int B, int T) {
   dh_ = act({N, F});
   dgate_ = act({N, F});
   dup_ = act({N, F});
-  for (OwnedTensor* t : {&datth_, &dqh_, &dkh_, &dvh_}) *t = OwnedTensor{};
+  for (OwnedTensor* t : {&datth_, &dqh_, &dkh_, &dvh_, &kvx_, &kvx_tmp_}) *t = OwnedTensor{};
   if (n > 1) {
+    const int64_t r = kv_repeat(), kv_local = Hkv * r / n;
     datth_ = act({B, S, Hq / n, D});
     dqh_ = act({B, S, Hq / n, D});
-    dkh_ = act({B, S, Hkv / n, D});
-    dvh_ = act({B, S, Hkv / n, D});
+    dkh_ = act({B, S, kv_local, D});
+    dvh_ = act({B, S, kv_local, D});
+    if (r > 1) {
+      kvx_ = act({B, T, Hkv * r, D});
+      kvx_tmp_ = act({B, T, Hkv * r, D});
+    }
   }
 }
 
 ops::AttentionKernel Llama::attention_kernel(int B, int T) const {
   const int64_t n = sp();
   return ops::attention_kernel(device_, buf_->param_dtype(), B, int64_t(T) * n, cfg_.n_heads / n,
-                               cfg_.n_kv_heads / n, cfg_.head_dim());
+                               int64_t(cfg_.n_kv_heads) * kv_repeat() / n, cfg_.head_dim());
 }
 
 size_t Llama::activation_bytes() const {
@@ -241,7 +268,7 @@ size_t Llama::activation_bytes() const {
   add_block(rc_);
   for (const OwnedTensor* t : {&ln_scratch_, &h_scratch_, &tokens_, &targets_, &x_final_, &lnf_, &rstdf_, &logits_,
                                &losses_, &dx_, &dtmp_, &dln_, &datt_, &dq_, &dk_, &dv_, &dh_, &dgate_, &dup_, &datth_,
-                               &dqh_, &dkh_, &dvh_})
+                               &dqh_, &dkh_, &dvh_, &kvx_, &kvx_tmp_})
     add(*t);
   return total;
 }
@@ -263,8 +290,15 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
   if (sp() > 1) {
     // Ulysses: every position of this rank's heads, then back.
     seq_->to_heads(a.qh.t, a.q);
-    seq_->to_heads(a.kh.t, a.k);
-    seq_->to_heads(a.vh.t, a.v);
+    if (const int r = kv_repeat(); r > 1) {
+      repeat_heads(kvx_.t, a.k, kvx_tmp_.t, r);
+      seq_->to_heads(a.kh.t, kvx_);
+      repeat_heads(kvx_.t, a.v, kvx_tmp_.t, r);
+      seq_->to_heads(a.vh.t, kvx_);
+    } else {
+      seq_->to_heads(a.kh.t, a.k);
+      seq_->to_heads(a.vh.t, a.v);
+    }
     ops::attention_forward(a.atth.t, a.lse.t, a.qh, a.kh, a.vh);
     seq_->to_sequence(a.att.t, a.atth);
   } else {
@@ -401,8 +435,15 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
       seq_->to_heads(datth_.t, datt_);
       ops::attention_backward(dqh_.t, dkh_.t, dvh_.t, datth_, a.qh, a.kh, a.vh, a.atth, a.lse);
       seq_->to_sequence(dq_.t, dqh_);
-      seq_->to_sequence(dk_.t, dkh_);
-      seq_->to_sequence(dv_.t, dvh_);
+      if (const int r = kv_repeat(); r > 1) {
+        seq_->to_sequence(kvx_.t, dkh_);
+        sum_head_replicas(dk_.t, kvx_, kvx_tmp_.t, r);
+        seq_->to_sequence(kvx_.t, dvh_);
+        sum_head_replicas(dv_.t, kvx_, kvx_tmp_.t, r);
+      } else {
+        seq_->to_sequence(dk_.t, dkh_);
+        seq_->to_sequence(dv_.t, dvh_);
+      }
     } else {
       ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse, packed_ ? &starts_t_ : nullptr);
     }

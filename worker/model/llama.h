@@ -17,7 +17,11 @@
 //     weight is reported once, after the embedding backward;
 //   - with a SequenceExchange of n ranks, forward() gets this rank's S/n
 //     positions of each sequence (slice rank()), RoPE uses their global
-//     positions and attention runs head-split over the whole sequence;
+//     positions and attention runs head-split over the whole sequence; when
+//     n exceeds the KV heads (n a multiple of them), each KV head is
+//     replicated n / n_kv_heads times before the exchange, so every rank
+//     receives the one KV head its query heads use, and the replicas'
+//     gradients are summed back into it (InternEvo's expandKVPacked);
 //   - the first recompute_blocks() blocks keep only their input in forward
 //     and recompute the rest (in one shared scratch) during backward, after
 //     their before_use(layer, Backward);
@@ -150,6 +154,9 @@ class Llama {
   // One block's forward from input x into a's activations and `next`.
   void forward_block(int l, const Tensor& x, LayerActs& a, Tensor next);
   int sp() const { return seq_ ? seq_->size() : 1; }
+  // KV head replicas before the sequence exchange: sp / n_kv_heads when sp
+  // exceeds the KV heads, else 1 (no replication).
+  int kv_repeat() const { return sp() > cfg_.n_kv_heads ? sp() / cfg_.n_kv_heads : 1; }
 
   ModelConfig cfg_;
   std::shared_ptr<ParamAndGradBuffer> buf_;
@@ -175,6 +182,10 @@ class Llama {
   // backward scratch
   OwnedTensor dx_, dtmp_, dln_, datt_, dq_, dk_, dv_, dh_, dgate_, dup_;
   OwnedTensor datth_, dqh_, dkh_, dvh_;  // sequence parallel: head-split
+  // kv_repeat() > 1: k or v (or their gradients) with replicated heads
+  // [B, T, n_kv_heads * kv_repeat(), D], and the same-sized staging that
+  // replicates and sums them (shared by every block).
+  OwnedTensor kvx_, kvx_tmp_;
 };
 
 }  // namespace weft
