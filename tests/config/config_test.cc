@@ -123,8 +123,6 @@ const BadConfig kBadConfigs[] = {
     {"data:\n  eos_token: 7\n", "data.eos_token: is set (7) but data.document_boundaries is 'none'"},
     {"device: cuda\ndata: {document_boundaries: eos, eos_token: 1}\n",
      "data.document_boundaries: 'eos' is implemented on the CPU only so far (device is 'cuda')"},
-    {"data: {document_boundaries: eos, eos_token: 1}\nparallel: {strategy: isp, sp: 2}\n",
-     "data.document_boundaries: 'eos' is not implemented with sequence parallelism (parallel.sp 2)"},
     {"data:\n  branching: 300\n", "data.branching: 300 exceeds model.vocab_size 256"},
     // checkpoint
     {"checkpoint:\n  keep: 0\n", "checkpoint.keep: must be >= 1, got 0"},

@@ -113,7 +113,7 @@ struct DataConfig {
   int branching = 4;                 // successors per state in the synthetic chain
   // Packed documents: "none" (attention is causal over the whole sequence)
   // or "eos" (each eos_token ends a document: attention stays inside a
-  // document and RoPE positions restart after each eos; CPU, sp 1).
+  // document and RoPE positions restart after each eos; CPU so far).
   std::string document_boundaries = "none";
   int eos_token = -1;                // the token that ends a document; -1 = none
 

@@ -161,8 +161,8 @@ void check_optim(Checker& c, const OptimConfig& o) {
   c.non_negative(o.grad_clip, "optim.grad_clip");
 }
 
-// Packed documents (data.document_boundaries eos): the CPU kernels and one
-// rank per sequence implement them so far.
+// Packed documents (data.document_boundaries eos): the CPU kernels implement
+// them so far.
 void check_documents(Checker& c, const WorkerConfig& cfg) {
   const DataConfig& d = cfg.data;
   c.choice(d.document_boundaries, {"none", "eos"}, "data.document_boundaries");
@@ -179,8 +179,6 @@ void check_documents(Checker& c, const WorkerConfig& cfg) {
                                     num(cfg.model.vocab_size) + ")");
   c.require(cfg.device == "cpu", "data.document_boundaries",
             "'eos' is implemented on the CPU only so far (device is '" + cfg.device + "')");
-  c.require(cfg.parallel.sp == 1, "data.document_boundaries",
-            "'eos' is not implemented with sequence parallelism (parallel.sp " + num(cfg.parallel.sp) + ")");
 }
 
 void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {

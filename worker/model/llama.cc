@@ -299,7 +299,7 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
       seq_->to_heads(a.kh.t, a.k);
       seq_->to_heads(a.vh.t, a.v);
     }
-    ops::attention_forward(a.atth.t, a.lse.t, a.qh, a.kh, a.vh);
+    ops::attention_forward(a.atth.t, a.lse.t, a.qh, a.kh, a.vh, packed_ ? &starts_t_ : nullptr);
     seq_->to_sequence(a.att.t, a.atth);
   } else {
     ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v, packed_ ? &starts_t_ : nullptr);
@@ -324,12 +324,16 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
   const int64_t N = int64_t(B) * T;
   packed_ = doc_starts != nullptr;
   if (packed_) {
-    WEFT_CHECK(sp() == 1, "packed documents need whole sequences on a rank (sequence parallel size " +
-                              std::to_string(sp()) + ")");
-    doc_starts_.assign(doc_starts, doc_starts + N);
+    // This rank's positions are [first, first + T) of sequences of S.
+    const int64_t S = int64_t(T) * sp(), first = seq_ ? int64_t(seq_->rank()) * T : 0;
+    doc_starts_.assign(doc_starts, doc_starts + int64_t(B) * S);
     doc_positions_.resize(static_cast<size_t>(N));
-    for (int64_t i = 0; i < N; ++i) doc_positions_[i] = static_cast<int32_t>(i % T) - doc_starts_[i];
-    starts_t_ = Tensor(doc_starts_.data(), DType::I32, {B, T});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t global = first + t;
+        doc_positions_[b * T + t] = static_cast<int32_t>(global - doc_starts_[b * S + global]);
+      }
+    starts_t_ = Tensor(doc_starts_.data(), DType::I32, {B, S});
     positions_t_ = Tensor(doc_positions_.data(), DType::I32, {B, T});
   }
   const float eps = static_cast<float>(cfg_.norm_eps);
@@ -433,7 +437,8 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     if (sp() > 1) {
       // The all-to-alls' backward: the other direction.
       seq_->to_heads(datth_.t, datt_);
-      ops::attention_backward(dqh_.t, dkh_.t, dvh_.t, datth_, a.qh, a.kh, a.vh, a.atth, a.lse);
+      ops::attention_backward(dqh_.t, dkh_.t, dvh_.t, datth_, a.qh, a.kh, a.vh, a.atth, a.lse,
+                              packed_ ? &starts_t_ : nullptr);
       seq_->to_sequence(dq_.t, dqh_);
       if (const int r = kv_repeat(); r > 1) {
         seq_->to_sequence(kvx_.t, dkh_);

@@ -116,11 +116,11 @@ class Llama {
 
   // tokens and targets are [B*T] row-major (T: this rank's positions of each
   // sequence). Keeps the activations for backward and returns the mean
-  // cross-entropy over the B*T positions. doc_starts (packed documents, [B*T]
-  // host memory; CPU, whole sequences only): the first position of each
-  // position's document in its row; attention stays inside the document and
-  // RoPE positions count from its start, so each document is computed as if
-  // it were a sequence of its own.
+  // cross-entropy over the B*T positions. doc_starts (packed documents, host
+  // memory; CPU): the first position of each position's document in its row,
+  // for the whole sequences ([B * T * sp], under sequence parallelism too);
+  // attention stays inside the document and RoPE positions count from its
+  // start, so each document is computed as if it were a sequence of its own.
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T, const int32_t* doc_starts = nullptr);
 
   // Gradient of loss_scale * sum of per-position losses of the last forward,
@@ -174,8 +174,10 @@ class Llama {
   OwnedTensor ln_scratch_, h_scratch_;  // recompute_pointwise: every block's ln1/ln2 and h
   int64_t logits_chunk_rows_ = 0;
   OwnedTensor tokens_, targets_, x_final_, lnf_, rstdf_, logits_, losses_;
-  // Packed documents of the last forward (host I32 [B, T]): each position's
-  // document start and its position in that document; packed_ false: none.
+  // Packed documents of the last forward (host I32): each position's
+  // document start in the whole sequence ([B, S], what attention sees) and
+  // the position in its document of this rank's positions ([B, T], what
+  // RoPE rotates by); packed_ false: none.
   bool packed_ = false;
   std::vector<int32_t> doc_starts_, doc_positions_;
   Tensor starts_t_, positions_t_;
