@@ -80,11 +80,13 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const double wt = bf16 ? 2 : 4;            // bytes per working-dtype element
   const double master = bf16 ? 4 : 0;        // AdamW's f32 master copy
   const double C = in.d_model, L = in.n_layers, V = in.vocab_size, F = in.ffn;
-  const double Hq = in.n_heads, Hkv = in.n_kv_heads, D = in.n_heads > 0 ? C / Hq : 0;
+  const double Hq = in.n_heads, Hkv = in.n_kv_heads;
+  const double D = in.head_dim > 0 ? in.head_dim : in.n_heads > 0 ? std::floor(C / Hq) : 0;
+  const double Q = Hq * D;  // the query (and attention output) width, C unless head_dim is set
 
   // Parameters (worker/model/llama.h's table): norms are C wide, the rest matrices.
   const double norms = 2 * C * L + C;
-  const double block_matrices = 2 * C * C + 2 * Hkv * D * C + 3 * C * F;
+  const double block_matrices = 2 * Q * C + 2 * Hkv * D * C + 3 * C * F;
   const double head = in.tie_embeddings ? 0 : V * C;
   const double matrices = V * C + L * block_matrices + head;
   const double P = norms + matrices;
@@ -135,17 +137,23 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const double T = static_cast<double>(in.seq_len) / sp;
   const double N = static_cast<double>(in.micro_batch) * T;
   const double kv = Hkv * D;
+  // Under sequence parallelism each rank holds S positions of H/sp KV heads,
+  // or of one head when the KV heads are replicated up to sp; replication
+  // adds two [N, sp, D] staging tensors (Llama::kvx_).
+  const double kv_split = std::max(Hkv, static_cast<double>(sp)) * D;
+  const double kv_stage = sp > 1 && sp > Hkv ? 2 * sp * D : 0;
   const bool pointwise = recompute_pointwise(in.recompute, cuda);
-  const double block = N * wt * (pointwise ? 3 * C + 2 * kv + 2 * F : 5 * C + 2 * kv + 3 * F) + N * 4 * (2 + Hq) +
-                       (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
+  const double block = N * wt * (pointwise ? C + 2 * Q + 2 * kv + 2 * F : 3 * C + 2 * Q + 2 * kv + 3 * F) +
+                       N * 4 * (2 + Hq) + (sp > 1 ? N * wt * (2 * Q + 2 * kv_split) : 0);
   const double recompute = isp ? std::clamp<double>(in.recompute_blocks, 0, L) : 0;
   const double blocks = L * N * C * wt + (L - recompute) * block + (recompute > 0 ? block : 0) +
                         (pointwise ? N * wt * (C + F) : 0);
   // The logits: N rows, or a chunk of them (recomputed in backward).
   const double chunk = static_cast<double>(logits_chunk_rows(in.logits_chunk_mb, cuda, in.vocab_size, bf16 ? 2 : 4));
   const double logit_rows = chunk > 0 ? std::min(N, chunk) : N;
-  const double head_acts = N * 4 * 4 + logit_rows * wt * V + N * wt * ((recompute > 0 ? 7 : 6) * C + 2 * kv + 3 * F) +
-                           (sp > 1 ? N * wt * (2 * C + 2 * kv) : 0);
+  const double head_acts = N * 4 * 4 + logit_rows * wt * V +
+                           N * wt * ((recompute > 0 ? 5 : 4) * C + 2 * Q + 2 * kv + 3 * F) +
+                           (sp > 1 ? N * wt * (2 * Q + 2 * kv_split + kv_stage) : 0);
   e.activations = clamp_bytes(blocks + head_acts);
 
   // Initialisation goes through a host f32 full model (params and gradients)

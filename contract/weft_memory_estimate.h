@@ -35,6 +35,7 @@ struct MemoryEstimateInputs {
   int n_layers = 0;            // model.n_layers
   int n_heads = 0;             // model.n_heads
   int n_kv_heads = 0;          // model.n_kv_heads
+  int head_dim = 0;            // model.head_dim (0: d_model / n_heads)
   int ffn = 0;                 // the SwiGLU width the model uses (ModelConfig::ffn(), not ffn_hidden)
   bool tie_embeddings = false; // model.tie_embeddings
   int micro_batch = 0;         // train.micro_batch

@@ -171,6 +171,7 @@ std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const Train
   r.read({"model", "n_layers"}, in.n_layers);
   r.read({"model", "n_heads"}, in.n_heads);
   r.read({"model", "n_kv_heads"}, in.n_kv_heads);
+  r.read({"model", "head_dim"}, in.head_dim);
   r.read({"model", "ffn_hidden"}, ffn_hidden);
   r.read({"model", "tie_embeddings"}, in.tie_embeddings);
   r.read({"train", "micro_batch"}, in.micro_batch);

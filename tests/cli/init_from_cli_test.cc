@@ -77,7 +77,8 @@ TEST(InitFromCli, BadCasesExitOneNamingTheProblem) {
   write_file(m / "config.json", j.dump());
   auto rope = run("", m.string());
   EXPECT_EQ(rope.code, 1) << rope.output;
-  EXPECT_NE(rope.output.find("rope_scaling: {\"factor\":4.0,\"rope_type\":\"yarn\"} is not supported"),
+  EXPECT_NE(rope.output.find("rope_scaling: rope_type 'yarn' is not supported (weft implements 'default', unscaled, "
+                             "and 'llama3'): {\"factor\":4.0,\"rope_type\":\"yarn\"}"),
             std::string::npos)
       << rope.output;
   j.erase("rope_scaling");

@@ -59,7 +59,6 @@ const BadConfig kBadConfigs[] = {
     {"model:\n  vocab_size: 1\n", "test.yaml:2: model.vocab_size: must be >= 2, got 1"},
     {"model:\n  d_model: 0\n", "model.d_model: must be > 0, got 0"},
     {"model:\n  n_layers: 0\n", "model.n_layers: must be > 0"},
-    {"model:\n  n_heads: 6\n", "model.n_heads: 6 does not divide model.d_model 128"},
     {"model:\n  n_kv_heads: 3\n", "model.n_kv_heads: 3 does not divide model.n_heads 4"},
     {"model:\n  d_model: 96\n  n_heads: 32\n  n_kv_heads: 4\n",
      "model.n_heads: head_dim = d_model / n_heads = 96 / 32 = 3 is odd; RoPE needs an even"},
@@ -67,6 +66,27 @@ const BadConfig kBadConfigs[] = {
     {"model:\n  rope_theta: 0\n", "model.rope_theta: must be > 0"},
     {"model:\n  norm_eps: -1e-5\n", "model.norm_eps: must be > 0"},
     {"model:\n  init_std: 0\n", "model.init_std: must be > 0"},
+    {"model:\n  head_dim: -2\n", "test.yaml:2: model.head_dim: must be >= 0 (0: d_model / n_heads), got -2"},
+    {"model:\n  head_dim: 7\n", "test.yaml:2: model.head_dim: 7 is odd; RoPE needs an even head dimension"},
+    {"device: cuda\nmodel:\n  head_dim: 256\n", "test.yaml:3: model.head_dim: 256 exceeds 128, the widest head weft's CUDA attention computes"},
+    {"model:\n  n_heads: 6\n", "model.n_heads: 6 does not divide model.d_model 128 (or set model.head_dim)"},
+    // rope scaling: types weft does not implement are refused by name
+    {"model:\n  rope_scaling: {rope_type: yarn, factor: 4}\n",
+     "test.yaml:2: model.rope_scaling.rope_type: 'yarn' is not implemented (weft implements 'default', unscaled, and 'llama3')"},
+    {"model:\n  rope_scaling: {rope_type: linear, factor: 2}\n", "model.rope_scaling.rope_type: 'linear' is not implemented"},
+    {"model:\n  rope_scaling: {rope_typ: llama3}\n", "model.rope_scaling.rope_typ: unknown key (did you mean rope_type?)"},
+    {"model:\n  rope_scaling: {factor: 8}\n",
+     "model.rope_scaling.factor: 8 is set, but model.rope_scaling.rope_type is 'default' (unscaled)"},
+    {"model:\n  rope_scaling: {rope_type: llama3}\n",
+     "model.rope_scaling.factor: must be >= 1 with rope_type llama3 (low frequencies are divided by it), got 0"},
+    {"model:\n  rope_scaling: {rope_type: llama3, factor: 0.5, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192}\n", "model.rope_scaling.factor: must be >= 1 with rope_type llama3"},
+    {"model:\n  rope_scaling: {rope_type: llama3, factor: 32, low_freq_factor: 0, high_freq_factor: 4, original_max_position_embeddings: 8192}\n",
+     "model.rope_scaling.low_freq_factor: must be > 0 with rope_type llama3, got 0"},
+    {"model:\n  rope_scaling: {rope_type: llama3, factor: 32, low_freq_factor: 1, high_freq_factor: 1, original_max_position_embeddings: 8192}\n",
+     "model.rope_scaling.high_freq_factor: must be > model.rope_scaling.low_freq_factor 1 with rope_type llama3 (the "
+     "band between them is interpolated), got 1"},
+    {"model:\n  rope_scaling: {rope_type: llama3, factor: 32, low_freq_factor: 1, high_freq_factor: 4}\n",
+     "model.rope_scaling.original_max_position_embeddings: must be > 0 with rope_type llama3, got 0"},
     // train
     {"train:\n  seq_len: 512\n", "test.yaml:2: train.seq_len: 512 exceeds model.max_seq_len 256"},
     {"train:\n  seq_len: 0\n", "train.seq_len: must be > 0"},
@@ -94,6 +114,16 @@ const BadConfig kBadConfigs[] = {
     {"data:\n  shards: 'data/*.bin'\n",
      "data.shards: is set ('data/*.bin') but data.source is 'synthetic'; set data.source: shards"},
     {"data:\n  branching: 0\n", "data.branching: must be >= 1, got 0"},
+    // packed documents
+    {"data:\n  document_boundaries: bos\n", "test.yaml:2: data.document_boundaries: 'bos' is not one of none, eos"},
+    {"data:\n  document_boundaries: eos\n",
+     "data.eos_token: must be set with data.document_boundaries eos (the token that ends a document"},
+    {"data:\n  document_boundaries: eos\n  eos_token: 256\n",
+     "test.yaml:3: data.eos_token: 256 is outside the vocabulary (model.vocab_size 256)"},
+    {"data:\n  document_boundaries: eos\n  eos_token: -3\n", "data.eos_token: -3 is outside the vocabulary"},
+    {"data:\n  eos_token: 7\n", "data.eos_token: is set (7) but data.document_boundaries is 'none'"},
+    {"device: cuda\ndata: {document_boundaries: eos, eos_token: 1}\n",
+     "data.document_boundaries: 'eos' is implemented on the CPU only so far (device is 'cuda')"},
     {"data:\n  branching: 300\n", "data.branching: 300 exceeds model.vocab_size 256"},
     // checkpoint
     {"checkpoint:\n  keep: 0\n", "checkpoint.keep: must be >= 1, got 0"},
@@ -111,7 +141,10 @@ const BadConfig kBadConfigs[] = {
     {"parallel:\n  wp: -1\n", "parallel.wp: must be >= 1, got -1"},
     {"parallel: {sp: 2}\n", "parallel.strategy: 'dp' keeps whole sequences and weights on every rank; parallel.sp 2"},
     {"parallel: {strategy: zero, wp: 2}\n", "parallel.strategy: 'zero' keeps whole sequences"},
-    {"parallel: {strategy: isp, sp: 4}\n", "parallel.sp: 4 does not divide model.n_kv_heads 2"},
+    {"model: {n_heads: 6, n_kv_heads: 3, d_model: 96}\nparallel: {strategy: isp, sp: 2}\n",
+     "parallel.sp: 2 neither divides model.n_kv_heads 3 nor is a multiple of it"},
+    {"model: {n_heads: 8, n_kv_heads: 2}\nparallel: {strategy: isp, sp: 16}\n",
+     "parallel.sp: 16 does not divide model.n_heads 8"},
     {"model: {n_heads: 6, n_kv_heads: 6, d_model: 96}\nparallel: {strategy: isp, sp: 4}\n",
      "parallel.sp: 4 does not divide model.n_heads 6"},
     {"train: {seq_len: 63}\nparallel: {strategy: isp, sp: 2}\n", "parallel.sp: 2 does not divide train.seq_len 63"},
@@ -376,7 +409,7 @@ TEST(Config, ValidateWithoutOriginNamesFieldOnly) {
     validate(c);
     FAIL() << "validate accepted n_heads 6 with d_model 128";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "model.n_heads: 6 does not divide model.d_model 128");
+    EXPECT_STREQ(e.what(), "model.n_heads: 6 does not divide model.d_model 128 (or set model.head_dim)");
   }
 }
 
@@ -538,6 +571,32 @@ TEST(Config, EmptySectionAndEmptyStringKeepOrClear) {
   EXPECT_EQ(c.checkpoint.dir, "");
 }
 
+// Llama 3.2's rope scaling and an explicit head_dim, as weft's own YAML.
+TEST(Config, Llama3RopeScalingAndHeadDimParse) {
+  const WorkerConfig c = parse_config(
+      "model:\n  d_model: 96\n  n_heads: 4\n  n_kv_heads: 1\n  head_dim: 32\n  rope_theta: 500000\n"
+      "  rope_scaling:\n    rope_type: llama3\n    factor: 32\n    low_freq_factor: 1\n"
+      "    high_freq_factor: 4\n    original_max_position_embeddings: 8192\n",
+      "l3.yaml");
+  EXPECT_EQ(c.model.head_dim(), 32);
+  EXPECT_EQ(c.model.explicit_head_dim, 32);
+  EXPECT_EQ(c.model.rope_scaling, (RopeScalingConfig{"llama3", 32, 1, 4, 8192}));
+  // Unset, head_dim is d_model / n_heads and RoPE unscaled.
+  const WorkerConfig d = parse_config("model: {d_model: 96, n_heads: 4}\n", "d.yaml");
+  EXPECT_EQ(d.model.head_dim(), 24);
+  EXPECT_EQ(d.model.rope_scaling, RopeScalingConfig{});
+  // n_heads need not divide d_model once head_dim is given.
+  EXPECT_EQ(parse_config("model: {d_model: 100, n_heads: 6, n_kv_heads: 2, head_dim: 16}\n").model.head_dim(), 16);
+}
+
+// sp above the KV heads (a multiple of them) is a layout: the KV heads are
+// replicated (Llama-3-8B: 8 KV heads, sp 16 of 32 query heads).
+TEST(Config, SequenceParallelWiderThanTheKvHeads) {
+  EXPECT_NO_THROW(parse_config("parallel: {strategy: isp, sp: 4}\n"));  // tiny: 4 heads on 2 KV heads
+  EXPECT_NO_THROW(parse_config("model: {n_heads: 32, n_kv_heads: 8, d_model: 256}\ntrain: {seq_len: 64}\n"
+                               "parallel: {strategy: isp, sp: 16}\n"));
+}
+
 TEST(Config, RoundTripsThroughYaml) {
   WorkerConfig odd = preset("tiny");
   odd.device = "cuda";
@@ -555,7 +614,10 @@ TEST(Config, RoundTripsThroughYaml) {
   sim.comm.simulate = {200, 0.5};
   WorkerConfig auto_first = preset("tiny");  // auto cap, explicit first bucket
   auto_first.parallel.first_bucket_mb = 0.25;
-  for (const WorkerConfig& c : {preset("tiny"), preset("gpt2-124m"), odd, sim, auto_first}) {
+  WorkerConfig llama3 = preset("tiny");  // Llama 3 rope scaling, head_dim apart from d_model / n_heads
+  llama3.model.rope_scaling = {"llama3", 32, 1, 4, 8192};
+  llama3.model.explicit_head_dim = 48;
+  for (const WorkerConfig& c : {preset("tiny"), preset("gpt2-124m"), odd, sim, auto_first, llama3}) {
     std::string text = to_yaml(c);
     WorkerConfig back = parse_config(text, "roundtrip");
     EXPECT_EQ(back, c) << text;

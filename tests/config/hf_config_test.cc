@@ -67,6 +67,85 @@ TEST(HfConfig, WrittenConfigReadsBack) {
   fs::remove_all(d);
 }
 
+// Llama 3 scaling and head_dim are written in both transformers spellings
+// and read back.
+TEST(HfConfig, WrittenLlama3ConfigReadsBack) {
+  ModelConfig m;
+  m.vocab_size = 1000, m.d_model = 96, m.n_layers = 2, m.n_heads = 4, m.n_kv_heads = 1, m.explicit_head_dim = 32;
+  m.ffn_hidden = 256;
+  m.rope_theta = 500000, m.rope_scaling = {"llama3", 32, 1, 4, 8192}, m.tie_embeddings = true;
+  const nlohmann::json j = nlohmann::json::parse(hf_config_json(m, "bfloat16"));
+  EXPECT_EQ(j["head_dim"], 32);
+  EXPECT_EQ(j["rope_scaling"]["rope_type"], "llama3");
+  EXPECT_EQ(j["rope_scaling"]["factor"], 32.0);
+  EXPECT_EQ(j["rope_scaling"]["original_max_position_embeddings"], 8192);
+  EXPECT_EQ(j["rope_parameters"]["rope_type"], "llama3");
+  EXPECT_EQ(j["rope_parameters"]["rope_theta"], 500000.0);
+  EXPECT_EQ(j["rope_parameters"]["low_freq_factor"], 1.0);
+  EXPECT_EQ(j["rope_parameters"]["high_freq_factor"], 4.0);
+  fs::path d = dir_with(j, "hfw3");
+  EXPECT_EQ(read_hf_config(d.string()).model, m);
+  fs::remove_all(d);
+}
+
+// Llama 3.1/3.2's rope scaling in both spellings (transformers 4:
+// rope_scaling beside rope_theta; transformers 5: all in rope_parameters).
+TEST(HfConfig, Llama3RopeScalingReadsInBothSpellings) {
+  const nlohmann::json scaling = {{"factor", 32.0},
+                                  {"high_freq_factor", 4.0},
+                                  {"low_freq_factor", 1.0},
+                                  {"original_max_position_embeddings", 8192},
+                                  {"rope_type", "llama3"}};
+  nlohmann::json v4 = fixture_json();
+  v4.erase("rope_parameters");
+  v4["rope_theta"] = 500000.0;
+  v4["rope_scaling"] = scaling;
+  nlohmann::json v5 = fixture_json();
+  v5["rope_parameters"] = scaling;
+  v5["rope_parameters"]["rope_theta"] = 500000.0;
+  nlohmann::json old = v4;  // older transformers 4 configs spell it `type`
+  old["rope_scaling"].erase("rope_type");
+  old["rope_scaling"]["type"] = "llama3";
+  nlohmann::json both = v5;  // weft writes both; they agree
+  both["rope_scaling"] = scaling;
+  for (const auto& [name, j] : {std::pair{"v4", v4}, {"v5", v5}, {"type", old}, {"both", both}}) {
+    SCOPED_TRACE(name);
+    fs::path d = dir_with(j, std::string("hfl3-") + name);
+    const HfModelConfig c = read_hf_config(d.string());
+    EXPECT_EQ(c.model.rope_theta, 500000.0);
+    EXPECT_EQ(c.model.rope_scaling, (RopeScalingConfig{"llama3", 32, 1, 4, 8192}));
+    // init_from takes it into the model section, and a YAML field overrides it.
+    WorkerConfig w = parse_config(init(d) + "train: {seq_len: 32}\n", "c.yaml");
+    EXPECT_EQ(w.model.rope_scaling, c.model.rope_scaling);
+    w = parse_config(init(d) + "model: {rope_scaling: {factor: 8}}\ntrain: {seq_len: 32}\n", "c.yaml");
+    EXPECT_EQ(w.model.rope_scaling, (RopeScalingConfig{"llama3", 8, 1, 4, 8192}));
+    fs::remove_all(d);
+  }
+  nlohmann::json differ = both;
+  differ["rope_scaling"]["factor"] = 8.0;
+  fs::path d = dir_with(differ, "hfl3-differ");
+  EXPECT_NE(error_of(init(d)).find("rope_scaling: {"), std::string::npos) << error_of(init(d));
+  EXPECT_NE(error_of(init(d)).find("disagrees with rope_parameters"), std::string::npos) << error_of(init(d));
+  fs::remove_all(d);
+}
+
+// head_dim apart from hidden_size / num_attention_heads is kept; the usual
+// value reads as no head_dim at all.
+TEST(HfConfig, HeadDimIsReadAndComparedAsAShape) {
+  nlohmann::json j = fixture_json();
+  j["head_dim"] = 32;  // hidden 64 / 4 heads = 16
+  fs::path d = dir_with(j, "hfhd");
+  EXPECT_EQ(read_hf_config(d.string()).model.explicit_head_dim, 32);
+  EXPECT_EQ(read_hf_config(d.string()).model.head_dim(), 32);
+  EXPECT_EQ(read_hf_config(kGqa.string()).model.explicit_head_dim, 0);  // 16 given, the usual value
+  EXPECT_EQ(parse_config(init(d) + "train: {seq_len: 32}\n").model.head_dim(), 32);
+  const std::string e = error_of(init(d) + "model: {head_dim: 16}\n");
+  EXPECT_NE(e.find("model.head_dim: 16 in the config, but " + (d / "config.json").string() + " has head_dim 32"),
+            std::string::npos)
+      << e;
+  fs::remove_all(d);
+}
+
 TEST(HfConfig, ExplicitFieldsWinUnlessTheyChangeShapes) {
   WorkerConfig c = parse_config(init(kGqa) + "model: {max_seq_len: 32, rope_theta: 1e6, n_layers: 2}\ntrain: {seq_len: 32}\n");
   EXPECT_EQ(c.model.max_seq_len, 32);
@@ -106,13 +185,34 @@ struct Refused {
 
 TEST(HfConfig, UnsupportedFeaturesAreRefusedNamingTheField) {
   const Refused cases[] = {
-      {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}, "rope_scaling: {\"factor\":2.0,\"rope_type\":\"linear\"} is not supported"},
-      {"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}}, "rope_parameters: {"},
+      {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}},
+       "rope_scaling: rope_type 'linear' is not supported (weft implements 'default', unscaled, and 'llama3'): "
+       "{\"factor\":2.0,\"rope_type\":\"linear\"}"},
+      {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}, "rope_scaling: rope_type 'dynamic' is not supported"},
+      {"rope_parameters", {{"rope_type", "yarn"}, {"rope_theta", 500000.0}, {"factor", 8.0}},
+       "rope_parameters: rope_type 'yarn' is not supported"},
+      {"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}},
+       "rope_parameters.low_freq_factor: missing (rope_type 'llama3' needs it)"},
+      {"rope_parameters", {{"rope_type", "llama3"}, {"factor", 0.5}, {"low_freq_factor", 1}, {"high_freq_factor", 4},
+                           {"original_max_position_embeddings", 8192}},
+       "rope_parameters.factor: must be >= 1, got 0.5"},
+      {"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", 4}, {"high_freq_factor", 4},
+                           {"original_max_position_embeddings", 8192}},
+       "rope_parameters.high_freq_factor: 4 must be greater than low_freq_factor 4"},
+      {"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", 1}, {"high_freq_factor", 4},
+                           {"original_max_position_embeddings", 81.5}},
+       "rope_parameters.original_max_position_embeddings: expected a positive integer, got 81.5"},
+      {"rope_parameters", {{"rope_type", "llama3"}, {"factor", "8"}, {"low_freq_factor", 1}, {"high_freq_factor", 4},
+                           {"original_max_position_embeddings", 8192}},
+       "rope_parameters.factor: expected a positive number, got \"8\""},
+      {"rope_parameters", {{"rope_type", 3}}, "rope_parameters.rope_type: expected a string, got 3"},
+      {"rope_scaling", 8.0, "rope_scaling: expected an object, got 8.0"},
       {"architectures", {"MistralForCausalLM"}, "architectures: [\"MistralForCausalLM\"] is not supported (weft trains [\"LlamaForCausalLM\"])"},
       {"model_type", "qwen2", "model_type: 'qwen2' is not supported"},
       {"hidden_act", "gelu", "hidden_act: 'gelu' is not supported"},
       {"attention_bias", true, "attention_bias: true is not supported"},
-      {"head_dim", 32, "head_dim: 32 is not supported"},
+      {"head_dim", 33, "head_dim: 33 is odd; RoPE needs an even head dimension"},
+      {"head_dim", -16, "head_dim: expected a positive integer, got -16"},
       {"dtype", "float8_e4m3fn", "dtype: 'float8_e4m3fn' is not supported"},
       {"hidden_size", "64", "hidden_size: expected a positive integer, got \"64\""},
   };

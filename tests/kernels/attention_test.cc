@@ -149,6 +149,69 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                   std::to_string(d.D);
                          });
 
+// Packed documents: with each query's document start, attention over a row
+// of several documents is attention over each document as a sequence of its
+// own (out, lse, dq, dk, dv), in double and through the f32 dispatch.
+TEST(AttentionDocuments, PackedRowIsEachDocumentAlone) {
+  const int64_t B = 2, T = 11, Hq = 4, Hkv = 2, D = 8;
+  const Dims d{B, T, Hq, Hkv, D};
+  // Row 0: documents [0, 4), [4, 5), [5, 11); row 1: [0, 7), [7, 11).
+  const std::vector<std::vector<int64_t>> bounds = {{0, 4, 5, 11}, {0, 7, 11}};
+  std::vector<int32_t> starts(B * T);
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t k = 0; k + 1 < bounds[b].size(); ++k)
+      for (int64_t t = bounds[b][k]; t < bounds[b][k + 1]; ++t) starts[b * T + t] = int32_t(bounds[b][k]);
+  auto q = random_normal(d.q_numel(), 21), k = random_normal(d.kv_numel(), 22), v = random_normal(d.kv_numel(), 23),
+       dout = random_normal(d.q_numel(), 24);
+  std::vector<double> out(d.q_numel()), lse(d.lse_numel()), dq(d.q_numel()), dk(d.kv_numel()), dv(d.kv_numel());
+  cpu::attention_forward<double>(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, Hq, Hkv, D,
+                                 starts.data());
+  cpu::attention_backward<double>(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                  out.data(), lse.data(), B, T, Hq, Hkv, D, starts.data());
+  std::vector<double> want_out(out.size()), want_lse(lse.size()), want_dq(dq.size()), want_dk(dk.size()),
+      want_dv(dv.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t j = 0; j + 1 < bounds[b].size(); ++j) {
+      const int64_t s = bounds[b][j], L = bounds[b][j + 1] - s;
+      const size_t qo = size_t((b * T + s) * Hq * D), kvo = size_t((b * T + s) * Hkv * D);
+      std::vector<double> l(size_t(Hq * L));
+      cpu::attention_forward<double>(want_out.data() + qo, l.data(), q.data() + qo, k.data() + kvo, v.data() + kvo, 1,
+                                     L, Hq, Hkv, D);
+      cpu::attention_backward<double>(want_dq.data() + qo, want_dk.data() + kvo, want_dv.data() + kvo,
+                                      dout.data() + qo, q.data() + qo, k.data() + kvo, v.data() + kvo,
+                                      want_out.data() + qo, l.data(), 1, L, Hq, Hkv, D);
+      for (int64_t h = 0; h < Hq; ++h)
+        for (int64_t t = 0; t < L; ++t) want_lse[size_t((b * Hq + h) * T + s + t)] = l[size_t(h * L + t)];
+    }
+  expect_all_close("out", want_out, out, 1e-12, 1e-12);
+  expect_all_close("lse", want_lse, lse, 1e-12, 1e-12);
+  expect_all_close("dq", want_dq, dq, 1e-12, 1e-12);
+  expect_all_close("dk", want_dk, dk, 1e-12, 1e-12);
+  expect_all_close("dv", want_dv, dv, 1e-12, 1e-12);
+  // Without the starts the row is one causal sequence: different.
+  std::vector<double> whole(out.size()), whole_lse(lse.size());
+  cpu::attention_forward<double>(whole.data(), whole_lse.data(), q.data(), k.data(), v.data(), B, T, Hq, Hkv, D);
+  double diff = 0;
+  for (size_t i = 0; i < out.size(); ++i) diff = std::max(diff, std::fabs(whole[i] - out[i]));
+  EXPECT_GT(diff, 1e-3);
+
+  // The f32 dispatch with the starts as an I32 tensor.
+  auto qf = test::to_f32(q), kf = test::to_f32(k), vf = test::to_f32(v), df = test::to_f32(dout);
+  std::vector<float> of(out.size()), lf(lse.size()), dqf(dq.size()), dkf(dk.size()), dvf(dv.size());
+  Tensor st = Tensor::i32(starts.data(), {B, T});
+  const Tensor tq = Tensor::f32(qf.data(), {B, T, Hq, D}), tk = Tensor::f32(kf.data(), {B, T, Hkv, D}),
+               tv = Tensor::f32(vf.data(), {B, T, Hkv, D}), to = Tensor::f32(of.data(), {B, T, Hq, D}),
+               tl = Tensor::f32(lf.data(), {B, Hq, T});
+  ops::attention_forward(to, tl, tq, tk, tv, &st);
+  ops::attention_backward(Tensor::f32(dqf.data(), {B, T, Hq, D}), Tensor::f32(dkf.data(), {B, T, Hkv, D}),
+                          Tensor::f32(dvf.data(), {B, T, Hkv, D}), Tensor::f32(df.data(), {B, T, Hq, D}), tq, tk, tv,
+                          to, tl, &st);
+  expect_all_close("out f32", want_out, test::to_f64(of), 1e-5, 1e-5);
+  expect_all_close("dq f32", want_dq, test::to_f64(dqf), 1e-4, 1e-5);
+  expect_all_close("dk f32", want_dk, test::to_f64(dkf), 1e-4, 1e-5);
+  expect_all_close("dv f32", want_dv, test::to_f64(dvf), 1e-4, 1e-5);
+}
+
 TEST(AttentionOps, RejectsBadShapes) {
   test::use_threadsafe_death_tests();
   std::vector<float> buf(4096);

@@ -82,6 +82,11 @@ std::vector<Case> cases() {
        "zero: {stage: 2}}\n",
        8},
       {"isp wp 4", "parallel: {strategy: isp, wp: 4, isp: {recompute_blocks: 4}}\n", 4},
+      {"isp sp 4 above 2 KV heads (replicated)", "parallel: {strategy: isp, sp: 4}\n", 4},
+      {"head_dim apart from d_model / n_heads, isp sp 2",
+       "model: {d_model: 96, n_heads: 4, n_kv_heads: 2, head_dim: 32}\n"
+       "parallel: {strategy: isp, sp: 2}\n",
+       2},
       {"tied, ffn_hidden, bf16",
        "model: {tie_embeddings: true, ffn_hidden: 500}\ntrain: {dtype: bf16, micro_batch: 3}\n"
        "parallel: {bf16_wire: true}\n",
@@ -125,6 +130,7 @@ TEST(EstimateAgreement, WorkerAndOperatorEstimateTheSameBytes) {
     EXPECT_EQ(op_in->n_layers, worker_in.n_layers);
     EXPECT_EQ(op_in->n_heads, worker_in.n_heads);
     EXPECT_EQ(op_in->n_kv_heads, worker_in.n_kv_heads);
+    EXPECT_EQ(op_in->head_dim, worker_in.head_dim);
     EXPECT_EQ(op_in->ffn, worker_in.ffn);
     EXPECT_EQ(op_in->tie_embeddings, worker_in.tie_embeddings);
     EXPECT_EQ(op_in->micro_batch, worker_in.micro_batch);

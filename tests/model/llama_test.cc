@@ -55,6 +55,77 @@ TEST(LlamaParams, TiedEmbeddingsHaveNoLmHead) {
   EXPECT_EQ(m.num_params(), expected);
 }
 
+// head_dim apart from d_model / n_heads: the attention projections are
+// n_heads * head_dim (and n_kv_heads * head_dim) wide, the rest d_model; a
+// forward and backward run on those shapes.
+TEST(LlamaParams, ExplicitHeadDimShapesTheAttentionProjections) {
+  ModelConfig c = small(false);
+  c.explicit_head_dim = 12;  // 4 heads x 12 = 48, not d_model 32
+  Llama m(c);
+  auto shape = [&](const std::string& name) { return m.params()[m.find_param("model.layers.0.self_attn." + name)].shape; };
+  EXPECT_EQ(shape("q_proj.weight"), Shape({48, 32}));
+  EXPECT_EQ(shape("k_proj.weight"), Shape({24, 32}));
+  EXPECT_EQ(shape("v_proj.weight"), Shape({24, 32}));
+  EXPECT_EQ(shape("o_proj.weight"), Shape({32, 48}));
+  m.init(3);
+  std::vector<int32_t> tokens(2 * 8), targets(2 * 8);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i * 7 % 50), targets[i] = int32_t(i * 3 % 50);
+  const double loss = m.forward(tokens.data(), targets.data(), 2, 8);
+  EXPECT_NEAR(loss, std::log(50.0), 1.0);
+  m.zero_grads();
+  m.backward(1.0f / 16);
+  const Tensor g = m.grad(m.find_param("model.layers.0.self_attn.q_proj.weight"));
+  double norm = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) norm += double(g.f32()[i]) * g.f32()[i];
+  EXPECT_GT(norm, 0);
+}
+
+// Packed documents: a row of several documents, with their starts, gives
+// each position the loss it has when its document is a sequence of its own,
+// and the gradient of the summed loss is the sum of the documents' gradients
+// trained one by one (llama3 RoPE, whose positions restart per document).
+TEST(LlamaDocuments, PackedRowTrainsAsItsDocumentsOneByOne) {
+  ModelConfig c = small(false);
+  c.rope_theta = 500000;
+  c.rope_scaling = {"llama3", 32, 1, 4, 8};
+  const int T = 12;
+  // One row: documents [0, 5), [5, 6), [6, 12).
+  const std::vector<int> bounds = {0, 5, 6, 12};
+  std::vector<int32_t> tokens(T), targets(T), starts(T);
+  for (int t = 0; t < T; ++t) tokens[t] = int32_t((t * 7 + 3) % 50), targets[t] = int32_t((t * 11 + 1) % 50);
+  for (size_t k = 0; k + 1 < bounds.size(); ++k)
+    for (int t = bounds[k]; t < bounds[k + 1]; ++t) starts[t] = bounds[k];
+
+  Llama packed(c), alone(c);
+  packed.init(5);
+  alone.init(5);
+  const double packed_sum = packed.forward(tokens.data(), targets.data(), 1, T, starts.data()) * T;
+  packed.zero_grads();
+  packed.backward(1.0f);
+  alone.zero_grads();
+  double alone_sum = 0;
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+    const int s = bounds[k], L = bounds[k + 1] - s;
+    alone_sum += alone.forward(tokens.data() + s, targets.data() + s, 1, L) * L;
+    alone.backward(1.0f);  // accumulates over the documents
+  }
+  EXPECT_NEAR(packed_sum, alone_sum, 1e-5 * std::fabs(alone_sum));
+  double worst = 0;
+  for (size_t i = 0; i < packed.params().size(); ++i) {
+    const Tensor a = packed.grad(int(i)), b = alone.grad(int(i));
+    double diff = 0, norm = 0;
+    for (int64_t j = 0; j < a.numel(); ++j) {
+      diff += std::pow(double(a.f32()[j]) - b.f32()[j], 2);
+      norm += std::pow(double(b.f32()[j]), 2);
+    }
+    worst = std::max(worst, std::sqrt(diff / std::max(norm, 1e-30)));
+  }
+  EXPECT_LT(worst, 1e-5);
+  // Without the starts the row is one sequence: another loss.
+  const double whole = packed.forward(tokens.data(), targets.data(), 1, T) * T;
+  EXPECT_GT(std::fabs(whole - alone_sum), 1e-3);
+}
+
 // What a rank that keeps part of the model draws: any range of the flat
 // layout, across tensor boundaries and in any order, is exactly init's.
 TEST(InitialWeights, AnyRangeIsWhatInitDraws) {

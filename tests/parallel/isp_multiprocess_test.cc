@@ -49,14 +49,14 @@ class IspProcesses : public ::testing::Test {
   std::string config(const std::string& name, int micro_batch, const std::string& parallel, int grad_accum = 1,
                      int steps = 10, const std::string& extra = "") {
     return write_file(dir_ / (name + ".yaml"),
-                      std::string("preset: tiny\n") + kModel +
+                      std::string("preset: tiny\n") + model_ +
                           "train: {seq_len: 16, steps: " + std::to_string(steps) + dtype_ +
                           ", log_every: 1, micro_batch: " + std::to_string(micro_batch) +
                           ", grad_accum: " + std::to_string(grad_accum) +
                           "}\n"
                           // Clipping is active (norms are ~1): the global norm must span every shard.
                           "optim: {warmup_steps: 3, grad_clip: 0.5}\n"
-                          "data: {branching: 3}\n"
+                          "data: {" + data_ + "}\n"
                           "metrics: {port: 0}\n"
                           "parallel: " + parallel + "\n" + extra);
   }
@@ -73,6 +73,8 @@ class IspProcesses : public ::testing::Test {
 
   fs::path dir_;
   std::string dtype_;  // ", dtype: bf16" for the bf16 runs
+  std::string model_ = kModel;
+  std::string data_ = "branching: 3";
 };
 
 double max_rel_loss_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -122,6 +124,122 @@ TEST_F(IspProcesses, EveryLayoutMatchesOneRank) {
     std::printf("%d ranks %s: max rel diff vs one rank: losses %.2e, weights %.2e\n", c.ranks, c.parallel.c_str(),
                 dl, dw);
   }
+}
+
+// A Llama 3 model: head_dim apart from d_model / n_heads (12 x 8 heads = 96
+// wide attention on d_model 32) and llama3 RoPE scaling whose bands fall
+// inside the head (original context 16): the Ulysses exchange moves 12-wide
+// heads, a rank of sp rotates its slice from its first global position with
+// the scaled frequencies, and wp shards the wider projections.
+TEST_F(IspProcesses, HeadDimAndLlama3RopeLayoutsMatchOneRank) {
+  model_ =
+      "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 8, n_kv_heads: 4, head_dim: 12, max_seq_len: 16, "
+      "ffn_hidden: 64, rope_theta: 500000, rope_scaling: {rope_type: llama3, factor: 32, low_freq_factor: 1, "
+      "high_freq_factor: 4, original_max_position_embeddings: 16}}\n";
+  const fs::path ref_out = dir_ / "one";
+  auto r = launch(config("one", 4, "{strategy: dp}"), 1, ref_out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const SafetensorsFile ref = final_weights(ref_out);
+  const auto ref_losses = summary(ref_out)["losses"].get<std::vector<double>>();
+  struct Case {
+    int ranks, micro_batch;
+    std::string parallel;
+  } cases[] = {{2, 4, "{strategy: isp, sp: 2, wp: 1}"}, {4, 2, "{strategy: isp, sp: 2, wp: 2}"}};
+  int i = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.parallel);
+    const fs::path out = dir_ / ("isp-" + std::to_string(i));
+    auto res = launch(config("isp" + std::to_string(i++), c.micro_batch, c.parallel), c.ranks, out);
+    ASSERT_EQ(res.code, 0) << res.output;
+    const double dl = max_rel_loss_diff(ref_losses, summary(out)["losses"].get<std::vector<double>>());
+    const double dw = max_rel_diff(ref, final_weights(out));
+    EXPECT_LT(dl, 1e-5);
+    EXPECT_LT(dw, 1e-5);
+    std::printf("%d ranks %s: max rel diff vs one rank: losses %.2e, weights %.2e\n", c.ranks, c.parallel.c_str(),
+                dl, dw);
+  }
+  // The checkpoint (sharded over the ranks) is an HF directory with both.
+  std::ifstream in(dir_ / "isp-1" / "checkpoints" / "step-10" / "config.json");
+  ASSERT_TRUE(in) << "no config.json in the last ISP checkpoint";
+  const nlohmann::json hf = nlohmann::json::parse(in);
+  EXPECT_EQ(hf["head_dim"], 12);
+  EXPECT_EQ(hf["rope_scaling"]["rope_type"], "llama3");
+  EXPECT_EQ(hf["rope_parameters"]["original_max_position_embeddings"], 16);
+}
+
+// sp wider than the KV heads: with 2 KV heads under 8 query heads, sp 4 and
+// sp 8 replicate each KV head to the ranks whose query heads use it and sum
+// the replicas' gradients back; every layout trains as one rank does.
+TEST_F(IspProcesses, KvHeadsReplicatedWhenSpExceedsThemMatchOneRank) {
+  model_ =
+      "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 8, n_kv_heads: 2, max_seq_len: 16, "
+      "ffn_hidden: 64}\n";
+  const fs::path ref_out = dir_ / "one";
+  auto r = launch(config("one", 4, "{strategy: dp}"), 1, ref_out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const SafetensorsFile ref = final_weights(ref_out);
+  const auto ref_losses = summary(ref_out)["losses"].get<std::vector<double>>();
+  struct Case {
+    int ranks, micro_batch, grad_accum;
+    std::string parallel;
+  } cases[] = {{4, 4, 1, "{strategy: isp, sp: 4}"},
+               {8, 4, 1, "{strategy: isp, sp: 8}"},
+               {8, 2, 1, "{strategy: isp, sp: 4, wp: 2, isp: {recompute_blocks: 1}}"},
+               {4, 2, 2, "{strategy: isp, sp: 4, isp: {prefetch: false}}"}};
+  int i = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.parallel);
+    const fs::path out = dir_ / ("isp-" + std::to_string(i));
+    auto res = launch(config("isp" + std::to_string(i++), c.micro_batch, c.parallel, c.grad_accum), c.ranks, out);
+    ASSERT_EQ(res.code, 0) << res.output;
+    const double dl = max_rel_loss_diff(ref_losses, summary(out)["losses"].get<std::vector<double>>());
+    const double dw = max_rel_diff(ref, final_weights(out));
+    EXPECT_LT(dl, 1e-5);
+    EXPECT_LT(dw, 1e-5);
+    std::printf("%d ranks %s: max rel diff vs one rank: losses %.2e, weights %.2e\n", c.ranks, c.parallel.c_str(),
+                dl, dw);
+  }
+}
+
+// Packed documents under sequence parallelism: each rank rotates its slice by
+// the positions in their documents and attends within documents over the
+// whole sequence; sp 2, and sp 4 on 2 KV heads (replicated), train as one
+// rank does (token 27 ends about one in ten positions' documents).
+TEST_F(IspProcesses, PackedDocumentsMatchOneRank) {
+  model_ =
+      "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 8, n_kv_heads: 2, max_seq_len: 16, "
+      "ffn_hidden: 64}\n";
+  data_ = "branching: 3, document_boundaries: eos, eos_token: 27";
+  const fs::path ref_out = dir_ / "one";
+  auto r = launch(config("one", 4, "{strategy: dp}"), 1, ref_out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("documents ended by token 27"), std::string::npos) << r.output;
+  const SafetensorsFile ref = final_weights(ref_out);
+  const auto ref_losses = summary(ref_out)["losses"].get<std::vector<double>>();
+  struct Case {
+    int ranks, micro_batch;
+    std::string parallel;
+  } cases[] = {{2, 4, "{strategy: isp, sp: 2}"}, {4, 4, "{strategy: isp, sp: 4}"},
+               {4, 2, "{strategy: isp, sp: 2, wp: 2}"}};
+  int i = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks, " + c.parallel);
+    const fs::path out = dir_ / ("isp-" + std::to_string(i));
+    auto res = launch(config("isp" + std::to_string(i++), c.micro_batch, c.parallel), c.ranks, out);
+    ASSERT_EQ(res.code, 0) << res.output;
+    const double dl = max_rel_loss_diff(ref_losses, summary(out)["losses"].get<std::vector<double>>());
+    const double dw = max_rel_diff(ref, final_weights(out));
+    EXPECT_LT(dl, 1e-5);
+    EXPECT_LT(dw, 1e-5);
+    std::printf("%d ranks %s: max rel diff vs one rank: losses %.2e, weights %.2e\n", c.ranks, c.parallel.c_str(),
+                dl, dw);
+  }
+  // The documents matter: the same run without them trains otherwise.
+  data_ = "branching: 3";
+  const fs::path plain_out = dir_ / "plain";
+  r = launch(config("plain", 4, "{strategy: dp}"), 1, plain_out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_GT(max_rel_loss_diff(ref_losses, summary(plain_out)["losses"].get<std::vector<double>>()), 1e-4);
 }
 
 // Bytes from the buffers (summary.json): the shard buffer holds 1/wp of every

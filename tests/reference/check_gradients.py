@@ -30,9 +30,36 @@ def main():
     subprocess.run([a.dump, "--config", a.config, "--out", a.workdir], check=True)
 
     with open(os.path.join(a.workdir, "config.yaml")) as f:
-        cfg = model_config(yaml.safe_load(f))
+        resolved = yaml.safe_load(f)
+    # The dump's resolved config carries every model field the test config
+    # sets (head_dim, rope_scaling...): the reference is built from it.
+    with open(a.config) as f:
+        asked = yaml.safe_load(f).get("model", {})
+    def same(got, want):  # weft writes 1e-06 and 5e+05, which YAML 1.1 reads as strings
+        if isinstance(want, dict):
+            return isinstance(got, dict) and all(same(got.get(k), v) for k, v in want.items())
+        if isinstance(want, (int, float)) and not isinstance(want, bool):
+            try:
+                return float(got) == float(want)
+            except (TypeError, ValueError):
+                return False
+        return got == want
+
+    for k, v in asked.items():
+        if not same(resolved["model"].get(k), v):
+            raise SystemExit(f"weft-reference-dump's config.yaml has model.{k} {resolved['model'].get(k)!r}, "
+                             f"the test config {v!r}")
+    cfg = model_config(resolved)
+    print(f"model: head_dim {cfg['head_dim']}, rope_scaling {cfg['rope_scaling']}")
     weights, _ = load_safetensors(os.path.join(a.workdir, "weights.safetensors"))
     batch, _ = load_safetensors(os.path.join(a.workdir, "batch.safetensors"))
+    if cfg["eos_token"] is not None:
+        # A packed batch must hold documents that start inside rows, or it
+        # checks nothing beyond one causal sequence a row.
+        inside = int((batch["inputs"][:, :-1] == cfg["eos_token"]).sum())
+        print(f"packed documents: {inside} start inside a row (eos token {cfg['eos_token']})")
+        if inside < 3:
+            raise SystemExit("the packed batch has fewer than 3 documents starting inside a row; pick another eos_token")
     grads, meta = load_safetensors(os.path.join(a.workdir, "grads.safetensors"))
     torch.set_num_threads(1)
     model = build_from_weights(cfg, weights)

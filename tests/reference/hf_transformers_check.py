@@ -1,6 +1,7 @@
 """weft <-> transformers, both ways, with transformers itself.
 
 usage: python3 hf_transformers_check.py --bin BUILD/bin --workdir DIR [--device cuda] [--weft-device cuda]
+       [--variant llama3]
 
 1. weft-worker trains a small model for a few steps; its checkpoint directory
    must load with AutoModelForCausalLM.from_pretrained and give weft's loss on
@@ -14,7 +15,9 @@ Needs torch, transformers and safetensors; exits 77 (ctest: skipped) without
 them. Runs on the CPU without --device cuda; the GPU machine check uses cuda.
 --weft-device cuda trains step 1's model on the GPU (bf16 working weights,
 f32 master weights in the checkpoint): the proof that a GPU run's checkpoint
-is what transformers users expect.
+is what transformers users expect. --variant llama3 does both with a Llama
+3.2-shaped model (rope_type llama3 with its bands inside the trained
+positions, head_dim apart from hidden_size / heads, tied embeddings).
 """
 import argparse, json, os, shutil, subprocess, sys
 
@@ -30,6 +33,16 @@ except ImportError as e:  # CI without transformers
 CONFIG = """preset: tiny
 model: {vocab_size: 256, d_model: 64, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_hidden: 160,
         max_seq_len: 64, rope_theta: 50000, norm_eps: 1.0e-6}
+train: {steps: 5, micro_batch: 4, seq_len: 32, log_every: 1}
+data: {branching: 4}
+metrics: {port: 0}
+"""
+
+CONFIG_LLAMA3 = """preset: tiny
+model: {vocab_size: 256, d_model: 64, n_layers: 2, n_heads: 4, n_kv_heads: 1, head_dim: 32, ffn_hidden: 256,
+        max_seq_len: 256, rope_theta: 500000, norm_eps: 1.0e-5, tie_embeddings: true,
+        rope_scaling: {rope_type: llama3, factor: 32, low_freq_factor: 1, high_freq_factor: 4,
+                       original_max_position_embeddings: 64}}
 train: {steps: 5, micro_batch: 4, seq_len: 32, log_every: 1}
 data: {branching: 4}
 metrics: {port: 0}
@@ -75,18 +88,20 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--weft-device", default="cpu", help="where weft-worker trains the model of step 1")
+    ap.add_argument("--variant", default="llama2", choices=["llama2", "llama3"])
     args = ap.parse_args()
+    config = CONFIG_LLAMA3 if args.variant == "llama3" else CONFIG
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     cfg = os.path.join(args.workdir, "c.yaml")
     with open(cfg, "w") as f:
-        f.write(CONFIG)
+        f.write(config)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, device {args.device}")
 
     # 1. weft checkpoint -> from_pretrained.
     train_cfg = os.path.join(args.workdir, "train.yaml")
     with open(train_cfg, "w") as f:
-        f.write(CONFIG + f"device: {args.weft_device}\n")
+        f.write(config + f"device: {args.weft_device}\n")
     out = run([os.path.join(args.bin, "weft-worker"), train_cfg, "--out", os.path.join(args.workdir, "run")])
     print("\n".join(l for l in out.splitlines() if "step" in l or "device" in l))
     ckpt = os.path.join(args.workdir, "run", "checkpoints", "step-5")

@@ -2,9 +2,10 @@
 semantics and tensor names), built from weft's safetensors files.
 
 Written independently of the C++ code from the published Llama definition:
-RMSNorm, rotary embeddings with rotate_half, grouped-query attention via
-repeat_kv, SwiGLU MLP, mean cross-entropy. Used by the gradient check and the
-DDP/throughput baselines.
+RMSNorm, rotary embeddings with rotate_half (optionally with Llama 3's
+frequency scaling, as transformers' _compute_llama3_parameters), grouped-query
+attention via repeat_kv with any head_dim, SwiGLU MLP, mean cross-entropy. Used
+by the gradient check and the DDP/throughput baselines.
 """
 import json
 import math
@@ -69,8 +70,24 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope_cos_sin(T, D, theta, dtype):
+def llama3_inv_freq(inv_freq, s):
+    """transformers' _compute_llama3_parameters on a default inv_freq."""
+    factor, low_freq_factor, high_freq_factor = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old_context_len = s["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def rope_cos_sin(T, D, theta, dtype, rope_scaling=None):
     inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    if rope_scaling:
+        inv_freq = llama3_inv_freq(inv_freq, rope_scaling)
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -80,7 +97,7 @@ class Block(torch.nn.Module):
     def __init__(self, c):
         super().__init__()
         C, H, Hkv = c["d_model"], c["n_heads"], c["n_kv_heads"]
-        D = C // H
+        D = c.get("head_dim") or C // H
         self.H, self.Hkv, self.D = H, Hkv, D
         self.input_layernorm = RMSNorm(C, c["norm_eps"])
         self.post_attention_layernorm = RMSNorm(C, c["norm_eps"])
@@ -95,7 +112,7 @@ class Block(torch.nn.Module):
         self.mlp.up_proj = torch.nn.Linear(C, F_, bias=False)
         self.mlp.down_proj = torch.nn.Linear(F_, C, bias=False)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, mask=None):
         B, T, C = x.shape
         h = self.input_layernorm(x)
         a = self.self_attn
@@ -108,7 +125,8 @@ class Block(torch.nn.Module):
         k = k.repeat_interleave(rep, dim=1)  # repeat_kv
         v = v.repeat_interleave(rep, dim=1)
         att = (q @ k.transpose(-1, -2)) / math.sqrt(self.D)
-        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        if mask is None:
+            mask = torch.ones(T, T, dtype=torch.bool).triu(1)
         att = att.masked_fill(mask, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, self.H * self.D)
         x = x + a.o_proj(y)
@@ -119,7 +137,10 @@ class Block(torch.nn.Module):
 
 class LlamaRef(torch.nn.Module):
     """Config keys: vocab_size d_model n_layers n_heads n_kv_heads ffn
-    rope_theta norm_eps tie_embeddings."""
+    rope_theta norm_eps tie_embeddings, optionally head_dim (default
+    d_model // n_heads), rope_scaling (llama3: factor, low_freq_factor,
+    high_freq_factor, original_max_position_embeddings) and eos_token (packed
+    documents: each eos token ends one; None: one causal sequence a row)."""
 
     def __init__(self, c):
         super().__init__()
@@ -134,9 +155,24 @@ class LlamaRef(torch.nn.Module):
     def forward(self, inputs, targets):
         B, T = inputs.shape
         x = self.model.embed_tokens(inputs.long())
-        cos, sin = rope_cos_sin(T, self.c["d_model"] // self.c["n_heads"], self.c["rope_theta"], x.dtype)
+        D = self.c.get("head_dim") or self.c["d_model"] // self.c["n_heads"]
+        cos, sin = rope_cos_sin(T, D, self.c["rope_theta"], x.dtype, self.c.get("rope_scaling"))
+        mask = None
+        if self.c.get("eos_token") is not None:
+            # Packed documents: each eos ends its document. doc[b, t] counts
+            # the eos tokens before t; attention only within a document, and
+            # positions (position_ids) counted from the document's start.
+            is_eos = (inputs.long() == self.c["eos_token"]).long()
+            doc = torch.cumsum(is_eos, dim=1) - is_eos
+            t = torch.arange(T)
+            same = doc[:, :, None] == doc[:, None, :]
+            mask = (~same | (t[None, :] > t[:, None])[None]).unsqueeze(1)  # [B, 1, T, T]: disallowed
+            start = torch.stack([torch.stack([(doc[b] == doc[b, i]).nonzero()[0, 0] for i in range(T)])
+                                 for b in range(B)])
+            pos = t[None, :] - start  # [B, T]
+            cos, sin = cos[pos].unsqueeze(1), sin[pos].unsqueeze(1)  # [B, 1, T, D]
         for blk in self.model.layers:
-            x = blk(x, cos, sin)
+            x = blk(x, cos, sin, mask)
         x = self.model.norm(x)
         w = self.model.embed_tokens.weight if self.c["tie_embeddings"] else self.lm_head.weight
         logits = x @ w.t()
@@ -152,7 +188,29 @@ def model_config(cfg_yaml):
         "n_heads": m["n_heads"], "n_kv_heads": m["n_kv_heads"], "ffn": ffn,
         "rope_theta": float(m["rope_theta"]), "norm_eps": float(m["norm_eps"]),
         "tie_embeddings": bool(m["tie_embeddings"]),
+        "head_dim": m.get("head_dim", 0) or m["d_model"] // m["n_heads"],
+        "rope_scaling": rope_scaling(m.get("rope_scaling") or {}),
+        "eos_token": eos_token(cfg_yaml.get("data") or {}),
     }
+
+
+def eos_token(d):
+    """weft's data.document_boundaries / eos_token -> the token ending packed documents, or None."""
+    if d.get("document_boundaries", "none") == "none":
+        return None
+    if d["document_boundaries"] != "eos":
+        raise SystemExit(f"the reference implements document_boundaries none and eos, not {d['document_boundaries']!r}")
+    return int(d["eos_token"])
+
+
+def rope_scaling(s):
+    """weft's model.rope_scaling -> the llama3 parameters, or None (unscaled)."""
+    t = s.get("rope_type", "default")
+    if t == "default":
+        return None
+    if t != "llama3":
+        raise SystemExit(f"the reference implements rope_type default and llama3, not {t!r}")
+    return {k: float(s[k]) for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
 
 
 def build_from_weights(cfg, weights, dtype=torch.float32):

@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
   if (eval_batches)
     write_batches(*weft::make_eval_source(cfg), cfg, cfg.eval.batches, 1, out + "/eval_batches.safetensors");
 
-  double loss = model.forward(batch.inputs.data(), batch.targets.data(), B, T);
+  double loss = model.forward(batch.inputs.data(), batch.targets.data(), B, T,
+                              batch.doc_starts.empty() ? nullptr : batch.doc_starts.data());
   model.zero_grads();
   model.backward(1.0f / (float(B) * T));
   weft::SafetensorsWriter gw;

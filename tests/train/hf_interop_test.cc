@@ -333,6 +333,34 @@ TEST(HfExport, TrainedCheckpointReloadsAndShardedResumeMatches) {
   fs::remove_all(dir);
 }
 
+// A Llama 3 checkpoint (llama3 RoPE scaling, head_dim apart from d_model /
+// n_heads, tied) is an HF directory whose config.json brings the same model
+// back through init_from, with the trained weights bit for bit, and a run
+// from it starts where the trained one ended.
+TEST(HfExport, Llama3RopeAndHeadDimCheckpointReloads) {
+  const fs::path dir = fresh_dir("hf-llama3");
+  WorkerConfig c = small_config((dir / "run").string());
+  c.model.explicit_head_dim = 12;  // 4 heads x 12, d_model 32
+  c.model.tie_embeddings = true;
+  c.model.rope_theta = 500000;
+  c.model.rope_scaling = {"llama3", 32, 1, 4, 16};
+  c.train.steps = 4;
+  Trainer t(c);
+  t.run();
+  const fs::path last = fs::path(c.train.out_dir) / "checkpoints" / "step-4";
+  ASSERT_TRUE(fs::exists(last / "config.json"));
+  WorkerConfig imported = config_for(last, "train: {seq_len: 16}\n");
+  imported.model.ffn_hidden = c.model.ffn_hidden;
+  EXPECT_EQ(imported.model, c.model);
+  Llama back(imported.model);
+  load_hf_weights(HfWeights::open(last.string()), back);
+  for (size_t i = 0; i < back.params().size(); ++i) {
+    const Tensor a = t.model().param(int(i)), b = back.param(int(i));
+    EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes()), 0) << back.params()[i].name;
+  }
+  fs::remove_all(dir);
+}
+
 // init_from seeds step 0 with the HF weights and a fresh optimizer; once the
 // run has its own checkpoint, a restart resumes from that instead.
 TEST(HfImport, TrainerStartsFromHfWeightsThenResumesOwnCheckpoint) {

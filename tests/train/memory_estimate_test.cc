@@ -42,6 +42,13 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
          c.train.dtype = "bf16";
        }},
       {"pointwise recompute", [](WorkerConfig& c) { c.train.recompute = Recompute::Pointwise; }},
+      {"head_dim apart from d_model / n_heads", [](WorkerConfig& c) { c.model.explicit_head_dim = 2 * c.model.head_dim(); }},
+      {"head_dim, pointwise recompute, isp recompute 1", [](WorkerConfig& c) {
+         c.model.explicit_head_dim = c.model.head_dim() + 2;
+         c.train.recompute = Recompute::Pointwise;
+         c.parallel.strategy = Strategy::Isp;
+         c.parallel.isp.recompute_blocks = 1;
+       }},
       {"pointwise recompute, isp recompute 1, bf16", [](WorkerConfig& c) {
          c.train.recompute = Recompute::Pointwise;
          c.train.dtype = "bf16";

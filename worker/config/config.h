@@ -29,11 +29,25 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// RoPE frequency scaling (model.rope_scaling; Hugging Face's rope_scaling /
+// rope_parameters). "default": unscaled, every number below 0 (unset).
+// "llama3": Llama 3.1/3.2's wavelength bands (kernels/rope_freqs.h), every
+// number required: factor >= 1, 0 < low_freq_factor < high_freq_factor.
+struct RopeScalingConfig {
+  std::string rope_type = "default";         // "default" | "llama3"
+  double factor = 0;                         // low frequencies divided by this
+  double low_freq_factor = 0;                // wavelengths above original / this are scaled
+  double high_freq_factor = 0;               // wavelengths below original / this are kept
+  int original_max_position_embeddings = 0;  // the context the model was pretrained at
+
+  bool operator==(const RopeScalingConfig&) const = default;
+};
+
 struct ModelConfig {
   int vocab_size = 256;       // tokens; must cover the data's token ids
   int d_model = 128;          // hidden size C
   int n_layers = 4;           // decoder blocks
-  int n_heads = 4;            // query heads; d_model % n_heads == 0
+  int n_heads = 4;            // query heads; d_model % n_heads == 0 unless head_dim is set
   int n_kv_heads = 2;         // key/value heads; n_heads % n_kv_heads == 0
   int ffn_hidden = 0;         // SwiGLU width F; 0 = round_up(8*d_model/3, 32)
   int max_seq_len = 256;      // longest sequence the model is trained on
@@ -41,8 +55,12 @@ struct ModelConfig {
   double norm_eps = 1e-5;     // RMSNorm epsilon
   bool tie_embeddings = false;  // lm_head shares model.embed_tokens.weight
   double init_std = 0.02;       // normal init of linear/embedding weights
+  // YAML model.head_dim: each head's width D (q_proj is [n_heads * D, d_model]);
+  // 0 = d_model / n_heads. Read head_dim(), which resolves it.
+  int explicit_head_dim = 0;
+  RopeScalingConfig rope_scaling;  // model.rope_scaling
 
-  int head_dim() const { return d_model / n_heads; }
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : d_model / n_heads; }
   int ffn() const { return contract::ffn_width(ffn_hidden, d_model); }
 
   bool operator==(const ModelConfig&) const = default;
@@ -95,6 +113,11 @@ struct DataConfig {
   std::string shards;                // glob of llm.c token shards (source: shards)
   uint64_t seed = 1234;              // synthetic Markov chain
   int branching = 4;                 // successors per state in the synthetic chain
+  // Packed documents: "none" (attention is causal over the whole sequence)
+  // or "eos" (each eos_token ends a document: attention stays inside a
+  // document and RoPE positions restart after each eos; CPU so far).
+  std::string document_boundaries = "none";
+  int eos_token = -1;                // the token that ends a document; -1 = none
 
   bool operator==(const DataConfig&) const = default;
 };

@@ -101,6 +101,34 @@ class Checker {
   std::optional<ConfigProblem> problem_;
 };
 
+// The rope types weft implements (kernels/rope_freqs.h); any other is refused
+// by name rather than trained as unscaled RoPE.
+void check_rope_scaling(Checker& c, const RopeScalingConfig& r) {
+  const std::string p = "model.rope_scaling.";
+  c.require(r.rope_type == "default" || r.rope_type == "llama3", p + "rope_type",
+            "'" + r.rope_type + "' is not implemented (weft implements 'default', unscaled, and 'llama3')");
+  const std::pair<const char*, double> numbers[] = {{"factor", r.factor},
+                                                     {"low_freq_factor", r.low_freq_factor},
+                                                     {"high_freq_factor", r.high_freq_factor},
+                                                     {"original_max_position_embeddings",
+                                                      static_cast<double>(r.original_max_position_embeddings)}};
+  if (r.rope_type == "default") {
+    for (const auto& [name, v] : numbers)
+      c.require(v == 0, p + name, num(v) + " is set, but model.rope_scaling.rope_type is 'default' (unscaled); "
+                                           "set rope_type: llama3 or remove it");
+    return;
+  }
+  c.require(std::isfinite(r.factor) && r.factor >= 1, p + "factor",
+            "must be >= 1 with rope_type llama3 (low frequencies are divided by it), got " + num(r.factor));
+  c.require(std::isfinite(r.low_freq_factor) && r.low_freq_factor > 0, p + "low_freq_factor",
+            "must be > 0 with rope_type llama3, got " + num(r.low_freq_factor));
+  c.require(std::isfinite(r.high_freq_factor) && r.high_freq_factor > r.low_freq_factor, p + "high_freq_factor",
+            "must be > model.rope_scaling.low_freq_factor " + num(r.low_freq_factor) +
+                " with rope_type llama3 (the band between them is interpolated), got " + num(r.high_freq_factor));
+  c.require(r.original_max_position_embeddings > 0, p + "original_max_position_embeddings",
+            "must be > 0 with rope_type llama3, got " + num(r.original_max_position_embeddings));
+}
+
 void check_model(Checker& c, const ModelConfig& m) {
   c.require(m.vocab_size >= 2, "model.vocab_size", "must be >= 2, got " + num(m.vocab_size));
   c.positive(m.d_model, "model.d_model");
@@ -112,16 +140,23 @@ void check_model(Checker& c, const ModelConfig& m) {
   c.positive(m.rope_theta, "model.rope_theta");
   c.positive(m.norm_eps, "model.norm_eps");
   c.positive(m.init_std, "model.init_std");
+  c.require(m.explicit_head_dim >= 0, "model.head_dim",
+            "must be >= 0 (0: d_model / n_heads), got " + num(m.explicit_head_dim));
   if (!c.ok()) return;
-  c.require(m.d_model % m.n_heads == 0, "model.n_heads",
-            num(m.n_heads) + " does not divide model.d_model " + num(m.d_model));
+  c.require(m.explicit_head_dim > 0 || m.d_model % m.n_heads == 0, "model.n_heads",
+            num(m.n_heads) + " does not divide model.d_model " + num(m.d_model) + " (or set model.head_dim)");
   c.require(m.n_heads % m.n_kv_heads == 0, "model.n_kv_heads",
             num(m.n_kv_heads) + " does not divide model.n_heads " + num(m.n_heads));
   if (!c.ok()) return;
   // RoPE rotates (even, odd) pairs of each head's channels.
-  c.require(m.head_dim() % 2 == 0, "model.n_heads",
-            "head_dim = d_model / n_heads = " + num(m.d_model) + " / " + num(m.n_heads) +
-                " = " + num(m.head_dim()) + " is odd; RoPE needs an even head dimension");
+  if (m.explicit_head_dim > 0)
+    c.require(m.head_dim() % 2 == 0, "model.head_dim",
+              num(m.head_dim()) + " is odd; RoPE needs an even head dimension");
+  else
+    c.require(m.head_dim() % 2 == 0, "model.n_heads",
+              "head_dim = d_model / n_heads = " + num(m.d_model) + " / " + num(m.n_heads) +
+                  " = " + num(m.head_dim()) + " is odd; RoPE needs an even head dimension");
+  check_rope_scaling(c, m.rope_scaling);
 }
 
 void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
@@ -150,6 +185,26 @@ void check_optim(Checker& c, const OptimConfig& o) {
   c.positive(o.eps, "optim.eps");
   c.non_negative(o.weight_decay, "optim.weight_decay");
   c.non_negative(o.grad_clip, "optim.grad_clip");
+}
+
+// Packed documents (data.document_boundaries eos): the CPU kernels implement
+// them so far.
+void check_documents(Checker& c, const WorkerConfig& cfg) {
+  const DataConfig& d = cfg.data;
+  c.choice(d.document_boundaries, {"none", "eos"}, "data.document_boundaries");
+  if (d.document_boundaries != "eos") {
+    c.require(d.eos_token == -1, "data.eos_token",
+              "is set (" + num(d.eos_token) + ") but data.document_boundaries is 'none'; set it to eos to keep "
+              "attention inside documents, or remove data.eos_token");
+    return;
+  }
+  c.require(d.eos_token >= 0 && d.eos_token < cfg.model.vocab_size, "data.eos_token",
+            d.eos_token == -1 ? std::string("must be set with data.document_boundaries eos (the token that ends a "
+                                            "document, e.g. 50256 for GPT-2's <|endoftext|>)")
+                              : num(d.eos_token) + " is outside the vocabulary (model.vocab_size " +
+                                    num(cfg.model.vocab_size) + ")");
+  c.require(cfg.device == "cpu", "data.document_boundaries",
+            "'eos' is implemented on the CPU only so far (device is '" + cfg.device + "')");
 }
 
 void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
@@ -206,14 +261,15 @@ void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const 
   if (p.sp > 1) {
     c.require(m.n_heads % p.sp == 0, "parallel.sp",
               num(p.sp) + " does not divide model.n_heads " + num(m.n_heads) + " (attention is split by heads)");
-    c.require(m.n_kv_heads % p.sp == 0, "parallel.sp",
-              num(p.sp) + " does not divide model.n_kv_heads " + num(m.n_kv_heads) +
-                  " (attention is split by heads)");
+    // Fewer KV heads than sp ranks are replicated until each rank has one.
+    c.require(m.n_kv_heads % p.sp == 0 || p.sp % m.n_kv_heads == 0, "parallel.sp",
+              num(p.sp) + " neither divides model.n_kv_heads " + num(m.n_kv_heads) +
+                  " nor is a multiple of it (attention is split by heads; KV heads are replicated up to sp)");
     c.require(t.seq_len % p.sp == 0, "parallel.sp",
               num(p.sp) + " does not divide train.seq_len " + num(t.seq_len) + " (each rank holds seq_len/sp positions)");
   }
   if (p.wp > 1) {
-    const int D = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
+    const int D = m.n_heads > 0 ? m.head_dim() : 0;
     const std::pair<const char*, int> out_dims[] = {
         {"q_proj (n_heads * head_dim)", m.n_heads * D}, {"k_proj/v_proj (n_kv_heads * head_dim)", m.n_kv_heads * D},
         {"o_proj/down_proj (d_model)", m.d_model},      {"gate_proj/up_proj (ffn)", m.ffn()},
@@ -270,9 +326,13 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluati
   Checker c;
   c.choice(cfg.device, {"cpu", "cuda"}, "device");
   check_model(c, cfg.model);
+  // weft's CUDA attention holds a head's row in registers: D <= 128 (kernels/cuda/cuda_ops.h).
+  c.require(cfg.device != "cuda" || cfg.model.head_dim() <= 128, "model.head_dim",
+            num(cfg.model.head_dim()) + " exceeds 128, the widest head weft's CUDA attention computes");
   check_train(c, cfg.train, cfg.model);
   check_optim(c, cfg.optim);
   check_data(c, cfg.data, cfg.model);
+  check_documents(c, cfg);
   check_checkpoint(c, cfg.checkpoint);
   check_eval(c, cfg.eval, cfg.data, evaluating || cfg.eval.every > 0);
   check_parallel(c, cfg.parallel, cfg.model, cfg.train);

@@ -1,6 +1,7 @@
 #include "config/hf_config.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,12 @@ constexpr Mapped kMapped[] = {
     {"rope_theta", "rope_theta", false},
     {"norm_eps", "rms_norm_eps", false},
     {"init_std", "initializer_range", false},
+    {"head_dim", "head_dim", true},
+    {"rope_scaling.rope_type", "rope_type", false},
+    {"rope_scaling.factor", "factor", false},
+    {"rope_scaling.low_freq_factor", "low_freq_factor", false},
+    {"rope_scaling.high_freq_factor", "high_freq_factor", false},
+    {"rope_scaling.original_max_position_embeddings", "original_max_position_embeddings", false},
 };
 
 std::string text(double v) {
@@ -50,6 +57,13 @@ std::string field_text(const ModelConfig& m, const std::string& f) {
   if (f == "rope_theta") return text(m.rope_theta);
   if (f == "norm_eps") return text(m.norm_eps);
   if (f == "init_std") return text(m.init_std);
+  if (f == "head_dim") return std::to_string(m.head_dim());
+  const RopeScalingConfig& r = m.rope_scaling;
+  if (f == "rope_scaling.rope_type") return r.rope_type;
+  if (f == "rope_scaling.factor") return text(r.factor);
+  if (f == "rope_scaling.low_freq_factor") return text(r.low_freq_factor);
+  if (f == "rope_scaling.high_freq_factor") return text(r.high_freq_factor);
+  if (f == "rope_scaling.original_max_position_embeddings") return std::to_string(r.original_max_position_embeddings);
   return "?";
 }
 
@@ -65,6 +79,13 @@ void copy_field(ModelConfig& to, const ModelConfig& from, const std::string& f) 
   else if (f == "rope_theta") to.rope_theta = from.rope_theta;
   else if (f == "norm_eps") to.norm_eps = from.norm_eps;
   else if (f == "init_std") to.init_std = from.init_std;
+  else if (f == "head_dim") to.explicit_head_dim = from.explicit_head_dim;
+  else if (f == "rope_scaling.rope_type") to.rope_scaling.rope_type = from.rope_scaling.rope_type;
+  else if (f == "rope_scaling.factor") to.rope_scaling.factor = from.rope_scaling.factor;
+  else if (f == "rope_scaling.low_freq_factor") to.rope_scaling.low_freq_factor = from.rope_scaling.low_freq_factor;
+  else if (f == "rope_scaling.high_freq_factor") to.rope_scaling.high_freq_factor = from.rope_scaling.high_freq_factor;
+  else if (f == "rope_scaling.original_max_position_embeddings")
+    to.rope_scaling.original_max_position_embeddings = from.rope_scaling.original_max_position_embeddings;
 }
 
 class Reader {
@@ -149,31 +170,64 @@ HfModelConfig read_hf_config(const std::string& dir) {
   m.norm_eps = r.number_or(j, "rms_norm_eps", 1e-6, "rms_norm_eps");
   m.init_std = r.number_or(j, "initializer_range", m.init_std, "initializer_range");
   m.tie_embeddings = r.boolean_or("tie_word_embeddings", false);  // LlamaConfig's default
-  if (r.has("head_dim") && (m.d_model % m.n_heads != 0 || r.integer("head_dim") != m.d_model / m.n_heads))
-    r.fail("head_dim", j["head_dim"].dump() + " is not supported (weft uses hidden_size / num_attention_heads = " +
-                           std::to_string(m.d_model / m.n_heads) + ")");
+  // head_dim (LlamaConfig's default is hidden_size / num_attention_heads):
+  // kept only where it differs, so a config that spells out the default
+  // reads as one that does not.
+  if (r.has("head_dim")) {
+    const int head_dim = r.integer("head_dim");
+    if (head_dim % 2 != 0) r.fail("head_dim", std::to_string(head_dim) + " is odd; RoPE needs an even head dimension");
+    if (m.d_model % m.n_heads != 0 || head_dim != m.d_model / m.n_heads) m.explicit_head_dim = head_dim;
+  }
 
-  // RoPE: transformers 5 nests theta and type in rope_parameters;
-  // transformers 4 has top-level rope_theta and an optional rope_scaling.
+  // RoPE: transformers 5 nests theta, type and scaling in rope_parameters;
+  // transformers 4 has top-level rope_theta and an optional rope_scaling
+  // (older configs spell rope_type `type`). Both may be present (weft writes
+  // both); they must then agree.
   m.rope_theta = r.number_or(j, "rope_theta", 10000.0, "rope_theta");
-  auto check_rope_type = [&](const json& obj, const std::string& name) {
-    std::string type = "default";
-    for (const char* k : {"rope_type", "type"})
-      if (obj.contains(k) && obj[k].is_string()) type = obj[k].get<std::string>();
-    if (type != "default")
-      r.fail(name, obj.dump() + " is not supported (weft implements unscaled RoPE, rope_type 'default')");
+  auto read_rope = [&](const json& obj, const std::string& name) {
+    RopeScalingConfig out;
+    if (!obj.is_object()) r.fail(name, "expected an object, got " + obj.dump());
+    for (const char* k : {"type", "rope_type"})
+      if (obj.contains(k) && !obj[k].is_null()) {
+        if (!obj[k].is_string()) r.fail(name + "." + k, "expected a string, got " + obj[k].dump());
+        out.rope_type = obj[k].get<std::string>();
+      }
+    if (out.rope_type == "default") return out;
+    if (out.rope_type != "llama3")
+      r.fail(name, "rope_type '" + out.rope_type + "' is not supported (weft implements 'default', unscaled, and "
+                   "'llama3'): " + obj.dump());
+    auto number = [&](const char* k) {
+      const std::string field = name + "." + k;
+      if (!obj.contains(k) || obj[k].is_null()) r.fail(field, "missing (rope_type 'llama3' needs it)");
+      if (!obj[k].is_number() || !(obj[k].get<double>() > 0))
+        r.fail(field, "expected a positive number, got " + obj[k].dump());
+      return obj[k].get<double>();
+    };
+    out.factor = number("factor");
+    out.low_freq_factor = number("low_freq_factor");
+    out.high_freq_factor = number("high_freq_factor");
+    const double original = number("original_max_position_embeddings");
+    if (original != std::floor(original) || original > INT32_MAX)
+      r.fail(name + ".original_max_position_embeddings", "expected a positive integer, got " +
+                                                             obj["original_max_position_embeddings"].dump());
+    out.original_max_position_embeddings = static_cast<int>(original);
+    if (out.factor < 1) r.fail(name + ".factor", "must be >= 1, got " + obj["factor"].dump());
+    if (!(out.high_freq_factor > out.low_freq_factor))
+      r.fail(name + ".high_freq_factor", obj["high_freq_factor"].dump() + " must be greater than low_freq_factor " +
+                                             obj["low_freq_factor"].dump());
+    return out;
   };
+  std::optional<RopeScalingConfig> from_parameters, from_scaling;
   if (r.has("rope_parameters")) {
     const json& rp = j["rope_parameters"];
-    if (!rp.is_object()) r.fail("rope_parameters", "expected an object, got " + rp.dump());
-    check_rope_type(rp, "rope_parameters");
+    from_parameters = read_rope(rp, "rope_parameters");
     m.rope_theta = r.number_or(rp, "rope_theta", m.rope_theta, "rope_parameters.rope_theta");
   }
-  if (r.has("rope_scaling")) {
-    const json& rs = j["rope_scaling"];
-    if (!rs.is_object()) r.fail("rope_scaling", rs.dump() + " is not supported");
-    check_rope_type(rs, "rope_scaling");
-  }
+  if (r.has("rope_scaling")) from_scaling = read_rope(j["rope_scaling"], "rope_scaling");
+  if (from_parameters && from_scaling && !(*from_parameters == *from_scaling))
+    r.fail("rope_scaling", j["rope_scaling"].dump() + " disagrees with rope_parameters " + j["rope_parameters"].dump());
+  if (from_parameters) m.rope_scaling = *from_parameters;
+  else if (from_scaling) m.rope_scaling = *from_scaling;
 
   out.dtype = r.string_or("dtype", r.string_or("torch_dtype", ""));
   if (!out.dtype.empty() && out.dtype != "float32" && out.dtype != "bfloat16" && out.dtype != "float16")
@@ -196,8 +250,21 @@ std::string hf_config_json(const ModelConfig& m, const std::string& dtype) {
   j["hidden_act"] = "silu";
   j["max_position_embeddings"] = m.max_seq_len;
   j["rms_norm_eps"] = m.norm_eps;
-  j["rope_theta"] = m.rope_theta;                                              // transformers 4
-  j["rope_parameters"] = {{"rope_theta", m.rope_theta}, {"rope_type", "default"}};  // transformers 5
+  j["rope_theta"] = m.rope_theta;  // transformers 4
+  const RopeScalingConfig& rs = m.rope_scaling;
+  if (rs.rope_type == "llama3") {
+    nlohmann::ordered_json scaling = {{"factor", rs.factor},
+                                      {"low_freq_factor", rs.low_freq_factor},
+                                      {"high_freq_factor", rs.high_freq_factor},
+                                      {"original_max_position_embeddings", rs.original_max_position_embeddings}};
+    nlohmann::ordered_json params = {{"rope_theta", m.rope_theta}, {"rope_type", "llama3"}};
+    params.update(scaling);
+    scaling["rope_type"] = "llama3";
+    j["rope_scaling"] = scaling;     // transformers 4
+    j["rope_parameters"] = params;   // transformers 5
+  } else {
+    j["rope_parameters"] = {{"rope_theta", m.rope_theta}, {"rope_type", "default"}};  // transformers 5
+  }
   j["attention_bias"] = false;
   j["attention_dropout"] = 0.0;
   j["mlp_bias"] = false;

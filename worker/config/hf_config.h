@@ -3,11 +3,12 @@
 // is also a model directory for transformers' from_pretrained.
 //
 // Reads both spellings transformers has used: transformers 5 writes
-// `rope_parameters: {rope_theta, rope_type}` and `dtype`, transformers 4
-// wrote `rope_theta` (with `rope_scaling`) and `torch_dtype`. Anything weft's
-// model does not implement (another architecture, rope scaling, biases, an
-// activation other than SiLU, a head_dim other than hidden/heads) is refused
-// rather than silently trained as something else.
+// `rope_parameters: {rope_theta, rope_type, ...}` and `dtype`, transformers 4
+// wrote `rope_theta` (with `rope_scaling`) and `torch_dtype`. rope_type
+// 'llama3' (Llama 3.1/3.2) and an explicit head_dim are read; anything weft's
+// model does not implement (another architecture, another rope_type, biases,
+// an activation other than SiLU) is refused by name rather than silently
+// trained as something else (docs/checkpoints.md lists them).
 #pragma once
 
 #include <optional>

@@ -12,6 +12,48 @@
 
 namespace weft {
 
+namespace {
+
+// data.document_boundaries eos: the wrapped source's batches with their
+// documents marked.
+class PackedDocuments : public TokenSource {
+ public:
+  PackedDocuments(std::unique_ptr<TokenSource> inner, int eos) : inner_(std::move(inner)), eos_(eos) {}
+  void fill(Batch& batch, int B, int T, const BatchIndex& at) const override {
+    inner_->fill(batch, B, T, at);
+    mark_documents(batch, eos_);
+  }
+  int vocab_size() const override { return inner_->vocab_size(); }
+  // The chain's floor counts predictions across documents the same way.
+  double entropy_floor() const override { return inner_->entropy_floor(); }
+  std::string describe() const override {
+    return inner_->describe() + ", documents ended by token " + std::to_string(eos_);
+  }
+
+ private:
+  std::unique_ptr<TokenSource> inner_;
+  int eos_;
+};
+
+std::unique_ptr<TokenSource> with_documents(const WorkerConfig& cfg, std::unique_ptr<TokenSource> source) {
+  if (cfg.data.document_boundaries != "eos") return source;
+  return std::make_unique<PackedDocuments>(std::move(source), cfg.data.eos_token);
+}
+
+}  // namespace
+
+void mark_documents(Batch& batch, int eos_token) {
+  const size_t T = static_cast<size_t>(batch.T);
+  batch.doc_starts.resize(batch.inputs.size());
+  for (size_t row = 0; row + T <= batch.inputs.size(); row += T) {
+    int32_t start = 0;
+    for (size_t t = 0; t < T; ++t) {
+      batch.doc_starts[row + t] = start;
+      if (batch.inputs[row + t] == eos_token) start = static_cast<int32_t>(t + 1);
+    }
+  }
+}
+
 int64_t first_sample_row(const BatchIndex& at, int B) {
   if (at.world < 1 || at.rank < 0 || at.rank >= at.world || at.grad_accum < 1 || at.micro < 0 ||
       at.micro >= at.grad_accum || at.step < 0) {
@@ -36,7 +78,7 @@ void shape_batch(Batch& batch, int B, int T) {
 
 std::unique_ptr<TokenSource> make_source(const WorkerConfig& cfg) {
   if (cfg.data.source == "synthetic") {
-    return make_markov_source(cfg.model.vocab_size, cfg.data.branching, cfg.data.seed);
+    return with_documents(cfg, make_markov_source(cfg.model.vocab_size, cfg.data.branching, cfg.data.seed));
   }
   if (cfg.data.source == "shards") {
     auto source = make_shard_source(cfg.data.shards, cfg.data.seed);
@@ -47,7 +89,7 @@ std::unique_ptr<TokenSource> make_source(const WorkerConfig& cfg) {
                       std::to_string(source->vocab_size() - 1) + " but model.vocab_size is " +
                       std::to_string(cfg.model.vocab_size));
     }
-    return source;
+    return with_documents(cfg, std::move(source));
   }
   throw DataError("data.source: unknown source '" + cfg.data.source +
                   "' (expected synthetic or shards)");
@@ -58,10 +100,10 @@ std::unique_ptr<TokenSource> make_eval_source(const WorkerConfig& cfg) {
   if (d.source == "synthetic") {
     // The training chain, rows from a seed of their own.
     const uint64_t seed = hash_seed(d.seed, kDomainHeldOut, 0);
-    return make_markov_source(MarkovChain::random(cfg.model.vocab_size, d.branching, d.seed), seed,
+    return with_documents(cfg, make_markov_source(MarkovChain::random(cfg.model.vocab_size, d.branching, d.seed), seed,
                               "held-out stream of synthetic markov(vocab=" + std::to_string(cfg.model.vocab_size) +
                                   ", branching=" + std::to_string(d.branching) + ", seed=" + std::to_string(d.seed) +
-                                  ")");
+                                  ")"));
   }
   const std::string& glob = cfg.eval.shards;
   if (!cfg.eval.allow_training_shards) {
@@ -86,7 +128,7 @@ std::unique_ptr<TokenSource> make_eval_source(const WorkerConfig& cfg) {
     throw DataError("eval.shards: '" + glob + "' holds token id " + std::to_string(source->vocab_size() - 1) +
                     " but model.vocab_size is " + std::to_string(cfg.model.vocab_size) +
                     " (held-out shards of another tokenizer?)");
-  return source;
+  return with_documents(cfg, std::move(source));
 }
 
 }  // namespace weft

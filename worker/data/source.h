@@ -21,7 +21,15 @@ struct Batch {
   int B = 0, T = 0;
   std::vector<int32_t> inputs;   // [B*T]
   std::vector<int32_t> targets;  // [B*T], targets[b,t] = inputs[b,t+1] of the stream
+  // Packed documents (data.document_boundaries eos), else empty: [B*T], the
+  // first position of (b, t)'s document in row b (mark_documents).
+  std::vector<int32_t> doc_starts;
 };
+
+// Fills batch.doc_starts: each eos_token ends its document (it is the
+// document's last token), the position after it starts the next; a row
+// starts a document at 0 (the rest of one cut by the row boundary).
+void mark_documents(Batch& batch, int eos_token);
 
 // Where a batch comes from in the global sample order: rank r of world w takes
 // sample rows [(step*accum + micro) * w * B + r * B, ... + B) of the stream, so
@@ -57,7 +65,8 @@ std::unique_ptr<TokenSource> make_markov_source(int vocab, int branching, uint64
 std::unique_ptr<TokenSource> make_shard_source(const std::string& glob, uint64_t seed,
                                                const std::string& field = "data.shards");
 
-// From config: synthetic (vocab = model.vocab_size) or shards.
+// From config: synthetic (vocab = model.vocab_size) or shards; with
+// data.document_boundaries eos, every batch has its doc_starts marked.
 std::unique_ptr<TokenSource> make_source(const WorkerConfig& cfg);
 
 // The held-out data of eval.*: eval.shards, or for synthetic data the same

@@ -244,35 +244,48 @@ void check_rope(const char* op, const Tensor& in) {
   WEFT_CHECK(in.dim(3) % 2 == 0,
              std::string(op) + ": head dim D must be even, got shape " + in.shape.str());
 }
+
+// Packed documents' per-row tables (positions, starts): I32 [B, T] host memory.
+const int32_t* rows_table(const char* op, const char* name, const Tensor* t, const Tensor& like) {
+  if (!t) return nullptr;
+  WEFT_CHECK(like.device == Device::CPU,
+             std::string(op) + ": " + name + " (packed documents) are implemented on the CPU only");
+  WEFT_CHECK(t->dtype == DType::I32 && t->device == Device::CPU,
+             std::string(op) + ": " + name + " must be I32 host memory");
+  expect_shape(op, name, *t, Shape{like.dim(0), like.dim(1)});
+  return static_cast<const int32_t*>(t->data);
+}
 }  // namespace
 
-void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0) {
+void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0, const Tensor* positions) {
   const char* op = "rope_forward";
   check_rope(op, x);
+  const int32_t* pos = rows_table(op, "positions", positions, x);
   expect_shape(op, "out", out, x.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&out, &x}) == Device::CUDA) {
-    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, theta, pos0));
+    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, rope, pos0));
   }
   expect_same_float(op, {{"x", &x}, {"out", &out}});
   cpu::WidenedOperands w;
   const float* xw = w.in(x);
-  cpu::rope_forward<float>(w.out(out), xw, x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, pos0);
+  cpu::rope_forward<float>(w.out(out), xw, x.dim(0), x.dim(1), x.dim(2), x.dim(3), rope, pos0, pos);
 }
 
-void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0) {
+void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0, const Tensor* positions) {
   const char* op = "rope_backward";
   check_rope(op, dout);
+  const int32_t* pos = rows_table(op, "positions", positions, dout);
   expect_shape(op, "dx", dx, dout.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&dx, &dout}) == Device::CUDA) {
-    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, theta, pos0));
+    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, rope, pos0));
   }
   expect_same_float(op, {{"dout", &dout}, {"dx", &dx}});
   cpu::WidenedOperands w;
   const float* doutw = w.in(dout);
   cpu::rope_backward<float>(w.out(dx), doutw, dout.dim(0), dout.dim(1), dout.dim(2), dout.dim(3),
-                            theta, pos0);
+                            rope, pos0, pos);
 }
 
 // ---- attention -------------------------------------------------------------
@@ -293,9 +306,11 @@ void check_attention(const char* op, const Tensor& q, const Tensor& k, const Ten
 }
 }  // namespace
 
-void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor* starts) {
   const char* op = "attention_forward";
   check_attention(op, q, k, v, lse);
+  const int32_t* st = rows_table(op, "starts", starts, q);
   expect_shape(op, "out", out, q.shape);
   if (common_device(op, {&out, &lse, &q, &k, &v}) == Device::CUDA)
     return WEFT_CUDA_OP(op, cuda::attention_forward(out, lse, q, k, v));
@@ -304,7 +319,7 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   cpu::WidenedOperands w;
   const float *qw = w.in(q), *kw = w.in(k), *vw = w.in(v);
   cpu::attention_forward<float>(w.out(out), lse.f32(), qw, kw, vw, q.dim(0), q.dim(1), q.dim(2),
-                                k.dim(2), q.dim(3));
+                                k.dim(2), q.dim(3), st);
 }
 
 AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
@@ -321,9 +336,11 @@ AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t 
 }
 
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor* starts) {
   const char* op = "attention_backward";
   check_attention(op, q, k, v, lse);
+  const int32_t* st = rows_table(op, "starts", starts, q);
   expect_shape(op, "out", out, q.shape);
   expect_shape(op, "dout", dout, q.shape);
   expect_shape(op, "dq", dq, q.shape);
@@ -337,7 +354,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
   cpu::WidenedOperands w;
   const float *doutw = w.in(dout), *qw = w.in(q), *kw = w.in(k), *vw = w.in(v), *ow = w.in(out);
   cpu::attention_backward<float>(w.out(dq), w.out(dk), w.out(dv), doutw, qw, kw, vw, ow,
-                                 lse.f32(), q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3));
+                                 lse.f32(), q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3), st);
 }
 
 // ---- SwiGLU --------------------------------------------------------------

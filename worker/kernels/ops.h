@@ -16,6 +16,7 @@
 
 #include <string>
 
+#include "kernels/rope_freqs.h"
 #include "tensor/tensor.h"
 
 namespace weft::ops {
@@ -45,21 +46,30 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
 // x is [B, T, H, D], D even. Position of row t is pos0 + t (pos0 = 0: every
 // sequence starts at 0; a sequence-parallel rank holding a slice passes the
 // slice's first global position; CUDA supports pos0 = 0 only).
-// inv_freq[i] = theta^(-2i/D), angle = t * inv_freq[i mod D/2],
+// inv_freq[i] = rope_inv_freq(rope, i, D) (theta^(-2i/D) unscaled, or with
+// Llama 3's wavelength bands: kernels/rope_freqs.h; a plain number is an
+// unscaled theta), angle = t * inv_freq[i mod D/2],
 // out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[D/2:], x[:D/2]).
-// out may alias x.
-void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0 = 0);
+// out may alias x. positions (packed documents; CPU only), I32 [B, T] on the
+// host: the position of each row instead of pos0 + t.
+void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0 = 0,
+                  const Tensor* positions = nullptr);
 // dx = R(-angle) dout; dx may alias dout.
-void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0 = 0);
+void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0 = 0,
+                   const Tensor* positions = nullptr);
 
 // ---- causal attention with grouped KV heads -------------------------------
 // q [B,T,Hq,D], k,v [B,T,Hkv,D], Hq % Hkv == 0 (query head h uses kv head h/(Hq/Hkv)).
 // out [B,T,Hq,D] = softmax(q k^T / sqrt(D) + causal mask) v.
 // lse [B,Hq,T] saves the log-sum-exp of each scaled score row for backward.
-void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v);
-// dq, dk, dv overwritten.
+// starts (packed documents; CPU only), I32 [B, T] on the host: query t sees
+// keys [starts[b, t], t] only, the positions of its own document.
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor* starts = nullptr);
+// dq, dk, dv overwritten; starts as in forward.
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor* starts = nullptr);
 // Which kernels run attention of this shape and dtype on `device`: "cpu",
 // "cudnn" (cuDNN's fused flash attention, bf16 on a GPU where libcudnn.so.9
 // loads) or "simt" (weft's CUDA kernels: f32, no cuDNN, an unsupported shape,

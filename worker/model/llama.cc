@@ -14,6 +14,35 @@ std::string layer_name(int l, const char* rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
 }
 
+// out [B, T, H * r, D] = each head of in [B, T, H, D] r times in a row
+// (head h -> heads h r .. h r + r - 1); tmp is out-sized. Built from copies
+// and a swap of leading dimensions, which every backend has.
+void repeat_heads(Tensor out, const Tensor& in, Tensor tmp, int64_t r) {
+  const int64_t rows = in.dim(0) * in.dim(1) * in.dim(2), D = in.dim(3);
+  Tensor flat_in = in.view({rows, D}), stacked = tmp.view({r * rows, D});
+  for (int64_t i = 0; i < r; ++i) ops::copy(stacked.slice0(i * rows, (i + 1) * rows), flat_in);  // [r, rows, D]
+  ops::swap_leading_dims(out.view({rows * r, D}), stacked, r, rows);                        // [rows, r, D]
+}
+
+// The transpose: out [B, T, H, D] = the sum of each head's r replicas in in
+// [B, T, H * r, D]; tmp is in-sized.
+void sum_head_replicas(Tensor out, const Tensor& in, Tensor tmp, int64_t r) {
+  const int64_t rows = out.dim(0) * out.dim(1) * out.dim(2), D = out.dim(3);
+  Tensor stacked = tmp.view({r * rows, D}), flat_out = out.view({rows, D});
+  ops::swap_leading_dims(stacked, in.view({rows * r, D}), rows, r);  // [r, rows, D]
+  ops::copy(flat_out, stacked.slice0(0, rows));
+  for (int64_t i = 1; i < r; ++i) ops::add_acc(flat_out, stacked.slice0(i * rows, (i + 1) * rows));
+}
+
+Rope rope_of(const ModelConfig& m) {
+  const RopeScalingConfig& s = m.rope_scaling;
+  if (s.rope_type == "llama3")
+    return Rope::llama3(m.rope_theta, s.factor, s.low_freq_factor, s.high_freq_factor,
+                        s.original_max_position_embeddings);
+  WEFT_CHECK(s.rope_type == "default", "model.rope_scaling.rope_type '" + s.rope_type + "' is not implemented");
+  return Rope(m.rope_theta);
+}
+
 }  // namespace
 
 std::vector<ParamInfo> llama_param_table(const ModelConfig& cfg) {
@@ -105,9 +134,10 @@ void InitialWeights::read_param(const ParamInfo& p, int64_t first, Tensor dst) c
 
 void Llama::set_sequence_exchange(SequenceExchange* exchange) {
   const int n = exchange ? exchange->size() : 1;
-  WEFT_CHECK(cfg_.n_heads % n == 0 && cfg_.n_kv_heads % n == 0,
+  WEFT_CHECK(cfg_.n_heads % n == 0 && (cfg_.n_kv_heads % n == 0 || n % cfg_.n_kv_heads == 0),
              "sequence parallel size " + std::to_string(n) + " must divide the heads (" +
-                 std::to_string(cfg_.n_heads) + ") and the kv heads (" + std::to_string(cfg_.n_kv_heads) + ")");
+                 std::to_string(cfg_.n_heads) + ") and divide or be a multiple of the kv heads (" +
+                 std::to_string(cfg_.n_kv_heads) + ")");
   seq_ = exchange;
   B_ = T_ = 0;  // re-plan the activations
 }
@@ -158,9 +188,10 @@ void Llama::alloc_block_acts(LayerActs& a, int B, int T) {
   a.up = act({N, F});
   a.h = pointwise_ ? scratch(h_scratch_) : act({N, F});
   if (n > 1) {
+    const int64_t kv_local = Hkv * kv_repeat() / n;  // 1 when the KV heads are replicated
     a.qh = act({B, S, Hq / n, D});
-    a.kh = act({B, S, Hkv / n, D});
-    a.vh = act({B, S, Hkv / n, D});
+    a.kh = act({B, S, kv_local, D});
+    a.vh = act({B, S, kv_local, D});
     a.atth = act({B, S, Hq / n, D});
   }
 }
@@ -205,19 +236,24 @@ void Llama::ensure_activations(int B, int T) {
   dh_ = act({N, F});
   dgate_ = act({N, F});
   dup_ = act({N, F});
-  for (OwnedTensor* t : {&datth_, &dqh_, &dkh_, &dvh_}) *t = OwnedTensor{};
+  for (OwnedTensor* t : {&datth_, &dqh_, &dkh_, &dvh_, &kvx_, &kvx_tmp_}) *t = OwnedTensor{};
   if (n > 1) {
+    const int64_t r = kv_repeat(), kv_local = Hkv * r / n;
     datth_ = act({B, S, Hq / n, D});
     dqh_ = act({B, S, Hq / n, D});
-    dkh_ = act({B, S, Hkv / n, D});
-    dvh_ = act({B, S, Hkv / n, D});
+    dkh_ = act({B, S, kv_local, D});
+    dvh_ = act({B, S, kv_local, D});
+    if (r > 1) {
+      kvx_ = act({B, T, Hkv * r, D});
+      kvx_tmp_ = act({B, T, Hkv * r, D});
+    }
   }
 }
 
 ops::AttentionKernel Llama::attention_kernel(int B, int T) const {
   const int64_t n = sp();
   return ops::attention_kernel(device_, buf_->param_dtype(), B, int64_t(T) * n, cfg_.n_heads / n,
-                               cfg_.n_kv_heads / n, cfg_.head_dim());
+                               int64_t(cfg_.n_kv_heads) * kv_repeat() / n, cfg_.head_dim());
 }
 
 size_t Llama::activation_bytes() const {
@@ -232,7 +268,7 @@ size_t Llama::activation_bytes() const {
   add_block(rc_);
   for (const OwnedTensor* t : {&ln_scratch_, &h_scratch_, &tokens_, &targets_, &x_final_, &lnf_, &rstdf_, &logits_,
                                &losses_, &dx_, &dtmp_, &dln_, &datt_, &dq_, &dk_, &dv_, &dh_, &dgate_, &dup_, &datth_,
-                               &dqh_, &dkh_, &dvh_})
+                               &dqh_, &dkh_, &dvh_, &kvx_, &kvx_tmp_})
     add(*t);
   return total;
 }
@@ -242,23 +278,31 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
   const int64_t N = int64_t(B_) * T_;
   const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
   const float eps = static_cast<float>(cfg_.norm_eps);
-  const float theta = static_cast<float>(cfg_.rope_theta);
+  const Rope rope = rope_of(cfg_);
   const int64_t pos0 = seq_ ? int64_t(seq_->rank()) * T_ : 0;
   ops::rmsnorm_forward(a.ln1.t, a.rstd1.t, x, param(p.ln1), eps);
   ops::matmul(a.q.t.view({N, Hq * D}), a.ln1, param(p.q), false, true);
   ops::matmul(a.k.t.view({N, Hkv * D}), a.ln1, param(p.k), false, true);
   ops::matmul(a.v.t.view({N, Hkv * D}), a.ln1, param(p.v), false, true);
-  ops::rope_forward(a.q.t, a.q, theta, pos0);
-  ops::rope_forward(a.k.t, a.k, theta, pos0);
+  const Tensor* positions = packed_ ? &positions_t_ : nullptr;
+  ops::rope_forward(a.q.t, a.q, rope, pos0, positions);
+  ops::rope_forward(a.k.t, a.k, rope, pos0, positions);
   if (sp() > 1) {
     // Ulysses: every position of this rank's heads, then back.
     seq_->to_heads(a.qh.t, a.q);
-    seq_->to_heads(a.kh.t, a.k);
-    seq_->to_heads(a.vh.t, a.v);
-    ops::attention_forward(a.atth.t, a.lse.t, a.qh, a.kh, a.vh);
+    if (const int r = kv_repeat(); r > 1) {
+      repeat_heads(kvx_.t, a.k, kvx_tmp_.t, r);
+      seq_->to_heads(a.kh.t, kvx_);
+      repeat_heads(kvx_.t, a.v, kvx_tmp_.t, r);
+      seq_->to_heads(a.vh.t, kvx_);
+    } else {
+      seq_->to_heads(a.kh.t, a.k);
+      seq_->to_heads(a.vh.t, a.v);
+    }
+    ops::attention_forward(a.atth.t, a.lse.t, a.qh, a.kh, a.vh, packed_ ? &starts_t_ : nullptr);
     seq_->to_sequence(a.att.t, a.atth);
   } else {
-    ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v);
+    ops::attention_forward(a.att.t, a.lse.t, a.q, a.k, a.v, packed_ ? &starts_t_ : nullptr);
   }
   // xmid = x + att @ Wo^T
   ops::copy(a.xmid.t, x);
@@ -272,12 +316,26 @@ void Llama::forward_block(int l, const Tensor& x, LayerActs& a, Tensor next) {
   ops::matmul(next, a.h, param(p.down), false, true, 1.0f, 1.0f);
 }
 
-double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int T) {
+double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int T, const int32_t* doc_starts) {
   WEFT_CHECK(int64_t(T) * sp() <= cfg_.max_seq_len,
              "sequence length " + std::to_string(int64_t(T) * sp()) + " exceeds model.max_seq_len " +
                  std::to_string(cfg_.max_seq_len));
   ensure_activations(B, T);
   const int64_t N = int64_t(B) * T;
+  packed_ = doc_starts != nullptr;
+  if (packed_) {
+    // This rank's positions are [first, first + T) of sequences of S.
+    const int64_t S = int64_t(T) * sp(), first = seq_ ? int64_t(seq_->rank()) * T : 0;
+    doc_starts_.assign(doc_starts, doc_starts + int64_t(B) * S);
+    doc_positions_.resize(static_cast<size_t>(N));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t global = first + t;
+        doc_positions_[b * T + t] = static_cast<int32_t>(global - doc_starts_[b * S + global]);
+      }
+    starts_t_ = Tensor(doc_starts_.data(), DType::I32, {B, S});
+    positions_t_ = Tensor(doc_positions_.data(), DType::I32, {B, T});
+  }
   const float eps = static_cast<float>(cfg_.norm_eps);
   ops::transfer(tokens_.t, Tensor(const_cast<int32_t*>(tokens), DType::I32, {N}));
   ops::transfer(targets_.t, Tensor(const_cast<int32_t*>(targets), DType::I32, {N}));
@@ -311,7 +369,7 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
   WEFT_CHECK(B_ > 0, "backward called before forward");
   const int64_t N = int64_t(B_) * T_;
   const int64_t Hq = cfg_.n_heads, Hkv = cfg_.n_kv_heads, D = cfg_.head_dim();
-  const float theta = static_cast<float>(cfg_.rope_theta);
+  const Rope rope = rope_of(cfg_);
   const float eps = static_cast<float>(cfg_.norm_eps);
   const int64_t pos0 = seq_ ? int64_t(seq_->rank()) * T_ : 0;
   auto ready = [&](int i) {
@@ -379,15 +437,24 @@ void Llama::backward(float loss_scale, const GradReadyFn& on_grad_ready) {
     if (sp() > 1) {
       // The all-to-alls' backward: the other direction.
       seq_->to_heads(datth_.t, datt_);
-      ops::attention_backward(dqh_.t, dkh_.t, dvh_.t, datth_, a.qh, a.kh, a.vh, a.atth, a.lse);
+      ops::attention_backward(dqh_.t, dkh_.t, dvh_.t, datth_, a.qh, a.kh, a.vh, a.atth, a.lse,
+                              packed_ ? &starts_t_ : nullptr);
       seq_->to_sequence(dq_.t, dqh_);
-      seq_->to_sequence(dk_.t, dkh_);
-      seq_->to_sequence(dv_.t, dvh_);
+      if (const int r = kv_repeat(); r > 1) {
+        seq_->to_sequence(kvx_.t, dkh_);
+        sum_head_replicas(dk_.t, kvx_, kvx_tmp_.t, r);
+        seq_->to_sequence(kvx_.t, dvh_);
+        sum_head_replicas(dv_.t, kvx_, kvx_tmp_.t, r);
+      } else {
+        seq_->to_sequence(dk_.t, dkh_);
+        seq_->to_sequence(dv_.t, dvh_);
+      }
     } else {
-      ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse);
+      ops::attention_backward(dq_.t, dk_.t, dv_.t, datt_, a.q, a.k, a.v, a.att, a.lse, packed_ ? &starts_t_ : nullptr);
     }
-    ops::rope_backward(dq_.t, dq_, theta, pos0);
-    ops::rope_backward(dk_.t, dk_, theta, pos0);
+    const Tensor* positions = packed_ ? &positions_t_ : nullptr;
+    ops::rope_backward(dq_.t, dq_, rope, pos0, positions);
+    ops::rope_backward(dk_.t, dk_, rope, pos0, positions);
     Tensor dq2 = dq_.t.view({N, Hq * D}), dk2 = dk_.t.view({N, Hkv * D});
     Tensor dv2 = dv_.t.view({N, Hkv * D});
     // ln1 shares the scratch with ln2, which the MLP's gradients have used.

@@ -17,7 +17,11 @@
 //     weight is reported once, after the embedding backward;
 //   - with a SequenceExchange of n ranks, forward() gets this rank's S/n
 //     positions of each sequence (slice rank()), RoPE uses their global
-//     positions and attention runs head-split over the whole sequence;
+//     positions and attention runs head-split over the whole sequence; when
+//     n exceeds the KV heads (n a multiple of them), each KV head is
+//     replicated n / n_kv_heads times before the exchange, so every rank
+//     receives the one KV head its query heads use, and the replicas'
+//     gradients are summed back into it (InternEvo's expandKVPacked);
 //   - the first recompute_blocks() blocks keep only their input in forward
 //     and recompute the rest (in one shared scratch) during backward, after
 //     their before_use(layer, Backward);
@@ -112,8 +116,12 @@ class Llama {
 
   // tokens and targets are [B*T] row-major (T: this rank's positions of each
   // sequence). Keeps the activations for backward and returns the mean
-  // cross-entropy over the B*T positions.
-  double forward(const int32_t* tokens, const int32_t* targets, int B, int T);
+  // cross-entropy over the B*T positions. doc_starts (packed documents, host
+  // memory; CPU): the first position of each position's document in its row,
+  // for the whole sequences ([B * T * sp], under sequence parallelism too);
+  // attention stays inside the document and RoPE positions count from its
+  // start, so each document is computed as if it were a sequence of its own.
+  double forward(const int32_t* tokens, const int32_t* targets, int B, int T, const int32_t* doc_starts = nullptr);
 
   // Gradient of loss_scale * sum of per-position losses of the last forward,
   // accumulated into the gradient buffer. For a mean over B*T positions and
@@ -146,6 +154,9 @@ class Llama {
   // One block's forward from input x into a's activations and `next`.
   void forward_block(int l, const Tensor& x, LayerActs& a, Tensor next);
   int sp() const { return seq_ ? seq_->size() : 1; }
+  // KV head replicas before the sequence exchange: sp / n_kv_heads when sp
+  // exceeds the KV heads, else 1 (no replication).
+  int kv_repeat() const { return sp() > cfg_.n_kv_heads ? sp() / cfg_.n_kv_heads : 1; }
 
   ModelConfig cfg_;
   std::shared_ptr<ParamAndGradBuffer> buf_;
@@ -163,9 +174,20 @@ class Llama {
   OwnedTensor ln_scratch_, h_scratch_;  // recompute_pointwise: every block's ln1/ln2 and h
   int64_t logits_chunk_rows_ = 0;
   OwnedTensor tokens_, targets_, x_final_, lnf_, rstdf_, logits_, losses_;
+  // Packed documents of the last forward (host I32): each position's
+  // document start in the whole sequence ([B, S], what attention sees) and
+  // the position in its document of this rank's positions ([B, T], what
+  // RoPE rotates by); packed_ false: none.
+  bool packed_ = false;
+  std::vector<int32_t> doc_starts_, doc_positions_;
+  Tensor starts_t_, positions_t_;
   // backward scratch
   OwnedTensor dx_, dtmp_, dln_, datt_, dq_, dk_, dv_, dh_, dgate_, dup_;
   OwnedTensor datth_, dqh_, dkh_, dvh_;  // sequence parallel: head-split
+  // kv_repeat() > 1: k or v (or their gradients) with replicated heads
+  // [B, T, n_kv_heads * kv_repeat(), D], and the same-sized staging that
+  // replicates and sums them (shared by every block).
+  OwnedTensor kvx_, kvx_tmp_;
 };
 
 }  // namespace weft

@@ -5,8 +5,9 @@
 // in their dtype; the compute stream waits for the exchange, timed as it sees
 // it (all of an all-to-all is exposed).
 // Invariants: every rank of the sp group calls it in the same order (the
-// model's); sp divides the query and key/value head counts (the config
-// checks it).
+// model's); sp divides the head count of every tensor it moves (the config
+// checks the query heads; the model replicates KV heads when there are fewer
+// than sp).
 #pragma once
 
 #include "comm/communicator.h"

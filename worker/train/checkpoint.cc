@@ -437,6 +437,7 @@ std::vector<std::string> model_shape_differences(const ModelConfig& saved, const
   cmp("n_layers", saved.n_layers, now.n_layers);
   cmp("n_heads", saved.n_heads, now.n_heads);
   cmp("n_kv_heads", saved.n_kv_heads, now.n_kv_heads);
+  cmp("head_dim (effective)", saved.head_dim(), now.head_dim());
   cmp("ffn_hidden (effective)", saved.ffn(), now.ffn());
   cmp("tie_embeddings", saved.tie_embeddings, now.tie_embeddings);
   return out;

@@ -85,6 +85,7 @@ contract::MemoryEstimateInputs memory_estimate_inputs(const WorkerConfig& cfg, i
   in.n_layers = m.n_layers;
   in.n_heads = m.n_heads;
   in.n_kv_heads = m.n_kv_heads;
+  in.head_dim = m.explicit_head_dim;
   in.ffn = m.ffn();
   in.tie_embeddings = m.tie_embeddings;
   in.micro_batch = cfg.train.micro_batch;

@@ -126,10 +126,10 @@ std::string Trainer::checkpoint_dir() const {
 double Trainer::flops_per_token() const {
   const ModelConfig& m = cfg_.model;
   // 6 per parameter (forward 2, backward 4) on the matmul weights, plus the
-  // attention scores and values: 12 * layers * d_model * seq_len.
+  // attention scores and values: 12 * layers * n_heads * head_dim * seq_len.
   double n = static_cast<double>(model_.num_params());
   if (!m.tie_embeddings) n -= double(m.vocab_size) * m.d_model;  // lookup, not a matmul
-  return 6.0 * n + 12.0 * m.n_layers * m.d_model * cfg_.train.seq_len;
+  return 6.0 * n + 12.0 * m.n_layers * double(m.n_heads) * m.head_dim() * cfg_.train.seq_len;
 }
 
 void Trainer::log_progress(const StepReport& r, double elapsed, int64_t steps_this_run) const {
@@ -282,7 +282,7 @@ EvalResult Trainer::evaluate(const std::atomic<int>* stop) {
     eval_source_->fill(batch_, B, t.seq_len, BatchIndex{counted ? k : 0, 0, 1, 0, 1});
     const int32_t *in = nullptr, *tgt = nullptr;
     this_ranks_positions(in, tgt);
-    const double loss = model_.forward(in, tgt, B, T);
+    const double loss = model_.forward(in, tgt, B, T, doc_starts());
     if (counted) sum += loss;
   }
   // Every (batch, sequence slice) was evaluated by exactly one rank: the sum
@@ -318,7 +318,7 @@ std::optional<double> Trainer::forward_backward(int64_t step, TrainSummary& s, c
     read_micro_batch(step, micro, in, tgt);
     s.data_seconds += seconds_since(tp);
     tp = Clock::now();
-    loss += model_.forward(in, tgt, B, T) / t.grad_accum;
+    loss += model_.forward(in, tgt, B, T, doc_starts()) / t.grad_accum;
     s.forward_seconds += seconds_since(tp);
     tp = Clock::now();
     model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });

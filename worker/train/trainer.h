@@ -166,6 +166,9 @@ class Trainer {
   // This rank's part of micro-batch (step, micro): the whole sequences, or
   // its positions of each when sequences are split.
   void read_micro_batch(int64_t step, int micro, const int32_t*& in, const int32_t*& tgt);
+  // The batch's document starts (data.document_boundaries eos), else null:
+  // for the whole sequences, also when this rank holds a slice of each.
+  const int32_t* doc_starts() const { return batch_.doc_starts.empty() ? nullptr : batch_.doc_starts.data(); }
   // This rank's positions of `batch_` (all of them unless sequences are split).
   void this_ranks_positions(const int32_t*& in, const int32_t*& tgt);
   void record_sync(TrainSummary& s) const;

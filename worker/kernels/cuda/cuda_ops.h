@@ -28,8 +28,8 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
                       const Tensor& w, const Tensor& rstd, bool accumulate);
 
 // Positions pos0 .. pos0 + T - 1 (a sequence-parallel rank's slice).
-void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0);
-void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0);
+void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0);
+void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0);
 
 // Head dim D <= 128 (kMaxHeadDim). No [T, T] buffer is ever allocated.
 constexpr int64_t kMaxHeadDim = 128;

@@ -5,10 +5,11 @@
 // whole number of packs. A thread reads both elements of its pairs before
 // writing either, so out may alias x. Index math is 32-bit when the tensor
 // and the table allow (int64 division cost more than the loads).
-// The angles p * theta^(-2j/D) are formed and reduced in double on the host,
-// exactly as the CPU kernel forms them (in fp32, p ~ 4096 would leave only
-// ~1e-3 rad of angle precision), rounded to f32 cos/sin once, and kept on the
-// device per (theta, D), grown as longer positions are asked for. Forming them
+// The angles p * inv_freq[j] (kernels/rope_freqs.h: theta^(-2j/D), or Llama
+// 3's scaled bands) are formed and reduced in double on the host, by the same
+// function as the CPU kernel's (in fp32, p ~ 4096 would leave only ~1e-3 rad
+// of angle precision), rounded to f32 cos/sin once, and kept on the device per
+// (rope parameters, D), grown as longer positions are asked for. Forming them
 // on the device for every element instead (double pow and sincos per element)
 // cost about 10x the memory time of the op on an H100.
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/rope_freqs.h"
 
 namespace weft::cuda {
 namespace {
@@ -29,18 +31,19 @@ struct RopeTable {
   int64_t positions = 0;
 };
 
-// The table for positions [0, positions) of (theta, D) on the current device.
-const float2* rope_table(CudaContext& ctx, float theta, int64_t D, int64_t positions) {
+// The table for positions [0, positions) of (rope, D) on the current device.
+const float2* rope_table(CudaContext& ctx, const Rope& rope, int64_t D, int64_t positions) {
   // Per thread (each thread drives one device's stream), kept for the process.
-  thread_local auto* tables = new std::map<std::tuple<int, float, int64_t>, RopeTable>();
-  RopeTable& t = (*tables)[{ctx.device(), theta, D}];
+  using Key = std::tuple<int, double, double, double, double, double, int64_t>;
+  thread_local auto* tables = new std::map<Key, RopeTable>();
+  RopeTable& t = (*tables)[Key{ctx.device(), rope.theta, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
+                               rope.original_max_position, D}];
   if (t.positions >= positions) return t.cos_sin;
   const int64_t half = D / 2;
   const int64_t cap = std::max<int64_t>({positions, 2 * t.positions, 1024});
   std::vector<float2> host(static_cast<size_t>(cap * half));
   for (int64_t j = 0; j < half; ++j) {
-    const double inv_freq =
-        std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(j) / static_cast<double>(D));
+    const double inv_freq = rope_inv_freq(rope, j, D);
     for (int64_t p = 0; p < cap; ++p) {
       const double a = static_cast<double>(p) * inv_freq;
       host[p * half + j] = make_float2(static_cast<float>(std::cos(a)), static_cast<float>(std::sin(a)));
@@ -94,14 +97,14 @@ __global__ void rope_kernel(T* out, const T* x, const float2* table, I items, I 
   }
 }
 
-void rope(const char* op, Tensor out, const Tensor& x, float theta, int64_t pos0, float sign) {
+void rope(const char* op, Tensor out, const Tensor& x, const Rope& rope, int64_t pos0, float sign) {
   expect_float_dtype(op, "input", x);
   expect_same_dtype(op, "output", out, x, "input");
   const int64_t B = x.dim(0), Tn = x.dim(1), H = x.dim(2), D = x.dim(3);
   const int64_t rows = B * Tn * H, half = D / 2;
   if (rows == 0 || D == 0) return;
   CudaContext& ctx = CudaContext::current();
-  const float2* table = rope_table(ctx, theta, D, pos0 + Tn);
+  const float2* table = rope_table(ctx, rope, D, pos0 + Tn);
   // Packs of the first half and of the second (at + half) are both aligned
   // when half is a whole number of packs.
   const bool vec = packed_rows(x, half) && packed_rows(out, half);
@@ -128,12 +131,12 @@ void rope(const char* op, Tensor out, const Tensor& x, float theta, int64_t pos0
 
 }  // namespace
 
-void rope_forward(Tensor out, const Tensor& x, float theta, int64_t pos0) {
-  rope("rope_forward", out, x, theta, pos0, 1.0f);
+void rope_forward(Tensor out, const Tensor& x, const Rope& r, int64_t pos0) {
+  rope("rope_forward", out, x, r, pos0, 1.0f);
 }
 
-void rope_backward(Tensor dx, const Tensor& dout, float theta, int64_t pos0) {
-  rope("rope_backward", dx, dout, theta, pos0, -1.0f);
+void rope_backward(Tensor dx, const Tensor& dout, const Rope& r, int64_t pos0) {
+  rope("rope_backward", dx, dout, r, pos0, -1.0f);
 }
 
 }  // namespace weft::cuda
