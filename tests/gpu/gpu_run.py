@@ -326,12 +326,19 @@ class Driver:
         return status, ", ".join(f"{r['tool']} {'ok' if r['exit'] == 0 and not r['cut'] else 'FAIL'}" for r in results)
 
     def hf(self, limit):
-        rc, secs, cut = self.run([sys.executable, "tests/reference/hf_transformers_check.py", "--bin", self.a.bin,
-                                  "--workdir", os.path.join("/tmp", "weft-hf-work"), "--device", "cuda",
-                                  "--weft-device", "cuda"], self.log("hf"), limit)
-        self.write_json("hf.json", {"info": self.info, "exit": rc, "cut": cut, "seconds": secs,
-                                    "log_tail": open(self.log("hf")).read()[-3000:]})
-        return ("passed" if rc == 0 and not cut else "failed"), f"exit {rc}"
+        """transformers loads GPU runs' checkpoints: the Llama 2 shape, then
+        Llama 3 RoPE scaling with head_dim and tied embeddings."""
+        runs = []
+        for variant in ("llama2", "llama3"):
+            rc, secs, cut = self.run([sys.executable, "tests/reference/hf_transformers_check.py", "--bin", self.a.bin,
+                                      "--workdir", os.path.join("/tmp", "weft-hf-work-" + variant), "--device", "cuda",
+                                      "--weft-device", "cuda", "--variant", variant], self.log("hf"),
+                                     self.left_in_phase(limit))
+            runs.append({"variant": variant, "exit": rc, "cut": cut, "seconds": secs})
+            self.write_json("hf.json", {"info": self.info, "runs": runs,
+                                        "log_tail": open(self.log("hf")).read()[-3000:]})
+        ok = all(r["exit"] == 0 and not r["cut"] for r in runs)
+        return ("passed" if ok else "failed"), ", ".join(f"{r['variant']} exit {r['exit']}" for r in runs)
 
     def left_in_phase(self, limit):
         return max(1.0, limit - (now() - self.phase_t0))
