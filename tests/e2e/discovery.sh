@@ -88,6 +88,11 @@ wait_for 120 "phase Running again" phase_is disc Running
 wait_for 120 "4 targets of the new attempt up" n_targets_up 4
 wait_for 120 "the new attempt's steps scraped" value_is "count(count by (rank) (count_over_time(${q}[4s]) > 0))" 4
 
+# The tuner's first trial scraped: the queries' window ends when they start,
+# and the trial panel has nothing to show before a trial completed (on a
+# loaded host the first one ends after the new attempt's first scrapes).
+trial_scraped() { [ -n "$(instant "weft_operator_tuner_trial_step_seconds{namespace=\"$NS\",trainingjob=\"disc\"}")" ]; }
+wait_for 180 "the tuner's first trial scraped" trial_scraped
 # Every query of both dashboards, for this job, while it runs.
 out=$(python3 "$SRC/tests/e2e/dashboard_queries.py" "$VM_URL" "$T_START" "$(date +%s)" \
   "$SRC/charts/weft/dashboards/weft-sync-overlap.json" "$SRC/charts/weft/dashboards/weft-operator.json" \
