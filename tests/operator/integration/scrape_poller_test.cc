@@ -14,7 +14,7 @@
 namespace weft::it {
 namespace {
 
-// Whose rank each fake pod IP serves (contract::kMetricRankInfo), from the
+// Whose rank each fake pod IP serves (contract::metrics::kRankInfo), from the
 // pod's own launch environment: the poller uses a scrape only when it matches.
 class Identities {
  public:
