@@ -84,9 +84,10 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
               .Add({}, duration_buckets())),
       phase_family_(
           counters(*registry_, rank, cm::kPhaseSeconds,
-                   "Seconds spent per step phase: data, forward, backward (compute only), "
-                   "optimizer (clip + update), exposed_comm (compute waiting for gradient "
-                   "sync), other (rest of the step: step agreement, loss all-reduce)")),
+                   "Seconds spent per step phase, summing to the step's wall time: data, forward, "
+                   "backward and optimizer (clip + update), each compute only; exposed_comm "
+                   "(compute waiting for communication, wherever it waited); other (rest of the "
+                   "step: step agreement, loss all-reduce)")),
       phase_other_(phase_family_.Add({{cm::kLabelPhase, cm::kPhaseOther}})),
       tokens_per_second_(gauges(*registry_, rank, cm::kTokensPerSecond,
                                 "Tokens per second of the whole job in the last step")
@@ -226,6 +227,8 @@ void TrainMetrics::on_step(const StepReport& r) {
     accounted += r.*field;
   }
   // "other" closes the breakdown so the phases of a step sum to its wall time.
+  // The trainer's phases are compute only and exposed comm is every wait, so
+  // it is not negative; a counter cannot go down, should a clock's grain say so.
   advance(phase_other_, r.step_seconds - accounted);
   tokens_per_second_.Set(r.tokens_per_second);
   mfu_.Set(r.mfu);
@@ -234,8 +237,9 @@ void TrainMetrics::on_step(const StepReport& r) {
   learning_rate_.Set(r.lr);
   for (auto& [gauge, field] : memory_) gauge->Set(static_cast<double>(r.*field));
   advance(isp_prefetch_wait_, r.isp_prefetch_wait_seconds);
-  const double compute = std::max(0.0, r.data_seconds + r.forward_seconds + r.backward_seconds +
-                                           r.optimizer_seconds - r.isp_prefetch_wait_seconds);
+  // The compute phases hold no waits for communication (those are
+  // exposed_comm's, ISP's weight gathers included).
+  const double compute = r.data_seconds + r.forward_seconds + r.backward_seconds + r.optimizer_seconds;
   advance(compute_seconds_, compute);
   advance(wait_seconds_, std::max(0.0, r.step_seconds - compute));
 
