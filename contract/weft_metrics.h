@@ -39,21 +39,27 @@ inline constexpr const char* kPhaseOther = "other";
 inline constexpr const char* kLabelGroup = "group";
 
 // ---- Progress (status.progress, rank 0) ----------------------------------------
-inline constexpr Family kStep{"weft_step", Type::Gauge};  // optimizer steps done (1-based)
-inline constexpr Family kLoss{"weft_loss", Type::Gauge};  // last step's training loss
+inline constexpr Family kStep{"weft_step", Type::Gauge};           // optimizer steps done (1-based)
+inline constexpr Family kLoss{"weft_loss", Type::Gauge};           // last step's training loss
 inline constexpr Family kEvalLoss{"weft_eval_loss", Type::Gauge};  // last held-out loss
-inline constexpr Family kEvalStep{"weft_eval_step", Type::Gauge};  // step of that evaluation (0: none yet)
-inline constexpr Family kTokensPerSecond{"weft_tokens_per_second", Type::Gauge};  // whole job, last step
-inline constexpr Family kOverlapRatio{"weft_overlap_ratio", Type::Gauge};  // 1 - exposed/comm, last step
+inline constexpr Family kEvalStep{"weft_eval_step",
+                                  Type::Gauge};  // step of that evaluation (0: none yet)
+inline constexpr Family kTokensPerSecond{"weft_tokens_per_second",
+                                         Type::Gauge};  // whole job, last step
+inline constexpr Family kOverlapRatio{"weft_overlap_ratio",
+                                      Type::Gauge};  // 1 - exposed/comm, last step
 inline constexpr Family kExposedCommLastStep{"weft_exposed_comm_last_step_seconds", Type::Gauge};
-inline constexpr Family kBucketCapBytes{"weft_bucket_cap_bytes", Type::Gauge};  // also read by the tuner
+inline constexpr Family kBucketCapBytes{"weft_bucket_cap_bytes",
+                                        Type::Gauge};  // also read by the tuner
 
 // ---- Bucket-size tuner (every rank) ----------------------------------------------
-inline constexpr Family kStepSeconds{"weft_step_seconds", Type::Histogram};  // wall time of one step
+inline constexpr Family kStepSeconds{"weft_step_seconds",
+                                     Type::Histogram};  // wall time of one step
 // The histogram's series the tuner reads (Prometheus appends _sum and _count).
 inline constexpr const char* kStepSecondsSum = "weft_step_seconds_sum";
 inline constexpr const char* kStepSecondsCount = "weft_step_seconds_count";
-inline constexpr Family kExposedCommSeconds{"weft_exposed_comm_seconds_total", Type::Counter};  // {group}
+inline constexpr Family kExposedCommSeconds{"weft_exposed_comm_seconds_total",
+                                            Type::Counter};  // {group}
 
 // ---- Straggler detection (every rank) ----------------------------------------------
 inline constexpr Family kComputeSeconds{"weft_compute_seconds_total", Type::Counter};
@@ -76,10 +82,19 @@ inline constexpr const char* kLabelInfoNodeRank = "node_rank";
 inline constexpr const char* kLabelInfoLocalRank = "local_rank";
 
 // Every family above, for tests that check a real scrape has them all.
-inline constexpr Family kOperatorReads[] = {kStep,         kLoss,          kEvalLoss,           kEvalStep,
-                                            kTokensPerSecond, kOverlapRatio, kExposedCommLastStep,
-                                            kBucketCapBytes, kStepSeconds,  kExposedCommSeconds,
-                                            kComputeSeconds, kWaitSeconds,  kRankInfo};
+inline constexpr Family kOperatorReads[] = {kStep,
+                                            kLoss,
+                                            kEvalLoss,
+                                            kEvalStep,
+                                            kTokensPerSecond,
+                                            kOverlapRatio,
+                                            kExposedCommLastStep,
+                                            kBucketCapBytes,
+                                            kStepSeconds,
+                                            kExposedCommSeconds,
+                                            kComputeSeconds,
+                                            kWaitSeconds,
+                                            kRankInfo};
 
 constexpr bool is_series_of(std::string_view series, const Family& f, std::string_view suffix) {
   const std::string_view name = f.name;
@@ -89,9 +104,11 @@ constexpr bool is_series_of(std::string_view series, const Family& f, std::strin
 static_assert(is_series_of(kStepSecondsSum, kStepSeconds, "_sum") &&
               is_series_of(kStepSecondsCount, kStepSeconds, "_count"));
 // Prometheus naming: counters end in _total.
-static_assert(is_series_of(kExposedCommSeconds.name, Family{"weft_exposed_comm_seconds", Type::Counter}, "_total") &&
-              is_series_of(kComputeSeconds.name, Family{"weft_compute_seconds", Type::Counter}, "_total") &&
-              is_series_of(kWaitSeconds.name, Family{"weft_wait_seconds", Type::Counter}, "_total") &&
-              is_series_of(kPhaseSeconds.name, Family{"weft_phase_seconds", Type::Counter}, "_total"));
+static_assert(
+    is_series_of(kExposedCommSeconds.name, Family{"weft_exposed_comm_seconds", Type::Counter},
+                 "_total") &&
+    is_series_of(kComputeSeconds.name, Family{"weft_compute_seconds", Type::Counter}, "_total") &&
+    is_series_of(kWaitSeconds.name, Family{"weft_wait_seconds", Type::Counter}, "_total") &&
+    is_series_of(kPhaseSeconds.name, Family{"weft_phase_seconds", Type::Counter}, "_total"));
 
 }  // namespace weft::contract::metrics

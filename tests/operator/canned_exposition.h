@@ -21,7 +21,7 @@ inline std::string sample(std::string_view name, const std::string& value,
   if (!labels.empty()) {
     s += '{';
     for (size_t i = 0; i < labels.size(); ++i)
-      s += (i ? ",": "") + labels[i].first + "=\"" + labels[i].second + "\"";
+      s += (i ? "," : "") + labels[i].first + "=\"" + labels[i].second + "\"";
     s += '}';
   }
   return s + " " + value + "\n";

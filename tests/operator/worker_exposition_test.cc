@@ -6,6 +6,7 @@
 // ports over HTTP. Every family the operator reads (contract/weft_metrics.h)
 // must be in the scrape with its contract type, and each reader must return
 // the scrape's own values. A metric renamed on one side only fails here.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,7 +15,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -39,16 +39,19 @@ constexpr double kCapMb = 0.05;
 // A small run of `parallel` that steps in milliseconds on a shared
 // 2-core machine and evaluates every 2 steps (weft_eval_loss gets a value).
 std::string config(const std::string& parallel) {
-  return "model: {vocab_size: 128, d_model: 64, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 32}\n"
+  return "model: {vocab_size: 128, d_model: 64, n_layers: 2, n_heads: 4, n_kv_heads: 2, "
+         "max_seq_len: 32}\n"
          "train: {steps: 100000, micro_batch: 4, seq_len: 32, log_every: 1000}\n"
          "optim: {warmup_steps: 2}\n"
          "eval: {every: 2, batches: 1}\n"
          "checkpoint: {every: 0}\n"
-         "parallel: {bucket_cap_mb: " + std::to_string(kCapMb) + ", " + parallel + "}\n";
+         "parallel: {bucket_cap_mb: " +
+         std::to_string(kCapMb) + ", " + parallel + "}\n";
 }
 
 // Starts argv in its own process group with `env` added, output to `log`.
-pid_t launch(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log) {
+pid_t launch(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+             const std::string& log) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   ::setpgid(0, 0);
@@ -72,14 +75,15 @@ std::string slurp(const std::filesystem::path& p) {
 
 // Scrapes of every rank of an `nproc`-rank run once each has finished 4
 // steps and rank 0 has evaluated; empty on a timeout or an exited run.
-std::vector<scrape::Exposition> scrape_run(const std::string& parallel, int nproc, const std::string& tag,
-                                           std::string* log) {
+std::vector<scrape::Exposition> scrape_run(const std::string& parallel, int nproc,
+                                           const std::string& tag, std::string* log) {
   const std::filesystem::path dir = weft::testing::fresh_dir("weft-exposition-" + tag);
   weft::testing::write_file(dir / "run.yaml", config(parallel));
   const int base = weft::testing::free_port_range(nproc);
   const pid_t run =
-      launch({weft::testing::bin("weft-run"), "-n", std::to_string(nproc), "--", (dir / "run.yaml").string(), "--out",
-              (dir / "out").string(), "--checkpoint-dir", (dir / "ckpt").string(), "--no-resume"},
+      launch({weft::testing::bin("weft-run"), "-n", std::to_string(nproc), "--",
+              (dir / "run.yaml").string(), "--out", (dir / "out").string(), "--checkpoint-dir",
+              (dir / "ckpt").string(), "--no-resume"},
              {"WEFT_METRICS_PORT=" + std::to_string(base)}, (dir / "run.log").string());
   std::vector<scrape::Exposition> out;
   const auto deadline = Clock::now() + 50s;  // under ctest's 60 s
@@ -98,16 +102,21 @@ std::vector<scrape::Exposition> scrape_run(const std::string& parallel, int npro
   ::kill(-run, SIGTERM);
   ::waitpid(run, nullptr, 0);
   *log = slurp(dir / "run.log");
-  if (static_cast<int>(out.size()) == nproc) std::filesystem::remove_all(dir);
-  else out.clear();
+  if (static_cast<int>(out.size()) == nproc)
+    std::filesystem::remove_all(dir);
+  else
+    out.clear();
   return out;
 }
 
 scrape::MetricType scrape_type(cm::Type t) {
   switch (t) {
-    case cm::Type::Gauge: return scrape::MetricType::Gauge;
-    case cm::Type::Counter: return scrape::MetricType::Counter;
-    case cm::Type::Histogram: return scrape::MetricType::Histogram;
+    case cm::Type::Gauge:
+      return scrape::MetricType::Gauge;
+    case cm::Type::Counter:
+      return scrape::MetricType::Counter;
+    case cm::Type::Histogram:
+      return scrape::MetricType::Histogram;
   }
   return scrape::MetricType::Untyped;
 }
@@ -129,15 +138,17 @@ TEST_P(WorkerExposition, EveryReaderOfTheOperatorReadsARealRanksScrape) {
   const auto [tag, parallel, nproc] = GetParam();
   std::string log;
   const std::vector<scrape::Exposition> ranks = scrape_run(parallel, nproc, tag, &log);
-  ASSERT_EQ(static_cast<int>(ranks.size()), nproc) << "the " << tag << " run never served " << nproc
-                                                   << " stepping ranks:\n" << log;
+  ASSERT_EQ(static_cast<int>(ranks.size()), nproc)
+      << "the " << tag << " run never served " << nproc << " stepping ranks:\n"
+      << log;
 
   for (int r = 0; r < nproc; ++r) {
     const scrape::Exposition& e = ranks[r];
     // Every family the operator reads, with the contract's type.
     for (const cm::Family& f : cm::kOperatorReads) {
       auto it = e.families.find(f.name);
-      ASSERT_NE(it, e.families.end()) << "rank " << r << " of " << tag << " does not export " << f.name;
+      ASSERT_NE(it, e.families.end())
+          << "rank " << r << " of " << tag << " does not export " << f.name;
       EXPECT_EQ(it->second.type, scrape_type(f.type)) << f.name;
     }
     const std::string* info_rank = e.find(cm::kRankInfo.name).front()->label(cm::kLabelInfoRank);
@@ -162,7 +173,8 @@ TEST_P(WorkerExposition, EveryReaderOfTheOperatorReadsARealRanksScrape) {
     EXPECT_GE(pace->wait, 0);
     EXPECT_EQ(pace->compute, rank_value(e, cm::kComputeSeconds.name, r));
     // Compute and wait split the steps' wall time.
-    EXPECT_NEAR(pace->compute + pace->wait, sample->step_seconds_sum, 1e-6 + 1e-6 * sample->step_seconds_sum);
+    EXPECT_NEAR(pace->compute + pace->wait, sample->step_seconds_sum,
+                1e-6 + 1e-6 * sample->step_seconds_sum);
   }
 
   // status.progress from rank 0.
@@ -184,7 +196,8 @@ TEST_P(WorkerExposition, EveryReaderOfTheOperatorReadsARealRanksScrape) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, WorkerExposition,
-                         ::testing::Values(Run{"dp", "strategy: dp", 2}, Run{"zero", "strategy: zero", 2},
+                         ::testing::Values(Run{"dp", "strategy: dp", 2},
+                                           Run{"zero", "strategy: zero", 2},
                                            Run{"isp", "strategy: isp, sp: 1, wp: 2", 4}),
                          [](const auto& info) { return std::string(info.param.tag); });
 
