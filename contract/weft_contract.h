@@ -68,7 +68,7 @@ inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // tra
 // termination message carries it; see kProgressLinePrefix below).
 inline constexpr const char* kEnvTerminationLog = "WEFT_TERMINATION_LOG";
 // The TrainingJob's metadata.uid, set by the operator in every pod: a rank
-// labels its metrics with it (kMetricRankInfo), and a rank of a TrainingJob
+// labels its metrics with it (metrics::kRankInfo, weft_metrics.h), and a rank of a TrainingJob
 // whose metrics port is taken exits instead of training unseen.
 inline constexpr const char* kEnvJobUid = "WEFT_JOB_UID";
 inline constexpr const char* kTerminationLogPath = "/dev/termination-log";  // Kubernetes' default path
@@ -83,17 +83,7 @@ inline constexpr const char* kOperatorEnv[] = {kEnvRank,       kEnvWorldSize,   
                                                kEnvJobUid};
 
 // ---- Whose metrics these are ----------------------------------------------
-// Every rank exports kMetricRankInfo = 1 labelled with the job uid
-// (WEFT_JOB_UID, empty outside a TrainingJob), WEFT_ATTEMPT, its global RANK,
-// NODE_RANK (the pod's index in a TrainingJob) and LOCAL_RANK. The operator
-// uses a scrape only when these match the pod it asked (another process on
-// the port, or a previous attempt, is never read as the job's).
-inline constexpr const char* kMetricRankInfo = "weft_rank_info";
-inline constexpr const char* kLabelInfoJobUid = "job_uid";
-inline constexpr const char* kLabelInfoAttempt = "attempt";
-inline constexpr const char* kLabelInfoRank = "rank";
-inline constexpr const char* kLabelInfoNodeRank = "node_rank";
-inline constexpr const char* kLabelInfoLocalRank = "local_rank";
+// weft_rank_info and every other metric the operator reads: weft_metrics.h.
 
 // ---- Files the operator mounts into every pod ------------------------------
 // The job's ConfigMap, mounted as a whole directory (never with subPath: only a

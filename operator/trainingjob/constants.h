@@ -70,7 +70,7 @@ inline constexpr const char* kCondStraggler = "Straggler";
 // spec.elastic: True while the gang has its planned pods and trains.
 inline constexpr const char* kCondFullSize = "FullSize";
 // Set once a rank's metrics port answered with another process's metrics
-// (contract::kMetricRankInfo did not match the pod): False, reason
+// (contract::metrics::kRankInfo did not match the pod): False, reason
 // ForeignMetrics, while it does (those figures are never used); True, reason
 // OwnMetrics, once every scrape is the job's own again.
 inline constexpr const char* kCondMetrics = "MetricsAttributed";

@@ -4,35 +4,38 @@
 #include <sstream>
 
 #include "weft_contract.h"
+#include "weft_metrics.h"
 
 namespace weft::tj {
 
+namespace cm = contract::metrics;
+
 std::optional<Progress> progress_from_metrics(const scrape::Exposition& m) {
-  const scrape::Labels rank0 = {{"rank", "0"}};
-  auto step = m.value("weft_step", rank0);
+  const scrape::Labels rank0 = {{cm::kLabelRank, "0"}};
+  auto step = m.value(cm::kStep.name, rank0);
   if (!step) return std::nullopt;
   Progress p;
   p.step = static_cast<long>(*step);
-  p.loss = m.value("weft_loss", rank0).value_or(0);
-  if (m.value("weft_eval_step", rank0).value_or(0) > 0) p.eval_loss = m.value("weft_eval_loss", rank0);
-  p.tokens_per_second = m.value("weft_tokens_per_second", rank0).value_or(0);
-  p.overlap_ratio = m.value("weft_overlap_ratio", rank0).value_or(0);
-  p.exposed_comm_seconds = m.value("weft_exposed_comm_last_step_seconds", rank0);
-  if (auto cap = m.value("weft_bucket_cap_bytes", rank0); cap && *cap > 0) p.bucket_cap_mb = *cap / (1024.0 * 1024.0);
+  p.loss = m.value(cm::kLoss.name, rank0).value_or(0);
+  if (m.value(cm::kEvalStep.name, rank0).value_or(0) > 0) p.eval_loss = m.value(cm::kEvalLoss.name, rank0);
+  p.tokens_per_second = m.value(cm::kTokensPerSecond.name, rank0).value_or(0);
+  p.overlap_ratio = m.value(cm::kOverlapRatio.name, rank0).value_or(0);
+  p.exposed_comm_seconds = m.value(cm::kExposedCommLastStep.name, rank0);
+  if (auto cap = m.value(cm::kBucketCapBytes.name, rank0); cap && *cap > 0) p.bucket_cap_mb = *cap / (1024.0 * 1024.0);
   return p;
 }
 
 std::string not_this_rank(const scrape::Exposition& m, const std::string& uid, int attempt, int pod_index) {
-  const auto info = m.find(contract::kMetricRankInfo);
+  const auto info = m.find(cm::kRankInfo.name);
   if (info.empty())
-    return std::string("it exports no ") + contract::kMetricRankInfo + " (not a weft rank, or one from before weft 0.1)";
+    return std::string("it exports no ") + cm::kRankInfo.name + " (not a weft rank, or one from before weft 0.1)";
   auto label = [](const scrape::Sample* s, const char* key) {
     const std::string* v = s->label(key);
     return v ? *v : std::string();
   };
   const scrape::Sample* s = info.front();
-  const std::string got_uid = label(s, contract::kLabelInfoJobUid), got_attempt = label(s, contract::kLabelInfoAttempt),
-                    got_pod = label(s, contract::kLabelInfoNodeRank), got_local = label(s, contract::kLabelInfoLocalRank);
+  const std::string got_uid = label(s, cm::kLabelInfoJobUid), got_attempt = label(s, cm::kLabelInfoAttempt),
+                    got_pod = label(s, cm::kLabelInfoNodeRank), got_local = label(s, cm::kLabelInfoLocalRank);
   if (got_uid == uid && got_attempt == std::to_string(attempt) && got_pod == std::to_string(pod_index) &&
       got_local == "0")
     return "";

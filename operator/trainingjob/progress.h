@@ -34,7 +34,7 @@ struct Progress {
 std::optional<Progress> progress_from_metrics(const scrape::Exposition& m);
 
 // Empty when `m` is the metrics of the first rank of pod `pod_index` of
-// attempt `attempt` of the TrainingJob `uid` (contract::kMetricRankInfo);
+// attempt `attempt` of the TrainingJob `uid` (contract::metrics::kRankInfo);
 // else what it is instead ("... is job uid X attempt 2 pod 1", "... exports
 // no weft_rank_info"), for the event and condition that say so.
 std::string not_this_rank(const scrape::Exposition& m, const std::string& uid, int attempt, int pod_index);

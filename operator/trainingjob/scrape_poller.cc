@@ -4,8 +4,13 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+
+#include "weft_metrics.h"
 
 namespace weft::tj {
+
+namespace cm = contract::metrics;
 
 ScrapePoller::ScrapePoller(PollerOptions opts, ScrapeFn scrape, std::function<TimePoint()> now)
     : opts_(opts),
@@ -145,7 +150,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
         if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
         if (got.ok() && pass.stragglers) scraped[rank] = got.metrics;
         o.error = got.ok()
-                      ? (o.sample ? "" : "no weft_step/weft_bucket_cap_bytes/weft_step_seconds yet")
+                      ? (o.sample ? "" : std::string("no ") + cm::kStep.name + "/" + cm::kBucketCapBytes.name + "/" + cm::kStepSeconds.name + " yet")
                       : got.error;
         if (rank == 0 && pass.progress) {  // one scrape of rank 0 serves both
           rank0_tried = true;
@@ -166,7 +171,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
         got = scrape_rank(rank, ip, opts_.tuning_timeout);
       std::optional<PaceSample> p = got.ok() ? read_pace(rank, got.metrics) : std::nullopt;
       if (!p) {  // a round without every rank cannot compare them
-        spdlog::debug("stragglers: rank {}: {}", rank, got.ok() ? "no weft_compute_seconds_total yet" : got.error);
+        spdlog::debug("stragglers: rank {}: {}", rank, got.ok() ? std::string("no ") + cm::kComputeSeconds.name + " yet" : got.error);
         pace.reset();
         break;
       }

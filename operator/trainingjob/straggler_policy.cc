@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <map>
 
+#include "weft_metrics.h"
+
 namespace weft::tj {
 
+namespace cm = contract::metrics;
+
 std::optional<PaceSample> read_pace(int rank, const scrape::Exposition& e) {
-  const auto step = e.sum("weft_step"), compute = e.sum("weft_compute_seconds_total"),
-             wait = e.sum("weft_wait_seconds_total");
+  const auto step = e.sum(cm::kStep.name), compute = e.sum(cm::kComputeSeconds.name),
+             wait = e.sum(cm::kWaitSeconds.name);
   if (!step || !compute || !wait) return std::nullopt;
   return PaceSample{rank, *step, *compute, *wait};
 }

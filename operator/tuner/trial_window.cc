@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "weft_metrics.h"
+
 namespace weft::tuner {
 
+namespace cm = contract::metrics;
+
 std::optional<RankSample> read_rank_sample(const scrape::Exposition& e) {
-  auto step = e.sum("weft_step");
-  auto cap = e.sum("weft_bucket_cap_bytes");
-  auto sum = e.sum("weft_step_seconds_sum");
-  auto count = e.sum("weft_step_seconds_count");
+  auto step = e.sum(cm::kStep.name);
+  auto cap = e.sum(cm::kBucketCapBytes.name);
+  auto sum = e.sum(cm::kStepSecondsSum);
+  auto count = e.sum(cm::kStepSecondsCount);
   if (!step || !cap || !sum || !count) return std::nullopt;
-  return RankSample{*step, *cap, *sum, *count, e.sum("weft_exposed_comm_seconds_total").value_or(0)};
+  return RankSample{*step, *cap, *sum, *count, e.sum(cm::kExposedCommSeconds.name).value_or(0)};
 }
 
 bool reports_cap(double cap_bytes, double mb) {

@@ -13,10 +13,13 @@
 #include <regex>
 
 #include "metrics/metrics_test_util.h"
+#include "weft_metrics.h"
 #include "metrics/train_metrics.h"
 
 namespace weft::metrics_test {
 namespace {
+
+namespace cm = contract::metrics;
 
 using nlohmann::json;
 
@@ -64,7 +67,7 @@ TEST(Dashboard, DeclaresDatasourceNamespaceTrainingJobAndRankVariables) {
     ASSERT_TRUE(vars.count(name)) << name;
     EXPECT_EQ(vars[name]["type"], "query") << name;
     EXPECT_EQ(vars[name]["datasource"]["uid"], "${datasource}") << name;
-    EXPECT_THAT(vars[name]["query"]["query"].get<std::string>(), ::testing::HasSubstr("weft_step")) << name;
+    EXPECT_THAT(vars[name]["query"]["query"].get<std::string>(), ::testing::HasSubstr(cm::kStep.name)) << name;
   }
 }
 

@@ -12,10 +12,13 @@
 #include <thread>
 
 #include "metrics/metrics_test_util.h"
+#include "weft_metrics.h"
 #include "support/net.h"
 
 namespace weft::metrics_test {
 namespace {
+
+namespace cm = contract::metrics;
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -122,14 +125,14 @@ TEST(WorkerMetrics, TheRankInfoSeriesNamesTheJobAttemptAndRank) {
                    {"NODE_RANK", "2"}},
                   (out_dir.string() + ".log"));
   std::string body;
-  for (int i = 0; i < 600 && body.find("weft_rank_info") == std::string::npos; ++i) {
+  for (int i = 0; i < 600 && body.find(cm::kRankInfo.name) == std::string::npos; ++i) {
     body = weft::testing::http_get(port, "/metrics", std::chrono::seconds(2)).body;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   stop(c, 5);
   fs::remove_all(out_dir);
   fs::remove(out_dir.string() + ".log");
-  EXPECT_THAT(body, HasSubstr("weft_rank_info{attempt=\"3\",job_uid=\"0b1e-uid\",local_rank=\"0\","
+  EXPECT_THAT(body, HasSubstr(std::string(cm::kRankInfo.name) + "{attempt=\"3\",job_uid=\"0b1e-uid\",local_rank=\"0\","
                               "node_rank=\"2\",rank=\"0\"} 1"))
       << body;
 }

@@ -22,10 +22,13 @@
 #include <unistd.h>
 
 #include "metrics/metrics_test_util.h"
+#include "weft_metrics.h"
 #include "support/net.h"
 
 namespace weft::metrics_test {
 namespace {
+
+namespace cm = contract::metrics;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -109,7 +112,7 @@ TEST(LiveRun, PromtoolAcceptsALive2RankRunThatServesEveryDashboardMetric) {
       HttpResponse h = http_get(ports[r], "/metrics");
       if (h.status != 200) return false;
       auto s = parse_exposition(h.body);
-      const std::string step = sample_key("weft_step", {{"rank", rank}});
+      const std::string step = sample_key(cm::kStep.name, {{"rank", rank}});
       const std::string ckpt = sample_key("weft_checkpoint_last_step", {{"rank", rank}});
       if (!s.count(step) || s[step] < 2 || (r == 0 && (!s.count(ckpt) || s[ckpt] <= 0)))
         return false;

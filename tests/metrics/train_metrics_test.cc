@@ -8,9 +8,12 @@
 
 #include "metrics/metrics_port.h"
 #include "metrics/metrics_test_util.h"
+#include "weft_metrics.h"
 
 namespace weft {
 namespace {
+
+namespace cm = contract::metrics;
 
 using metrics_test::parse_exposition;
 using metrics_test::sample_key;
@@ -55,17 +58,18 @@ std::map<std::string, std::string> with_rank(std::map<std::string, std::string> 
 }
 
 // ISP: the time forward and backward waited for weight gathers is waiting
-// for the rest of the gang, not computing.
+// for the rest of the gang, not computing. The trainer's phases already leave
+// it out (it is exposed comm), so it is not taken out of compute again.
 TEST(TrainMetrics, WeightGatherWaitsCountAsWaitNotCompute) {
   WorkerConfig cfg;
   TrainMetrics m(cfg, 3, 4);
   StepReport r = report(1);
-  r.isp_prefetch_wait_seconds = 0.3;
+  r.isp_prefetch_wait_seconds = 0.1;  // part of exposed_comm_seconds (0.15)
   m.on_step(r);
   m.on_step(r);
   auto s = scrape(m);
-  EXPECT_NEAR(s.at(sample_key("weft_compute_seconds_total", kRank3)), 2 * 0.45, 1e-12);
-  EXPECT_NEAR(s.at(sample_key("weft_wait_seconds_total", kRank3)), 2 * 0.55, 1e-12);
+  EXPECT_NEAR(s.at(sample_key(cm::kComputeSeconds.name, kRank3)), 2 * 0.75, 1e-12);
+  EXPECT_NEAR(s.at(sample_key(cm::kWaitSeconds.name, kRank3)), 2 * 0.25, 1e-12);
 }
 
 TEST(TrainMetrics, LastStepIsZeroUntilAStepIsReported) {
@@ -81,24 +85,24 @@ TEST(TrainMetrics, MapsAStepReportToTheDesignFamiliesWithTheRankLabel) {
   TrainMetrics m(cfg, 3, 4);
   m.on_step(report(7));
   auto s = scrape(m);
-  EXPECT_EQ(s.at(sample_key("weft_step", kRank3)), 7);
+  EXPECT_EQ(s.at(sample_key(cm::kStep.name, kRank3)), 7);
   EXPECT_EQ(s.at(sample_key("weft_train_steps", kRank3)), 100);
-  EXPECT_EQ(s.at(sample_key("weft_loss", kRank3)), 2.5);
+  EXPECT_EQ(s.at(sample_key(cm::kLoss.name, kRank3)), 2.5);
   EXPECT_EQ(s.at(sample_key("weft_grad_norm", kRank3)), 0.75);
   EXPECT_EQ(s.at(sample_key("weft_learning_rate", kRank3)), 1e-3);
-  EXPECT_EQ(s.at(sample_key("weft_tokens_per_second", kRank3)), 4096);
+  EXPECT_EQ(s.at(sample_key(cm::kTokensPerSecond.name, kRank3)), 4096);
   EXPECT_EQ(s.at(sample_key("weft_mfu", kRank3)), 0.42);
-  EXPECT_EQ(s.at(sample_key("weft_overlap_ratio", kRank3)), 0.75);
+  EXPECT_EQ(s.at(sample_key(cm::kOverlapRatio.name, kRank3)), 0.75);
   EXPECT_EQ(s.at(sample_key("weft_buckets", kRank3)), 2);
-  EXPECT_EQ(s.at(sample_key("weft_bucket_cap_bytes", kRank3)), 1 << 20);
+  EXPECT_EQ(s.at(sample_key(cm::kBucketCapBytes.name, kRank3)), 1 << 20);
   EXPECT_EQ(s.at(sample_key("weft_sync_comm_seconds_total", with_rank({{"group", "dp"}}))), 0.6);
-  EXPECT_EQ(s.at(sample_key("weft_exposed_comm_seconds_total", with_rank({{"group", "dp"}}))),
+  EXPECT_EQ(s.at(sample_key(cm::kExposedCommSeconds.name, with_rank({{"group", "dp"}}))),
             0.15);
   EXPECT_EQ(s.at(sample_key("weft_isp_prefetch_wait_seconds_total", kRank3)), 0);
   // Compute: data 0.1 + forward 0.2 + backward 0.4 + optimizer 0.05; the rest
   // of the 1 s step was spent blocked in collectives.
-  EXPECT_NEAR(s.at(sample_key("weft_compute_seconds_total", kRank3)), 0.75, 1e-12);
-  EXPECT_NEAR(s.at(sample_key("weft_wait_seconds_total", kRank3)), 0.25, 1e-12);
+  EXPECT_NEAR(s.at(sample_key(cm::kComputeSeconds.name, kRank3)), 0.75, 1e-12);
+  EXPECT_NEAR(s.at(sample_key(cm::kWaitSeconds.name, kRank3)), 0.25, 1e-12);
   EXPECT_EQ(s.at(sample_key("weft_checkpoint_last_step", kRank3)), 0);
   EXPECT_EQ(s.at(sample_key("weft_memory_bytes", with_rank({{"kind", "param"}}))), 100);
   EXPECT_EQ(s.at(sample_key("weft_memory_bytes", with_rank({{"kind", "activation"}}))), 400);
@@ -109,10 +113,10 @@ TEST(TrainMetrics, MapsAStepReportToTheDesignFamiliesWithTheRankLabel) {
   m.set_attention_kernel("cudnn");
   EXPECT_EQ(scrape(m).at(sample_key("weft_attention_kernel_info", with_rank({{"kernel", "cudnn"}}))), 1);
   // Step histogram: 1.0 s falls in le=1 but not le=0.5.
-  EXPECT_EQ(s.at(sample_key("weft_step_seconds_count", kRank3)), 1);
-  EXPECT_EQ(s.at(sample_key("weft_step_seconds_sum", kRank3)), 1.0);
-  EXPECT_EQ(s.at(sample_key("weft_step_seconds_bucket", with_rank({{"le", "0.5"}}))), 0);
-  EXPECT_EQ(s.at(sample_key("weft_step_seconds_bucket", with_rank({{"le", "1"}}))), 1);
+  EXPECT_EQ(s.at(sample_key(cm::kStepSecondsCount, kRank3)), 1);
+  EXPECT_EQ(s.at(sample_key(cm::kStepSecondsSum, kRank3)), 1.0);
+  EXPECT_EQ(s.at(sample_key(std::string(cm::kStepSeconds.name) + "_bucket", with_rank({{"le", "0.5"}}))), 0);
+  EXPECT_EQ(s.at(sample_key(std::string(cm::kStepSeconds.name) + "_bucket", with_rank({{"le", "1"}}))), 1);
   // Per-bucket reduce times: histogram and last-step gauge per bucket index.
   EXPECT_EQ(s.at(sample_key("weft_bucket_reduce_seconds_bucket",
                             with_rank({{"bucket", "0"}, {"le", "0.0025"}}))),
@@ -135,7 +139,7 @@ TEST(TrainMetrics, PhaseCountersAccumulateAndOtherClosesTheStep) {
   m.on_step(report(2));
   auto s = scrape(m);
   auto phase = [&](const char* p) {
-    return s.at(sample_key("weft_phase_seconds_total", with_rank({{"phase", p}})));
+    return s.at(sample_key(cm::kPhaseSeconds.name, with_rank({{"phase", p}})));
   };
   EXPECT_DOUBLE_EQ(phase("forward"), 0.4);
   EXPECT_DOUBLE_EQ(phase("backward"), 0.8);
@@ -145,10 +149,10 @@ TEST(TrainMetrics, PhaseCountersAccumulateAndOtherClosesTheStep) {
   double sum = 0;
   for (const char* p : {"data", "forward", "backward", "optimizer", "exposed_comm", "other"})
     sum += phase(p);
-  EXPECT_NEAR(sum, s.at(sample_key("weft_step_seconds_sum", kRank3)), 1e-12);
+  EXPECT_NEAR(sum, s.at(sample_key(cm::kStepSecondsSum, kRank3)), 1e-12);
   EXPECT_DOUBLE_EQ(s.at(sample_key("weft_sync_comm_seconds_total", with_rank({{"group", "dp"}}))),
                    1.2);
-  EXPECT_EQ(s.at(sample_key("weft_step_seconds_count", kRank3)), 2);
+  EXPECT_EQ(s.at(sample_key(cm::kStepSecondsCount, kRank3)), 2);
 }
 
 TEST(TrainMetrics, PhasesLongerThanTheStepNeverDecreaseOther) {
@@ -158,7 +162,7 @@ TEST(TrainMetrics, PhasesLongerThanTheStepNeverDecreaseOther) {
   r.step_seconds = 0.5;  // phases sum to 0.9: clock granularity can do this
   m.on_step(r);
   auto s = scrape(m);
-  EXPECT_EQ(s.at(sample_key("weft_phase_seconds_total", {{"rank", "0"}, {"phase", "other"}})), 0);
+  EXPECT_EQ(s.at(sample_key(cm::kPhaseSeconds.name, {{"rank", "0"}, {"phase", "other"}})), 0);
 }
 
 TEST(TrainMetrics, CommCountersFollowCumulativeStatsAndOnlyGoUp) {
@@ -203,7 +207,7 @@ TEST(TrainMetrics, RebucketingRemovesVanishedLastStepGaugesButKeepsHistograms) {
   m.on_step(r);
   auto s = scrape(m);
   EXPECT_EQ(s.at(sample_key("weft_buckets", kRank3)), 1);
-  EXPECT_EQ(s.at(sample_key("weft_bucket_cap_bytes", kRank3)), 4 << 20);
+  EXPECT_EQ(s.at(sample_key(cm::kBucketCapBytes.name, kRank3)), 4 << 20);
   EXPECT_EQ(s.at(sample_key("weft_bucket_reduce_last_seconds", with_rank({{"bucket", "0"}}))), 0.5);
   EXPECT_EQ(s.count(sample_key("weft_bucket_reduce_last_seconds", with_rank({{"bucket", "2"}}))),
             0u);
@@ -220,9 +224,9 @@ TEST(TrainMetrics, TrainingAloneExportsNoSyncSeries) {
   m.on_step(r);
   auto s = scrape(m);
   EXPECT_EQ(
-      s.count(sample_key("weft_exposed_comm_seconds_total", {{"rank", "0"}, {"group", "dp"}})), 0u);
-  EXPECT_EQ(s.at(sample_key("weft_overlap_ratio", {{"rank", "0"}})), 0);
-  EXPECT_EQ(s.at(sample_key("weft_bucket_cap_bytes", {{"rank", "0"}})),
+      s.count(sample_key(cm::kExposedCommSeconds.name, {{"rank", "0"}, {"group", "dp"}})), 0u);
+  EXPECT_EQ(s.at(sample_key(cm::kOverlapRatio.name, {{"rank", "0"}})), 0);
+  EXPECT_EQ(s.at(sample_key(cm::kBucketCapBytes.name, {{"rank", "0"}})),
             2 << 20);  // from the config
 }
 
@@ -231,11 +235,11 @@ TEST(TrainMetrics, TrainingAloneExportsNoSyncSeries) {
 TEST(TrainMetrics, AutoBucketCapIsExportedBeforeTheFirstStep) {
   WorkerConfig cfg;  // bucket_cap_mb auto
   TrainMetrics m(cfg, 0, 2);
-  EXPECT_EQ(scrape(m).at(sample_key("weft_bucket_cap_bytes", {{"rank", "0"}})), 0);
+  EXPECT_EQ(scrape(m).at(sample_key(cm::kBucketCapBytes.name, {{"rank", "0"}})), 0);
   m.set_bucket_cap_mb(1.75);
-  EXPECT_EQ(scrape(m).at(sample_key("weft_bucket_cap_bytes", {{"rank", "0"}})), 1.75 * (1 << 20));
+  EXPECT_EQ(scrape(m).at(sample_key(cm::kBucketCapBytes.name, {{"rank", "0"}})), 1.75 * (1 << 20));
   m.set_bucket_cap_mb(0);  // training alone: no buckets, the value stays
-  EXPECT_EQ(scrape(m).at(sample_key("weft_bucket_cap_bytes", {{"rank", "0"}})), 1.75 * (1 << 20));
+  EXPECT_EQ(scrape(m).at(sample_key(cm::kBucketCapBytes.name, {{"rank", "0"}})), 1.75 * (1 << 20));
 }
 
 TEST(TrainMetrics, CheckpointSetsTheLastStep) {
@@ -249,11 +253,11 @@ TEST(TrainMetrics, EvaluationSetsTheHeldOutLossAndItsStep) {
   WorkerConfig cfg;
   TrainMetrics m(cfg, 3, 4);
   auto s = scrape(m);
-  EXPECT_EQ(s.at(sample_key("weft_eval_loss", kRank3)), 0) << "0 before the first evaluation";
+  EXPECT_EQ(s.at(sample_key(cm::kEvalLoss.name, kRank3)), 0) << "0 before the first evaluation";
   m.on_eval(200, 3.25);
   s = scrape(m);
-  EXPECT_EQ(s.at(sample_key("weft_eval_loss", kRank3)), 3.25);
-  EXPECT_EQ(s.at(sample_key("weft_eval_step", kRank3)), 200);
+  EXPECT_EQ(s.at(sample_key(cm::kEvalLoss.name, kRank3)), 3.25);
+  EXPECT_EQ(s.at(sample_key(cm::kEvalStep.name, kRank3)), 200);
 }
 
 TEST(TrainMetrics, DurationBucketsSpanMillisecondsToMinutes) {

@@ -10,11 +10,16 @@
 #include <cmath>
 #include <functional>
 
+#include "canned_exposition.h"
 #include "scrape/http_scraper.h"
 #include "tuner/trial_window.h"
 
 namespace weft::tuner {
 namespace {
+namespace cm = contract::metrics;
+using weft::testing::rank_info_sample;
+using weft::testing::rank_label;
+using weft::testing::sample;
 
 struct SimRank {
   double step = 0, sum = 0, count = 0, exposed = 0, cap_bytes = 0;
@@ -38,11 +43,12 @@ class SimJob {
     }
     const int rank = ep.host.back() - '0';
     const SimRank& s = ranks_[rank];
-    std::string text = "# TYPE weft_step gauge\nweft_step{rank=\"" + std::to_string(rank) + "\"} " +
-                       std::to_string(s.step) + "\nweft_bucket_cap_bytes " + std::to_string(s.cap_bytes) +
-                       "\nweft_step_seconds_sum " + std::to_string(s.sum) + "\nweft_step_seconds_count " +
-                       std::to_string(s.count) + "\nweft_exposed_comm_seconds_total{group=\"dp\"} " +
-                       std::to_string(s.exposed) + "\n";
+    std::string text = std::string("# TYPE ") + cm::kStep.name + " gauge\n" +
+                       sample(cm::kStep, std::to_string(s.step), rank_label(rank)) +
+                       sample(cm::kBucketCapBytes, std::to_string(s.cap_bytes)) +
+                       sample(cm::kStepSecondsSum, std::to_string(s.sum)) +
+                       sample(cm::kStepSecondsCount, std::to_string(s.count)) +
+                       sample(cm::kExposedCommSeconds, std::to_string(s.exposed), {{cm::kLabelGroup, "dp"}});
     auto parsed = scrape::parse_text(text);
     r.metrics = parsed.exposition;
     return r;

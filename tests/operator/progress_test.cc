@@ -6,11 +6,16 @@
 #include <limits>
 #include <sstream>
 
+#include "canned_exposition.h"
 #include "trainingjob/progress.h"
 #include "trainingjob/types.h"
 
 namespace weft::tj {
 namespace {
+namespace cm = contract::metrics;
+using weft::testing::rank_info_sample;
+using weft::testing::rank_label;
+using weft::testing::sample;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -53,12 +58,12 @@ TEST(Progress, StatusRoundsToWhatAColumnCanShow) {
 }
 
 TEST(Progress, OnlyRankZeroAndOnlyWithAStep) {
-  auto other_rank = scrape::parse_text("weft_step{rank=\"1\"} 5\nweft_loss{rank=\"1\"} 2\n");
+  auto other_rank = scrape::parse_text(sample(cm::kStep, "5", rank_label(1)) + sample(cm::kLoss, "2", rank_label(1)));
   ASSERT_TRUE(other_rank.ok());
   EXPECT_FALSE(progress_from_metrics(other_rank.exposition));
-  auto no_step = scrape::parse_text("weft_loss{rank=\"0\"} 2\n");
+  auto no_step = scrape::parse_text(sample(cm::kLoss, "2", rank_label(0)));
   EXPECT_FALSE(progress_from_metrics(no_step.exposition));
-  auto diverged = scrape::parse_text("weft_step{rank=\"0\"} 3\nweft_loss{rank=\"0\"} NaN\n");
+  auto diverged = scrape::parse_text(sample(cm::kStep, "3", rank_label(0)) + sample(cm::kLoss, "NaN", rank_label(0)));
   auto p = progress_from_metrics(diverged.exposition);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->step, 3);
@@ -92,12 +97,14 @@ TEST(Progress, FinalProgressFromTheTerminationMessage) {
 // ran, from the final progress line when it carries one; absent otherwise,
 // so `kubectl get tj` shows an empty Eval column rather than a 0.
 TEST(Progress, HeldOutLossOnceEvaluated) {
-  auto before = scrape::parse_text("weft_step{rank=\"0\"} 5\nweft_eval_loss{rank=\"0\"} 0\nweft_eval_step{rank=\"0\"} 0\n");
+  auto before = scrape::parse_text(sample(cm::kStep, "5", rank_label(0)) + sample(cm::kEvalLoss, "0", rank_label(0)) +
+                                   sample(cm::kEvalStep, "0", rank_label(0)));
   auto p = progress_from_metrics(before.exposition);
   ASSERT_TRUE(p);
   EXPECT_FALSE(p->eval_loss);
   EXPECT_FALSE(progress_json(*p, "t").contains("evalLoss"));
-  auto after = scrape::parse_text("weft_step{rank=\"0\"} 60\nweft_eval_loss{rank=\"0\"} 2.345678\nweft_eval_step{rank=\"0\"} 50\n");
+  auto after = scrape::parse_text(sample(cm::kStep, "60", rank_label(0)) + sample(cm::kEvalLoss, "2.345678", rank_label(0)) +
+                                  sample(cm::kEvalStep, "50", rank_label(0)));
   p = progress_from_metrics(after.exposition);
   ASSERT_TRUE(p && p->eval_loss);
   EXPECT_EQ(progress_json(*p, "t")["evalLoss"].dump(), "2.3457");

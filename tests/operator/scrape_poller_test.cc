@@ -14,15 +14,20 @@
 #include <thread>
 #include <vector>
 
+#include "canned_exposition.h"
+
 namespace weft::tj {
 namespace {
+namespace cm = contract::metrics;
+using weft::testing::rank_info_sample;
+using weft::testing::rank_label;
+using weft::testing::sample;
 
 using namespace std::chrono_literals;
 
-// Whose metrics a fake rank serves (contract::kMetricRankInfo).
+// Whose metrics a fake rank serves (contract::metrics::kRankInfo).
 std::string rank_info(const std::string& uid, int attempt, int pod) {
-  return std::string("weft_rank_info{job_uid=\"") + uid + "\",attempt=\"" + std::to_string(attempt) + "\",rank=\"" +
-         std::to_string(pod) + "\",node_rank=\"" + std::to_string(pod) + "\",local_rank=\"0\"} 1\n";
+  return rank_info_sample(uid, attempt, pod);
 }
 
 // The pod index of a fake host: "10.0.0.K" is pod K-1, "a", "b", ... pods 0, 1, ...
@@ -32,11 +37,11 @@ int pod_of(const std::string& host) {
 
 // Rank 0's exposition, as weft-worker labels it: step, loss and the tuner's families.
 std::string exposition(int step) {
-  const std::string l = "{rank=\"0\"} ";
-  return "weft_step" + l + std::to_string(step) + "\nweft_loss" + l +
-         "2.5\nweft_tokens_per_second" + l + "1000\nweft_overlap_ratio" + l +
-         "0.5\nweft_bucket_cap_bytes" + l + "26214400\nweft_step_seconds_sum" + l +
-         std::to_string(step * 0.1) + "\nweft_step_seconds_count" + l + std::to_string(step) + "\n";
+  const auto l = rank_label(0);
+  return sample(cm::kStep, std::to_string(step), l) + sample(cm::kLoss, "2.5", l) +
+         sample(cm::kTokensPerSecond, "1000", l) + sample(cm::kOverlapRatio, "0.5", l) +
+         sample(cm::kBucketCapBytes, "26214400", l) + sample(cm::kStepSecondsSum, std::to_string(step * 0.1), l) +
+         sample(cm::kStepSecondsCount, std::to_string(step), l);
 }
 
 // Answers per host: the step it serves, or an error when it is down.
@@ -268,7 +273,7 @@ TEST(ScrapePoller, MetricsThatAreNotTheJobsRankAreNeverUsed) {
 TEST(Progress, NotThisRankNamesWhatAnswered) {
   auto m = [](const std::string& t) { return scrape::parse_text(t).exposition; };
   EXPECT_EQ(not_this_rank(m(rank_info("u", 2, 1)), "u", 2, 1), "");
-  EXPECT_NE(not_this_rank(m("weft_step 3\n"), "u", 2, 1).find("no weft_rank_info"), std::string::npos);
+  EXPECT_NE(not_this_rank(m(sample(cm::kStep, "3")), "u", 2, 1).find(std::string("no ") + cm::kRankInfo.name), std::string::npos);
   EXPECT_NE(not_this_rank(m(rank_info("v", 2, 1)), "u", 2, 1).find("job uid v"), std::string::npos);
   EXPECT_NE(not_this_rank(m(rank_info("", 0, 0)), "u", 0, 0).find("no TrainingJob's rank"), std::string::npos);
   EXPECT_NE(not_this_rank(m(rank_info("u", 1, 1)), "u", 2, 1).find("attempt 1"), std::string::npos);

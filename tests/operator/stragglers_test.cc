@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "canned_exposition.h"
 #include "test_builders.h"
 #include "trainingjob/builders.h"
 #include "trainingjob/scrape_poller.h"
@@ -15,6 +16,10 @@
 
 namespace weft::tj {
 namespace {
+namespace cm = contract::metrics;
+using weft::testing::rank_info_sample;
+using weft::testing::rank_label;
+using weft::testing::sample;
 using namespace std::chrono_literals;
 using testing::ExpectFirstSpecError;
 using testing::MakeJob;
@@ -108,15 +113,16 @@ TEST(StragglerPolicy, RoundsOfAnotherGangAreNotCompared) {
 }
 
 TEST(StragglerPolicy, ReadsThePaceARankExports) {
-  auto parsed = scrape::parse_text(
-      "weft_step{rank=\"3\"} 40\nweft_compute_seconds_total{rank=\"3\"} 12.5\nweft_wait_seconds_total{rank=\"3\"} 3.25\n");
+  auto parsed = scrape::parse_text(sample(cm::kStep, "40", rank_label(3)) +
+                                   sample(cm::kComputeSeconds, "12.5", rank_label(3)) +
+                                   sample(cm::kWaitSeconds, "3.25", rank_label(3)));
   const auto p = read_pace(3, parsed.exposition);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->step, 40);
   EXPECT_EQ(p->compute, 12.5);
   EXPECT_EQ(p->wait, 3.25);
   // A worker from before these families: nothing to compare.
-  EXPECT_FALSE(read_pace(3, scrape::parse_text("weft_step{rank=\"3\"} 40\n").exposition));
+  EXPECT_FALSE(read_pace(3, scrape::parse_text(sample(cm::kStep, "40", rank_label(3))).exposition));
 }
 
 // The poller scrapes every rank of a job with spec.stragglers each interval
@@ -138,10 +144,9 @@ TEST(StragglerPolicy, ThePollerKeepsAWindowOfEveryRanksPace) {
       return r;
     }
     const int pod = ep.host[0] - 'a';
-    r.metrics = scrape::parse_text("weft_step " + std::to_string(s) + "\nweft_compute_seconds_total " +
-                                   std::to_string(s * 0.5) + "\nweft_wait_seconds_total " + std::to_string(s * 0.1) +
-                                   "\nweft_rank_info{job_uid=\"uid\",attempt=\"" + std::to_string(attempt) + "\",node_rank=\"" +
-                                   std::to_string(pod) + "\",local_rank=\"0\"} 1\n")
+    r.metrics = scrape::parse_text(sample(cm::kStep, std::to_string(s)) + sample(cm::kComputeSeconds, std::to_string(s * 0.5)) +
+                                   sample(cm::kWaitSeconds, std::to_string(s * 0.1)) +
+                                   rank_info_sample("uid", attempt, pod))
                     .exposition;
     return r;
   };

@@ -25,6 +25,12 @@ double StreamTimer::stop() {
 #endif
 }
 
+namespace {
+thread_local double host_wait_seconds = 0;
+}  // namespace
+
+double host_wait_seconds_of_this_thread() { return host_wait_seconds; }
+
 void StreamWaits::begin() {
   if (device_ == Device::CPU) {
     host_start_ = std::chrono::steady_clock::now();
@@ -39,7 +45,9 @@ void StreamWaits::begin() {
 
 void StreamWaits::end() {
   if (device_ == Device::CPU) {
-    host_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
+    host_seconds_ += waited;
+    host_wait_seconds += waited;
     return;
   }
 #ifdef WEFT_HAVE_CUDA

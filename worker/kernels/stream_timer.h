@@ -37,6 +37,15 @@ class StreamTimer {
 // a GPU time() records an event on the compute stream before and after the
 // wait and nothing blocks; take_seconds() waits for the last event and sums
 // the intervals, which is how long the stream stood still for communication.
+// Host seconds the calling thread has spent in StreamWaits::time() on the CPU
+// since it started; monotonic. The trainer reads it around its compute phases
+// (forward, backward, optimizer) and takes the waits inside a phase out of it,
+// since those waits are the strategy's exposed communication
+// (StepCommStats::exposed_seconds), a phase of their own. Per thread because
+// ranks may be threads of one process (tests/overlap). On a GPU a wait does
+// not block the host, so the host-timed phases hold none and this stays put.
+double host_wait_seconds_of_this_thread();
+
 class StreamWaits {
  public:
   explicit StreamWaits(Device device) : device_(device) {}

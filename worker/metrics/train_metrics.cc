@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "train/memory_estimate.h"
 #include "weft_contract.h"
+#include "weft_metrics.h"
 #include "train/trainer.h"  // StrategyTraits
 
 namespace weft {
@@ -24,7 +26,9 @@ const std::vector<double>& duration_buckets() {
 
 namespace {
 
-prometheus::Labels rank_label(int rank) { return {{"rank", std::to_string(rank)}}; }
+namespace cm = contract::metrics;
+
+prometheus::Labels rank_label(int rank) { return {{cm::kLabelRank, std::to_string(rank)}}; }
 
 Family<Gauge>& gauges(Registry& reg, int rank, const char* name, const char* help) {
   return prometheus::BuildGauge().Name(name).Help(help).Labels(rank_label(rank)).Register(reg);
@@ -34,6 +38,21 @@ Family<Counter>& counters(Registry& reg, int rank, const char* name, const char*
 }
 Family<Histogram>& histograms(Registry& reg, int rank, const char* name, const char* help) {
   return prometheus::BuildHistogram().Name(name).Help(help).Labels(rank_label(rank)).Register(reg);
+}
+
+// The families the operator reads are registered from their contract entry,
+// which must be of the kind registered.
+Family<Gauge>& gauges(Registry& reg, int rank, const cm::Family& f, const char* help) {
+  if (f.type != cm::Type::Gauge) std::abort();
+  return gauges(reg, rank, f.name, help);
+}
+Family<Counter>& counters(Registry& reg, int rank, const cm::Family& f, const char* help) {
+  if (f.type != cm::Type::Counter) std::abort();
+  return counters(reg, rank, f.name, help);
+}
+Family<Histogram>& histograms(Registry& reg, int rank, const cm::Family& f, const char* help) {
+  if (f.type != cm::Type::Histogram) std::abort();
+  return histograms(reg, rank, f.name, help);
 }
 
 std::string double_label(double v) {
@@ -54,29 +73,30 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
                            std::vector<comm::CommunicatorPtr> groups)
     : registry_(std::make_shared<Registry>()),
       rank_(rank),
-      step_(gauges(*registry_, rank, "weft_step",
+      step_(gauges(*registry_, rank, cm::kStep,
                    "Optimizer steps completed (1-based; resumes continue the count)")
                 .Add({})),
       train_steps_(gauges(*registry_, rank, "weft_train_steps",
                           "Steps the run is configured to train (train.steps)")
                        .Add({})),
       step_seconds_(
-          histograms(*registry_, rank, "weft_step_seconds", "Wall time of one optimizer step")
+          histograms(*registry_, rank, cm::kStepSeconds, "Wall time of one optimizer step")
               .Add({}, duration_buckets())),
       phase_family_(
-          counters(*registry_, rank, "weft_phase_seconds_total",
-                   "Seconds spent per step phase: data, forward, backward (compute only), "
-                   "optimizer (clip + update), exposed_comm (compute waiting for gradient "
-                   "sync), other (rest of the step: step agreement, loss all-reduce)")),
-      phase_other_(phase_family_.Add({{"phase", "other"}})),
-      tokens_per_second_(gauges(*registry_, rank, "weft_tokens_per_second",
+          counters(*registry_, rank, cm::kPhaseSeconds,
+                   "Seconds spent per step phase, summing to the step's wall time: data, forward, "
+                   "backward and optimizer (clip + update), each compute only; exposed_comm "
+                   "(compute waiting for communication, wherever it waited); other (rest of the "
+                   "step: step agreement, loss all-reduce)")),
+      phase_other_(phase_family_.Add({{cm::kLabelPhase, cm::kPhaseOther}})),
+      tokens_per_second_(gauges(*registry_, rank, cm::kTokensPerSecond,
                                 "Tokens per second of the whole job in the last step")
                              .Add({})),
       mfu_(gauges(*registry_, rank, "weft_mfu",
                   "Model FLOPs utilisation of this rank in the last step vs metrics.peak_tflops (0 "
                   "when unknown)")
                .Add({})),
-      loss_(gauges(*registry_, rank, "weft_loss",
+      loss_(gauges(*registry_, rank, cm::kLoss,
                    "Training loss of the last step (mean over all ranks' tokens, nats/token)")
                 .Add({})),
       grad_norm_(gauges(*registry_, rank, "weft_grad_norm",
@@ -97,20 +117,20 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
           counters(*registry_, rank, "weft_sync_comm_seconds_total",
                    "Seconds the gradient-sync collectives ran (the `comm` of the overlap ratio)")),
       exposed_family_(counters(
-          *registry_, rank, "weft_exposed_comm_seconds_total",
+          *registry_, rank, cm::kExposedCommSeconds,
           "Seconds compute waited for gradient sync (the `exposed` of the overlap ratio)")),
-      overlap_ratio_(gauges(*registry_, rank, "weft_overlap_ratio",
+      overlap_ratio_(gauges(*registry_, rank, cm::kOverlapRatio,
                             "1 - exposed/comm of the last step's gradient sync, clamped to [0, 1]; "
                             "0 without sync")
                          .Add({})),
-      exposed_last_(gauges(*registry_, rank, "weft_exposed_comm_last_step_seconds",
+      exposed_last_(gauges(*registry_, rank, cm::kExposedCommLastStep,
                            "Seconds compute waited for gradient sync in the last step")
                         .Add({})),
       buckets_(gauges(*registry_, rank, "weft_buckets",
                       "Gradient buckets in the current bucketing (design name: bucket count)")
                    .Add({})),
       bucket_cap_bytes_(
-          gauges(*registry_, rank, "weft_bucket_cap_bytes", "Current gradient bucket cap in bytes")
+          gauges(*registry_, rank, cm::kBucketCapBytes, "Current gradient bucket cap in bytes")
               .Add({})),
       bucket_cap_step_(gauges(*registry_, rank, "weft_bucket_cap_step",
                               "Step whose start applied the current bucket cap (0: the cap since the start); "
@@ -132,32 +152,32 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
       // A straggler computes longer than its gang; the rest of the gang then
       // waits for it in the collectives (weft-operator's spec.stragglers
       // compares these between ranks).
-      compute_seconds_(counters(*registry_, rank, "weft_compute_seconds_total",
+      compute_seconds_(counters(*registry_, rank, cm::kComputeSeconds,
                                 "Seconds this rank's steps computed: data, forward, backward and optimizer, "
                                 "less the time blocked in collectives within them")
                            .Add({})),
-      wait_seconds_(counters(*registry_, rank, "weft_wait_seconds_total",
+      wait_seconds_(counters(*registry_, rank, cm::kWaitSeconds,
                              "Seconds this rank's steps were blocked in collectives, waiting for "
                              "communication or for the rest of the gang (the step's wall time less compute)")
                         .Add({})),
       checkpoint_last_step_(gauges(*registry_, rank, "weft_checkpoint_last_step",
                                    "Step of the last checkpoint written (0 before the first)")
                                 .Add({})),
-      eval_loss_(gauges(*registry_, rank, "weft_eval_loss",
+      eval_loss_(gauges(*registry_, rank, cm::kEvalLoss,
                         "Held-out loss of the last evaluation (eval.every; mean over the eval batches' tokens, "
                         "nats/token; 0 before the first)")
                      .Add({})),
-      eval_step_(gauges(*registry_, rank, "weft_eval_step",
+      eval_step_(gauges(*registry_, rank, cm::kEvalStep,
                         "Step after which the last held-out evaluation ran (0 before the first)")
                      .Add({})) {
   for (auto& g : groups) {
     if (g && std::find(groups_.begin(), groups_.end(), g) == groups_.end()) groups_.push_back(g);
   }
-  phases_ = {{&phase_family_.Add({{"phase", "data"}}), &StepReport::data_seconds},
-             {&phase_family_.Add({{"phase", "forward"}}), &StepReport::forward_seconds},
-             {&phase_family_.Add({{"phase", "backward"}}), &StepReport::backward_seconds},
-             {&phase_family_.Add({{"phase", "optimizer"}}), &StepReport::optimizer_seconds},
-             {&phase_family_.Add({{"phase", "exposed_comm"}}), &StepReport::exposed_comm_seconds}};
+  phases_ = {{&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseData}}), &StepReport::data_seconds},
+             {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseForward}}), &StepReport::forward_seconds},
+             {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseBackward}}), &StepReport::backward_seconds},
+             {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseOptimizer}}), &StepReport::optimizer_seconds},
+             {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseExposedComm}}), &StepReport::exposed_comm_seconds}};
   auto& memory = gauges(*registry_, rank, "weft_memory_bytes",
                         "Bytes this rank holds per kind: param, grad, optimizer, activation (and isp_pool "
                         "with strategy isp: the gathered full weights of two blocks; device_held and "
@@ -207,6 +227,8 @@ void TrainMetrics::on_step(const StepReport& r) {
     accounted += r.*field;
   }
   // "other" closes the breakdown so the phases of a step sum to its wall time.
+  // The trainer's phases are compute only and exposed comm is every wait, so
+  // it is not negative; a counter cannot go down, should a clock's grain say so.
   advance(phase_other_, r.step_seconds - accounted);
   tokens_per_second_.Set(r.tokens_per_second);
   mfu_.Set(r.mfu);
@@ -215,16 +237,17 @@ void TrainMetrics::on_step(const StepReport& r) {
   learning_rate_.Set(r.lr);
   for (auto& [gauge, field] : memory_) gauge->Set(static_cast<double>(r.*field));
   advance(isp_prefetch_wait_, r.isp_prefetch_wait_seconds);
-  const double compute = std::max(0.0, r.data_seconds + r.forward_seconds + r.backward_seconds +
-                                           r.optimizer_seconds - r.isp_prefetch_wait_seconds);
+  // The compute phases hold no waits for communication (those are
+  // exposed_comm's, ISP's weight gathers included).
+  const double compute = r.data_seconds + r.forward_seconds + r.backward_seconds + r.optimizer_seconds;
   advance(compute_seconds_, compute);
   advance(wait_seconds_, std::max(0.0, r.step_seconds - compute));
 
   if (!r.sync_group.empty()) {
     auto it = sync_.find(r.sync_group);
     if (it == sync_.end()) {
-      SyncSeries s{&sync_comm_family_.Add({{"group", r.sync_group}}),
-                   &exposed_family_.Add({{"group", r.sync_group}})};
+      SyncSeries s{&sync_comm_family_.Add({{cm::kLabelGroup, r.sync_group}}),
+                   &exposed_family_.Add({{cm::kLabelGroup, r.sync_group}})};
       it = sync_.emplace(r.sync_group, s).first;
     }
     advance(*it->second.sync, r.comm_seconds);
@@ -289,15 +312,15 @@ void TrainMetrics::set_bucket_cap_mb(double mb) {
 
 void TrainMetrics::set_identity(const std::string& job_uid, int attempt, int rank, int node_rank, int local_rank) {
   prometheus::BuildGauge()
-      .Name(contract::kMetricRankInfo)
+      .Name(cm::kRankInfo.name)
       .Help("Constant 1, labelled with whose rank this is: the TrainingJob's uid (empty outside one), the attempt, "
             "the global rank, the pod's index (node_rank) and the local rank")
       .Register(*registry_)
-      .Add({{contract::kLabelInfoJobUid, job_uid},
-            {contract::kLabelInfoAttempt, std::to_string(attempt)},
-            {contract::kLabelInfoRank, std::to_string(rank)},
-            {contract::kLabelInfoNodeRank, std::to_string(node_rank)},
-            {contract::kLabelInfoLocalRank, std::to_string(local_rank)}})
+      .Add({{cm::kLabelInfoJobUid, job_uid},
+            {cm::kLabelInfoAttempt, std::to_string(attempt)},
+            {cm::kLabelInfoRank, std::to_string(rank)},
+            {cm::kLabelInfoNodeRank, std::to_string(node_rank)},
+            {cm::kLabelInfoLocalRank, std::to_string(local_rank)}})
       .Set(1);
 }
 

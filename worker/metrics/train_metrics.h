@@ -8,6 +8,8 @@
 // Invariants:
 //  - Every family carries the constant label `rank` (the global rank); job and
 //    namespace labels come from the scrape.
+//  - The families the operator reads are registered from their names and
+//    types in contract/weft_metrics.h; the rest are named here.
 //  - Handles are built once in the constructor; only label values that cannot
 //    be known up front (comm op/group, bucket index) are added on first use.
 //  - Counters only go up: CommStats are cumulative, so counters advance by the
@@ -59,7 +61,7 @@ class TrainMetrics : public StepObserver {
   // weft_attention_kernel_info{kernel}: which kernels run attention in this
   // run (Trainer::attention_kernel: cpu, cudnn or simt).
   void set_attention_kernel(const std::string& kernel);
-  // weft_rank_info (contract::kMetricRankInfo) = 1 with the rank's identity:
+  // weft_rank_info (contract::metrics::kRankInfo) = 1 with the rank's identity:
   // whoever scrapes the port can tell this job's rank from another process.
   void set_identity(const std::string& job_uid, int attempt, int rank, int node_rank, int local_rank);
   // The last step this run reported (0 before its first): readiness (/ready)

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "config/hf_config.h"
+#include "kernels/stream_timer.h"
 #include "parallel/host_scalars.h"
 #include "train/checkpoint.h"
 #include "train/output_dirs.h"
@@ -28,6 +29,23 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+// A compute phase of the step (forward, backward, optimizer): its wall time
+// less the strategy's waits for communication inside it (ZeRO's gathers and
+// norm, ISP's weight gathers, reduce-scatters and all-to-alls), which the
+// strategy reports as its exposed communication. The phases and exposed comm
+// then sum to the step's wall time, each wait counted once (docs/metrics.md).
+class PhaseClock {
+ public:
+  PhaseClock() : start_(Clock::now()), waited_(ops::host_wait_seconds_of_this_thread()) {}
+  double compute_seconds() const {
+    return seconds_since(start_) - (ops::host_wait_seconds_of_this_thread() - waited_);
+  }
+
+ private:
+  Clock::time_point start_;
+  double waited_;
+};
 
 std::string hms(double s) {
   long t = std::lround(std::max(0.0, s));
@@ -313,16 +331,16 @@ std::optional<double> Trainer::forward_backward(int64_t step, TrainSummary& s, c
   double loss = 0;
   for (int micro = 0; micro < t.grad_accum; ++micro) {
     sync_->begin_micro_batch(micro + 1 == t.grad_accum);
-    auto tp = Clock::now();
+    const PhaseClock data;
     const int32_t *in = nullptr, *tgt = nullptr;
     read_micro_batch(step, micro, in, tgt);
-    s.data_seconds += seconds_since(tp);
-    tp = Clock::now();
+    s.data_seconds += data.compute_seconds();
+    const PhaseClock forward;
     loss += model_.forward(in, tgt, B, T, doc_starts()) / t.grad_accum;
-    s.forward_seconds += seconds_since(tp);
-    tp = Clock::now();
+    s.forward_seconds += forward.compute_seconds();
+    const PhaseClock backward;
     model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
-    s.backward_seconds += seconds_since(tp);
+    s.backward_seconds += backward.compute_seconds();
     loss = sync_->finish_micro_batch(loss);
     // At a fixed micro-batch count, the same on every rank: after
     // finish_micro_batch no reduction of this step is in flight.
@@ -459,9 +477,9 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
       break;
     }
     const double loss = *stepped;
-    const auto to = Clock::now();
+    const PhaseClock optimizer;
     const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
-    s.optimizer_seconds += seconds_since(to);
+    s.optimizer_seconds += optimizer.compute_seconds();
     // After the step, like the step report: ZeRO waits for the norm and its
     // gathers there, and ISP completes its accounting there.
     record_sync(s);

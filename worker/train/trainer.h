@@ -64,7 +64,8 @@ struct TrainSummary {
   double bucket_cap_mb = 0;
   double overlap_ratio() const;        // 1 - sum(exposed) / sum(comm), 0 without comm
   // Seconds spent per phase over the run: data, forward, backward, optimizer
-  // (clip + AdamW), checkpoint.
+  // (clip + AdamW), each compute only (its waits for communication are the
+  // strategy's exposed comm), and checkpoint.
   StateBytes memory;                 // this rank's parameter, gradient and optimizer bytes at the end
   ops::CudaMemory device_memory;     // GPU allocator's bytes, peaks since the loop began (cuda only)
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,

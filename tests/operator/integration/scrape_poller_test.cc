@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "canned_exposition.h"
 #include "integration/harness.h"
 #include "scrape/prom_text.h"
 #include "trainingjob/constants.h"
@@ -14,16 +15,17 @@
 namespace weft::it {
 namespace {
 
-// Whose rank each fake pod IP serves (contract::kMetricRankInfo), from the
+namespace cm = contract::metrics;
+
+// Whose rank each fake pod IP serves (contract::metrics::kRankInfo), from the
 // pod's own launch environment: the poller uses a scrape only when it matches.
 class Identities {
  public:
   void add(const std::string& ip, const Json& pod) {
     std::lock_guard lock(mu_);
     const std::string idx = pod["metadata"]["labels"][tj::kLabelRank].get<std::string>();
-    info_[ip] = "weft_rank_info{job_uid=\"" + env_value(pod, contract::kEnvJobUid) + "\",attempt=\"" +
-                env_value(pod, contract::kEnvAttempt) + "\",rank=\"" + idx + "\",node_rank=\"" + idx +
-                "\",local_rank=\"0\"} 1\n";
+    info_[ip] = weft::testing::rank_info_sample(env_value(pod, contract::kEnvJobUid),
+                                                std::stoi(env_value(pod, contract::kEnvAttempt)), std::stoi(idx));
   }
   std::string of(const std::string& ip) {
     std::lock_guard lock(mu_);
@@ -45,15 +47,15 @@ class FakeRanks {
       std::lock_guard lock(mu_);
       const std::string rank = ep.host.substr(ep.host.rfind('.') + 1);
       const int step = ++steps_[ep.host];
-      const std::string l = "{rank=\"" + rank + "\"} ";
+      const auto l = weft::testing::rank_label(std::stoi(rank));
+      using weft::testing::sample;
       scrape::ScrapeResult r;
-      r.metrics =
-          scrape::parse_text("weft_step" + l + std::to_string(step) + "\nweft_loss" + l + "2.5\n" +
-                             "weft_bucket_cap_bytes" + l + "4194304\nweft_step_seconds_sum" + l +
-                             std::to_string(0.1 * step) + "\nweft_step_seconds_count" + l +
-                             std::to_string(step) + "\nweft_exposed_comm_last_step_seconds" + l + "0.0125\n" +
-                             identities.of(ep.host))
-              .exposition;
+      r.metrics = scrape::parse_text(sample(cm::kStep, std::to_string(step), l) + sample(cm::kLoss, "2.5", l) +
+                                     sample(cm::kBucketCapBytes, "4194304", l) +
+                                     sample(cm::kStepSecondsSum, std::to_string(0.1 * step), l) +
+                                     sample(cm::kStepSecondsCount, std::to_string(step), l) +
+                                     sample(cm::kExposedCommLastStep, "0.0125", l) + identities.of(ep.host))
+                      .exposition;
       return r;
     };
   }
@@ -149,11 +151,12 @@ TEST_F(Poller, AStragglerIsNamedFromEveryRanksPace) {
     const std::string rank = ep.host.substr(ep.host.rfind('.') + 1);
     const int step = steps[ep.host] += 10;
     const double compute = (rank == "1" ? 0.2 : 0.1) * step;
-    const std::string l = "{rank=\"" + rank + "\"} ";
+    const auto l = weft::testing::rank_label(std::stoi(rank));
+    using weft::testing::sample;
     scrape::ScrapeResult r;
-    r.metrics = scrape::parse_text("weft_step" + l + std::to_string(step) + "\nweft_loss" + l + "2.5\n" +
-                                   "weft_compute_seconds_total" + l + std::to_string(compute) +
-                                   "\nweft_wait_seconds_total" + l + std::to_string(0.2 * step - compute) + "\n" +
+    r.metrics = scrape::parse_text(sample(cm::kStep, std::to_string(step), l) + sample(cm::kLoss, "2.5", l) +
+                                   sample(cm::kComputeSeconds, std::to_string(compute), l) +
+                                   sample(cm::kWaitSeconds, std::to_string(0.2 * step - compute), l) +
                                    identities.of(ep.host))
                     .exposition;
     return r;
