@@ -16,32 +16,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include "comm/tcp_store_wire.h"
 #include "weft_contract.h"
 
 namespace weft::comm {
+using namespace store_wire;
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Wire format: every message is a u32 length followed by that many bytes.
-// Requests start with a command byte; responses with a status byte.
-enum Cmd : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kWait = 5 };
-enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadToken = 2, kBadRequest = 3, kMembershipClosed = 4 };
 // The largest reply a client accepts.
 constexpr uint32_t kMaxReply = kMaxStoreValue + 64;
-
-void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
-void put_i64(std::string& s, int64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
-void put_str(std::string& s, const std::string& v) {
-  put_u32(s, static_cast<uint32_t>(v.size()));
-  s += v;
-}
-
-std::string framed(const std::string& m) {
-  std::string f;
-  put_u32(f, static_cast<uint32_t>(m.size()));
-  return f + m;
-}
 
 // Compares two secrets in time that depends on their lengths only, never on
 // where they first differ.
@@ -55,29 +40,6 @@ bool same_secret(const std::string& a, const std::string& b) {
   }
   return diff == 0;
 }
-
-// Cursor over a received message; any overrun marks it bad.
-struct Reader {
-  const std::string& s;
-  size_t pos = 0;
-  bool bad = false;
-  bool take(void* out, size_t n) {
-    if (pos + n > s.size()) return !(bad = true);
-    std::memcpy(out, s.data() + pos, n);
-    pos += n;
-    return true;
-  }
-  uint8_t u8() { uint8_t v = 0; take(&v, 1); return v; }
-  uint32_t u32() { uint32_t v = 0; take(&v, 4); return v; }
-  int64_t i64() { int64_t v = 0; take(&v, 8); return v; }
-  std::string str() {
-    uint32_t n = u32();
-    if (bad || pos + n > s.size()) { bad = true; return {}; }
-    std::string v = s.substr(pos, n);
-    pos += n;
-    return v;
-  }
-};
 
 bool send_all(int fd, const void* p, size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -122,15 +84,6 @@ bool recv_msg(int fd, std::string& m, Clock::time_point deadline) {
   if (!recv_all(fd, &n, 4, deadline) || n > kMaxReply) return false;
   m.resize(n);
   return recv_all(fd, m.data(), n, deadline);
-}
-
-std::string addr_string(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  else if (sa->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  return buf;
 }
 
 // Non-blocking connect bounded by `limit`, so an unroutable address cannot
