@@ -10,8 +10,18 @@
 //   get       : kGet str key, i64 wait_ms           -> status str value | kTimedOut
 //   add       : kAdd str key, i64 delta             -> status i64 value
 //   wait      : kWait u32 n, n x str key, i64 ms    -> status | kTimedOut str missing
-//   multi_get : kMultiGet u32 n, n x str key, i64 ms -> status u32 n, n x str value
-//                                                      | kTimedOut str missing
+//   multi_get : kMultiGet u32 n, n x (str key, u32 offset, u32 length), i64 ms
+//               -> status u32 n, n x str bytes [offset, offset+length) of the
+//                  value (clamped to its size; kWholeValue: to its end)
+//               | kTimedOut str missing
+//   gather    : kGather str prefix, u32 n, u32 self, u32 head, u32 width, i64 ms
+//               waits for keys prefix+"0" .. prefix+"<n-1>" except prefix+"<self>"
+//               -> status u32 n-1, then per key i in order: str of its bytes
+//                  [0, head) followed by [head + c*width, +width), c = self's
+//                  place among i's peers (self < i ? self : self-1)
+//               | kTimedOut str missing
+//               Each rank published a row of a matrix (a header and one cell
+//               per peer); a rank reads its column in a request of O(1) bytes.
 #pragma once
 
 #include <arpa/inet.h>
@@ -24,7 +34,10 @@
 
 namespace weft::comm::store_wire {
 
-enum Cmd : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kWait = 5, kMultiGet = 6 };
+enum Cmd : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kWait = 5, kMultiGet = 6, kGather = 7 };
+// A multi_get length that asks for the rest of the value.
+inline constexpr uint32_t kWholeValue = 0xffffffffu;
+
 enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadToken = 2, kBadRequest = 3, kMembershipClosed = 4 };
 
 inline void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
