@@ -10,9 +10,10 @@
 //              its N-1 pair addresses (136 bytes each), then for every peer
 //              waits for and gets that peer's whole key; keys carry the
 //              member list, as weft's prefix did.
-//   gloo     : weft's compact full mesh: per group every rank sets one record
-//              (its listening sockaddr and one base sequence number per lane)
-//              and reads every peer's record with one multi_get.
+//   gloo     : weft's full mesh (comm/gloo_mesh.cc): per group every rank sets
+//              one record (its pairs' shared address and a port per peer and
+//              mesh) and reads, with one gather request, every peer's header
+//              and its own ports.
 //   nccl     : rank 0 sets a 128-byte id; every rank gets it.
 // Only the store traffic is simulated: Gloo's N^2 TCP pair connections are not.
 #include <fcntl.h>
@@ -107,14 +108,19 @@ struct Script {
       return req_keys((j - 1) % 2 == 0 ? kWait : kGet, {prefix + std::to_string(i)});
     }
     if (pattern == "gloo") {
+      // comm/gloo_mesh.cc: a 32-byte header (lanes, the shared sockaddr) and a
+      // u16 port per (peer, mesh); each peer gathers the headers and its ports.
       const int g = int(k / 2);
-      const std::string prefix = "gloo/g" + std::to_string(g) + "/0123456789abcdef/";
-      // sockaddr_in (16) + u32 sockaddr length + u32 meshes + 8 per mesh.
-      if (k % 2 == 0) return req_set(prefix + std::to_string(r), std::string(16 + 4 + 4 + 8 * meshes, 'a'));
-      std::vector<std::string> keys;
-      for (int i = 0; i < n; ++i)
-        if (i != r) keys.push_back(prefix + std::to_string(i));
-      return req_keys(kMultiGet, keys);
+      const std::string prefix = "gloo/g" + std::to_string(g) + "/" + std::to_string(n) + "/0123456789abcdef/";
+      if (k % 2 == 0) return req_set(prefix + std::to_string(r), std::string(32 + size_t(n - 1) * meshes * 2, 'a'));
+      std::string m(1, char(kGather));
+      put_str(m, key(prefix));
+      put_u32(m, uint32_t(n));
+      put_u32(m, uint32_t(r));
+      put_u32(m, 32);
+      put_u32(m, uint32_t(meshes * 2));
+      put_i64(m, kWaitMs);
+      return framed(m);
     }
     if (r == 0 && k == 0) return req_set("nccl/world/id", std::string(128, 'i'));
     return req_keys(kGet, {"nccl/world/id"});
