@@ -78,6 +78,85 @@ TEST(TcpStore, WaitTimesOutNamingTheKey) {
   EXPECT_THROW(a.get("missing", 50ms), RendezvousError);
 }
 
+TEST(TcpStore, MultiGetWaitsForEveryKeyAndAnswersInOrder) {
+  TcpStoreServer server("127.0.0.1", 0, "t");
+  TcpStore a(opts(server.port())), b(opts(server.port()));
+  a.set("k1", "one");
+  std::thread writer([&] {
+    std::this_thread::sleep_for(100ms);
+    a.set("k3", std::string("th\0ree", 6));
+    std::this_thread::sleep_for(100ms);
+    a.set("k2", "");
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THAT(b.multi_get({"k3", "k1", "k2"}, 5000ms),
+              ::testing::ElementsAre(std::string("th\0ree", 6), "one", ""));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 150ms);
+  writer.join();
+  EXPECT_THAT(b.multi_get({}, 10ms), ::testing::IsEmpty());
+}
+
+TEST(TcpStore, MultiGetTimesOutNamingAMissingKey) {
+  TcpStoreServer server("127.0.0.1", 0, "t");
+  TcpStore a(opts(server.port()));
+  a.set("here", "1");
+  try {
+    a.multi_get({"here", "absent"}, 100ms);
+    FAIL() << "multi_get should time out";
+  } catch (const RendezvousError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'absent'"));
+  }
+  // The connection is still usable after a timed-out request.
+  EXPECT_EQ(a.multi_get({"here"}, 100ms), std::vector<std::string>{"1"});
+}
+
+// Many parked requests on different keys, each completed by its own set (and
+// one whose client leaves while parked): every one gets its own value.
+TEST(TcpStore, ManyParkedRequestsAreAnsweredByTheirOwnKeys) {
+  TcpStoreServer server("127.0.0.1", 0, "t");
+  constexpr int kRanks = 32;
+  {
+    TcpStore leaver(opts(server.port()));
+    std::thread t([&] {
+      try {
+        leaver.get("never", 200ms);
+      } catch (const RendezvousError&) {
+      }
+    });
+    t.join();
+  }
+  std::vector<std::thread> ts;
+  std::atomic<int> right{0};
+  for (int r = 0; r < kRanks; ++r)
+    ts.emplace_back([&, r] {
+      TcpStore c(opts(server.port()));
+      c.set("rank/" + std::to_string(r), std::to_string(r));
+      std::vector<std::string> keys;
+      for (int i = kRanks - 1; i >= 0; --i) keys.push_back("rank/" + std::to_string(i));
+      auto v = c.multi_get(keys, 5000ms);
+      bool ok = v.size() == size_t(kRanks);
+      for (int i = 0; ok && i < kRanks; ++i) ok = v[i] == std::to_string(kRanks - 1 - i);
+      right += ok;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(right.load(), kRanks);
+}
+
+// Three rows of a matrix: a 2-byte head, then one 1-byte cell per other rank.
+TEST(TcpStore, GatherColumnReturnsEachRowsHeadAndTheCellForSelf) {
+  TcpStoreServer server("127.0.0.1", 0, "t");
+  TcpStore a(opts(server.port())), b(opts(server.port()));
+  a.set("m/0", "h0" "12");  // cells for ranks 1, 2
+  std::thread writer([&] {
+    std::this_thread::sleep_for(100ms);
+    a.set("m/2", "h2" "01");  // cells for ranks 0, 1
+  });
+  // Rank 1 waits for rows 0 and 2 (not its own) and reads its cells.
+  EXPECT_THAT(b.gather_column("m/", 3, 1, 2, 1, 5000ms), ::testing::ElementsAre("h01", "h21"));
+  writer.join();
+  EXPECT_THROW(b.gather_column("m/", 3, 2, 2, 1, 100ms), RendezvousError);  // row 1 is missing
+}
+
 TEST(TcpStore, AttemptsDoNotSeeEachOthersKeys) {
   TcpStoreServer server("127.0.0.1", 0, "t");
   TcpStore a0(opts(server.port(), "t", 0)), a1(opts(server.port(), "t", 1));

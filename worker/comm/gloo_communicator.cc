@@ -20,12 +20,12 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/hash_store.h>
-#include <gloo/rendezvous/prefix_store.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "comm/gloo_mesh.h"
+#include "comm/tcp_store.h"
 #include "tensor/bf16.h"
 #include "weft_contract.h"
 
@@ -42,26 +42,6 @@ thread_local GlooCommunicator::Hooks* next_hooks = nullptr;
 constexpr uint8_t kRingSlotPrefix = 0xA7;
 // Segment of the ring reduce-scatter's messages (see ring_reduce_scatter).
 constexpr size_t kRingSegmentBytes = size_t{1} << 20;
-
-// Lets Gloo's full-mesh rendezvous run over weft's TCP store.
-class StoreAdapter : public gloo::rendezvous::Store {
- public:
-  explicit StoreAdapter(TcpStore& s) : s_(s) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    s_.set(key, std::string(data.begin(), data.end()));
-  }
-  std::vector<char> get(const std::string& key) override {
-    std::string v = s_.get(key);
-    return std::vector<char>(v.begin(), v.end());
-  }
-  void wait(const std::vector<std::string>& keys) override { s_.wait(keys, s_.timeout()); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
-    s_.wait(keys, std::max(t, s_.timeout()));
-  }
-
- private:
-  TcpStore& s_;
-};
 
 void sum_bf16(void* c, const void* a, const void* b, size_t n) {
   auto* out = static_cast<uint16_t*>(c);
@@ -213,34 +193,28 @@ std::shared_ptr<GlooCommunicator> GlooCommunicator::create(
   // N >= 2, an express lane in front of them.
   const int contexts_needed = size == 1 || lanes == 1 ? 1 : lanes + 1;
   std::vector<std::shared_ptr<gloo::Context>> contexts;
-  for (int lane = 0; lane < contexts_needed; ++lane) {
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    if (size > 1) {
-      if (!store) throw CommError("group " + name + ": " + std::to_string(size) +
-                                  " ranks need a rendezvous store (" +
-                                  contract::kEnvMasterAddr + "/" + contract::kEnvMasterPort + ")");
-      // The member list is part of the key: two groups with the same name (one
-      // dp group per sequence slice) must not share a key space. Lane 0 keeps
-      // the key space of the single-lane layout.
-      std::string prefix = "gloo/" + name + "/";
-      for (int m : members) prefix += std::to_string(m) + ",";
-      if (lane > 0) prefix += "/lane" + std::to_string(lane) + "/";
-      StoreAdapter adapter(*store);
-      gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
-      context->setTimeout(store->timeout());
-      try {
-        context->connectFullMesh(prefixed, device);
-      } catch (const std::exception& e) {
-        throw RendezvousError("group " + name + ": connecting the Gloo full mesh (lane " +
-                              std::to_string(lane) + ") failed: " + e.what());
-      }
-    } else {
-      gloo::rendezvous::HashStore local;
-      context->connectFullMesh(local, device);
+  if (size > 1) {
+    if (!store) throw CommError("group " + name + ": " + std::to_string(size) +
+                                " ranks need a rendezvous store (" +
+                                contract::kEnvMasterAddr + "/" + contract::kEnvMasterPort + ")");
+    // All lanes in one record per rank and one batched read (comm/gloo_mesh.h).
+    try {
+      contexts = connect_full_meshes(*store, mesh_key_prefix(name, members), device, rank, size, contexts_needed,
+                                     store->timeout());
+    } catch (const RendezvousError& e) {
+      throw RendezvousError("group " + name + ": connecting the Gloo full mesh failed: " + e.what());
+    } catch (const CommError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw RendezvousError("group " + name + ": connecting the Gloo full mesh failed: " + e.what());
     }
-    context->setTimeout(ctx.timeout());
+  } else {
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    gloo::rendezvous::HashStore local;
+    context->connectFullMesh(local, device);
     contexts.push_back(std::move(context));
   }
+  for (auto& c : contexts) c->setTimeout(ctx.timeout());
   return std::shared_ptr<GlooCommunicator>(
       new GlooCommunicator(ctx, std::move(name), std::move(members), rank, std::move(contexts)));
 }

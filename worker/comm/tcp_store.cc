@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,68 +15,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include "comm/tcp_store_wire.h"
 #include "weft_contract.h"
 
 namespace weft::comm {
+using namespace store_wire;
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Wire format: every message is a u32 length followed by that many bytes.
-// Requests start with a command byte; responses with a status byte.
-enum Cmd : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kWait = 5 };
-enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadToken = 2, kBadRequest = 3, kMembershipClosed = 4 };
 // The largest reply a client accepts.
 constexpr uint32_t kMaxReply = kMaxStoreValue + 64;
-
-void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
-void put_i64(std::string& s, int64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
-void put_str(std::string& s, const std::string& v) {
-  put_u32(s, static_cast<uint32_t>(v.size()));
-  s += v;
-}
-
-std::string framed(const std::string& m) {
-  std::string f;
-  put_u32(f, static_cast<uint32_t>(m.size()));
-  return f + m;
-}
-
-// Compares two secrets in time that depends on their lengths only, never on
-// where they first differ.
-bool same_secret(const std::string& a, const std::string& b) {
-  const size_t n = std::max(a.size(), b.size());
-  unsigned diff = a.size() != b.size() ? 1u : 0u;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0u;
-    unsigned y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0u;
-    diff |= x ^ y;
-  }
-  return diff == 0;
-}
-
-// Cursor over a received message; any overrun marks it bad.
-struct Reader {
-  const std::string& s;
-  size_t pos = 0;
-  bool bad = false;
-  bool take(void* out, size_t n) {
-    if (pos + n > s.size()) return !(bad = true);
-    std::memcpy(out, s.data() + pos, n);
-    pos += n;
-    return true;
-  }
-  uint8_t u8() { uint8_t v = 0; take(&v, 1); return v; }
-  uint32_t u32() { uint32_t v = 0; take(&v, 4); return v; }
-  int64_t i64() { int64_t v = 0; take(&v, 8); return v; }
-  std::string str() {
-    uint32_t n = u32();
-    if (bad || pos + n > s.size()) { bad = true; return {}; }
-    std::string v = s.substr(pos, n);
-    pos += n;
-    return v;
-  }
-};
 
 bool send_all(int fd, const void* p, size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -124,15 +72,6 @@ bool recv_msg(int fd, std::string& m, Clock::time_point deadline) {
   return recv_all(fd, m.data(), n, deadline);
 }
 
-std::string addr_string(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  else if (sa->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  return buf;
-}
-
 // Non-blocking connect bounded by `limit`, so an unroutable address cannot
 // eat the whole rendezvous timeout in one try.
 int connect_with_timeout(const addrinfo* ai, std::chrono::milliseconds limit) {
@@ -160,350 +99,6 @@ int connect_with_timeout(const addrinfo* ai, std::chrono::milliseconds limit) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------- server --
-
-struct TcpStoreServer::Conn {
-  int fd = -1;
-  std::string peer;              // "address:port", for the log
-  bool member = false;           // passed the token check
-  bool closing = false;          // close once `out` is sent
-  Clock::time_point hello_by;    // before the token check: the deadline for it
-  std::string in, out;           // bytes received and not parsed; to send
-  // A get or wait whose keys are not all there yet.
-  bool waiting = false;
-  uint8_t wait_cmd = 0;
-  std::vector<std::string> wait_keys;
-  Clock::time_point wait_until;
-};
-
-TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port, std::string token,
-                               TcpStoreServerOptions options)
-    : token_(std::move(token)), opt_(std::move(options)) {
-  std::string where = (bind_host.empty() ? std::string("*") : bind_host) + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  int gai = getaddrinfo(bind_host.empty() ? nullptr : bind_host.c_str(),
-                        std::to_string(port).c_str(), &hints, &res);
-  if (gai != 0)
-    throw RendezvousError("rendezvous store: cannot resolve bind address " + where + ": " +
-                          gai_strerror(gai));
-  std::string last_error = "no usable address";
-  for (addrinfo* ai = res; ai && listen_fd_ < 0; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
-      listen_fd_ = fd;
-    } else {
-      last_error = std::strerror(errno);
-      ::close(fd);
-    }
-  }
-  freeaddrinfo(res);
-  if (listen_fd_ < 0)
-    throw RendezvousError("rendezvous store: cannot listen on " + where + " (" +
-                          contract::kEnvMasterPort + "): " + last_error);
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
-  port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
-                                        : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) {
-    ::close(listen_fd_);
-    throw RendezvousError(std::string("rendezvous store: eventfd: ") + std::strerror(errno));
-  }
-  thread_ = std::thread([this] { loop(); });
-}
-
-TcpStoreServer::~TcpStoreServer() {
-  stop_ = true;
-  uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
-  thread_.join();
-  ::close(listen_fd_);
-  ::close(wake_fd_);
-}
-
-void TcpStoreServer::close_membership() {
-  membership_closed_ = true;
-  uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
-}
-
-TcpStoreServer::Counts TcpStoreServer::counts() const {
-  std::lock_guard<std::mutex> lk(counts_mu_);
-  return counts_;
-}
-
-// Refusals are logged at most once a second: a flood must not flood the log.
-void TcpStoreServer::log_refusal(const std::string& what) {
-  auto now = Clock::now();
-  if (now < next_refusal_log_) {
-    ++refusals_unlogged_;
-    return;
-  }
-  if (refusals_unlogged_ > 0)
-    spdlog::warn("rendezvous store: {} (and {} more refused connections not logged)", what, refusals_unlogged_);
-  else
-    spdlog::warn("rendezvous store: {}", what);
-  refusals_unlogged_ = 0;
-  next_refusal_log_ = now + std::chrono::seconds(1);
-}
-
-void TcpStoreServer::accept_new(std::vector<std::unique_ptr<Conn>>& conns) {
-  for (int i = 0; i < 64; ++i) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;  // EAGAIN, or out of descriptors: the next round tries again
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    auto c = std::make_unique<Conn>();
-    c->fd = fd;
-    uint16_t peer_port = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
-                                                       : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-    c->peer = addr_string(reinterpret_cast<sockaddr*>(&ss)) + ":" + std::to_string(peer_port);
-    c->hello_by = Clock::now() + opt_.hello_timeout;
-    // Hold at most max_pending connections before their token check: the
-    // newest displaces the oldest, so a client that says hello at once gets
-    // through however many idle ones are open.
-    size_t pending = 0;
-    Conn* oldest = nullptr;
-    for (auto& o : conns)
-      if (!o->member && o->fd >= 0) {
-        ++pending;
-        if (!oldest || o->hello_by < oldest->hello_by) oldest = o.get();
-      }
-    if (pending >= std::max<size_t>(opt_.max_pending, 1) && oldest) {
-      log_refusal("closed " + oldest->peer + ": no token within " + std::to_string(opt_.max_pending) +
-                  " newer connections");
-      ::close(oldest->fd);
-      oldest->fd = -1;
-    }
-    conns.push_back(std::move(c));
-  }
-}
-
-// Reads what the socket has (at most 64 KiB a call) and handles every
-// complete message. False: close the connection.
-bool TcpStoreServer::read_some(Conn& c) {
-  char buf[65536];
-  ssize_t k = ::recv(c.fd, buf, sizeof buf, 0);
-  if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-  if (k <= 0) return false;
-  c.in.append(buf, static_cast<size_t>(k));
-  size_t pos = 0;
-  while (!c.waiting && !c.closing && c.in.size() - pos >= 4) {
-    uint32_t n = 0;
-    std::memcpy(&n, c.in.data() + pos, 4);
-    const uint32_t cap = c.member ? kMaxStoreValue + 64 : kMaxHello;
-    if (n > cap) {
-      if (c.member)
-        spdlog::warn("rendezvous store: closed member {}: a message of {} bytes exceeds the {} byte limit",
-                     c.peer, n, cap);
-      else
-        log_refusal("closed " + c.peer + ": its first message declares " + std::to_string(n) +
-                    " bytes; a hello is at most " + std::to_string(cap));
-      return false;
-    }
-    if (c.in.size() - pos < 4 + size_t{n}) break;
-    std::string msg = c.in.substr(pos + 4, n);
-    pos += 4 + size_t{n};
-    if (c.member) handle(c, msg);
-    else hello(c, msg);
-  }
-  c.in.erase(0, pos);
-  return true;
-}
-
-void TcpStoreServer::hello(Conn& c, const std::string& msg) {
-  Reader r{msg};
-  uint8_t cmd = r.u8();
-  std::string tok = r.str();
-  std::string job = !r.bad && r.pos < msg.size() ? r.str() : std::string();
-  std::string resp;
-  if (cmd != kHello || r.bad) {
-    log_refusal("refused " + c.peer + ": its first message is not a hello");
-    resp.push_back(static_cast<char>(kBadRequest));
-  } else if (!same_secret(tok, token_)) {
-    log_refusal("refused " + c.peer + ": wrong " + contract::kEnvRdzvToken +
-                (job.empty() ? std::string() : " (its job: " + job + ")"));
-    resp.push_back(static_cast<char>(kBadToken));
-    put_str(resp, opt_.job);
-  } else if (membership_closed_) {
-    log_refusal("refused " + c.peer + ": the gang has formed; the store takes no new members");
-    resp.push_back(static_cast<char>(kMembershipClosed));
-  } else {
-    c.member = true;
-    resp.push_back(static_cast<char>(kOk));
-  }
-  c.closing = !c.member;
-  c.out += framed(resp);
-}
-
-void TcpStoreServer::handle(Conn& c, const std::string& req) {
-  Reader r{req};
-  uint8_t cmd = r.u8();
-  std::string resp;
-  if (cmd == kSet) {
-    std::string key = r.str(), value = r.str();
-    if (r.bad) return void(c.closing = true);
-    kv_[key] = std::move(value);
-    resp.push_back(static_cast<char>(kOk));
-  } else if (cmd == kAdd) {
-    std::string key = r.str();
-    int64_t delta = r.i64();
-    if (r.bad) return void(c.closing = true);
-    int64_t now = 0;
-    auto it = kv_.find(key);
-    if (it != kv_.end()) now = std::strtoll(it->second.c_str(), nullptr, 10);
-    now += delta;
-    kv_[key] = std::to_string(now);
-    resp.push_back(static_cast<char>(kOk));
-    put_i64(resp, now);
-  } else if (cmd == kGet || cmd == kWait) {
-    std::vector<std::string> keys;
-    uint32_t n = cmd == kGet ? 1 : r.u32();
-    for (uint32_t i = 0; i < n && !r.bad; ++i) keys.push_back(r.str());
-    int64_t wait_ms = r.i64();
-    if (r.bad) return void(c.closing = true);
-    // Parked; answer_waiters replies once the keys exist or at the deadline.
-    c.waiting = true;
-    c.wait_cmd = cmd;
-    c.wait_keys = std::move(keys);
-    wait_ms = std::clamp<int64_t>(wait_ms, 0, int64_t{1} << 40);
-    c.wait_until = Clock::now() + std::chrono::milliseconds(wait_ms);
-    return;
-  } else {
-    resp.push_back(static_cast<char>(kBadRequest));
-  }
-  c.out += framed(resp);
-}
-
-// Replies to the parked gets and waits whose keys all exist or whose
-// deadline passed.
-void TcpStoreServer::answer_waiters(std::vector<std::unique_ptr<Conn>>& conns) {
-  const auto now = Clock::now();
-  for (auto& c : conns) {
-    if (c->fd < 0 || !c->waiting) continue;
-    const std::string* missing = nullptr;
-    for (auto& k : c->wait_keys)
-      if (!kv_.count(k)) {
-        missing = &k;
-        break;
-      }
-    if (missing && now < c->wait_until) continue;
-    std::string resp;
-    if (missing) {
-      resp.push_back(static_cast<char>(kTimedOut));
-      put_str(resp, *missing);
-    } else {
-      resp.push_back(static_cast<char>(kOk));
-      if (c->wait_cmd == kGet) put_str(resp, kv_[c->wait_keys[0]]);
-    }
-    c->waiting = false;
-    c->wait_keys.clear();
-    c->out += framed(resp);
-  }
-}
-
-void TcpStoreServer::loop() {
-  std::vector<std::unique_ptr<Conn>> conns;
-  std::vector<pollfd> pfds;
-  while (!stop_) {
-    const auto now = Clock::now();
-    auto next = now + std::chrono::seconds(1);
-    pfds.clear();
-    pfds.push_back({wake_fd_, POLLIN, 0});
-    pfds.push_back({listen_fd_, POLLIN, 0});
-    for (auto& c : conns) {
-      short ev = 0;
-      if (!c->waiting && !c->closing) ev |= POLLIN;
-      if (!c->out.empty()) ev |= POLLOUT;
-      pfds.push_back({c->fd, ev, 0});
-      if (!c->member) next = std::min(next, c->hello_by);
-      if (c->waiting) next = std::min(next, c->wait_until);
-    }
-    int wait_ms = static_cast<int>(std::clamp<int64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1, 0, 1000));
-    int r = ::poll(pfds.data(), pfds.size(), wait_ms);
-    if (r < 0 && errno != EINTR) {
-      spdlog::error("rendezvous store: poll: {}", std::strerror(errno));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (stop_) break;
-    if (r > 0 && (pfds[0].revents & POLLIN)) {
-      uint64_t v;
-      (void)!::read(wake_fd_, &v, sizeof v);
-    }
-    // Index i + 2 of pfds is conns[i]; accept_new only appends after this.
-    const size_t polled = conns.size();
-    for (size_t i = 0; r > 0 && i < polled; ++i) {
-      Conn& c = *conns[i];
-      short rev = pfds[i + 2].revents;
-      if (c.fd < 0 || rev == 0) continue;
-      bool ok = true;
-      if (rev & (POLLIN | POLLHUP | POLLERR)) {
-        if (!c.waiting && !c.closing) {
-          ok = read_some(c);
-        } else if (rev & (POLLHUP | POLLERR)) {
-          ok = false;
-        }
-      }
-      if (ok && !c.out.empty()) {
-        ssize_t k = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
-        if (k > 0) c.out.erase(0, static_cast<size_t>(k));
-        else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ok = false;
-      }
-      if (!ok || (c.closing && c.out.empty())) {
-        ::close(c.fd);
-        c.fd = -1;
-      }
-    }
-    if (r > 0 && (pfds[1].revents & POLLIN)) accept_new(conns);
-    // Sets and adds may complete parked gets; deadlines may have passed.
-    answer_waiters(conns);
-    const auto after = Clock::now();
-    for (auto& c : conns) {
-      if (c->fd < 0) continue;
-      if (!c->member && after >= c->hello_by) {
-        log_refusal("closed " + c->peer + ": no valid hello within " +
-                    std::to_string(opt_.hello_timeout.count()) + " ms");
-        ::close(c->fd);
-        c->fd = -1;
-        continue;
-      }
-      // Replies just queued go out now rather than after the next poll.
-      if (!c->out.empty()) {
-        ssize_t k = ::send(c->fd, c->out.data(), c->out.size(), MSG_NOSIGNAL);
-        if (k > 0) c->out.erase(0, static_cast<size_t>(k));
-        else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          ::close(c->fd);
-          c->fd = -1;
-          continue;
-        }
-        if (c->closing && c->out.empty()) {
-          ::close(c->fd);
-          c->fd = -1;
-        }
-      }
-    }
-    conns.erase(std::remove_if(conns.begin(), conns.end(), [](auto& c) { return c->fd < 0; }), conns.end());
-    Counts n;
-    n.open = conns.size();
-    for (auto& c : conns) n.members += c->member;
-    std::lock_guard<std::mutex> lk(counts_mu_);
-    counts_ = n;
-  }
-  for (auto& c : conns)
-    if (c->fd >= 0) ::close(c->fd);
-}
 
 // ---------------------------------------------------------------- client --
 
@@ -632,6 +227,77 @@ std::string TcpStore::get(const std::string& key, std::chrono::milliseconds time
   std::string v = r.str();
   if (r.bad) throw RendezvousError("rendezvous: malformed reply from the store at " + endpoint());
   return v;
+}
+
+std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& keys,
+                                             std::chrono::milliseconds timeout) {
+  std::vector<Slice> slices;
+  slices.reserve(keys.size());
+  for (auto& k : keys) slices.push_back({k});
+  return multi_get_slices(slices, timeout);
+}
+
+std::vector<std::string> TcpStore::multi_get_slices(const std::vector<Slice>& keys, std::chrono::milliseconds timeout) {
+  std::string m(1, static_cast<char>(kMultiGet));
+  put_u32(m, static_cast<uint32_t>(keys.size()));
+  for (auto& k : keys) {
+    put_str(m, full_key(k.key));
+    put_u32(m, k.offset);
+    put_u32(m, k.length);
+  }
+  put_i64(m, timeout.count());
+  if (m.size() > kMaxStoreValue)
+    throw RendezvousError(fmt::format("rendezvous: a multi_get of {} keys takes {} bytes; the store's limit is {}",
+                                      keys.size(), m.size(), kMaxStoreValue));
+  std::string resp = request(m, timeout);
+  Reader r{resp, 1};
+  if (resp[0] == kTimedOut) {
+    std::string missing = r.str();
+    if (missing.rfind(prefix_, 0) == 0) missing = missing.substr(prefix_.size());
+    throw RendezvousError("rendezvous: timed out after " + std::to_string(timeout.count()) +
+                          " ms waiting for key '" + missing + "' in the store at " + endpoint());
+  }
+  if (resp[0] != kOk)
+    throw RendezvousError(fmt::format("rendezvous: the store at {} refused a multi_get of {} keys (its reply would "
+                                      "exceed {} bytes)", endpoint(), keys.size(), kMaxStoreValue));
+  std::vector<std::string> values;
+  uint32_t n = r.u32();
+  if (r.bad || n != keys.size())
+    throw RendezvousError("rendezvous: malformed multi_get reply from the store at " + endpoint());
+  values.reserve(n);
+  for (uint32_t i = 0; i < n && !r.bad; ++i) values.push_back(r.str());
+  if (r.bad) throw RendezvousError("rendezvous: malformed multi_get reply from the store at " + endpoint());
+  return values;
+}
+
+std::vector<std::string> TcpStore::gather_column(const std::string& prefix, uint32_t n, uint32_t self,
+                                                uint32_t head, uint32_t width, std::chrono::milliseconds timeout) {
+  std::string m(1, static_cast<char>(kGather));
+  put_str(m, full_key(prefix));
+  put_u32(m, n);
+  put_u32(m, self);
+  put_u32(m, head);
+  put_u32(m, width);
+  put_i64(m, timeout.count());
+  std::string resp = request(m, timeout);
+  Reader r{resp, 1};
+  if (resp[0] == kTimedOut) {
+    std::string missing = r.str();
+    if (missing.rfind(prefix_, 0) == 0) missing = missing.substr(prefix_.size());
+    throw RendezvousError("rendezvous: timed out after " + std::to_string(timeout.count()) +
+                          " ms waiting for key '" + missing + "' in the store at " + endpoint());
+  }
+  if (resp[0] != kOk)
+    throw RendezvousError(fmt::format("rendezvous: the store at {} refused to gather {} rows under '{}' (its reply "
+                                      "would exceed {} bytes)", endpoint(), n, prefix, kMaxStoreValue));
+  std::vector<std::string> values;
+  uint32_t count = r.u32();
+  if (r.bad || count + 1 != n)
+    throw RendezvousError("rendezvous: malformed gather reply from the store at " + endpoint());
+  values.reserve(count);
+  for (uint32_t i = 0; i < count && !r.bad; ++i) values.push_back(r.str());
+  if (r.bad) throw RendezvousError("rendezvous: malformed gather reply from the store at " + endpoint());
+  return values;
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {

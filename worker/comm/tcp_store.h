@@ -1,7 +1,9 @@
 // weft comm: the TCP rendezvous key-value store (docs/architecture.md, "Rendezvous").
 // Rank 0 runs a TcpStoreServer at MASTER_ADDR:MASTER_PORT; every rank
 // (rank 0 included) talks to it through a TcpStore client. Operations: set,
-// get (waits until the key exists), add (atomic counter), wait for keys.
+// get (waits until the key exists), multi_get (waits until all keys exist and
+// returns them in one reply), add (atomic counter), wait for keys. The wire
+// format is comm/tcp_store_wire.h.
 //
 // Invariants: a client only talks to a server holding the same token (checked
 // once at connect; a mismatch is an immediate RendezvousError, never retried);
@@ -12,12 +14,17 @@
 //
 // The server faces whatever can reach MASTER_PORT, so nothing a peer sends
 // before its token is checked costs more than a few KiB: one thread serves
-// every connection from a poll loop, buffers grow only with bytes that really
+// every connection from an epoll loop, buffers grow only with bytes that really
 // arrived, a hello is at most kMaxHello bytes, a connection that has not
 // presented its token within hello_timeout is closed, and at most
 // max_pending such connections are held (a new one displaces the oldest).
 // Once the gang has formed (close_membership) new connections are refused;
 // the members already connected are still served.
+//
+// Cost at N ranks (docs/scale.md, "Rendezvous store"): one event costs work
+// for the connection it concerns only. A parked get, wait or multi_get is
+// indexed under the first of its keys still missing, so a set touches only
+// the requests waiting for that key, and deadlines sit in one ordered index.
 #pragma once
 
 #include <atomic>
@@ -88,23 +95,34 @@ class TcpStoreServer {
 
  private:
   struct Conn;
+  struct State;  // the loop thread's alone: connections, keys, waiter indexes
   void loop();
-  void accept_new(std::vector<std::unique_ptr<Conn>>& conns);
+  void accept_new();
   bool read_some(Conn& c);
+  void parse(Conn& c);
   void handle(Conn& c, const std::string& msg);
   void hello(Conn& c, const std::string& msg);
-  void answer_waiters(std::vector<std::unique_ptr<Conn>>& conns);
+  void park(Conn& c, uint8_t cmd, std::vector<std::string> keys, int64_t wait_ms);
+  bool advance(Conn& c);
+  std::string wait_key(const Conn& c, size_t j) const;
+  void answer(Conn& c, bool timed_out);
+  void key_written(const std::string& key);
+  void expire_deadlines();
+  void flush(Conn& c);
+  void close_conn(Conn& c);
+  void publish_counts();
   void log_refusal(const std::string& what);
 
   const std::string token_;
   const TcpStoreServerOptions opt_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stop and close_membership wake the loop
+  int epoll_fd_ = -1;
   uint16_t port_ = 0;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> membership_closed_{false};
-  std::map<std::string, std::string> kv_;  // the loop thread's alone
+  std::unique_ptr<State> st_;
   std::chrono::steady_clock::time_point next_refusal_log_{};
   size_t refusals_unlogged_ = 0;
   mutable std::mutex counts_mu_;
@@ -136,6 +154,26 @@ class TcpStore {
   // Waits until the key exists (at most the rendezvous timeout, or `timeout`).
   std::string get(const std::string& key);
   std::string get(const std::string& key, std::chrono::milliseconds timeout);
+  // Waits until every key exists (at most `timeout`) and returns their values
+  // in order, in one request: a full-mesh rendezvous reads its N-1 peers'
+  // records at the cost of one round trip. Throws RendezvousError naming a
+  // missing key.
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // The same for slices: bytes [offset, offset+length) of each key's value
+  // (clamped to the value), so a rank reads only its part of a peer's record.
+  struct Slice {
+    std::string key;
+    uint32_t offset = 0;
+    uint32_t length = 0xffffffffu;  // to the end of the value
+  };
+  std::vector<std::string> multi_get_slices(const std::vector<Slice>& slices, std::chrono::milliseconds timeout);
+  // Each of n ranks set prefix+"<rank>" to a row: `head` bytes, then one
+  // `width`-byte cell per other rank in rank order. Waits until every other
+  // rank's row exists (at most `timeout`) and returns, in rank order skipping
+  // `self`, each row's head followed by its cell for `self`: a full-mesh
+  // rendezvous in one request of O(1) bytes and a reply of O(n).
+  std::vector<std::string> gather_column(const std::string& prefix, uint32_t n, uint32_t self, uint32_t head,
+                                         uint32_t width, std::chrono::milliseconds timeout);
   // Adds delta to the integer at key (missing = 0) and returns the new value.
   int64_t add(const std::string& key, int64_t delta);
   // Waits until all keys exist; throws RendezvousError naming a missing key.
