@@ -229,6 +229,16 @@ std::string TcpStore::get(const std::string& key, std::chrono::milliseconds time
   return v;
 }
 
+// A batched read's reply that says a key never came: the error names it
+// (without this client's attempt prefix).
+void TcpStore::throw_if_timed_out(const std::string& resp, Reader& r, std::chrono::milliseconds timeout) const {
+  if (resp[0] != kTimedOut) return;
+  std::string missing = r.str();
+  if (missing.rfind(prefix_, 0) == 0) missing = missing.substr(prefix_.size());
+  throw RendezvousError("rendezvous: timed out after " + std::to_string(timeout.count()) + " ms waiting for key '" +
+                        missing + "' in the store at " + endpoint());
+}
+
 std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& keys,
                                              std::chrono::milliseconds timeout) {
   std::vector<Slice> slices;
@@ -251,12 +261,7 @@ std::vector<std::string> TcpStore::multi_get_slices(const std::vector<Slice>& ke
                                       keys.size(), m.size(), kMaxStoreValue));
   std::string resp = request(m, timeout);
   Reader r{resp, 1};
-  if (resp[0] == kTimedOut) {
-    std::string missing = r.str();
-    if (missing.rfind(prefix_, 0) == 0) missing = missing.substr(prefix_.size());
-    throw RendezvousError("rendezvous: timed out after " + std::to_string(timeout.count()) +
-                          " ms waiting for key '" + missing + "' in the store at " + endpoint());
-  }
+  throw_if_timed_out(resp, r, timeout);
   if (resp[0] != kOk)
     throw RendezvousError(fmt::format("rendezvous: the store at {} refused a multi_get of {} keys (its reply would "
                                       "exceed {} bytes)", endpoint(), keys.size(), kMaxStoreValue));
@@ -281,12 +286,7 @@ std::vector<std::string> TcpStore::gather_column(const std::string& prefix, uint
   put_i64(m, timeout.count());
   std::string resp = request(m, timeout);
   Reader r{resp, 1};
-  if (resp[0] == kTimedOut) {
-    std::string missing = r.str();
-    if (missing.rfind(prefix_, 0) == 0) missing = missing.substr(prefix_.size());
-    throw RendezvousError("rendezvous: timed out after " + std::to_string(timeout.count()) +
-                          " ms waiting for key '" + missing + "' in the store at " + endpoint());
-  }
+  throw_if_timed_out(resp, r, timeout);
   if (resp[0] != kOk)
     throw RendezvousError(fmt::format("rendezvous: the store at {} refused to gather {} rows under '{}' (its reply "
                                       "would exceed {} bytes)", endpoint(), n, prefix, kMaxStoreValue));

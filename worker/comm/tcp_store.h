@@ -41,6 +41,10 @@
 
 namespace weft::comm {
 
+namespace store_wire {
+struct Reader;
+}
+
 struct RendezvousError : CommError {
   using CommError::CommError;
 };
@@ -189,6 +193,7 @@ class TcpStore {
   bool hello();
   std::string request(const std::string& payload, std::chrono::milliseconds server_wait);
   std::string full_key(const std::string& key) const;
+  void throw_if_timed_out(const std::string& resp, store_wire::Reader& r, std::chrono::milliseconds timeout) const;
 
   StoreOptions opt_;
   std::string prefix_;
