@@ -17,7 +17,7 @@
 # Usage: elastic.sh CLUSTER_DIR SOURCE_DIR BUILD_DIR dp|zero
 . "$(dirname "$0")/lib.sh" "$1" "$2" "elastic-$4"
 BUILD=$3 BIN=$3/bin MODE=$4
-STEPS=400
+STEPS=800
 case $MODE in
   dp) parallel='{strategy: dp, bucket_cap_mb: 1}' ;;
   zero) parallel='{strategy: zero, bucket_cap_mb: 1, zero: {stage: 2}}' ;;
