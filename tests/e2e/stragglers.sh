@@ -1,6 +1,6 @@
 #!/bin/bash
 # Stragglers named on the local cluster: a 4-pod job with spec.stragglers
-# (40-step windows, the default threshold of 20 %, action replace) trains
+# (40-step windows, a threshold of 50 %, action replace) trains
 # 300 steps unslowed and no rank is named (condition Straggler False,
 # NoStraggler; no SlowRank event). Then rank 2's worker is slowed from
 # outside, stopped 75 ms of every 100 (SIGSTOP, SIGCONT): within 50 of its
