@@ -91,7 +91,14 @@ wait_for 120 "the new attempt's steps scraped" value_is "count(count by (rank) (
 # The tuner's first trial scraped: the queries' window ends when they start,
 # and the trial panel has nothing to show before a trial completed (on a
 # loaded host the first one ends after the new attempt's first scrapes).
-trial_scraped() { [ -n "$(instant "weft_operator_tuner_trial_step_seconds{namespace=\"$NS\",trainingjob=\"disc\"}")" ]; }
+# Asked as the panel asks it (a range query from the test's start): an
+# instant query saw the series a while before range queries returned it.
+trial_scraped() {
+  curl -s --max-time 10 "$VM_URL/api/v1/query_range" --data-urlencode \
+    "query=weft_operator_tuner_trial_step_seconds{namespace=\"$NS\",trainingjob=\"disc\"}" \
+    --data-urlencode "start=$T_START" --data-urlencode "end=$(date +%s)" --data-urlencode "step=$INTERVAL" \
+    | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["data"]["result"] else 1)' 2>/dev/null
+}
 wait_for 180 "the tuner's first trial scraped" trial_scraped
 # Every query of both dashboards, for this job, while it runs.
 out=$(python3 "$SRC/tests/e2e/dashboard_queries.py" "$VM_URL" "$T_START" "$(date +%s)" \
