@@ -3,7 +3,7 @@
 # (tests/gpu/prepare.sh makes it, its large libraries xz-packed, which the
 # driver unpacks): sets up the environment and hands over to
 # the budgeted driver, tests/gpu/gpu_run.py, which writes at most 8 files to
-# $OUT (run.json, summary.md, logs.tar.gz, one JSON per phase) and keeps its
+# its output folder (run.json, summary.md, logs.tar.gz, one JSON per phase) and keeps its
 # logs under /tmp/weft-gpu-logs.
 #   bash tests/gpu/gpu_checks.sh                      # the first set, 540 s
 #   bash tests/gpu/gpu_checks.sh --set second --budget 300

@@ -5,10 +5,10 @@ usage (on the GPU machine, from the project root, the bundle in .gpu/):
   python3 tests/gpu/gpu_run.py [--set first|second] [--budget 540] [--out DIR] [--logs DIR]
                                [--phases a,b,...] [--device cuda|cpu] [--bin DIR]
 
-The GPU machine is lent rarely and briefly and returns at most 8 files from
-its output folder, none deeper than two folders down. So:
+GPU time is short and what comes back from the GPU machine is a small output
+folder: at most 8 files, at most two folders deep. So:
 
-- Results: the logs stay under --logs (/tmp/weft-gpu-logs); --out ($OUT) gets
+- Results: the logs stay under --logs (/tmp/weft-gpu-logs); --out gets
   run.json (provenance, every phase's status, limit and seconds), summary.md,
   logs.tar.gz (the logs, refreshed after every phase) and one JSON per phase
   (gpu_tests.json, multirank.json, speed.json, sanitizers.json, hf.json),
@@ -20,9 +20,9 @@ its output folder, none deeper than two folders down. So:
   that runs past its share is stopped (its JSON keeps what finished).
 - Preflight first (at most 15 s): every binary's libraries resolve (ldd), the
   GPU is seen, cuDNN loads, the bundle names its commit; a broken bundle ends
-  the run there, before device time goes to phases that cannot pass.
+  the run there, before GPU time goes to phases that cannot pass.
   WEFT_ATTENTION=cudnn is set for every weft run: no silent SIMT fallback.
-- Sets: `first` (the default) is what the next GPU session runs first:
+- Sets: `first` (the default) is what the next GPU run does first:
   preflight, gpu_tests (the GPU tests, the two-process staged test among
   them), multirank (every strategy on 2-4 ranks of the GPU against one rank,
   newest code first), speed (weft vs torch.compile on the ~1B config and
@@ -391,7 +391,7 @@ class Driver:
 
 def unpack_libs(lib_dir):
     """The bundle's large libraries travel xz-compressed (tests/gpu/prepare.sh:
-    Debian's OpenBLAS alone is 35 MiB of the 64 a call may carry): NAME.xz
+    Debian's OpenBLAS alone is 35 MiB of the 64 that may travel): NAME.xz
     becomes NAME beside it, once. LD_LIBRARY_PATH already names the folder
     (.gpu/env.sh); the loader reads it when each program starts."""
     unpacked = []

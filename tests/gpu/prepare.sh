@@ -3,9 +3,9 @@
 # (../shared/gpu/bundle.sh: binaries, the libraries the GPU machine lacks,
 # env.sh, build-info.json with the commit), adds the CUDA, NCCL and cuDNN
 # versions it was built against to build-info.json, and measures what the
-# call will carry: the tracked and untracked-not-ignored files plus .gpu must
-# stay under the 64 MiB a call may carry. Prints the call to make.
-#   tests/gpu/prepare.sh            # exit 1 when the carry is too large or the tree is dirty
+# run takes along: the tracked and untracked-not-ignored files plus .gpu must
+# stay under 64 MiB. Prints the commands to run on the GPU machine.
+#   tests/gpu/prepare.sh            # exit 1 when that is too large or the tree is dirty
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -47,15 +47,15 @@ PY
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r du -cb 2>/dev/null | tail -1 | cut -f1)
 gpu=$(du -sb .gpu | cut -f1)
 total=$((tree + gpu))
-echo "prepare: the call carries $((total / 1048576)) MiB (tree $((tree / 1048576)) MiB, .gpu $((gpu / 1048576)) MiB) of 64"
+echo "prepare: the GPU run takes along $((total / 1048576)) MiB (tree $((tree / 1048576)) MiB, .gpu $((gpu / 1048576)) MiB) of 64"
 dirty=$(python3 -c 'import json; print(json.load(open(".gpu/build-info.json"))["dirty"])')
 status=0
-if [ "$total" -ge $((64 * 1048576)) ]; then echo "prepare: over the 64 MiB a call may carry" >&2; status=1; fi
+if [ "$total" -ge $((64 * 1048576)) ]; then echo "prepare: over the 64 MiB that may travel to the GPU machine" >&2; status=1; fi
 if [ "$dirty" = True ]; then echo "prepare: the tree is dirty: commit first, so the records name what ran" >&2; status=1; fi
 cat <<CALL
-prepare: then, on the GPU machine (carry [".gpu"], timeout_s 580):
+prepare: then, on the GPU machine (.gpu/ copied along, a 580 s limit):
   bash tests/gpu/gpu_checks.sh --budget 540
-and, if the machine is still up and time remains (timeout_s = what is left, less 40 s):
+and, if the machine is still up and time remains (a limit of what is left, less 40 s):
   bash tests/gpu/gpu_checks.sh --set second --budget <that, less 40>
 CALL
 exit $status
