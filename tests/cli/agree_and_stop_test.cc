@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "support/net.h"
+#include "cli/cli_util.h"
 #include "support/run_process.h"
 
 namespace {
@@ -39,11 +40,7 @@ using weft::testing::write_file;
 const std::string kWorker = weft::testing::bin("weft-worker");
 const std::string kRun = weft::testing::bin("weft-run");
 
-const char* kSmall =
-    "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 16}\n"
-    "train: {seq_len: 16, micro_batch: 2, log_every: 1}\n"
-    "data: {branching: 3}\n"
-    "metrics: {port: 0}\n";
+const char* const kSmall = weft::cli_test::kSmallModel;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -458,17 +455,6 @@ TEST(EvalCli, EveryEvalRuleAppliesAndEvalWithExportIsRefused) {
 
 // ---- 6, 14. held-out shards checked at start ----------------------------------------
 
-void write_shard(const fs::path& p, int64_t count, int vocab) {
-  std::vector<int32_t> header(256, 0);
-  header[0] = 20240520;
-  header[1] = 1;
-  header[2] = static_cast<int32_t>(count);
-  std::vector<uint16_t> tokens(count);
-  for (int64_t i = 0; i < count; ++i) tokens[i] = static_cast<uint16_t>((i * 7 + i / 3) % vocab);
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(header.data()), 1024);
-  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(2 * count));
-}
 
 // An eval shard shorter than a row (seq_len + 1 tokens) was refused only at
 // the first evaluation, after training; the docs say at start. A hard link to
@@ -477,8 +463,8 @@ TEST(HeldOutShards, ATooShortShardAndAHardLinkToATrainingShardAreRefusedAtStart)
   const fs::path d = fresh_dir("heldout");
   fs::create_directories(d / "train");
   fs::create_directories(d / "val");
-  write_shard(d / "train" / "train_000.bin", 5000, 32);
-  write_shard(d / "val" / "val_000.bin", 10, 32);  // seq_len 16 needs 17 tokens
+  weft::cli_test::write_pattern_shard(d / "train" / "train_000.bin", 5000, 32);
+  weft::cli_test::write_pattern_shard(d / "val" / "val_000.bin", 10, 32);  // seq_len 16 needs 17 tokens
   const std::string cfg = write_file(
       d / "c.yaml",
       "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 16}\n"

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/cli_util.h"
 #include "support/run_process.h"
 
 namespace {
@@ -160,18 +161,6 @@ TEST(Shards, AFifoIsRefusedNotOpened) {
 
 // ---- 7. a shard truncated while the run reads it --------------------------
 
-// An llm.c shard (header of 256 int32: magic, version, count; uint16 tokens).
-void write_shard(const fs::path& p, int64_t count, int vocab) {
-  std::vector<int32_t> header(256, 0);
-  header[0] = 20240520;
-  header[1] = 1;
-  header[2] = static_cast<int32_t>(count);
-  std::vector<uint16_t> tokens(count);
-  for (int64_t i = 0; i < count; ++i) tokens[i] = static_cast<uint16_t>((i * 7 + i / 3) % vocab);
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(header.data()), 1024);
-  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(2 * count));
-}
 
 // Whether some process maps `path` (its /proc/PID/maps names it).
 bool mapped_by_some_process(const std::string& path) {
@@ -189,7 +178,7 @@ bool mapped_by_some_process(const std::string& path) {
 TEST(Shards, TruncatedWhileReadIsBadDataNamingTheFile) {
   fs::path d = fresh_dir("shrink");
   const fs::path shard = d / "train_000.bin";
-  write_shard(shard, 1 << 20, 64);
+  weft::cli_test::write_pattern_shard(shard, 1 << 20, 64);
   std::string cfg = write_file(d / "c.yaml", "model: {vocab_size: 64}\ntrain: {steps: 100000, log_every: 1}\n"
                                              "data: {source: shards, shards: '" +
                                                  (d / "*.bin").string() + "'}\nmetrics: {port: 0}\n");
@@ -214,7 +203,7 @@ TEST(Shards, TruncatedWhileReadIsBadDataNamingTheFile) {
 TEST(Shards, RewrittenInPlaceIsBadDataNamingTheFile) {
   fs::path d = fresh_dir("rewrite");
   const fs::path shard = d / "train_000.bin";
-  write_shard(shard, 1 << 20, 64);
+  weft::cli_test::write_pattern_shard(shard, 1 << 20, 64);
   std::string cfg = write_file(d / "c.yaml", "model: {vocab_size: 64}\ntrain: {steps: 100000, log_every: 1}\n"
                                              "data: {source: shards, shards: '" +
                                                  (d / "*.bin").string() + "'}\nmetrics: {port: 0}\n");

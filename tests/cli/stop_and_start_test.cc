@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/net.h"
+#include "cli/cli_util.h"
 #include "support/run_process.h"
 
 namespace {
@@ -27,11 +28,7 @@ using weft::testing::write_file;
 const std::string kWorker = weft::testing::bin("weft-worker");
 const std::string kRun = weft::testing::bin("weft-run");
 
-const char* kSmall =
-    "model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 16}\n"
-    "train: {seq_len: 16, micro_batch: 2, log_every: 1}\n"
-    "data: {branching: 3}\n"
-    "metrics: {port: 0}\n";
+const char* const kSmall = weft::cli_test::kSmallModel;
 
 // ---- ranks agree on where they start ---------------------------------------
 
