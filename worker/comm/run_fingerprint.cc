@@ -78,10 +78,14 @@ uint64_t agree_on_settings(TcpStore& store, int rank, int world, const Settings&
     store.set(kRank0Key, settings_text(mine));
     // Every other rank's verdict, in rank order: the first that differs is
     // the one whose difference is named.
+    // One batched read, not world - 1 round trips to the store.
     std::string first;
     std::vector<int> differ;
+    std::vector<std::string> keys;
+    for (int r = 1; r < world; ++r) keys.push_back(verdict_key(r));
+    const std::vector<std::string> verdicts = keys.empty() ? keys : store.multi_get(keys, store.timeout());
     for (int r = 1; r < world; ++r) {
-      const std::string v = store.get(verdict_key(r));
+      const std::string& v = verdicts[r - 1];
       if (v == kOk) continue;
       if (first.empty()) first = v;
       differ.push_back(r);
