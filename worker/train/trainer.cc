@@ -287,8 +287,10 @@ EvalResult Trainer::evaluate(const std::atomic<int>* stop) {
   const int forwards = (n + data_world - 1) / data_world;
   double sum = 0;
   for (int j = 0; j < forwards; ++j) {
-    // eval.batches may be large: a stop is answered within one forward.
-    if (boundary_.any_stop(stop && stop->load() != 0)) {
+    // eval.batches may be large: a stop is answered within
+    // kStopCheckMicroBatches forwards (the agreement is a collective; every
+    // rank runs the same number of forwards).
+    if (j % kStopCheckMicroBatches == 0 && boundary_.any_stop(stop && stop->load() != 0)) {
       EvalResult r;
       r.stopped = true;
       r.seconds = seconds_since(t0);
