@@ -40,6 +40,11 @@ std::atomic<int> g_stop_signal{0};  // written by the signal handler only
 
 void on_signal(int sig) { g_stop_signal.store(sig); }
 
+// The exit code of a stop by `sig` (async-signal-safe).
+int stop_exit_code(int sig) {
+  return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
+}
+
 // Before training starts there is nothing to save, and a rank may block for
 // the whole rendezvous timeout in DNS, connect or the store's wait, or spend
 // minutes building a large model or loading its checkpoint or init_from
@@ -50,7 +55,7 @@ void on_signal_before_training(int sig) {
       "nothing to save\n";
   ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
-  ::_exit(sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted);
+  ::_exit(stop_exit_code(sig));
 }
 
 // A rank that failed on its own is on its way out with its reason: leaving
@@ -112,11 +117,6 @@ void write_final_progress(const weft::TrainSummary& s, const std::string& why) {
   out << weft::contract::kProgressLinePrefix << progress.dump() << "\n";
   if (!why.empty()) out << why << "\n";
   if (!out.flush()) spdlog::warn("cannot write the final progress to {} ({})", path, weft::contract::kEnvTerminationLog);
-}
-
-// The exit code of a stop by `sig`.
-int stop_exit_code(int sig) {
-  return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
 }
 
 // --eval and --export-hf: a stop is looked at before every tensor of a
@@ -478,7 +478,7 @@ int main(int argc, char** argv) {
                                  s.steps_done, s.last_checkpoint);
       spdlog::warn("{}", why);
       if (rank == 0) write_final_progress(s, why);
-      return sig == SIGINT ? weft::contract::kExitInterrupted : weft::contract::kExitPreempted;
+      return stop_exit_code(sig);
     }
     if (rank == 0) write_final_progress(s, "");
     // The last step must reach the dashboard: keep serving until the
