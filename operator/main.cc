@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   std::string kubeconfig, ns, lease_ns = "weft-system", lease_name = "weft-operator", identity, log_level = "info";
   std::string bind_address = "0.0.0.0", metrics_from;
   int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100, progress_s = 10;
-  double qps = 50, lease_s = 15, renew_s = 10, retry_s = 2;
+  double qps = 50, tuning_poll_s = 2, lease_s = 15, renew_s = 10, retry_s = 2;
   bool leader_elect = false, no_network_policy = false;
   weft::tj::PodPowers allow;
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig path (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   app.add_option("--progress-seconds", progress_s,
                  "scrape rank 0's /metrics into status.progress this often per running job (0 = off)")
       ->check(CLI::Range(0, 3600));
+  app.add_option("--tuning-poll-seconds", tuning_poll_s,
+                 "seconds between the bucket-size tuner's scrapes of every rank while a trial runs (a trial "
+                 "lasts at least two)")
+      ->check(within(0.2, 600));
   app.add_option("--qps", qps, "client-side API request rate limit")->check(within(0.1, 10000));
   app.add_option("--burst", burst, "client-side API burst")->check(CLI::Range(1, 10000));
   app.add_flag("--leader-elect", leader_elect, "elect one active replica with a Lease");
@@ -171,6 +175,7 @@ int main(int argc, char** argv) {
                                    .workers = workers,
                                    .resync = std::chrono::seconds(resync_s),
                                    .progress = std::chrono::seconds(progress_s),
+                                   .tuning_poll = std::chrono::milliseconds(std::lround(tuning_poll_s * 1000)),
                                    .allow = allow,
                                    .network_policy = !no_network_policy,
                                    .metrics_from = metrics_peers},

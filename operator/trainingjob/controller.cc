@@ -26,12 +26,13 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
                                                                                 kChildSelector, std::chrono::seconds(0))
                                              : nullptr),
       events_(api, "weft-operator"),
-      poller_(PollerOptions{.progress_every = opts_.progress}, opts_.scrape),
+      poller_(PollerOptions{.progress_every = opts_.progress, .tuning_every = opts_.tuning_poll}, opts_.scrape),
       reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, network_policies_.get()}, events_, metrics) {
   poller_.set_notify([this](const std::string& key) { queue_.add(key); });
   reconciler_.set_poller(&poller_);
   reconciler_.set_pod_powers(opts_.allow);
   reconciler_.set_metrics_from(opts_.metrics_from);
+  reconciler_.set_tuner_options({.poll = opts_.tuning_poll});
   informers_ = {&jobs_, &pods_, &services_, &configmaps_};
   if (network_policies_) informers_.push_back(network_policies_.get());
   jobs_.add_handler([this](const kube::Json& job) { queue_.add(kube::object_key(job)); });

@@ -35,6 +35,7 @@ struct ControllerOptions {
   int workers = 4;
   std::chrono::seconds resync{300};
   std::chrono::seconds progress{10};       // status.progress scrape interval per running job; 0 = off
+  std::chrono::milliseconds tuning_poll = tuner::TunerOptions{}.poll;  // between the tuner's scrape rounds
   PodPowers allow;                         // what spec.template may give the pods beyond the baseline
   bool network_policy = true;              // one NetworkPolicy per job (builders.h, build_network_policy)
   Json metrics_from;                       // its metrics-port peers; null = anyone

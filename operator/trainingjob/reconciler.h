@@ -106,6 +106,8 @@ class Reconciler {
   // The NetworkPolicyPeers admitted to the ranks' metrics port by each job's
   // NetworkPolicy (when Caches::network_policies is set); null = anyone.
   void set_metrics_from(Json peers) { metrics_from_ = std::move(peers); }
+  // How often the tuner asks for samples while a trial runs (--tuning-poll-seconds).
+  void set_tuner_options(tuner::TunerOptions opts) { tuner_opts_ = opts; }
 
  private:
   struct Context;

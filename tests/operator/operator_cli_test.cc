@@ -46,6 +46,8 @@ TEST(OperatorFlags, OutOfRangeNumbersAreRefusedByNameWithExitTwo) {
       {{"--qps", "1e300"}, "--qps"},
       {{"--qps", "50x"}, "--qps"},
       {{"--burst", "nan"}, "--burst"},
+      {{"--tuning-poll-seconds", "0.1"}, "--tuning-poll-seconds"},
+      {{"--tuning-poll-seconds", "inf"}, "--tuning-poll-seconds"},
       {{"--workers", "1e9"}, "--workers"},
       {{"--resync-seconds", "-1"}, "--resync-seconds"},
       {{"--lease-duration", "15", "--renew-deadline", "20"}, "--renew-deadline 20 must be below --lease-duration 15"},
@@ -64,7 +66,7 @@ TEST(OperatorFlags, OutOfRangeNumbersAreRefusedByNameWithExitTwo) {
   }
   // In range: refused only for the missing kubeconfig.
   const auto ok = run_operator({"--lease-duration", "30", "--renew-deadline", "20", "--retry-period", "4", "--qps",
-                                "0.5", "--kubeconfig", none});
+                                "0.5", "--tuning-poll-seconds", "0.5", "--kubeconfig", none});
   EXPECT_EQ(ok.code, 2) << ok.output;
   EXPECT_TRUE(has(ok.output, none)) << ok.output;
 }
