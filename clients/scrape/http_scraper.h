@@ -2,7 +2,7 @@
 // with Connection: close and an overall deadline, then parse_text. Meant for
 // the operator's reads of a rank's /metrics (pod IP + metrics port), which
 // are small, so one connection per scrape and no keep-alive.
-// defines: Endpoint, HttpResponse, http_get, ScrapeResult, scrape.
+// defines: HttpResponse, http_get, scrape (Endpoint and ScrapeResult: endpoint.h).
 //
 // Never throws: every failure (resolve, connect, timeout, a non-200 status, a
 // malformed response or exposition) comes back as `error`, naming the URL.
@@ -14,17 +14,9 @@
 #include <chrono>
 #include <string>
 
-#include "scrape/prom_text.h"
+#include "scrape/endpoint.h"
 
 namespace weft::scrape {
-
-struct Endpoint {
-  std::string host;  // IPv4/IPv6 literal or a name getaddrinfo resolves
-  int port = 0;
-  std::string path = "/metrics";
-
-  std::string url() const;  // http://host:port/path (IPv6 in brackets)
-};
 
 struct HttpResponse {
   int status = 0;     // 0 when no response head arrived
@@ -34,12 +26,6 @@ struct HttpResponse {
 
 // One GET; `timeout` bounds connect, send and the whole read together.
 HttpResponse http_get(const Endpoint& ep, std::chrono::milliseconds timeout);
-
-struct ScrapeResult {
-  Exposition metrics;
-  std::string error;  // empty: a 200 response whose body parsed completely
-  bool ok() const { return error.empty(); }
-};
 
 ScrapeResult scrape(const Endpoint& ep, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 

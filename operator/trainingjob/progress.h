@@ -1,8 +1,10 @@
 // status.progress: what `kubectl get tj` shows of a running job (step, loss,
-// tokens/s, overlap ratio), read from rank 0's own /metrics. The operator
-// scrapes rank 0 (pod IP + the job's metrics port) from reconcile, at most
-// once per --progress-seconds per job, with a short timeout; a failed scrape
-// keeps the last progress and is retried at the next interval. Rank 0 is
+// tokens/s, overlap ratio), read from rank 0's own /metrics. The scrape
+// poller (scrape_poller.h, on threads of its own, never a reconcile) scrapes
+// rank 0 (pod IP + the job's metrics port) at most once per
+// --progress-seconds per job, with a short timeout, and the next reconcile
+// writes what it read; a failed scrape keeps the last progress and is retried
+// at the next interval. Rank 0 is
 // enough: loss and tokens/s are job-wide there, and every rank runs the same
 // step. When rank 0's run ends, its termination message carries its final
 // progress, which replaces the last scrape.

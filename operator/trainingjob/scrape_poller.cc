@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "scrape/http_scraper.h"
 #include "weft_metrics.h"
 
 namespace weft::tj {

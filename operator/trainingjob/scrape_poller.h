@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "scrape/http_scraper.h"
+#include "scrape/endpoint.h"
 #include "trainingjob/clock.h"
 #include "trainingjob/progress.h"
 #include "trainingjob/straggler_policy.h"

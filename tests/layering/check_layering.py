@@ -6,7 +6,9 @@ every quoted #include "dir/..." in an operator unit must name its own unit or
 one of OPERATOR[unit]'s allowed units (clients/CMakeLists.txt,
 operator/CMakeLists.txt, localcluster/CMakeLists.txt), and only clients/kube
 may include cpprest. Both
-tables must be acyclic. Prints each violation as file:line and exits 1 if any.
+tables must be acyclic. Forbidden headers (FORBIDDEN, OPERATOR_FORBIDDEN) are
+followed through includes: a source that reaches one through any chain of
+quoted includes is a violation, printed with the chain. Prints each violation as file:line and exits 1 if any.
 
 Usage: check_layering.py SOURCE_DIR
 """
@@ -58,6 +60,61 @@ OPERATOR_FORBIDDEN = {
     "operator/trainingjob/reconciler": {"scrape/http_scraper.h"},
 }
 HEADER = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Where a quoted include "dir/file.h" is found (the include paths of the
+# CMake targets), in order.
+INCLUDE_ROOTS = ("worker", "clients", "operator", "localcluster", "contract")
+
+
+class IncludeGraph:
+    """The quoted includes of every source, resolved against INCLUDE_ROOTS
+    (or the including file's folder), to find the chain by which a file
+    reaches a header."""
+
+    def __init__(self, root):
+        self.root = root
+        self._direct = {}
+
+    def _resolve(self, name, including):
+        for base in (os.path.dirname(including), *(os.path.join(self.root, r) for r in INCLUDE_ROOTS)):
+            p = os.path.normpath(os.path.join(base, name))
+            if os.path.isfile(p):
+                return p
+        return None
+
+    def direct(self, path):
+        if path not in self._direct:
+            out = []
+            with open(path, encoding="utf-8") as src:
+                for line in src:
+                    h = HEADER.match(line)
+                    if h:
+                        out.append((h.group(1), self._resolve(h.group(1), path)))
+            self._direct[path] = out
+        return self._direct[path]
+
+    def chain_to(self, path, targets):
+        """The first chain of include names from `path` to a header named in
+        `targets` (as written in an #include), or None."""
+        seen, stack = {path}, [(path, [])]
+        while stack:
+            f, chain = stack.pop(0)
+            for name, resolved in self.direct(f):
+                if name in targets:
+                    return chain + [name]
+                if resolved and resolved not in seen:
+                    seen.add(resolved)
+                    stack.append((resolved, chain + [name]))
+        return None
+
+
+def forbidden_reach(graph, path, forbidden, root, bad):
+    """A violation when `path` reaches a header of `forbidden`."""
+    if not forbidden:
+        return
+    chain = graph.chain_to(path, forbidden)
+    if chain:
+        via = "" if len(chain) == 1 else " through " + " -> ".join(chain[:-1])
+        bad.append(f"{os.path.relpath(path, root)}: may not include {chain[-1]}{via}")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CPPREST = re.compile(r'^\s*#\s*include\s+[<"]cpprest/')
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]')
@@ -136,6 +193,7 @@ def check_operator(root, bad):
             full = os.path.join(root, rel)
             if (os.path.isdir(full) or entry.endswith((".h", ".cc"))) and rel not in listed:
                 bad.append(f"{rel}: operator unit missing from the OPERATOR table in {sys.argv[0]}")
+    graph = IncludeGraph(root)
     for unit, (path, allowed) in OPERATOR.items():
         full = os.path.join(root, path)
         if not os.path.exists(full):
@@ -143,12 +201,10 @@ def check_operator(root, bad):
             continue
         for f in source_files(full):
             rel = os.path.relpath(f, root)
-            forbidden = set().union(*(h for p, h in OPERATOR_FORBIDDEN.items() if rel.startswith(p)))
+            forbidden_reach(graph, f, set().union(*(h for p, h in OPERATOR_FORBIDDEN.items() if rel.startswith(p))),
+                            root, bad)
             with open(f, encoding="utf-8") as src:
                 for n, line in enumerate(src, 1):
-                    h = HEADER.match(line)
-                    if h and h.group(1) in forbidden:
-                        bad.append(f"{rel}:{n}: may not include {h.group(1)}")
                     m = INCLUDE.match(line)
                     if not m:
                         continue
@@ -168,6 +224,7 @@ def main():
     bad = cycles(ALLOWED, "ALLOWED")
     check_operator(root, bad)
     worker = os.path.join(root, "worker")
+    graph = IncludeGraph(root)
     for unit in sorted(os.listdir(worker)):
         udir = os.path.join(worker, unit)
         if not os.path.isdir(udir):
@@ -180,15 +237,13 @@ def main():
                 if not f.endswith((".h", ".cc", ".cu", ".cuh")):
                     continue
                 path = os.path.join(dirpath, f)
+                forbidden_reach(graph, path, FORBIDDEN.get(unit, set()), root, bad)
                 with open(path, encoding="utf-8") as src:
                     for n, line in enumerate(src, 1):
                         m = INCLUDE.match(line)
                         if m and m.group(1) != unit and m.group(1) in ALLOWED and m.group(1) not in ALLOWED[unit]:
                             bad.append(f"{os.path.relpath(path, root)}:{n}: {unit}/ may not include {m.group(1)}/ "
                                        f"(allowed: {', '.join(sorted(ALLOWED[unit])) or 'none'})")
-                        h = HEADER.match(line)
-                        if h and h.group(1) in FORBIDDEN.get(unit, ()):
-                            bad.append(f"{os.path.relpath(path, root)}:{n}: {unit}/ may not include {h.group(1)}")
                         if CPPREST.match(line):
                             bad.append(f"{os.path.relpath(path, root)}:{n}: only clients/kube may include cpprest")
     for dirpath, _, files in [*os.walk(os.path.join(root, "operator")), *os.walk(os.path.join(root, "localcluster")),

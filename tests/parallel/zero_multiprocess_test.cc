@@ -131,7 +131,7 @@ TEST_F(ZeroProcesses, ShardedCheckpointsExportToTheDpModel) {
   std::printf("ZeRO-2 step-3 sharded checkpoint, exported, vs DP's step-3 model: max rel diff %.2e\n", d);
 
   r = run_process({bin("weft-worker"), "--export-hf", step3.string(), exported.string()}, kEnv);
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 4) << r.output;  // checkpoint I/O: OUT cannot be written
   EXPECT_NE(r.output.find("exists and is not an empty directory"), std::string::npos) << r.output;
 
   const fs::path broken = dir_ / "broken";
@@ -142,13 +142,19 @@ TEST_F(ZeroProcesses, ShardedCheckpointsExportToTheDpModel) {
     f.write("garbage!", 8);
   }
   r = run_process({bin("weft-worker"), "--export-hf", broken.string(), (dir_ / "out2").string()}, kEnv);
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 4) << r.output;
   EXPECT_NE(r.output.find("optim-rank-1.safetensors: checksum mismatch"), std::string::npos) << r.output;
   fs::remove(broken / "optim-rank-1.safetensors");
   r = run_process({bin("weft-worker"), "--export-hf", broken.string(), (dir_ / "out2").string()}, kEnv);
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 4) << r.output;
   EXPECT_NE(r.output.find("optim-rank-1.safetensors: missing"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "out2"));
+  // --eval of the same damaged checkpoint: checkpoint I/O too, naming the file.
+  r = run_process({bin("weft-worker"), config("eval-broken", "{strategy: zero, zero: {stage: 2}}", 6, ""), "--eval",
+                   broken.string()},
+                  kEnv);
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_NE(r.output.find("optim-rank-1.safetensors: missing"), std::string::npos) << r.output;
 }
 
 // SIGTERM to weft-run reaches both ranks: they agree on a step, write their

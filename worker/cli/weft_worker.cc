@@ -176,7 +176,9 @@ int run_export(const std::string& checkpoint, const std::string& out) {
   } catch (const weft::StopRequested& e) {
     std::cerr << "weft-worker: --export-hf: " << e.what() << "; nothing written to " << out << "\n";
     return stop_exit_code(g_stop_signal.load());
-  } catch (const std::exception& e) {  // CheckpointError, or the checkpoint's config
+  } catch (const weft::CheckpointError& e) {  // unreadable or damaged, or OUT not writable
+    return exit_saying(weft::contract::kExitCheckpointIo, "weft-worker: --export-hf: ", e);
+  } catch (const std::exception& e) {  // the checkpoint's config
     return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --export-hf: ", e);
   }
 }
@@ -242,7 +244,9 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
     return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: bad config: ", e);
   } catch (const weft::DataError& e) {
     return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: bad data: ", e);
-  } catch (const std::exception& e) {  // CheckpointError, a bad model directory
+  } catch (const weft::CheckpointError& e) {  // an unreadable or damaged checkpoint
+    return exit_saying(weft::contract::kExitCheckpointIo, "weft-worker: --eval: ", e);
+  } catch (const std::exception& e) {  // a bad model directory
     return exit_saying(weft::contract::kExitBadConfig, "weft-worker: --eval: ", e);
   }
 }

@@ -138,7 +138,7 @@ struct EvalConfig {
 };
 
 struct CheckpointConfig {
-  std::string dir;      // empty = no checkpoints
+  std::string dir;      // empty = <train.out_dir>/checkpoints (no checkpoints at all: save: false)
   int every = 0;        // steps between checkpoints; 0 = only at the end / on signal
   int keep = 3;         // newest checkpoints kept
   bool resume = true;   // resume from dir/latest when present
