@@ -235,7 +235,7 @@ TEST(GpuTraining, SingleRankNcclDataParallelPath) {
   auto dp_buf = std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), DType::BF16, Device::CUDA);
   Llama dp_model(cfg.model, dp_buf);
   DataParallel dp(dp_buf, nccl, data_parallel_options(cfg.parallel), cfg.optim);
-  ASSERT_GT(dp.bucket_count(), 2);
+  ASSERT_GT(dp.report().bucket_count, 2);
   const std::vector<double> got = train(dp, dp_model);
   for (int s = 0; s < steps; ++s) EXPECT_NEAR(got[s], want[s], 1e-3 * want[s]) << "step " << s + 1;
   EXPECT_LT(got.back(), got.front()) << "the run should learn";
@@ -244,13 +244,13 @@ TEST(GpuTraining, SingleRankNcclDataParallelPath) {
   const comm::CommStats st = nccl->stats();
   // One all-reduce per bucket and step, plus the loss (the initial broadcast
   // is a broadcast).
-  EXPECT_EQ(st.by_op.at("all_reduce").count, static_cast<uint64_t>(steps * (dp.bucket_count() + 1)));
-  const StepCommStats& last = dp.last_step();
-  EXPECT_EQ(last.bucket_seconds.size(), static_cast<size_t>(dp.bucket_count()));
+  EXPECT_EQ(st.by_op.at("all_reduce").count, static_cast<uint64_t>(steps * (dp.report().bucket_count + 1)));
+  const StepCommStats& last = (*dp.report().last_step);
+  EXPECT_EQ(last.bucket_seconds.size(), static_cast<size_t>(dp.report().bucket_count));
   EXPECT_GE(last.comm_seconds, 0.0);
   EXPECT_GE(last.overlap_ratio(), 0.0);
   std::printf("single-rank NCCL DP: %d buckets, last step comm %.3f ms, exposed %.3f ms, overlap %.2f\n",
-              dp.bucket_count(), last.comm_seconds * 1e3, last.exposed_seconds * 1e3, last.overlap_ratio());
+              dp.report().bucket_count, last.comm_seconds * 1e3, last.exposed_seconds * 1e3, last.overlap_ratio());
 }
 #else
 TEST(GpuTraining, SingleRankNcclDataParallelPath) { GTEST_SKIP() << "weft was built without CUDA and NCCL"; }

@@ -192,8 +192,8 @@ std::vector<std::vector<StepRecord>> train(const WorkerConfig& cfg, int steps, i
       rec.backward_end = Clock::now();
       sync->finish_micro_batch(1.0);
       sync->clip_and_step(lr, cfg.optim.grad_clip);
-      rec.stats = sync->last_step();
-      rec.buckets = sync->bucket_count();
+      rec.stats = (*sync->report().last_step);
+      rec.buckets = sync->report().bucket_count;
       records[rank].push_back(std::move(rec));
     }
     sync->state().flush();

@@ -1,8 +1,9 @@
 // GradSync implementations and StepBoundary over in-process fake groups
 // (tests/support/fake_communicator.h): fast checks of the protocol; the
 // multi-process runs in dp_equivalence_test stay the proof on real Gloo.
-#include <gtest/gtest.h>
+#include "parallel/grad_sync.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,9 +17,8 @@
 
 #include "model/llama.h"
 #include "parallel/data_parallel.h"
-#include "parallel/grad_sync.h"
-#include "parallel/local_sync.h"
 #include "parallel/isp.h"
+#include "parallel/local_sync.h"
 #include "parallel/step_boundary.h"
 #include "parallel/strategy_factory.h"
 #include "parallel/zero.h"
@@ -47,7 +47,9 @@ std::shared_ptr<ParamAndGradBuffer> make_buffer(float param_seed) {
 }
 
 // Rank r's gradient for element i: distinct per rank, so the average matters.
-float grad_of(int rank, int64_t i) { return 0.01f * static_cast<float>((i * (rank + 3)) % 41 - 20); }
+float grad_of(int rank, int64_t i) {
+  return 0.01f * static_cast<float>((i * (rank + 3)) % 41 - 20);
+}
 
 void fill_grads(ParamAndGradBuffer& b, int rank, float scale = 1.0f) {
   float* g = b.flat_grads().f32();
@@ -63,8 +65,8 @@ double run_micro_batch(GradSync& sync, ParamAndGradBuffer& b, bool last, double 
 
 DataParallelOptions small_buckets(bool bf16 = false) {
   DataParallelOptions o;
-  o.bucket_cap_mb = 0.004;  // a few KiB: several buckets over the ~13k parameters
-  o.bf16_wire = bf16;
+  o.buckets.bucket_cap_mb = 0.004;  // a few KiB: several buckets over the ~13k parameters
+  o.buckets.bf16_wire = bf16;
   return o;
 }
 
@@ -92,22 +94,24 @@ TEST(GradSync, DataParallelEqualsOneRankStepOnTheAveragedGradients) {
     run_ranks(n, [&](int r) {
       bufs[r] = make_buffer(r == 0 ? 0.5f : 9.0f);  // start() makes rank 0's weights everyone's
       DataParallel dp(bufs[r], group->member(r), small_buckets(), optim());
-      EXPECT_GT(dp.bucket_count(), 2);
+      EXPECT_GT(dp.report().bucket_count, 2);
       dp.start();
       fill_grads(*bufs[r], r);
       loss[r] = run_micro_batch(dp, *bufs[r], true, 1.0 + r);
       norm[r] = dp.clip_and_step(1e-2, 0.5);
-      EXPECT_GT(dp.last_step().comm_seconds, 0.0);
-      EXPECT_EQ(dp.last_step().bucket_seconds.size(), static_cast<size_t>(dp.bucket_count()));
+      EXPECT_GT((*dp.report().last_step).comm_seconds, 0.0);
+      EXPECT_EQ((*dp.report().last_step).bucket_seconds.size(),
+                static_cast<size_t>(dp.report().bucket_count));
       EXPECT_EQ(dp.state().writes_optimizer_state(), r == 0);
-      EXPECT_EQ(dp.state_bytes().optimizer, 2 * bufs[r]->numel() * 4);
+      EXPECT_EQ(dp.report().memory.optimizer, 2 * bufs[r]->numel() * 4);
     });
     for (int r = 0; r < n; ++r) {
       EXPECT_NEAR(loss[r], 1.0 + (n - 1) / 2.0, 1e-6);
       EXPECT_NEAR(norm[r], ref_norm, 1e-5 * ref_norm);
       const float* p = bufs[r]->flat_params().f32();
       const float* want = ref->flat_params().f32();
-      for (int64_t i = 0; i < ref->numel(); ++i) ASSERT_NEAR(p[i], want[i], 1e-6f) << "rank " << r << " elem " << i;
+      for (int64_t i = 0; i < ref->numel(); ++i)
+        ASSERT_NEAR(p[i], want[i], 1e-6f) << "rank " << r << " elem " << i;
     }
   }
 }
@@ -148,32 +152,23 @@ TEST(GradSync, Bf16WireRoundsTheAverage) {
   }
 }
 
-// A DataParallel subclass sees each bucket once, in order, when its reduction completed.
-class RecordingDataParallel : public DataParallel {
- public:
-  using DataParallel::DataParallel;
-  std::vector<int> reduced;
-
- protected:
-  void on_bucket_reduced(int bucket) override { reduced.push_back(bucket); }
-};
-
-TEST(GradSync, BucketReducedHookFiresPerBucketInOrderAndRebucketApplies) {
+// A cap agreed at a step boundary re-plans the buckets: the report and the
+// next step's accounting have the new count.
+TEST(GradSync, RebucketApplies) {
   auto group = FakeGroup::create(2, "dp");
   run_ranks(2, [&](int r) {
     auto b = make_buffer(0.5f);
-    RecordingDataParallel dp(b, group->member(r), small_buckets(), optim());
+    DataParallel dp(b, group->member(r), small_buckets(), optim());
     dp.start();
     run_micro_batch(dp, *b, true, 0);
-    std::vector<int> want(dp.bucket_count());
-    for (int i = 0; i < dp.bucket_count(); ++i) want[i] = i;
-    EXPECT_EQ(dp.reduced, want);
+    const int before = dp.report().bucket_count;
+    EXPECT_GT(before, 1);
+    EXPECT_EQ(dp.report().last_step->bucket_seconds.size(), static_cast<size_t>(before));
     dp.rebucket(1000, 4);  // one bucket holds everything
-    EXPECT_EQ(dp.bucket_count(), 1);
-    EXPECT_EQ(dp.bucket_cap_mb(), 1000);
-    dp.reduced.clear();
+    EXPECT_EQ(dp.report().bucket_count, 1);
+    EXPECT_EQ(dp.report().bucket_cap_mb, 1000);
     run_micro_batch(dp, *b, true, 0);
-    EXPECT_EQ(dp.reduced, std::vector<int>{0});
+    EXPECT_EQ(dp.report().last_step->bucket_seconds.size(), 1u);
   });
 }
 
@@ -188,16 +183,17 @@ TEST(GradSync, AutoBucketCapIsTheSameOnEveryRankOfTheGroup) {
       auto b = make_buffer(r == 0 ? 0.5f : 9.0f);
       DataParallelOptions o;  // bucket_cap_mb 0: auto
       DataParallel dp(b, group->member(r), o, optim());
-      cap[r] = dp.bucket_cap_mb();
-      count[r] = dp.bucket_count();
+      cap[r] = dp.report().bucket_cap_mb;
+      count[r] = dp.report().bucket_count;
       first_bucket[r] = dp.buckets()[0].numel();
-      EXPECT_NE(dp.describe().find("auto"), std::string::npos) << dp.describe();
+      EXPECT_NE(dp.report().description.find("auto"), std::string::npos) << dp.report().description;
       dp.start();
       fill_grads(*b, r);
       run_micro_batch(dp, *b, true, 0);  // the collectives match up
       ZeroGradSync zero(make_buffer(0.5f), group->member(r), ZeroOptions{}, optim());
-      EXPECT_EQ(zero.bucket_cap_mb(), cap[r]);
-      EXPECT_NE(zero.describe().find("auto"), std::string::npos) << zero.describe();
+      EXPECT_EQ(zero.report().bucket_cap_mb, cap[r]);
+      EXPECT_NE(zero.report().description.find("auto"), std::string::npos)
+          << zero.report().description;
     });
     const BucketSizing want = auto_bucket_sizing(make_buffer(0)->numel() * 4, n);
     for (int r = 0; r < n; ++r) {
@@ -215,7 +211,8 @@ TEST(GradSync, Bf16MasterComesFromTheFullWeightsInEitherLoadOrder) {
   auto full = make_buffer(0.5f);  // f32 values bf16 cannot hold exactly
   AdamW saved(optim(), default_param_ranges(full->params(), optim()));
   fill_grads(*full, 0);
-  saved.step(make_buffer(2.0f)->flat_params(), full->flat_grads(), 1e-2);  // moments and a step count
+  saved.step(make_buffer(2.0f)->flat_params(), full->flat_grads(),
+             1e-2);  // moments and a step count
   auto gathered = [&](bool state_first) {
     auto b = std::make_shared<ParamAndGradBuffer>(llama_param_table(small_model()), DType::BF16);
     LocalGradSync local(b, optim());
@@ -236,8 +233,10 @@ TEST(GradSync, Bf16MasterComesFromTheFullWeightsInEitherLoadOrder) {
     return w;
   };
   const std::vector<float> a = gathered(true), b = gathered(false);
-  const std::vector<float> want(full->flat_params().f32(), full->flat_params().f32() + full->numel());
-  ASSERT_EQ(std::vector<float>(a.begin(), a.begin() + full->numel()), want) << "master != the loaded f32 weights";
+  const std::vector<float> want(full->flat_params().f32(),
+                                full->flat_params().f32() + full->numel());
+  ASSERT_EQ(std::vector<float>(a.begin(), a.begin() + full->numel()), want)
+      << "master != the loaded f32 weights";
   EXPECT_EQ(a, b);
 }
 
@@ -250,7 +249,7 @@ TEST(GradSync, ZeroRebucketKeepsTheBf16MasterCopy) {
   run_ranks(2, [&](int r) {
     auto b = std::make_shared<ParamAndGradBuffer>(llama_param_table(small_model()), DType::BF16);
     ZeroOptions o;
-    o.bucket_cap_mb = 0.004;
+    o.buckets.bucket_cap_mb = 0.004;
     ZeroGradSync zero(b, group->member(r), o, optim());
     zero.state().load_full_weights(*full);
     zero.start();
@@ -258,14 +257,16 @@ TEST(GradSync, ZeroRebucketKeepsTheBf16MasterCopy) {
     fill_grads(*b, r);
     run_micro_batch(zero, *b, true, 0);
     zero.clip_and_step(1e-2, 0);
-    ParamAndGradBuffer before(llama_param_table(small_model())), after(llama_param_table(small_model()));
+    ParamAndGradBuffer before(llama_param_table(small_model())),
+        after(llama_param_table(small_model()));
     zero.state().gather_full_weights(before);
-    const int buckets = zero.bucket_count();
+    const int buckets = zero.report().bucket_count;
     zero.rebucket(0.002, 1);
-    EXPECT_NE(zero.bucket_count(), buckets);
+    EXPECT_NE(zero.report().bucket_count, buckets);
     zero.state().gather_full_weights(after);
     for (int64_t i = 0; i < full->numel(); ++i)
-      ASSERT_EQ(before.flat_params().f32()[i], after.flat_params().f32()[i]) << "rank " << r << " elem " << i;
+      ASSERT_EQ(before.flat_params().f32()[i], after.flat_params().f32()[i])
+          << "rank " << r << " elem " << i;
     zero.prepare_step(1e-2, 0);
     fill_grads(*b, r);
     run_micro_batch(zero, *b, true, 0);
@@ -310,15 +311,18 @@ TEST(StepBoundary, OneRanksStopStopsAllAndRankZerosCapWins) {
 TEST(GradSync, FactoryPicksByGroupSizeAndRejectsUnbuiltStrategies) {
   WorkerConfig cfg;
   cfg.model = small_model();
-  EXPECT_NE(dynamic_cast<LocalGradSync*>(make_grad_sync(cfg, make_buffer(0), nullptr).get()), nullptr);
+  EXPECT_NE(dynamic_cast<LocalGradSync*>(make_grad_sync(cfg, make_buffer(0), nullptr).get()),
+            nullptr);
   auto one = FakeGroup::create(1, "dp");
-  EXPECT_NE(dynamic_cast<LocalGradSync*>(make_grad_sync(cfg, make_buffer(0), one->member(0)).get()), nullptr);
+  EXPECT_NE(dynamic_cast<LocalGradSync*>(make_grad_sync(cfg, make_buffer(0), one->member(0)).get()),
+            nullptr);
   auto two = FakeGroup::create(2, "dp");
-  EXPECT_NE(dynamic_cast<DataParallel*>(make_grad_sync(cfg, make_buffer(0), two->member(0)).get()), nullptr);
+  EXPECT_NE(dynamic_cast<DataParallel*>(make_grad_sync(cfg, make_buffer(0), two->member(0)).get()),
+            nullptr);
   // ISP provides the model's weights: its buffer holds no storage.
   cfg.parallel.strategy = Strategy::Isp;
-  auto provided = std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), DType::F32, Device::CPU,
-                                                       model_storage(cfg.parallel));
+  auto provided = std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), DType::F32,
+                                                       Device::CPU, model_storage(cfg.parallel));
   EXPECT_NE(dynamic_cast<IspGradSync*>(make_grad_sync(cfg, provided, nullptr).get()), nullptr);
   cfg.parallel.wp = 2;  // the config asks for groups the caller did not pass
   EXPECT_THROW(make_grad_sync(cfg, provided, nullptr), ConfigError);
@@ -347,12 +351,12 @@ TEST(CommSpans, ConcurrentCollectivesCountOnce) {
   const auto t0 = CommSpans::Clock::now();
   CommSpans s;
   DoneWork a(0.0, 0.100), b(0.0, 0.100), c(0.050, 0.100), d(0.0, 0.010);
-  s.add(t0, a);                           // [0, 100) ms
-  s.add(t0, b);                           // [0, 100): the same span on another lane
+  s.add(t0, a);  // [0, 100) ms
+  s.add(t0, b);  // [0, 100): the same span on another lane
   EXPECT_NEAR(s.busy_seconds(), 0.100, 1e-9);
-  s.add(t0 + milliseconds(20), c);        // [70, 170): overlaps the first
+  s.add(t0 + milliseconds(20), c);  // [70, 170): overlaps the first
   EXPECT_NEAR(s.busy_seconds(), 0.170, 1e-9);
-  s.add(t0 + milliseconds(300), d);       // [300, 310): a separate span
+  s.add(t0 + milliseconds(300), d);  // [300, 310): a separate span
   EXPECT_NEAR(s.busy_seconds(), 0.180, 1e-9);
   s.clear();
   EXPECT_EQ(s.busy_seconds(), 0);
@@ -367,9 +371,9 @@ TEST(CommSpans, MergedRecordersCountOverlapOnce) {
   CommSpans outer;
   const auto t0 = CommSpans::Clock::now();
   DoneWork bucket(0.0, 0.100), gather(0.0, 0.100), late(0.0, 0.010);
-  inner.add(t0, bucket);                          // [0, 100) ms
-  outer.add(t0 + milliseconds(50), gather);       // [50, 150): half under the bucket
-  outer.add(t0 + milliseconds(400), late);        // [400, 410)
+  inner.add(t0, bucket);                     // [0, 100) ms
+  outer.add(t0 + milliseconds(50), gather);  // [50, 150): half under the bucket
+  outer.add(t0 + milliseconds(400), late);   // [400, 410)
   outer.add(inner);
   EXPECT_NEAR(outer.busy_seconds(), 0.160, 1e-6);  // not 0.210, the sum of both recorders
   EXPECT_NEAR(inner.busy_seconds(), 0.100, 1e-9);  // the source is left as it was

@@ -97,7 +97,7 @@ RunResult train(int n, WorkerConfig cfg, const std::string& cap_file = {}, int64
       Tensor p = m.param(static_cast<int>(i));
       out.params[rank].insert(out.params[rank].end(), p.f32(), p.f32() + p.numel());
     }
-    out.bytes[rank] = t.grad_sync().state_bytes();
+    out.bytes[rank] = t.grad_sync().report().memory;
   });
   return out;
 }

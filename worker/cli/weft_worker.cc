@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
     if (traits.grid_groups) metric_groups.insert(metric_groups.end(), {groups->sp, groups->wp, groups->wdp});
     weft::TrainMetrics metrics(cfg, rank, groups->world_size(), metric_groups);
     trainer.set_observer(&metrics);
-    metrics.set_bucket_cap_mb(trainer.grad_sync().bucket_cap_mb());
+    metrics.set_bucket_cap_mb(trainer.grad_sync().report().bucket_cap_mb);
     metrics.set_attention_kernel(trainer.attention_kernel().name);
     metrics.set_identity(launch.job_uid, launch.attempt, rank, launch.node_rank, launch.local_rank);
     std::unique_ptr<weft::MetricsServer> exposer;

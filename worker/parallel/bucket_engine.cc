@@ -1,16 +1,29 @@
 #include "parallel/bucket_engine.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 namespace weft {
+
+BucketEngineOptions bucket_options(const ParallelConfig& p) {
+  BucketEngineOptions o;
+  o.bucket_cap_mb = p.bucket_cap_mb;
+  o.first_bucket_mb = p.first_bucket_mb;
+  o.bf16_wire = p.bf16_wire;
+  const char* unsynced =
+      std::getenv("WEFT_TEST_UNSYNCED_GRADS");  // tests only: gradients never averaged
+  o.unsynced_for_tests = unsynced && std::string(unsynced) == "1";
+  return o;
+}
 
 BucketEngine::BucketEngine(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr group,
                            BucketCollective collective, BucketEngineOptions opt)
     : buf_(std::move(buffer)), group_(std::move(group)), collective_(collective), opt_(opt) {
   if (opt_.bf16_wire)
     wire_ = Buffer(static_cast<size_t>(buf_->numel()) * dtype_size(DType::BF16), buf_->device());
-  sizing_ = resolve_bucket_sizing(buf_->params(), opt_.bucket_cap_mb, opt_.first_bucket_mb, group_->size());
+  sizing_ = resolve_bucket_sizing(buf_->params(), opt_.bucket_cap_mb, opt_.first_bucket_mb,
+                                  group_->size());
   plan(sizing_.cap_mb);
 }
 
@@ -30,12 +43,16 @@ void BucketEngine::plan(double cap_mb) {
 
 int64_t BucketEngine::result_begin(int b) const {
   const Bucket& k = buckets_[b];
-  return collective_ == BucketCollective::AllReduceAvg ? k.begin : k.shard_begin(group_->rank(), group_->size());
+  return collective_ == BucketCollective::AllReduceAvg
+             ? k.begin
+             : k.shard_begin(group_->rank(), group_->size());
 }
 
 int64_t BucketEngine::result_end(int b) const {
   const Bucket& k = buckets_[b];
-  return collective_ == BucketCollective::AllReduceAvg ? k.end : k.shard_end(group_->rank(), group_->size());
+  return collective_ == BucketCollective::AllReduceAvg
+             ? k.end
+             : k.shard_end(group_->rank(), group_->size());
 }
 
 std::vector<int64_t> BucketEngine::shard_counts(int b) const {

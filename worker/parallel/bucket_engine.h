@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "config/config.h"
 #include "model/param_and_grad_buffer.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/grad_sync.h"
@@ -43,9 +44,13 @@ struct BucketEngineOptions {
   bool bf16_wire = false;      // reduce a bf16 copy of the gradients
   // Tests only (the negative control of the multi-rank checks): every bucket
   // is a barrier instead of its reduction, so each rank steps on its own
-  // gradients. Set by WEFT_TEST_UNSYNCED_GRADS=1 (data_parallel_options).
+  // gradients. Set by WEFT_TEST_UNSYNCED_GRADS=1 (bucket_options; data parallelism only).
   bool unsynced_for_tests = false;
 };
+// The parallel section's bucket settings (bucket_cap_mb, first_bucket_mb,
+// bf16_wire), and the tests' WEFT_TEST_UNSYNCED_GRADS=1: what every bucketed
+// strategy reads of the config.
+BucketEngineOptions bucket_options(const ParallelConfig& p);
 
 class BucketEngine {
  public:
@@ -100,10 +105,10 @@ class BucketEngine {
   BucketSizing sizing_;  // resolved; plan() replaces the cap
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
-  std::vector<int> pending_;          // params not yet ready, per bucket
-  std::vector<comm::WorkPtr> works_;  // per bucket, this micro-batch
+  std::vector<int> pending_;                          // params not yet ready, per bucket
+  std::vector<comm::WorkPtr> works_;                  // per bucket, this micro-batch
   std::vector<CommSpans::Clock::time_point> issued_;  // when each bucket's reduction was issued
-  Buffer wire_;                       // bf16 staging, same layout as the gradients
+  Buffer wire_;                                       // bf16 staging, same layout as the gradients
   int next_launch_ = 0;
 };
 

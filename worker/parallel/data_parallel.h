@@ -1,10 +1,10 @@
 // Bucketed data parallelism: gradient all-reduce overlapped with backward
 // (as PyTorch DDP does), as a GradSync.
 //
-// Composed of the bucketed reducer (BucketedSync: the bucket layout,
+// Composed of the bucketed reducer (BucketReducer: the bucket layout,
 // readiness, launches and in-flight reductions, an Avg all-reduce per
 // bucket, the step's accounting) and the replicated optimizer placement
-// (ReplicatedOptimizer, its StrategyState).
+// (ReplicatedOptimizer, its StrategyState), both members.
 // Shares the parameter/gradient buffer with the model; does not own the
 // communicator's process (main does).
 //
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "parallel/bucketed_sync.h"
+#include "parallel/bucket_reducer.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/replicated_optimizer.h"
 #include "tensor/tensor.h"
@@ -28,41 +28,34 @@
 namespace weft {
 
 struct DataParallelOptions {
-  double bucket_cap_mb = 0;     // MiB of fp32 gradients per bucket; 0 = auto (resolve_bucket_sizing)
-  double first_bucket_mb = 0;   // 0 = bucket_cap_mb, or the rule's first bucket when auto
+  BucketEngineOptions buckets;  // bucket_options(ParallelConfig)
   bool overlap = true;          // false: launch all buckets after backward (baseline)
-  bool bf16_wire = false;       // all-reduce a bf16 copy (halves bytes on the wire)
-  bool unsynced_for_tests = false;  // BucketEngineOptions::unsynced_for_tests
 };
 // The parallel section's bucket, overlap and wire settings.
 DataParallelOptions data_parallel_options(const ParallelConfig& p);
 
-class DataParallel : public BucketedSync {
+class DataParallel : public GradSync {
  public:
   DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                DataParallelOptions opt, const OptimConfig& optim);
 
-  StrategyState& state() override { return optimizer_; }
+  void start() override { reducer_.broadcast_parameters(); }
   void begin_micro_batch(bool last) override;
   void on_grad_ready(int param) override;
   double finish_micro_batch(double loss) override;
   double clip_and_step(double lr, double max_norm) override {
-    return optimizer_.clip_and_step(lr, max_norm, norm_scope_);
+    return optimizer_.clip_and_step(lr, max_norm, norm_scope());
   }
   void rebucket(double cap_mb, int64_t step) override;
-  StateBytes state_bytes() const override { return optimizer_.state_bytes(); }
-  std::string describe() const override;
-
- protected:
-  // Called once per bucket, in bucket order, when its all-reduce for the
-  // last micro-batch has completed.
-  virtual void on_bucket_reduced(int bucket) { (void)bucket; }
+  SyncReport report() const override;
+  const std::vector<Bucket>& buckets() const { return reducer_.engine().buckets(); }
 
  private:
   // Waits for every bucket of the last micro-batch, in order.
   void wait_buckets();
 
   DataParallelOptions opt_dp_;
+  BucketReducer reducer_;
   ReplicatedOptimizer optimizer_;
   bool sync_ = true;
 };

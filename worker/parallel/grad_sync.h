@@ -16,28 +16,29 @@
 // Implementations: LocalGradSync (one rank, parallel/local_sync.h),
 // DataParallel (bucketed all-reduce), ZeroGradSync (sharded optimizer state,
 // parallel/zero.h), IspGradSync (parallel/isp.h);
-// parallel/strategy_factory.h builds the config's. A strategy is composed: a
-// gradient reducer (the bucket engine, parallel/bucketed_sync.h) and an
-// optimizer placement, replicated (parallel/replicated_optimizer.h) or
-// sharded (parallel/sharded_optimizer.h), which is the StrategyState
-// (parallel/sync_state.h) checkpoints go through; state() returns it.
+// parallel/strategy_factory.h builds the config's. A strategy is composed of
+// members: a gradient reducer (parallel/bucket_reducer.h, over the bucket
+// engine) and an optimizer placement, replicated
+// (parallel/replicated_optimizer.h) or sharded (parallel/sharded_optimizer.h),
+// which is the StrategyState (parallel/sync_state.h) checkpoints go through;
+// state() returns it. Nothing is shared through a base but this protocol.
 // Invariants: every rank of a group calls the same methods in the same order
 // (collectives are issued in that order); on_grad_ready(i) is called once per
 // parameter per micro-batch, in the model's backward order.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
-#include <chrono>
 #include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "config/config.h"
 #include "model/param_and_grad_buffer.h"
 #include "model/sequence_exchange.h"
 #include "optim/adamw.h"
-#include "config/config.h"
 #include "parallel/sync_state.h"
 
 namespace weft {
@@ -120,6 +121,18 @@ struct NormScope {
   double reduce(double sumsq) const;
 };
 
+// What a strategy reports of itself: the trainer's step report and metrics,
+// the startup log, the bucket cap the ranks agree on (GradSync::report).
+struct SyncReport {
+  const comm::Communicator* group =
+      nullptr;  // gradients are synchronised over it; nullptr when alone
+  const StepCommStats* last_step = nullptr;  // the last step's accounting (never null)
+  int bucket_count = 0;                      // 0 for a strategy without buckets
+  double bucket_cap_mb = 0;
+  StateBytes memory;        // weft_memory_bytes{kind}
+  std::string description;  // one line for the startup log
+};
+
 class GradSync {
  public:
   virtual ~GradSync() = default;
@@ -157,31 +170,35 @@ class GradSync {
     (void)step;
   }
 
-  // Accounting of the last step, and what the metrics and logs name.
-  virtual const StepCommStats& last_step() const = 0;
-  // The group gradients are synchronised over; nullptr when training alone.
-  virtual const comm::Communicator* group() const = 0;
-  virtual int bucket_count() const { return 0; }
-  virtual double bucket_cap_mb() const { return 0; }
-  virtual StateBytes state_bytes() const = 0;
-  virtual std::string describe() const = 0;  // one line for the startup log
+  // The accounting of the last step and what the metrics and logs name.
+  virtual SyncReport report() const = 0;
 
   // What the strategy keeps between steps: optimizer, full weights, shards
   // (parallel/sync_state.h); checkpoints and initial weights go through it.
-  virtual StrategyState& state() = 0;
-  const StrategyState& state() const { return const_cast<GradSync*>(this)->state(); }
+  StrategyState& state() { return *state_; }
+  const StrategyState& state() const { return *state_; }
 
   // A strategy that splits sequences (ISP with sp > 1) gives the model its
   // attention exchange; nullptr otherwise.
-  virtual SequenceExchange* sequence_exchange() { return nullptr; }
+  SequenceExchange* sequence_exchange() const { return exchange_; }
 
  protected:
+  // `state` is a member of the derived strategy (only its address is taken
+  // here, before it is constructed).
+  explicit GradSync(StrategyState& state) : state_(&state) {}
+  void set_sequence_exchange(SequenceExchange* exchange) { exchange_ = exchange; }
+  const NormScope& norm_scope() const { return norm_scope_; }
+
+ private:
   NormScope norm_scope_;
+  StrategyState* state_;
+  SequenceExchange* exchange_ = nullptr;
 };
 
 // load_full_weights of the strategies whose buffer holds every weight (local,
 // dp, zero): working weights = full (rounded to the working dtype), master =
 // full exactly, for opt's ranges (ZeRO's are its owned ranges).
-void load_replicated_weights(ParamAndGradBuffer& buffer, AdamW& opt, const ParamAndGradBuffer& full);
+void load_replicated_weights(ParamAndGradBuffer& buffer, AdamW& opt,
+                             const ParamAndGradBuffer& full);
 
 }  // namespace weft

@@ -8,7 +8,6 @@
 
 #include "kernels/ops.h"
 #include "parallel/host_scalars.h"
-#include "parallel/strategy_factory.h"
 
 namespace weft {
 
@@ -24,9 +23,9 @@ std::vector<ParamInfo> isp_shard_table(const std::vector<ParamInfo>& full, int w
   for (const ParamInfo& p : full) {
     ParamInfo s = p;
     if (p.kind != ParamKind::Norm && wp > 1) {
-      WEFT_CHECK(p.shape.rank == 2 && p.shape[0] % wp == 0,
-                 "parallel.wp: " + std::to_string(wp) + " does not divide the rows of " + p.name + " " +
-                     p.shape.str());
+      WEFT_CHECK(p.shape.rank == 2 && p.shape[0] % wp == 0, "parallel.wp: " + std::to_string(wp) +
+                                                                " does not divide the rows of " +
+                                                                p.name + " " + p.shape.str());
       s.shape = Shape{p.shape[0] / wp, p.shape[1]};
     }
     s.numel = s.shape.numel();
@@ -37,30 +36,30 @@ std::vector<ParamInfo> isp_shard_table(const std::vector<ParamInfo>& full, int w
   return t;
 }
 
+std::shared_ptr<ParamAndGradBuffer> isp_shard_buffer(const ParamAndGradBuffer& model, int wp) {
+  return std::make_shared<ParamAndGradBuffer>(isp_shard_table(model.params(), wp),
+                                              model.param_dtype(), model.device());
+}
+
 IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBuffer> model_buffer,
-                         IspGroups groups)
-    : model_(std::move(model_buffer)),
+                         std::shared_ptr<ParamAndGradBuffer> shard_buffer,
+                         std::unique_ptr<GradSync> inner, IspGroups groups)
+    : GradSync(shard_state_),
+      model_(std::move(model_buffer)),
       full_(model_->params()),
+      shard_(std::move(shard_buffer)),
       sp_(std::move(groups.sp)),
       wp_(std::move(groups.wp)),
       wdp_(std::move(groups.wdp)),
+      inner_(std::move(inner)),
+      shard_state_(full_, shard_, model_->device(), wp_, wdp_, cfg.optim, *inner_,
+                   [this] { pool_->flush(); }),
       exchange_(sp_, model_->device()) {
-  WEFT_CHECK(!model_->owns_storage(), "ISP provides the model's weights: its buffer must be Storage::Provided");
+  WEFT_CHECK(!model_->owns_storage(),
+             "ISP provides the model's weights: its buffer must be Storage::Provided");
   o_.prefetch = cfg.parallel.isp.prefetch;
   o_.wdp_strategy = cfg.parallel.isp.wdp_strategy;
-  shard_ = std::make_shared<ParamAndGradBuffer>(isp_shard_table(full_, wp_size()), model_->param_dtype(),
-                                                model_->device());
-
-  // The inner strategy reduces the shards over wdp, like plain DP or ZeRO
-  // reduce whole models over dp.
-  const int wdp = wdp_ ? wdp_->size() : 1;
-  const ParallelConfig& p = cfg.parallel;
-  if (o_.wdp_strategy == WdpStrategy::Zero) {
-    if (wdp < 2)
-      throw ConfigError("parallel.isp.wdp_strategy: 'zero' shards the optimizer state over the " +
-                        std::to_string(wdp) + " rank(s) holding the same weight shard (world / wp); it needs at least 2");
-  }
-  inner_ = make_replica_sync(o_.wdp_strategy == WdpStrategy::Zero, p, cfg.optim, shard_, wdp_);
+  set_sequence_exchange(exchange_.size() > 1 ? &exchange_ : nullptr);
   // The global norm spans every weight shard; norms are replicated over wp.
   NormScope scope;
   scope.across = wp_;
@@ -68,28 +67,30 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
   for (const ParamInfo& q : full_) scope.replicated.push_back(q.kind == ParamKind::Norm);
   inner_->set_norm_scope(std::move(scope));
 
-  state_ = std::make_unique<IspShardState>(full_, shard_, model_->device(), wp_, wdp_, cfg.optim, *inner_,
-                                           [this] { pool_->flush(); });
   pool_ = std::make_unique<IspWeightPool>(model_, shard_, wp_, o_.prefetch,
                                           [this](int param) { inner_->on_grad_ready(param); });
 }
 
-std::string IspGradSync::describe() const {
-  return fmt::format(
-      "ISP: sp {} (group {}), wp {} (group {}), weight shards reduced over wdp {} (group {}) by: {}; prefetch "
-      "{}, weight pool 2 x {:.2f} MiB",
-      exchange_.size(), sp_ ? sp_->name() : "-", wp_size(), wp_ ? wp_->name() : "-", wdp_ ? wdp_->size() : 1,
-      wdp_ ? wdp_->name() : "-", inner_->describe(), o_.prefetch ? "on" : "off",
-      pool_->pool_bytes() / 2 / 1048576.0);
-}
-
-StateBytes IspGradSync::state_bytes() const {
-  StateBytes b = inner_->state_bytes();
+SyncReport IspGradSync::report() const {
+  const SyncReport inner = inner_->report();
+  SyncReport r;
+  r.group = wdp_.get();
+  r.last_step = &last_;
+  r.bucket_count = inner.bucket_count;
+  r.bucket_cap_mb = inner.bucket_cap_mb;
   // The gradient scratch and its staging belong to the gradients; the weight
   // pool is reported on its own (weft_memory_bytes{kind="isp_pool"}).
-  b.grads += pool_->scratch_bytes();
-  b.other["isp_pool"] = pool_->pool_bytes();
-  return b;
+  r.memory = inner.memory;
+  r.memory.grads += pool_->scratch_bytes();
+  r.memory.other["isp_pool"] = pool_->pool_bytes();
+  r.description = fmt::format(
+      "ISP: sp {} (group {}), wp {} (group {}), weight shards reduced over wdp {} (group {}) by: "
+      "{}; prefetch "
+      "{}, weight pool 2 x {:.2f} MiB",
+      exchange_.size(), sp_ ? sp_->name() : "-", wp_size(), wp_ ? wp_->name() : "-",
+      wdp_ ? wdp_->size() : 1, wdp_ ? wdp_->name() : "-", inner.description,
+      o_.prefetch ? "on" : "off", pool_->pool_bytes() / 2 / 1048576.0);
+  return r;
 }
 
 void IspGradSync::start() {
@@ -101,7 +102,8 @@ void IspGradSync::start() {
   if (wp_size() > 1) {
     std::vector<comm::WorkPtr> ws;
     for (size_t i = 0; i < full_.size(); ++i)
-      if (full_[i].kind == ParamKind::Norm) ws.push_back(wp_->broadcast(flat(shard_->param(int(i))), 0, "norm weights"));
+      if (full_[i].kind == ParamKind::Norm)
+        ws.push_back(wp_->broadcast(flat(shard_->param(int(i))), 0, "norm weights"));
     for (auto& w : ws) w->wait();
   }
 }
@@ -128,7 +130,7 @@ double IspGradSync::clip_and_step(double lr, double max_norm) {
   pool_->drop_gathered();
   const PoolStepStats pool = pool_->take_step();
   const double a2a_s = exchange_.take_wait_seconds();
-  last_ = inner_->last_step();
+  last_ = *inner_->report().last_step;
   last_.parts["weight_gather"] = {pool.gather_seconds, pool.gather_wait_seconds};
   last_.parts["reduce_scatter"] = {pool.reduce_scatter_seconds, pool.reduce_scatter_wait_seconds};
   last_.parts["all_to_all"] = {a2a_s, a2a_s};

@@ -6,12 +6,13 @@
 //   UlyssesExchange  the all-to-all around attention over `sp`
 //                    (parallel/ulysses_exchange.h);
 //   the inner strategy reducing the shard gradients over `wdp`: plain DP or
-//                    ZeRO, built by the factory (make_replica_sync);
+//                    ZeRO, built by the factory (make_grad_sync, with
+//                    make_replica_sync over the shard buffer) and passed in;
 //   IspShardState    the shard layout's translation for checkpoints and
 //                    weights (parallel/isp_state.h), its StrategyState.
-// Owns the shard buffer (this rank's dim-0 rows of every linear, embedding and
+// Holds the shard buffer (this rank's dim-0 rows of every linear, embedding and
 // LM head weight, and a full copy of every norm weight: what the optimizer,
-// the wdp buckets and checkpoints see). The model's buffer
+// the wdp buckets and checkpoints see; isp_shard_buffer makes it). The model's buffer
 // (Storage::Provided) is not owned; the pool is its WeightHook and
 // WeightProvider, the exchange its SequenceExchange.
 // Invariants: every rank issues the same collectives in the same order (the
@@ -45,15 +46,18 @@ struct IspOptions {
 // The shard table: llama-style `full` with every non-norm parameter cut to
 // its rows [r*out/wp, (r+1)*out/wp) (the same for every r), laid out anew.
 std::vector<ParamInfo> isp_shard_table(const std::vector<ParamInfo>& full, int wp);
+// The shard buffer of a model buffer split over `wp` ranks (its dtype and
+// device): what the inner strategy reduces over wdp.
+std::shared_ptr<ParamAndGradBuffer> isp_shard_buffer(const ParamAndGradBuffer& model, int wp);
 
 class IspGradSync : public GradSync {
  public:
-  // `model_buffer` holds the full table with Storage::Provided.
-  IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBuffer> model_buffer, IspGroups groups);
+  // `model_buffer` holds the full table with Storage::Provided; `shard_buffer`
+  // is isp_shard_buffer of it, and `inner` syncs it over groups.wdp.
+  IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBuffer> model_buffer,
+              std::shared_ptr<ParamAndGradBuffer> shard_buffer, std::unique_ptr<GradSync> inner,
+              IspGroups groups);
 
-  StrategyState& state() override { return *state_; }
-  // The model's attention exchange; nullptr when sp == 1.
-  SequenceExchange* sequence_exchange() override { return exchange_.size() > 1 ? &exchange_ : nullptr; }
   const ParamAndGradBuffer& shard_buffer() const { return *shard_; }
   int64_t pool_bytes() const { return pool_->pool_bytes(); }
 
@@ -65,12 +69,7 @@ class IspGradSync : public GradSync {
   double clip_and_step(double lr, double max_norm) override;
   void rebucket(double cap_mb, int64_t step) override { inner_->rebucket(cap_mb, step); }
 
-  const StepCommStats& last_step() const override { return last_; }
-  const comm::Communicator* group() const override { return wdp_.get(); }
-  int bucket_count() const override { return inner_->bucket_count(); }
-  double bucket_cap_mb() const override { return inner_->bucket_cap_mb(); }
-  StateBytes state_bytes() const override;
-  std::string describe() const override;
+  SyncReport report() const override;
 
  private:
   int wp_size() const { return wp_ ? wp_->size() : 1; }
@@ -83,7 +82,7 @@ class IspGradSync : public GradSync {
   // Destroyed in reverse: the pool (whose collectives report to the inner
   // strategy) before the inner strategy.
   std::unique_ptr<GradSync> inner_;
-  std::unique_ptr<IspShardState> state_;
+  IspShardState shard_state_;  // its StrategyState
   UlyssesExchange exchange_;
   std::unique_ptr<IspWeightPool> pool_;
   bool last_micro_ = true;

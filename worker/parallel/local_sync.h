@@ -14,20 +14,22 @@ namespace weft {
 class LocalGradSync : public GradSync {
  public:
   LocalGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, const OptimConfig& optim)
-      : optimizer_(std::move(buffer), optim, /*writer=*/true) {}
+      : GradSync(optimizer_), optimizer_(std::move(buffer), optim, /*writer=*/true) {}
 
-  StrategyState& state() override { return optimizer_; }
   void start() override {}  // one rank: its parameters are everyone's
   void begin_micro_batch(bool) override {}
   void on_grad_ready(int) override {}
   double finish_micro_batch(double loss) override { return loss; }
   double clip_and_step(double lr, double max_norm) override {
-    return optimizer_.clip_and_step(lr, max_norm, norm_scope_);
+    return optimizer_.clip_and_step(lr, max_norm, norm_scope());
   }
-  const StepCommStats& last_step() const override { return stats_; }
-  const comm::Communicator* group() const override { return nullptr; }
-  StateBytes state_bytes() const override { return optimizer_.state_bytes(); }
-  std::string describe() const override { return "one rank, no gradient sync"; }
+  SyncReport report() const override {
+    SyncReport r;
+    r.last_step = &stats_;
+    r.memory = optimizer_.state_bytes();
+    r.description = "one rank, no gradient sync";
+    return r;
+  }
 
  private:
   ReplicatedOptimizer optimizer_;

@@ -14,12 +14,12 @@ namespace weft {
 // Properties of the configured strategy that the trainer, the worker and the
 // metrics act on, so none of them compares strategy names.
 struct StrategyTraits {
-  bool shards_weights = false;   // a rank holds a shard of the weights (Storage::Provided)
-  bool splits_sequence = false;  // sequences may be split over an sp group
-  bool grid_groups = false;      // syncs over the rank grid's sp, wp and wdp groups
-  bool weight_pool = false;      // holds gathered full weights (StateBytes::other["isp_pool"])
-  int recompute_blocks = 0;      // blocks whose activations backward recomputes
-  bool every_rank_writes = false; // every rank writes its shard of a sharded checkpoint
+  bool shards_weights = false;     // a rank holds a shard of the weights (Storage::Provided)
+  bool splits_sequence = false;    // sequences may be split over an sp group
+  bool grid_groups = false;        // syncs over the rank grid's sp, wp and wdp groups
+  bool weight_pool = false;        // holds gathered full weights (StateBytes::other["isp_pool"])
+  int recompute_blocks = 0;        // blocks whose activations backward recomputes
+  bool every_rank_writes = false;  // every rank writes its shard of a sharded checkpoint
 };
 StrategyTraits strategy_traits(const ParallelConfig& p);
 
@@ -44,8 +44,11 @@ std::unique_ptr<GradSync> make_grad_sync(const WorkerConfig& cfg,
 // The strategy that syncs a buffer every rank of `group` holds whole: ZeRO
 // (`sharded`, needs 2 ranks or more), else bucketed data parallelism, or one
 // rank's when the group is null or of one rank. What make_grad_sync builds
-// for dp and zero, and ISP for its weight shards over wdp.
-std::unique_ptr<GradSync> make_replica_sync(bool sharded, const ParallelConfig& p, const OptimConfig& optim,
-                                            std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr group);
+// for dp and zero, and for ISP's weight shards over wdp (passed into
+// IspGradSync: ISP never calls the factory back).
+std::unique_ptr<GradSync> make_replica_sync(bool sharded, const ParallelConfig& p,
+                                            const OptimConfig& optim,
+                                            std::shared_ptr<ParamAndGradBuffer> buffer,
+                                            comm::CommunicatorPtr group);
 
 }  // namespace weft

@@ -5,7 +5,7 @@
 // copy, for bf16 weights) for its shards only, and all-gathers its updated
 // shard of every bucket back into the full parameters.
 //
-// Composed of the bucketed reducer (BucketedSync: the bucket layout,
+// Composed of the bucketed reducer (BucketReducer, a member: the bucket layout,
 // readiness, launches and in-flight Avg reduce-scatters, the step's
 // accounting and the parameter all-gathers) and the sharded optimizer
 // placement (ShardedOptimizer: the owned ranges' state, the stage-2 gradient
@@ -43,7 +43,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/stream_timer.h"
-#include "parallel/bucketed_sync.h"
+#include "parallel/bucket_reducer.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/sharded_optimizer.h"
 #include "tensor/tensor.h"
@@ -53,35 +53,34 @@ namespace weft {
 // ZeroOverlap (parallel.zero.overlap) is a mode of contract/weft_modes.h.
 
 struct ZeroOptions {
-  int stage = 1;                   // 1 or 2
+  int stage = 1;  // 1 or 2
   // parallel.overlap: reduce-scatter each bucket as soon as backward filled
   // it; false launches every bucket after backward (the baseline), and the
   // overlap mode then only orders the steps after backward.
   bool overlap_reduce = true;
   ZeroOverlap overlap = ZeroOverlap::Interleaved;
   bool overlap_param_gather = false;
-  double bucket_cap_mb = 0;        // MiB of fp32 gradients per bucket; 0 = auto (resolve_bucket_sizing)
-  double first_bucket_mb = 0;      // 0 = bucket_cap_mb, or the rule's first bucket when auto
-  bool bf16_wire = false;          // reduce-scatter a bf16 copy of the gradients
+  BucketEngineOptions
+      buckets;  // bucket_options(ParallelConfig); bf16_wire reduce-scatters a bf16 copy
 };
 // The parallel section's zero and bucket settings.
 ZeroOptions zero_options(const ParallelConfig& p);
 
-class ZeroGradSync : public BucketedSync, private WeightHook {
+class ZeroGradSync : public GradSync, private WeightHook {
  public:
   ZeroGradSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
                ZeroOptions opt, const OptimConfig& optim);
   ~ZeroGradSync() override;
 
-  StrategyState& state() override { return optimizer_; }
+  void start() override { reducer_.broadcast_parameters(); }
   void prepare_step(double lr, double max_norm) override;
   void begin_micro_batch(bool last) override;
   void on_grad_ready(int param) override;
   double finish_micro_batch(double loss) override;
   double clip_and_step(double lr, double max_norm) override;
   void rebucket(double cap_mb, int64_t step) override;
-  StateBytes state_bytes() const override { return optimizer_.state_bytes(); }
-  std::string describe() const override;
+  SyncReport report() const override;
+  const std::vector<Bucket>& buckets() const { return reducer_.engine().buckets(); }
 
  private:
   void before_use(int layer, WeightUse use) override;
@@ -103,8 +102,9 @@ class ZeroGradSync : public BucketedSync, private WeightHook {
   void step_bucket(int bucket, double lr);
 
   ZeroOptions o_;
+  BucketReducer reducer_;
   ShardedOptimizer optimizer_;
-  std::vector<int> last_pos_;           // per bucket: latest backward position of its layers
+  std::vector<int> last_pos_;  // per bucket: latest backward position of its layers
   std::vector<std::vector<int>> forward_buckets_;  // per backward position: buckets to gather
 
   std::vector<char> stepped_;

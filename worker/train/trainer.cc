@@ -220,15 +220,15 @@ void Trainer::log_start(const TrainSummary& s) const {
                model_.recompute_blocks() > 0
                    ? "; blocks 0.." + std::to_string(model_.recompute_blocks() - 1) + " recomputed whole"
                    : "");
-  if (sync_->group()) spdlog::info("{}", sync_->describe());
+  if (const SyncReport sync = sync_->report(); sync.group) spdlog::info("{}", sync.description);
 }
 
 bool Trainer::agree_at_boundary(int64_t step, const std::atomic<int>* stop) {
   // Every rank stops, and switches bucket caps, at the same step.
-  const StepAgreement agreed = boundary_.agree(stop && stop->load(), sync_->bucket_cap_mb());
+  const double before = sync_->report().bucket_cap_mb;
+  const StepAgreement agreed = boundary_.agree(stop && stop->load(), before);
   if (agreed.stop) return false;
   if (agreed.new_cap_mb > 0) {
-    const double before = sync_->bucket_cap_mb();
     sync_->rebucket(agreed.new_cap_mb, step);
     cap_step_ = step + 1;
     spdlog::info("rank {}: bucket cap {:.6g} -> {:.6g} MiB from step {} (agreed by all ranks)", rank_.rank, before,
@@ -354,21 +354,23 @@ std::optional<double> Trainer::forward_backward(int64_t step, TrainSummary& s, c
 }
 
 void Trainer::record_sync(TrainSummary& s) const {
-  if (!sync_->group()) return;
-  const StepCommStats& c = sync_->last_step();
+  const SyncReport sync = sync_->report();
+  if (!sync.group) return;
+  const StepCommStats& c = *sync.last_step;
   s.comm_seconds.push_back(c.comm_seconds);
   s.isp_gather_seconds.push_back(c.part("weight_gather").seconds);
   s.isp_prefetch_wait_seconds.push_back(c.part("weight_gather").wait_seconds);
   s.exposed_seconds.push_back(c.exposed_seconds);
   s.bucket_seconds.resize(c.bucket_seconds.size());
   for (size_t b = 0; b < c.bucket_seconds.size(); ++b) s.bucket_seconds[b] += c.bucket_seconds[b];
-  s.bucket_count = sync_->bucket_count();
-  s.bucket_cap_mb = sync_->bucket_cap_mb();
+  s.bucket_count = sync.bucket_count;
+  s.bucket_cap_mb = sync.bucket_cap_mb;
 }
 
 StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss, double lr, double norm,
                                 const double (&phase_before)[4]) const {
-  const StepCommStats& c = sync_->last_step();
+  const SyncReport sync = sync_->report();
+  const StepCommStats& c = *sync.last_step;
   StepReport r;
   r.step = step + 1;
   r.total_steps = cfg_.train.steps;
@@ -384,7 +386,7 @@ StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss
   r.forward_seconds = s.forward_seconds - phase_before[1];
   r.backward_seconds = s.backward_seconds - phase_before[2];
   r.optimizer_seconds = s.optimizer_seconds - phase_before[3];
-  const StateBytes mem = sync_->state_bytes();
+  const StateBytes& mem = sync.memory;
   r.memory_param_bytes = mem.params;
   r.memory_grad_bytes = mem.grads;
   r.memory_optimizer_bytes = mem.optimizer;
@@ -396,14 +398,14 @@ StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss
     r.memory_device_in_use_bytes = dm.in_use;
   }
   r.isp_prefetch_wait_seconds = c.part("weight_gather").wait_seconds;
-  if (const comm::Communicator* group = sync_->group()) {
+  if (const comm::Communicator* group = sync.group) {
     r.sync_group = group->name();
     r.comm_seconds = c.comm_seconds;
     r.exposed_comm_seconds = c.exposed_seconds;
     r.overlap_ratio = c.overlap_ratio();
     r.bucket_seconds = c.bucket_seconds;
-    r.bucket_count = sync_->bucket_count();
-    r.bucket_cap_bytes = static_cast<int64_t>(sync_->bucket_cap_mb() * 1024 * 1024);
+    r.bucket_count = sync.bucket_count;
+    r.bucket_cap_bytes = static_cast<int64_t>(sync.bucket_cap_mb * 1024 * 1024);
     r.bucket_cap_step = cap_step_;
     r.bucket_cap_rejected = boundary_.rejected_caps();
   }
@@ -440,7 +442,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
   s.num_params = model_.num_params();
   s.entropy_floor = source_->entropy_floor();
   log_start(s);
-  s.bucket_cap_mb = sync_->bucket_cap_mb();
+  s.bucket_cap_mb = sync_->report().bucket_cap_mb;
   s.start_step = resume_or_init(s);
   if (started) started();
   if (s.start_step < t.steps)
@@ -552,7 +554,7 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
 }
 
 void Trainer::finish(TrainSummary& s, int64_t step, double wall_seconds) {
-  s.memory = sync_->state_bytes();
+  s.memory = sync_->report().memory;
   s.steps_done = step;
   s.wall_seconds = wall_seconds;
   s.tokens = (step - s.start_step) * micro_batch_tokens() * cfg_.train.grad_accum * rank_.world;
@@ -589,7 +591,7 @@ void Trainer::log_end(const TrainSummary& s) const {
                  "{:.0f} MiB; the device has {:.0f} MiB in use",
                  s.device_memory.peak_in_use / 1048576.0, s.device_memory.peak_held / 1048576.0,
                  ops::cuda_device_used() / 1048576.0);
-  if (!sync_->group()) return;
+  if (!sync_->report().group) return;
   double comm = 0, exposed = 0;
   for (double c : s.comm_seconds) comm += c;
   for (double e : s.exposed_seconds) exposed += e;

@@ -1,11 +1,10 @@
-// BucketedSync: the gradient reducer the bucketed strategies share
+// BucketReducer: the gradient reducer of the bucketed strategies
 // (DataParallel: all-reduce, ZeroGradSync: reduce-scatter and the parameter
 // all-gather, as Megatron-core's DistributedDataParallel with its bucket
-// groups): the data-parallel group, the bucket engine over the model's
-// gradient buffer, the per-bucket parameter all-gathers of a sharded
-// placement, the step's communication accounting, the loss averaged over the
-// group, and what the trainer reads of them. A strategy derives from it and adds its optimizer
-// placement (replicated or sharded) as a member, which is its StrategyState.
+// groups), a member of each: the data-parallel group, the bucket engine over
+// the model's gradient buffer, the per-bucket parameter all-gathers of a
+// sharded placement, the step's communication accounting and the loss
+// averaged over the group.
 #pragma once
 
 #include <memory>
@@ -18,20 +17,27 @@
 
 namespace weft {
 
-class BucketedSync : public GradSync {
+class BucketReducer {
  public:
+  BucketReducer(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp,
+                BucketCollective collective, BucketEngineOptions options);
+
   // Every rank starts from rank 0's weights, whatever happened before (DDP
   // does the same).
-  void start() override;
-  const StepCommStats& last_step() const override { return stats_; }
-  const comm::Communicator* group() const override { return dp_.get(); }
-  int bucket_count() const override { return engine_.size(); }
-  double bucket_cap_mb() const override { return engine_.sizing().cap_mb; }
-  const std::vector<Bucket>& buckets() const { return engine_.buckets(); }
+  void broadcast_parameters();
 
- protected:
-  BucketedSync(std::shared_ptr<ParamAndGradBuffer> buffer, comm::CommunicatorPtr dp, BucketCollective collective,
-               BucketEngineOptions options);
+  ParamAndGradBuffer& buffer() const { return *buf_; }
+  comm::Communicator& group() const { return *dp_; }
+  BucketEngine& engine() { return engine_; }
+  const BucketEngine& engine() const { return engine_; }
+  StepCommStats& stats() { return stats_; }
+  const StepCommStats& stats() const { return stats_; }
+  // This step's waits on communication (its exposed time, where a strategy uses it).
+  ops::StreamWaits& waits() { return waits_; }
+  // The report's group, last step and buckets; the strategy adds its memory
+  // and description.
+  SyncReport report() const;
+
   // Issues the all-reduce of this rank's step loss over the group (queued
   // behind the buckets, it costs no round trip of its own); after the Work
   // completed, averaged_loss() is the mean.
@@ -41,20 +47,19 @@ class BucketedSync : public GradSync {
   // The parameter all-gather of a sharded placement: bucket b's owned shard
   // from every rank into the full parameters, in place (issued in the same
   // order on every rank). wait_gather makes compute wait for it, timed into
-  // waits_ and its span into stats_; a bucket with none in flight is a no-op.
+  // waits() and its span into stats(); a bucket with none in flight is a no-op.
   void reset_gathers();  // one empty slot per bucket of the current plan
   void launch_gather(int bucket);
   bool gathering(int bucket) const { return ag_[bucket] != nullptr; }
   void wait_gather(int bucket);
   void wait_gathers();  // every bucket's, in bucket order
 
+ private:
   std::shared_ptr<ParamAndGradBuffer> buf_;
   comm::CommunicatorPtr dp_;
   BucketEngine engine_;
   StepCommStats stats_;
-  ops::StreamWaits waits_;  // this step's waits on communication (its exposed time, where a strategy uses it)
-
- private:
+  ops::StreamWaits waits_;
   float loss_wire_ = 0;
   std::vector<comm::WorkPtr> ag_;  // per bucket: its parameter all-gather in flight
   std::vector<CommSpans::Clock::time_point> ag_issued_;
