@@ -18,7 +18,8 @@
 #      auto for a free one; default off; --metrics-port in WEFT_OPERATOR_ARGS
 #      does the same), WEFT_CLUSTER_METRICS=1 (operator metrics on, and
 #      victoria-metrics scraping the ranks and the operator with the chart's
-#      scrape jobs: localcluster/metrics.sh; its URL is printed).
+#      scrape jobs: localcluster/metrics.sh, the ranks by pod discovery, this
+#      operator process as a static target; its URL is printed).
 set -euo pipefail
 CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR}
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)

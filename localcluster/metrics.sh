@@ -8,18 +8,28 @@
 #    ServiceAccount weft-metrics, which may only get, list and watch pods
 #    (a Role in WATCH_NAMESPACE when given, else a ClusterRole);
 #  - weft-operator: the chart's metrics.scrapeConfig job, relabelling and
-#    honor_labels unchanged. The local cluster runs the operator as a process,
-#    not a pod, so its target is static and carries the meta labels pod
-#    discovery would give the chart's Deployment pod; the job's own rules keep
-#    and label it.
+#    honor_labels unchanged. Where the operator runs depends on the mode
+#    (WEFT_METRICS_OPERATOR):
+#      process (default): cluster.sh runs the operator as a process, not a
+#        pod, so the target is static (DIR/operator.metrics; no operator job
+#        when that file is absent) and carries the meta labels pod discovery
+#        would give the chart's Deployment pod; the job's own rules keep and
+#        label it. This is `WEFT_CLUSTER_METRICS=1 cluster.sh up`.
+#      pod: the operator runs as the chart's Deployment (release weft in
+#        weft-system, as tests/e2e/discovery.sh deploys it): the job is
+#        changed only as the workers' is, and finds the pod by real pod
+#        discovery in weft-system, where the scraper may also get, list and
+#        watch pods (a Role there when WATCH_NAMESPACE is given).
 # Everything listens on loopback. Queries: http://127.0.0.1:PORT (a Grafana
 # Prometheus data source, or /api/v1/query_range).
 #
 # Usage: localcluster/metrics.sh up|down DIR [WATCH_NAMESPACE]
 #   DIR is the cluster's (cluster.sh): DIR/kubeconfig (admin), DIR/operator.metrics
 #   (the operator's metrics address). State under DIR/metrics[-NAMESPACE]:
-#   env (VM_URL=...), scrape.yaml, vm.log; `down` stops it and removes them.
-# Env: WEFT_SCRAPE_INTERVAL (default the chart's, 15s), WEFT_VM_PORT (default: a free one).
+#   env (VM_URL=...), scrape.yaml, vm.log; `down` stops it and removes them
+#   (and the Role it made in weft-system).
+# Env: WEFT_SCRAPE_INTERVAL (default the chart's, 15s), WEFT_VM_PORT (default: a free one),
+#      WEFT_METRICS_OPERATOR (process or pod, see above).
 set -euo pipefail
 CMD=${1:?usage: metrics.sh up|down DIR [WATCH_NAMESPACE]}
 DIR=$(cd "${2:?DIR}" && pwd)
@@ -40,21 +50,45 @@ stop_vm() {
   rm -f "$f"
 }
 
+# The operator's release namespace (the chart's scrape jobs are rendered for
+# release weft there, like manifests/install.yaml).
+OPERATOR_NS=weft-system
+# The Role `up` made in OPERATOR_NS for a namespaced scraper (pod mode).
+drop_operator_role() {
+  [ -n "$WATCH" ] && [ -f "$STATE/operator-role" ] || return 0
+  kubectl delete role,rolebinding "weft-metrics-$WATCH" -n "$OPERATOR_NS" --ignore-not-found \
+    --request-timeout=10s >/dev/null 2>&1 || true
+}
+
 case "$CMD" in
 up)
   VM=$(command -v victoria-metrics || true)
   [ -n "$VM" ] || { echo "metrics: victoria-metrics not installed (scripts/install-deps.sh test)" >&2; exit 1; }
+  MODE=${WEFT_METRICS_OPERATOR:-process}
+  case "$MODE" in
+    process|pod) ;;
+    *) echo "metrics: WEFT_METRICS_OPERATOR must be process or pod, not '$MODE'" >&2; exit 2 ;;
+  esac
   stop_vm
+  drop_operator_role
   rm -rf "$STATE"; mkdir -p "$STATE"
   # The scraper's identity: a ServiceAccount whose token the token controller
   # signs, allowed nothing but reading pods.
-  sa_ns=${WATCH:-weft-system}
+  sa_ns=${WATCH:-$OPERATOR_NS}
   kubectl create serviceaccount weft-metrics -n "$sa_ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   if [ -n "$WATCH" ]; then
     kubectl create role weft-metrics -n "$WATCH" --verb=get,list,watch --resource=pods --dry-run=client -o yaml \
       | kubectl apply -f - >/dev/null
     kubectl create rolebinding weft-metrics -n "$WATCH" --role=weft-metrics --serviceaccount="$sa_ns:weft-metrics" \
       --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    if [ "$MODE" = pod ]; then
+      # The operator's pod is found by discovery in its own namespace.
+      touch "$STATE/operator-role"
+      kubectl create role "weft-metrics-$WATCH" -n "$OPERATOR_NS" --verb=get,list,watch --resource=pods \
+        --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+      kubectl create rolebinding "weft-metrics-$WATCH" -n "$OPERATOR_NS" --role="weft-metrics-$WATCH" \
+        --serviceaccount="$sa_ns:weft-metrics" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    fi
   else
     kubectl create clusterrole weft-metrics --verb=get,list,watch --resource=pods --dry-run=client -o yaml \
       | kubectl apply -f - >/dev/null
@@ -77,23 +111,28 @@ up)
   # The chart's two scrape jobs, rendered as a user renders them.
   HELM=$("$SRC/tests/kube/get-helm.sh")
   interval=${WEFT_SCRAPE_INTERVAL:-15s}
-  "$HELM" template weft "$SRC/charts/weft" --namespace weft-system \
+  "$HELM" template weft "$SRC/charts/weft" --namespace "$OPERATOR_NS" \
     --set metrics.scrapeConfig.enabled=true --set metrics.scrapeConfig.interval="$interval" \
     --set metrics.workers.scrapeConfig.enabled=true --set metrics.workers.scrapeConfig.interval="$interval" \
     ${WATCH:+--set operator.watchNamespace="$WATCH"} > "$STATE/chart.yaml"
-  /usr/bin/python3 - "$STATE" "$server" "$operator" <<'PY'
+  /usr/bin/python3 - "$STATE" "$server" "$MODE" "$operator" <<'PY'
 import sys, yaml
-state, server, operator = sys.argv[1:]
+state, server, mode, operator = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(f"{state}/chart.yaml")) if d]
 maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
 workers = yaml.safe_load(maps["weft-worker-scrape"]["weft-workers.yaml"])
 op = yaml.safe_load(maps["weft-operator-scrape"]["weft-operator.yaml"])
-for sd in workers[0]["kubernetes_sd_configs"]:
-    sd["api_server"] = server
-    sd["tls_config"] = {"ca_file": f"{state}/ca.crt"}
-    sd["bearer_token_file"] = f"{state}/token"
+def from_here(job):  # how the scraper reaches the API server, nothing else
+    for sd in job["kubernetes_sd_configs"]:
+        sd["api_server"] = server
+        sd["tls_config"] = {"ca_file": f"{state}/ca.crt"}
+        sd["bearer_token_file"] = f"{state}/token"
+from_here(workers[0])
 jobs = workers
-if operator:
+if mode == "pod":
+    from_here(op[0])
+    jobs = workers + op
+elif operator:
     # What pod discovery would say of the chart's operator pod (release weft).
     del op[0]["kubernetes_sd_configs"]
     op[0]["static_configs"] = [{"targets": [operator], "labels": {
@@ -126,6 +165,7 @@ PY
   ;;
 down)
   stop_vm
+  drop_operator_role
   rm -rf "$STATE"
   ;;
 *) echo "metrics: unknown command '$CMD'" >&2; exit 2 ;;

@@ -1,39 +1,105 @@
 #!/bin/bash
 # The dashboards fed by real Kubernetes discovery, as a plain Prometheus user
 # runs them: VictoriaMetrics (Debian's victoria-metrics) scrapes with the
-# chart's rendered scrape jobs (localcluster/metrics.sh: the workers' job
-# through kubernetes_sd_configs as a ServiceAccount that may only read pods in
-# this namespace, -promscrape.config.strictParse; the operator's job with
-# honor_labels). A TrainingJob of 2 pods x 2 ranks with the tuner on
-# (testdata/discovery.yaml) gives exactly one target per rank, labelled
-# namespace, trainingjob, pod and node (the rendezvous port and a decoy pod
-# with a port named metrics are dropped); a rank killed with kill -9 causes a
-# gang restart that the restarts panel shows (cause Failure); every query,
-# variable and annotation of both dashboards returns data for the job through
-# range queries, as Grafana runs them; the job's last step reaches the scrape
-# (the ranks linger one scrape interval); once the job Succeeded its targets
-# are gone.
-# Usage: discovery.sh CLUSTER_DIR SOURCE_DIR
+# chart's rendered scrape jobs (localcluster/metrics.sh in its pod mode,
+# -promscrape.config.strictParse), both through kubernetes_sd_configs as a
+# ServiceAccount that may only read pods, in this namespace and in
+# weft-system: the workers' job, and the operator's job (honor_labels) finding
+# weft-operator running as the chart's own Deployment. For that, the cluster's
+# operator process is stopped and the chart, rendered with helm
+# (testdata/operator-pod-values.yaml), runs the operator as a pod that
+# weft-node starts from build/bin, with the in-cluster config of its
+# ServiceAccount's token; at the end (also on failure) the Deployment is
+# deleted and the cluster's operator process started again, so the other e2e
+# tests keep theirs. The operator's target is its pod (name, uid, pod IP,
+# port metrics) and it is up. A TrainingJob of 2 pods x 2 ranks with the
+# tuner on (testdata/discovery.yaml) gives exactly one target per rank,
+# labelled namespace, trainingjob, pod and node (the rendezvous port and a
+# decoy pod with a port named metrics are dropped); a rank killed with kill -9
+# causes a gang restart that the restarts panel shows (cause Failure); the
+# tuner's series come through the operator pod's target with this job's
+# namespace and trainingjob; every query, variable and annotation of both
+# dashboards returns data for the job through range queries, as Grafana runs
+# them; the job's last step reaches the scrape (the ranks linger one scrape
+# interval); once the job Succeeded its targets are gone.
+# Usage: discovery.sh CLUSTER_DIR SOURCE_DIR BUILD_DIR
 . "$(dirname "$0")/lib.sh" "$1" "$2" discovery
+BUILD=${3:?usage: discovery.sh CLUSTER_DIR SOURCE_DIR BUILD_DIR}
 command -v victoria-metrics >/dev/null || { echo "SKIP: victoria-metrics not installed (scripts/install-deps.sh test)"; finish 77; }
-[ -f "$CLUSTER/operator.metrics" ] || fail "the cluster's operator serves no metrics (WEFT_OPERATOR_METRICS_PORT)"
+HELM=$("$SRC/tests/kube/get-helm.sh"); rc=$?
+[ $rc = 77 ] && { echo "SKIP: no helm (tests/kube/get-helm.sh)"; finish 77; }
+[ $rc = 0 ] || fail "tests/kube/get-helm.sh failed ($rc)"
 STEPS=400
 INTERVAL=2
-WEFT_SCRAPE_INTERVAL=${INTERVAL}s "$SRC/localcluster/metrics.sh" up "$CLUSTER" "$NS" >/dev/null || fail "metrics.sh up"
-stop_vm() { "$SRC/localcluster/metrics.sh" down "$CLUSTER" "$NS" >/dev/null 2>&1; }
-trap stop_vm EXIT
+OPNS=weft-system  # the release namespace metrics.sh renders the scrape jobs for (release weft)
+OPSEL=app.kubernetes.io/name=weft-operator,app.kubernetes.io/instance=weft
+cluster() { "$SRC/localcluster/cluster.sh" "$1" "$CLUSTER" "$BUILD" >/dev/null; }
+op_pods() { kubectl get pods -n "$OPNS" -l "$OPSEL" -o name 2>/dev/null; }
+no_op_pods() { [ -z "$(op_pods)" ]; }
+process_operator_runs() { kill -0 "$(cat "$CLUSTER/weft-operator.pid" 2>/dev/null)" 2>/dev/null; }
+# The operator pod's newest log (weft-node keeps it after the pod is gone).
+op_log() { ls -t "$STATE"/logs/"$OPNS"_weft-operator-*/operator/*.log 2>/dev/null | head -1; }
+eval "lib_$(declare -f dump)"
+dump() { lib_dump; echo "---- the weft-operator pod's log (last lines)"; tail -15 "$(op_log)" 2>/dev/null; }
+# Back to the cluster's own operator: the Deployment deleted, its pod gone
+# (weft-node deletes it once its process exited), then the process started.
+# Run at the end and on every exit; a failure to restore fails the test.
+restore() {
+  "$SRC/localcluster/metrics.sh" down "$CLUSTER" "$NS" >/dev/null 2>&1
+  kubectl delete deployment weft-operator -n "$OPNS" --ignore-not-found --wait=false >/dev/null 2>&1
+  wait_for_quiet 120 no_op_pods || echo "WARNING [$TEST]: the operator's pod is still there: $(op_pods)" >&2
+  process_operator_runs && return 0
+  cluster operator-start || { echo "FAIL [$TEST]: cannot start the cluster's weft-operator again" >&2; exit 1; }
+}
+trap restore EXIT
+
+# weft-operator as the chart's Deployment.
+no_op_pods || fail "an operator pod already runs in $OPNS: $(op_pods)"
+cluster operator-kill || fail "cannot stop the cluster's weft-operator"
+server=$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')
+sed "s#__APISERVER_PORT__#${server##*:}#" "$SRC/tests/e2e/testdata/operator-pod-values.yaml" > "$CLUSTER/operator-pod-values.yaml"
+"$HELM" template weft "$SRC/charts/weft" --namespace "$OPNS" -f "$CLUSTER/operator-pod-values.yaml" \
+  > "$CLUSTER/operator-pod.yaml" 2>&1 || fail "helm template: $(cat "$CLUSTER/operator-pod.yaml")"
+# The Deployment only: the ServiceAccount and RBAC are the cluster's
+# (manifests/rbac, the same chart rendered for release weft).
+python3 -c '
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
+assert len(docs) == 1, docs
+print(yaml.safe_dump(docs[0]))' "$CLUSTER/operator-pod.yaml" | kubectl apply -f - >/dev/null \
+  || fail "kubectl apply of the chart's Deployment"
+op_ready() {
+  [ "$(kubectl get pods -n "$OPNS" -l "$OPSEL" \
+        -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{end}' 2>/dev/null)" = True ]
+}
+wait_for 120 "the operator's pod Ready (its /readyz)" op_ready
+OPPOD=$(kubectl get pods -n "$OPNS" -l "$OPSEL" -o jsonpath='{.items[0].metadata.name}')
+OPUID=$(kubectl get pod "$OPPOD" -n "$OPNS" -o jsonpath='{.metadata.uid}')
+OPIP=$(kubectl get pod "$OPPOD" -n "$OPNS" -o jsonpath='{.status.podIP}')
+OPPORT=$(kubectl get pod "$OPPOD" -n "$OPNS" -o jsonpath='{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}')
+[ -n "$OPIP" ] && [ -n "$OPPORT" ] || fail "the operator's pod $OPPOD has no IP ('$OPIP') or metrics port ('$OPPORT')"
+grep -q "connecting to https://127.0.0.1:${server##*:}" "$(op_log)" 2>/dev/null \
+  || fail "the operator's pod does not use its in-cluster config: $(head -3 "$(op_log)" 2>/dev/null)"
+process_operator_runs && fail "the cluster's operator process runs beside the pod"
+log "weft-operator runs as pod $OPPOD ($OPIP, metrics port $OPPORT), the cluster's process stopped"
+
+WEFT_METRICS_OPERATOR=pod WEFT_SCRAPE_INTERVAL=${INTERVAL}s "$SRC/localcluster/metrics.sh" up "$CLUSTER" "$NS" >/dev/null \
+  || fail "metrics.sh up"
 # shellcheck source=/dev/null
 . "$CLUSTER/metrics-$NS/env"
 log "victoria-metrics at $VM_URL, scraping every ${INTERVAL}s with $(grep -c job_name "$CLUSTER/metrics-$NS/scrape.yaml") jobs"
+grep -q static_configs "$CLUSTER/metrics-$NS/scrape.yaml" && fail "a static target in the scrape jobs"
 # The scraper's rights (its token alone, no client certificate): pods in this
-# namespace, nothing else.
+# namespace and the operator's, nothing else.
 as_scraper() {
-  KUBECONFIG=/dev/null kubectl --server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')" \
+  KUBECONFIG=/dev/null kubectl --server="$server" \
     --certificate-authority="$CLUSTER/metrics-$NS/ca.crt" --token="$(cat "$CLUSTER/metrics-$NS/token")" "$@" 2>/dev/null
 }
 [ "$(as_scraper auth can-i watch pods -n "$NS")" = yes ] || fail "the scraper cannot watch pods"
+[ "$(as_scraper auth can-i watch pods -n "$OPNS")" = yes ] || fail "the scraper cannot watch the operator's pods"
 [ "$(as_scraper auth can-i list pods -n default)" = no ] || fail "the scraper may list pods elsewhere"
 [ "$(as_scraper auth can-i get secrets -n "$NS")" = no ] || fail "the scraper may read secrets"
+[ "$(as_scraper auth can-i get secrets -n "$OPNS")" = no ] || fail "the scraper may read the operator's secrets"
 
 instant() {  # instant QUERY: the first sample's value, empty when none
   curl -s --max-time 10 "$VM_URL/api/v1/query" --data-urlencode "query=$1" \
@@ -50,6 +116,20 @@ for t in json.load(sys.stdin)["data"]["activeTargets"]:
         print(l.get("job"), l.get("pod"), l.get("instance"), l.get("trainingjob"), t["health"])' "$NS" 2>/dev/null
 }
 n_targets_up() { [ "$(targets | grep -c ' up$')" = "$1" ]; }
+# The weft-operator job's active targets: "namespace pod instance pod-uid health".
+op_targets() {
+  curl -s --max-time 10 "$VM_URL/api/v1/targets" | python3 -c '
+import json, sys
+for t in json.load(sys.stdin)["data"]["activeTargets"]:
+    l, d = t["labels"], t.get("discoveredLabels", {})
+    if l.get("job") == "weft-operator":
+        print(l.get("namespace"), l.get("pod"), l.get("instance"), d.get("__meta_kubernetes_pod_uid", "-"), t["health"])' 2>/dev/null
+}
+op_target_up() { [ "$(op_targets)" = "$OPNS $OPPOD $OPIP:$OPPORT $OPUID up" ]; }
+wait_for 60 "the operator's pod discovered and scraped" op_target_up
+log "operator target: $(op_targets)"
+op_sel="job=\"weft-operator\",namespace=\"$OPNS\",pod=\"$OPPOD\""
+wait_for 30 "the operator pod's weft_operator_leader" value_is "weft_operator_leader{$op_sel}" 1
 
 T_START=$(date +%s)
 apply_testdata discovery.yaml "s#__STEPS__#$STEPS#"
@@ -71,7 +151,7 @@ q="weft_step{job=\"weft-workers\",namespace=\"$NS\",trainingjob=\"disc\"}"
 wait_for 60 "4 ranks' weft_step" value_is "count(count by (rank, pod, node) ($q))" 4
 value_is "count(count by (rank) ($q))" 4 || fail "ranks: $(instant "count(count by (rank) ($q))")"
 value_is "count(count by (pod) ($q))" 2 || fail "pods: $(instant "count(count by (pod) ($q))")"
-value_is "count(up{job=\"weft-operator\"} == 1)" 1 || fail "the operator target is not up"
+value_is "count(up{job=\"weft-operator\"} == 1)" 1 || fail "the operator target is not up: $(op_targets)"
 
 # A gang restart: kill -9 of one rank inside pod disc-1.
 wait_for 180 "a checkpoint" ckpt_at_least 20
@@ -95,7 +175,7 @@ wait_for 120 "the new attempt's steps scraped" value_is "count(count by (rank) (
 # instant query saw the series a while before range queries returned it.
 trial_scraped() {
   curl -s --max-time 10 "$VM_URL/api/v1/query_range" --data-urlencode \
-    "query=weft_operator_tuner_trial_step_seconds{namespace=\"$NS\",trainingjob=\"disc\"}" \
+    "query=weft_operator_tuner_trial_step_seconds{namespace=\"$NS\",trainingjob=\"disc\",job=\"weft-operator\",pod=\"$OPPOD\"}" \
     --data-urlencode "start=$T_START" --data-urlencode "end=$(date +%s)" --data-urlencode "step=$INTERVAL" \
     | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["data"]["result"] else 1)' 2>/dev/null
 }
@@ -116,5 +196,8 @@ last=$(instant "min(max by (rank) (max_over_time(${q}[10m])))")
 [ "$last" = "$STEPS" ] || fail "a rank's last scraped step is '$last', not $STEPS: $(instant "max by (rank) (max_over_time(${q}[10m]))")"
 wait_for 60 "no target left" n_targets_up 0
 [ -z "$(targets)" ] || fail "targets left after the job: $(targets)"
-log "PASS: 4 targets by pod discovery, a restart on the restarts panel, every dashboard query with data, step $last scraped on every rank, targets gone"
+# The cluster's operator back for the tests after this one.
+restore
+process_operator_runs || fail "the cluster's operator process did not start again"
+log "PASS: 4 rank targets and the operator's pod by pod discovery, a restart on the restarts panel, every dashboard query with data, step $last scraped on every rank, targets gone; the cluster's operator restored"
 finish 0

@@ -27,7 +27,7 @@ out=$("$HELM" lint "$CHART" 2>&1) || fail "helm lint: $out"
 TEAM=hm-team-$ID
 MATRIX=(
   "|ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Deployment Service ConfigMap NetworkPolicy|"
-  "--set operator.watchNamespace=$TEAM --set replicaCount=1 --set operator.leaderElect=false|ClusterRole Deployment|Role"
+  "--set operator.watchNamespace=$TEAM --set replicaCount=1 --set operator.leaderElect=false --set-json operator.extraArgs=[\"--tuning-poll-seconds=1\",\"--bind-address=\$(POD_IP)\"] --set-json operator.extraEnv=[{\"name\":\"POD_IP\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"status.podIP\"}}}]|ClusterRole Deployment|Role"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM|Role RoleBinding Deployment|ClusterRole ClusterRoleBinding"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM --set operator.leaderElect=false --set replicaCount=1|Role RoleBinding|ClusterRole"
   "--set operator.allowHostPath=true --set operator.allowServiceAccount=true --set operator.allowHostNetwork=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"name\":\"monitoring\"}}}]|NetworkPolicy ClusterRole|"
@@ -57,6 +57,14 @@ for row in "${MATRIX[@]}"; do
   case "$values" in
     *allowHostPath=true*) has "- --allow-host-path" && has "- --allow-service-account" && has "- --allow-host-network" || fail "[$i] allow flags not passed" ;;
     *) ! has "--allow-" || fail "[$i] an --allow- flag without its value" ;;
+  esac
+  case "$values" in
+    *extraArgs=*)
+      # After the chart's flags, and the env they name beside POD_NAME.
+      c=$(kubectl get deploy -n "$ns" "m$i-$ID-weft-operator" -o jsonpath='{.spec.template.spec.containers[0].args[-2:]} {.spec.template.spec.containers[0].env[*].name} {.spec.template.spec.containers[0].env[1].valueFrom.fieldRef.fieldPath}' 2>&1)
+      [ "$c" = '--tuning-poll-seconds=1 --bind-address=$(POD_IP) POD_NAME POD_IP status.podIP' ] \
+        || fail "[$i] operator.extraArgs/extraEnv in the Deployment: '$c'" ;;
+    *) ! has "--tuning-poll-seconds" || fail "[$i] an extra flag without operator.extraArgs" ;;
   esac
   case "$values" in
     *perJob=false*) has "- --no-network-policy" || fail "[$i] networkPolicy.perJob=false does not reach the operator" ;;
@@ -138,7 +146,9 @@ kubectl get -n "$ns" deploy "inst-$ID-weft-operator" >/dev/null 2>&1 || fail "he
 out=$("$HELM" uninstall "inst-$ID" --namespace "$ns" 2>&1) || fail "helm uninstall: $out"
 
 # Bad values fail before anything reaches the cluster, naming the field.
+n_bad=0
 bad() {  # bad "<helm args>" "<expected message>"
+  n_bad=$((n_bad + 1))
   # shellcheck disable=SC2086
   out=$("$HELM" install "bad-$ID" "$CHART" --namespace "$ns" $1 2>&1) && fail "helm install $1 was accepted"
   grep -qF "$2" <<<"$out" || fail "helm install $1: message lacks '$2': $out"
@@ -148,10 +158,12 @@ bad "--set operator.logLevel=loud" "operator.logLevel must be one of the followi
 bad "--set rbac.namespaced=true" "operator.watchNamespace: String length must be greater than or equal to 1"
 bad "--set operator.leaderElect=false" "replicaCount: Must be less than or equal to 1"
 bad "--set image.pullPolicy=Sometimes" "image.pullPolicy must be one of the following"
+bad "--set operator.extraArgs=--workers=8" "operator.extraArgs: Invalid type. Expected: array, given: string"
+bad "--set-json operator.extraEnv=[{\"value\":\"x\"}]" "operator.extraEnv.0: name is required"
 bad "--set metrics.port=0" "metrics.port: Must be greater than or equal to 1"
 bad "--set operatr.workers=2" "Additional property operatr is not allowed"
 bad "--set metrics.workers.podMonitor.interval=often" "metrics.workers.podMonitor.interval: Does not match pattern"
 # Bounded like the operator's flags, which refuse these with exit 2.
 bad "--set operator.workers=100" "operator.workers: Must be less than or equal to 64"
 bad "--set operator.leaseDurationSeconds=100000" "operator.leaseDurationSeconds: Must be less than or equal to 3600"
-echo "PASS: helm lint; ${#MATRIX[@]} value sets rendered and applied to the API server; worker scraping; install/uninstall; 10 bad values refused"
+echo "PASS: helm lint; ${#MATRIX[@]} value sets rendered and applied to the API server; worker scraping; install/uninstall; $n_bad bad values refused"
