@@ -226,10 +226,14 @@ std::string check_nodes(int nnodes, int node_rank, int nproc, const std::string&
   return "";
 }
 
-}  // namespace
+// ---- main's steps: each returns what the next needs or throws ExitNow with
+// the exit code (its reason already printed).
 
-int main(int argc, char** argv) {
-  CLI::App app{"weft-run: start N weft ranks on this machine"};
+struct ExitNow {
+  int code;
+};
+
+struct RunArgs {
   int nproc = 1;
   std::string worker;
   int master_port = 0;
@@ -237,23 +241,29 @@ int main(int argc, char** argv) {
   std::string master_addr = "127.0.0.1";
   double grace_s = 10;
   bool from_env = false;
+  std::vector<std::string> worker_args;  // everything after the options
+};
+
+RunArgs parse_args(int argc, char** argv) {
+  CLI::App app{"weft-run: start N weft ranks on this machine"};
+  RunArgs a;
   CLI::Option* nproc_opt =
-      app.add_option("-n,--nproc", nproc, "number of ranks on this machine")->check(CLI::Range(1, 4096));
-  CLI::Option* env_opt = app.add_flag("--from-env", from_env,
+      app.add_option("-n,--nproc", a.nproc, "number of ranks on this machine")->check(CLI::Range(1, 4096));
+  CLI::Option* env_opt = app.add_flag("--from-env", a.from_env,
                                       "the gang from the launch environment: LOCAL_WORLD_SIZE ranks here, "
                                       "WORLD_SIZE in all, NODE_RANK, MASTER_ADDR, MASTER_PORT (as a pod sets them)");
   CLI::Option* gang_opts[] = {
       nproc_opt,
-      app.add_option("--nnodes", nnodes, "number of machines (launchers) in the job")->check(CLI::Range(1, 4096)),
-      app.add_option("--node-rank", node_rank, "this machine's index, 0 .. nnodes-1")->check(CLI::Range(0, 4095)),
-      app.add_option("--master-addr", master_addr, "host of rank 0's rendezvous store (default 127.0.0.1)"),
-      app.add_option("--master-port", master_port, "rendezvous port (default: a free port)")
+      app.add_option("--nnodes", a.nnodes, "number of machines (launchers) in the job")->check(CLI::Range(1, 4096)),
+      app.add_option("--node-rank", a.node_rank, "this machine's index, 0 .. nnodes-1")->check(CLI::Range(0, 4095)),
+      app.add_option("--master-addr", a.master_addr, "host of rank 0's rendezvous store (default 127.0.0.1)"),
+      app.add_option("--master-port", a.master_port, "rendezvous port (default: a free port)")
           ->check(CLI::Range(1, 65535))};
   for (CLI::Option* o : gang_opts) env_opt->excludes(o);
-  app.add_option("--worker", worker, "worker program (default: weft-worker next to weft-run)");
+  app.add_option("--worker", a.worker, "worker program (default: weft-worker next to weft-run)");
   // NaN passes every comparison (CLI::Range included) and inf or 1e300
   // overflow the deadline's arithmetic into the past: both killed at once.
-  app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when a rank fails (0 to 86400)")
+  app.add_option("--grace", a.grace_s, "seconds between SIGTERM and SIGKILL when a rank fails (0 to 86400)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
             char* end = nullptr;
@@ -269,225 +279,294 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help exits 0; a usage error is bad input like any other (exit 1).
-    return app.exit(e) == 0 ? kExitDone : kExitBadConfig;
+    throw ExitNow{app.exit(e) == 0 ? kExitDone : kExitBadConfig};
   }
-  if (!from_env && nproc_opt->count() == 0) {
+  if (!a.from_env && nproc_opt->count() == 0) {
     std::fprintf(stderr, "weft-run: -n/--nproc or --from-env is required (run with --help for more information)\n");
-    return kExitBadConfig;
+    throw ExitNow{kExitBadConfig};
   }
-  std::vector<std::string> worker_args = app.remaining();
-  if (!worker_args.empty() && worker_args.front() == "--") worker_args.erase(worker_args.begin());
-  // The gang's attempt and rendezvous secret, when an operator started this
-  // launcher, read by the ranks' own rules; every rank gets the same.
-  LaunchEnv gang;
+  a.worker_args = app.remaining();
+  if (!a.worker_args.empty() && a.worker_args.front() == "--") a.worker_args.erase(a.worker_args.begin());
+  return a;
+}
+
+// The gang's attempt and rendezvous secret, when an operator started this
+// launcher, read by the ranks' own rules (every rank gets the same); with
+// --from-env also this launcher's share of the gang, which replaces the
+// gang options in `a`.
+LaunchEnv gang_from_environment(RunArgs& a) {
   try {
     EnvMap given;
     for (const char* name : {kEnvAttempt, kEnvRdzvToken, kEnvPlannedWorldSize})
       if (const char* v = getenv(name)) given[name] = v;
-    if (from_env)
+    if (a.from_env)
       for (const char* name : {kEnvWorldSize, kEnvLocalWorldSize, kEnvNodeRank, kEnvMasterAddr, kEnvMasterPort})
         if (const char* v = getenv(name)) given[name] = v;
-    gang = parse_launch_env(given);
-    if (from_env) {
-      // This launcher's share of the gang, by the ranks' own rules.
+    LaunchEnv gang = parse_launch_env(given);
+    if (a.from_env) {
       if (given[kEnvLocalWorldSize].empty() || given[kEnvWorldSize].empty())
         throw LaunchEnvError(std::string("--from-env needs ") + kEnvWorldSize + " and " + kEnvLocalWorldSize + " set");
       if (gang.world % gang.local_world != 0)
         throw LaunchEnvError(std::string(kEnvWorldSize) + " " + std::to_string(gang.world) + " is not a multiple of " +
                              kEnvLocalWorldSize + " " + std::to_string(gang.local_world));
-      nproc = gang.local_world;
-      nnodes = gang.world / gang.local_world;
-      node_rank = gang.node_rank;
+      a.nproc = gang.local_world;
+      a.nnodes = gang.world / gang.local_world;
+      a.node_rank = gang.node_rank;
       if (gang.world > 1) {
-        master_addr = gang.master_addr;
-        master_port = gang.master_port;
+        a.master_addr = gang.master_addr;
+        a.master_port = gang.master_port;
       }
     }
+    return gang;
   } catch (const LaunchEnvError& e) {
     std::fprintf(stderr, "weft-run: bad launch environment: %s\n", e.what());
-    return kExitBadConfig;
+    throw ExitNow{kExitBadConfig};
   }
-  if (std::string err = check_nodes(nnodes, node_rank, nproc, master_addr, master_port, !gang.token.empty());
-      !err.empty()) {
-    std::fprintf(stderr, "weft-run: %s\n", err.c_str());
-    return kExitBadConfig;
-  }
-  const int world = nnodes * nproc, first_rank = node_rank * nproc;
+}
 
+// The worker program: --worker, or weft-worker next to this launcher.
+std::string worker_program(const std::string& given) {
+  std::string worker = given;
   if (worker.empty()) {
     std::error_code ec;
     auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
     worker = (self.parent_path() / "weft-worker").string();
   }
   if (access(worker.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "weft-run: worker program '%s' is not executable: %s (use --worker)\n",
-                 worker.c_str(), std::strerror(errno));
-    return kExitBadConfig;
+    std::fprintf(stderr, "weft-run: worker program '%s' is not executable: %s (use --worker)\n", worker.c_str(),
+                 std::strerror(errno));
+    throw ExitNow{kExitBadConfig};
   }
-  if (master_port == 0) master_port = free_port();
-  print_metrics_endpoints(worker_args, nproc, first_rank);
-  if (gang.token.empty()) gang.token = random_token();
-  gang.world = world;
-  gang.local_world = nproc;
-  gang.node_rank = node_rank;
-  gang.master_addr = master_addr;
-  gang.master_port = static_cast<uint16_t>(master_port);
-  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
-  std::string threads = std::to_string(std::max(1u, ncpu / static_cast<unsigned>(nproc)));
+  return worker;
+}
 
-  // Signals are read from a signalfd in the poll loop, never from handlers.
-  sigset_t mask, old_mask;
+// Signals are read from a signalfd in the poll loop, never from handlers.
+// Returns the signalfd; `old_mask` is what the ranks get back.
+int block_signals(sigset_t* old_mask) {
+  sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, &old_mask);
+  sigprocmask(SIG_BLOCK, &mask, old_mask);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   // Some kernels (and sandboxes) ignore SFD_NONBLOCK; the drain loop below
   // must never block, or a SIGCHLD would leave the launcher stuck.
   fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK);
+  return sfd;
+}
 
-  std::vector<Rank> ranks(nproc);
-  const pid_t launcher = getpid();
-  for (int r = 0; r < nproc; ++r) {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-      std::perror("weft-run: pipe");
-      signal_all(ranks, SIGKILL);
-      return 1;
+// Forks and execs local rank r with the gang's environment, its share of the
+// cores and its output on pipes.
+Rank spawn_rank(int r, int first_rank, const LaunchEnv& gang, const std::string& worker,
+                const std::vector<std::string>& worker_args, const std::string& threads, const sigset_t& old_mask,
+                pid_t launcher, std::vector<Rank>& ranks) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    std::perror("weft-run: pipe");
+    signal_all(ranks, SIGKILL);
+    throw ExitNow{1};
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    // A rank dies with its launcher (weft-run killed with SIGKILL cannot
+    // stop its ranks). If the launcher died before prctl took effect, the
+    // child has been re-parented already: exit instead of training alone.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(kExitPeerLost);
+    setpgid(0, 0);  // terminal signals reach weft-run only; it forwards them
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    LaunchEnv mine = gang;
+    mine.rank = first_rank + r;
+    mine.local_rank = r;
+    for (const auto& [name, value] : launch_env_vars(mine)) setenv(name.c_str(), value.c_str(), 1);
+    setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+    setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+    std::vector<char*> a{const_cast<char*>(worker.c_str())};
+    for (auto& s : worker_args) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(worker.c_str(), a.data());
+    std::fprintf(stderr, "weft-run: cannot exec %s: %s\n", worker.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(out[1]);
+  close(err[1]);
+  return Rank{r, first_rank + r, pid, true, false, -1, out[0], err[0], {}, {}};
+}
+
+// The running gang, until every rank is gone: forwards their output line by
+// line, forwards signals, and on the first failure stops the others (SIGKILL
+// after --grace) and keeps the code of the rank that caused it.
+class Supervisor {
+ public:
+  Supervisor(std::vector<Rank>& ranks, int sfd, double grace_s) : ranks_(ranks), sfd_(sfd), grace_s_(grace_s) {}
+
+  int run() {
+    while (live()) {
+      if (!poll_once()) break;
+      reap();
+      if (Clock::now() >= kill_at_) {
+        for (auto& r : ranks_) r.killed = r.running;
+        signal_all(ranks_, SIGKILL);
+        kill_at_ = Clock::time_point::max();
+      }
+      // A rank's own children may keep its pipes open after it exited: stop
+      // reading once every rank is gone and a grace second has passed.
+      bool any_running = false;
+      for (auto& r : ranks_) any_running |= r.running;
+      if (!any_running && all_exited_ == Clock::time_point::max()) all_exited_ = Clock::now();
+      if (!any_running && Clock::now() - all_exited_ > std::chrono::seconds(1)) break;
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-      // A rank dies with its launcher (weft-run killed with SIGKILL cannot
-      // stop its ranks). If the launcher died before prctl took effect, the
-      // child has been re-parented already: exit instead of training alone.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(kExitPeerLost);
-      setpgid(0, 0);  // terminal signals reach weft-run only; it forwards them
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-      LaunchEnv mine = gang;
-      mine.rank = first_rank + r;
-      mine.local_rank = r;
-      for (const auto& [name, value] : launch_env_vars(mine)) setenv(name.c_str(), value.c_str(), 1);
-      setenv("OMP_NUM_THREADS", threads.c_str(), 0);
-      setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
-      std::vector<char*> a{const_cast<char*>(worker.c_str())};
-      for (auto& s : worker_args) a.push_back(const_cast<char*>(s.c_str()));
-      a.push_back(nullptr);
-      execv(worker.c_str(), a.data());
-      std::fprintf(stderr, "weft-run: cannot exec %s: %s\n", worker.c_str(), std::strerror(errno));
-      _exit(127);
-    }
-    setpgid(pid, pid);
-    close(out[1]);
-    close(err[1]);
-    ranks[r] = Rank{r, first_rank + r, pid, true, false, -1, out[0], err[0], {}, {}};
+    return exit_code_;
   }
 
-  int failed_rank = -1, exit_code = 0, signals_seen = 0;
-  Clock::time_point kill_at = Clock::time_point::max();
-  Clock::time_point all_exited = Clock::time_point::max();
-  auto live = [&] {
-    for (auto& r : ranks)
+ private:
+  bool live() const {
+    for (auto& r : ranks_)
       if (r.running || r.out_fd >= 0 || r.err_fd >= 0) return true;
     return false;
-  };
-  while (live()) {
-    std::vector<pollfd> fds{{sfd, POLLIN, 0}};
+  }
+
+  // Waits up to a second (less before a pending SIGKILL) for output or a
+  // signal, and handles what came; false when poll itself failed.
+  bool poll_once() {
+    std::vector<pollfd> fds{{sfd_, POLLIN, 0}};
     std::vector<std::pair<int, bool>> owner{{-1, false}};
-    for (auto& r : ranks) {
+    for (auto& r : ranks_) {
       if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0}), owner.push_back({r.index, false});
       if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0}), owner.push_back({r.index, true});
     }
     int timeout_ms = 1000;
-    if (kill_at != Clock::time_point::max())
+    if (kill_at_ != Clock::time_point::max())
       timeout_ms = static_cast<int>(std::clamp<int64_t>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()).count(), 0, 1000));
-    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+          std::chrono::duration_cast<std::chrono::milliseconds>(kill_at_ - Clock::now()).count(), 0, 1000));
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return false;
+    for (size_t i = 1; i < fds.size(); ++i)
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) forward_output(ranks_[owner[i].first], owner[i].second);
+    if (fds[0].revents & POLLIN) forward_signals();
+    return true;
+  }
 
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Rank& r = ranks[owner[i].first];
-      bool is_err = owner[i].second;
-      char buf[65536];
-      ssize_t k = read(fds[i].fd, buf, sizeof buf);
-      std::string& partial = is_err ? r.err_partial : r.out_partial;
-      if (k > 0) {
-        partial.append(buf, static_cast<size_t>(k));
-        emit_lines(is_err ? 2 : 1, r.rank, partial, false);
-      } else if (k == 0 || errno != EINTR) {
-        emit_lines(is_err ? 2 : 1, r.rank, partial, true);
-        close(fds[i].fd);
-        (is_err ? r.err_fd : r.out_fd) = -1;
-      }
+  void forward_output(Rank& r, bool is_err) {
+    int& fd = is_err ? r.err_fd : r.out_fd;
+    char buf[65536];
+    ssize_t k = read(fd, buf, sizeof buf);
+    std::string& partial = is_err ? r.err_partial : r.out_partial;
+    if (k > 0) {
+      partial.append(buf, static_cast<size_t>(k));
+      emit_lines(is_err ? 2 : 1, r.rank, partial, false);
+    } else if (k == 0 || errno != EINTR) {
+      emit_lines(is_err ? 2 : 1, r.rank, partial, true);
+      close(fd);
+      fd = -1;
     }
+  }
 
-    if (fds[0].revents & POLLIN) {
-      signalfd_siginfo si;
-      while (read(sfd, &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGCHLD) continue;  // reaped below
-        int sig = static_cast<int>(si.ssi_signo);
-        if (++signals_seen == 1) {
-          std::fprintf(stderr, "weft-run: got %s, forwarding to all ranks\n", strsignal(sig));
-          signal_all(ranks, sig);
-        } else {
-          std::fprintf(stderr, "weft-run: got %s again, killing all ranks\n", strsignal(sig));
-          signal_all(ranks, SIGKILL);
-        }
-        break;
+  // SIGINT / SIGTERM go to every rank; a second one kills them.
+  void forward_signals() {
+    signalfd_siginfo si;
+    while (read(sfd_, &si, sizeof si) == sizeof si) {
+      if (si.ssi_signo == SIGCHLD) continue;  // reaped below
+      int sig = static_cast<int>(si.ssi_signo);
+      if (++signals_seen_ == 1) {
+        std::fprintf(stderr, "weft-run: got %s, forwarding to all ranks\n", strsignal(sig));
+        signal_all(ranks_, sig);
+      } else {
+        std::fprintf(stderr, "weft-run: got %s again, killing all ranks\n", strsignal(sig));
+        signal_all(ranks_, SIGKILL);
       }
+      break;
     }
+  }
 
+  void reap() {
     int status = 0;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      for (auto& r : ranks) {
-        if (r.pid != pid) continue;
-        r.running = false;
-        r.code = decode(status);
-        // A rank weft-run killed itself after --grace is a consequence, not
-        // the cause: it hung (or ignored SIGTERM) after another rank failed.
-        // Its 137 is not reported as the gang's code.
-        if (r.killed && r.code == 128 + SIGKILL) {
-          std::fprintf(stderr,
-                       "weft-run: rank %d did not stop within %g s of SIGTERM (hung?); weft-run killed it "
-                       "(code 137 is weft-run's own SIGKILL)\n",
-                       r.rank, grace_s);
-          continue;
-        }
-        // A rank that lost a peer exits 3 as a consequence; if the rank that
-        // caused it (crashed, killed, bad input) is reaped later, report that
-        // one. Exits from our own SIGTERM (143) are never a root cause.
-        if (r.code != kExitDone && failed_rank >= 0 && exit_code == kExitPeerLost &&
-            r.code != kExitPeerLost && r.code != kExitPreempted) {
-          failed_rank = r.rank;
-          exit_code = r.code;
-          std::fprintf(stderr, "weft-run: rank %d exited with code %d (the cause)\n", r.rank, r.code);
-        }
-        if (r.code != kExitDone && failed_rank < 0) {
-          failed_rank = r.rank;
-          exit_code = r.code;
-          if (signals_seen == 0)
-            std::fprintf(stderr, "weft-run: rank %d exited with code %d; stopping the other ranks\n",
-                         r.rank, r.code);
-          signal_all(ranks, SIGTERM);
-          kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
-        }
-      }
-    }
-    if (Clock::now() >= kill_at) {
-      for (auto& r : ranks) r.killed = r.running;
-      signal_all(ranks, SIGKILL);
-      kill_at = Clock::time_point::max();
-    }
-    // A rank's own children may keep its pipes open after it exited: stop
-    // reading once every rank is gone and a grace second has passed.
-    bool any_running = false;
-    for (auto& r : ranks) any_running |= r.running;
-    if (!any_running && all_exited == Clock::time_point::max()) all_exited = Clock::now();
-    if (!any_running && Clock::now() - all_exited > std::chrono::seconds(1)) break;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+      for (auto& r : ranks_)
+        if (r.pid == pid) exited(r, decode(status));
   }
-  return exit_code;
+
+  void exited(Rank& r, int code) {
+    r.running = false;
+    r.code = code;
+    // A rank weft-run killed itself after --grace is a consequence, not the
+    // cause: it hung (or ignored SIGTERM) after another rank failed. Its 137
+    // is not reported as the gang's code.
+    if (r.killed && r.code == 128 + SIGKILL) {
+      std::fprintf(stderr,
+                   "weft-run: rank %d did not stop within %g s of SIGTERM (hung?); weft-run killed it "
+                   "(code 137 is weft-run's own SIGKILL)\n",
+                   r.rank, grace_s_);
+      return;
+    }
+    // A rank that lost a peer exits 3 as a consequence; if the rank that
+    // caused it (crashed, killed, bad input) is reaped later, report that
+    // one. Exits from our own SIGTERM (143) are never a root cause.
+    if (r.code != kExitDone && failed_rank_ >= 0 && exit_code_ == kExitPeerLost && r.code != kExitPeerLost &&
+        r.code != kExitPreempted) {
+      failed_rank_ = r.rank;
+      exit_code_ = r.code;
+      std::fprintf(stderr, "weft-run: rank %d exited with code %d (the cause)\n", r.rank, r.code);
+    }
+    if (r.code != kExitDone && failed_rank_ < 0) {
+      failed_rank_ = r.rank;
+      exit_code_ = r.code;
+      if (signals_seen_ == 0)
+        std::fprintf(stderr, "weft-run: rank %d exited with code %d; stopping the other ranks\n", r.rank, r.code);
+      signal_all(ranks_, SIGTERM);
+      kill_at_ = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s_ * 1000));
+    }
+  }
+
+  std::vector<Rank>& ranks_;
+  const int sfd_;
+  const double grace_s_;
+  int failed_rank_ = -1, exit_code_ = 0, signals_seen_ = 0;
+  Clock::time_point kill_at_ = Clock::time_point::max();
+  Clock::time_point all_exited_ = Clock::time_point::max();
+};
+
+// The launcher: checks the gang, starts its ranks, supervises them.
+int launch(RunArgs& a) {
+  LaunchEnv gang = gang_from_environment(a);
+  if (std::string err = check_nodes(a.nnodes, a.node_rank, a.nproc, a.master_addr, a.master_port, !gang.token.empty());
+      !err.empty()) {
+    std::fprintf(stderr, "weft-run: %s\n", err.c_str());
+    return kExitBadConfig;
+  }
+  const int world = a.nnodes * a.nproc, first_rank = a.node_rank * a.nproc;
+  const std::string worker = worker_program(a.worker);
+  if (a.master_port == 0) a.master_port = free_port();
+  print_metrics_endpoints(a.worker_args, a.nproc, first_rank);
+  if (gang.token.empty()) gang.token = random_token();
+  gang.world = world;
+  gang.local_world = a.nproc;
+  gang.node_rank = a.node_rank;
+  gang.master_addr = a.master_addr;
+  gang.master_port = static_cast<uint16_t>(a.master_port);
+  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, ncpu / static_cast<unsigned>(a.nproc)));
+
+  sigset_t old_mask;
+  const int sfd = block_signals(&old_mask);
+  std::vector<Rank> ranks(a.nproc);
+  const pid_t launcher = getpid();
+  for (int r = 0; r < a.nproc; ++r)
+    ranks[r] = spawn_rank(r, first_rank, gang, worker, a.worker_args, threads, old_mask, launcher, ranks);
+  return Supervisor(ranks, sfd, a.grace_s).run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    RunArgs args = parse_args(argc, argv);
+    return launch(args);
+  } catch (const ExitNow& e) {
+    return e.code;
+  }
 }

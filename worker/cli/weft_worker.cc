@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -260,32 +261,41 @@ weft::comm::Settings run_settings(const weft::WorkerConfig& cfg, const weft::con
   return s;
 }
 
-}  // namespace
+// ---- main's steps: each either returns what the next needs or throws ExitNow
+// with the process's exit code (its reason already printed).
 
-int main(int argc, char** argv) {
-  ensure_passive_openmp_waits(argv);
-  CLI::App app{"weft-worker: trains a Llama-style model (one rank)"};
-  std::string config_path, preset = "tiny", out_dir, checkpoint_dir, init_from;
+struct ExitNow {
+  int code;
+};
+
+using Env = std::map<std::string, std::string>;  // the process environment (comm::current_environment)
+
+struct WorkerArgs {
+  std::string config_path, preset = "tiny", out_dir, checkpoint_dir, init_from, eval_dir;
   int steps = 0;
   bool no_resume = false, print_config = false;
-  app.add_option("config", config_path, "worker config YAML (default: the --preset)");
-  app.add_option("--preset", preset, "built-in config when no file is given: tiny, gpt2-124m");
-  app.add_option("--steps", steps, "override train.steps")->check(CLI::PositiveNumber);
-  app.add_option("--out", out_dir, "override train.out_dir (summary.json, default checkpoints)");
-  app.add_option("--checkpoint-dir", checkpoint_dir, "override checkpoint.dir");
-  app.add_option("--init-from", init_from,
+  std::vector<std::string> export_hf;  // CKPT OUT
+};
+
+WorkerArgs parse_args(int argc, char** argv) {
+  CLI::App app{"weft-worker: trains a Llama-style model (one rank)"};
+  WorkerArgs a;
+  app.add_option("config", a.config_path, "worker config YAML (default: the --preset)");
+  app.add_option("--preset", a.preset, "built-in config when no file is given: tiny, gpt2-124m");
+  app.add_option("--steps", a.steps, "override train.steps")->check(CLI::PositiveNumber);
+  app.add_option("--out", a.out_dir, "override train.out_dir (summary.json, default checkpoints)");
+  app.add_option("--checkpoint-dir", a.checkpoint_dir, "override checkpoint.dir");
+  app.add_option("--init-from", a.init_from,
                  "start from a Hugging Face Llama directory (overrides init_from; the model section "
                  "comes from its config.json)");
-  app.add_flag("--no-resume", no_resume, "start from scratch even if a checkpoint exists");
-  app.add_flag("--print-config", print_config, "print the resolved config and exit");
-  std::vector<std::string> export_hf;
-  app.add_option("--export-hf", export_hf,
+  app.add_flag("--no-resume", a.no_resume, "start from scratch even if a checkpoint exists");
+  app.add_flag("--print-config", a.print_config, "print the resolved config and exit");
+  app.add_option("--export-hf", a.export_hf,
                  "write the Hugging Face model directory OUT of checkpoint CKPT (a step-N directory, or a "
                  "checkpoint directory's latest) and exit; sharded checkpoints stream tensor by tensor")
       ->expected(2)
       ->type_name("CKPT OUT");
-  std::string eval_dir;
-  app.add_option("--eval", eval_dir,
+  app.add_option("--eval", a.eval_dir,
                  "evaluate the model of DIR (a Hugging Face Llama directory, a checkpoint's step-N directory, "
                  "sharded ones included, or a checkpoint directory's latest) on the config's held-out data "
                  "(eval.batches, eval.shards), print its loss and exit")
@@ -294,66 +304,72 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help exits 0; a usage error is bad input like any other (exit 1).
-    const int code = app.exit(e);
-    return code == 0 ? weft::contract::kExitDone : weft::contract::kExitBadConfig;
+    throw ExitNow{app.exit(e) == 0 ? weft::contract::kExitDone : weft::contract::kExitBadConfig};
   }
-
-  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
-  if (!export_hf.empty() && !eval_dir.empty()) {
+  if (!a.export_hf.empty() && !a.eval_dir.empty()) {
     // Each is a whole job of its own: doing one and dropping the other
     // without a word was the old behaviour.
     std::cerr << "weft-worker: --eval and --export-hf: give one of them per call (export first, then --eval the "
                  "exported directory or the checkpoint itself)\n";
-    return weft::contract::kExitBadConfig;
+    throw ExitNow{weft::contract::kExitBadConfig};
   }
-  if (!export_hf.empty()) return run_export(export_hf[0], export_hf[1]);
-  if (!eval_dir.empty()) return run_eval(config_path, preset, eval_dir);
-  // The process environment, read once: config overrides (WEFT_*) and the
-  // launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) both come from it.
-  const auto env = weft::comm::current_environment();
-  weft::WorkerConfig cfg;
+  return a;
+}
+
+// The config file or preset, the environment's WEFT_* overrides, the flags,
+// validated.
+weft::WorkerConfig load_config(const WorkerArgs& a, const Env& env) {
   try {
-    if (!config_path.empty())
-      cfg = weft::load_config_file(config_path, init_from);
-    else if (!init_from.empty())  // the preset's model fields give way to config.json's
-      cfg = weft::parse_config("preset: " + preset + "\n", "--preset", init_from);
+    weft::WorkerConfig cfg;
+    if (!a.config_path.empty())
+      cfg = weft::load_config_file(a.config_path, a.init_from);
+    else if (!a.init_from.empty())  // the preset's model fields give way to config.json's
+      cfg = weft::parse_config("preset: " + a.preset + "\n", "--preset", a.init_from);
     else
-      cfg = weft::preset(preset);
+      cfg = weft::preset(a.preset);
     weft::apply_env_overrides(cfg, env);
-    if (steps > 0) cfg.train.steps = steps;
-    if (!out_dir.empty()) cfg.train.out_dir = out_dir;
-    if (!checkpoint_dir.empty()) cfg.checkpoint.dir = checkpoint_dir;
-    if (no_resume) cfg.checkpoint.resume = false;
+    if (a.steps > 0) cfg.train.steps = a.steps;
+    if (!a.out_dir.empty()) cfg.train.out_dir = a.out_dir;
+    if (!a.checkpoint_dir.empty()) cfg.checkpoint.dir = a.checkpoint_dir;
+    if (a.no_resume) cfg.checkpoint.resume = false;
     weft::validate(cfg);
+    return cfg;
   } catch (const weft::ConfigError& e) {
-    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e);
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e)};
   }
-  weft::contract::LaunchEnv launch;
+}
+
+// RANK, WORLD_SIZE, ... and, for an elastic gang smaller than planned, the
+// gradient accumulation that keeps every step's samples those of the plan.
+weft::contract::LaunchEnv read_launch(weft::WorkerConfig& cfg, const Env& env) {
   try {
-    launch = weft::contract::parse_launch_env(env);
-  } catch (const weft::contract::LaunchEnvError& e) {
-    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e);
-  }
-  try {
+    const weft::contract::LaunchEnv launch = weft::contract::parse_launch_env(env);
     const int planned_accum = weft::scale_to_planned_world(cfg, launch.world, launch.planned());
     if (planned_accum != cfg.train.grad_accum)
       spdlog::info("elastic: {} of the {} planned ranks; train.grad_accum {} -> {}, so that every step trains on "
                    "the samples of the planned gang",
                    launch.world, launch.planned(), planned_accum, cfg.train.grad_accum);
+    return launch;
+  } catch (const weft::contract::LaunchEnvError& e) {
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e)};
   } catch (const weft::ConfigError& e) {
-    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e);
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e)};
   }
-  if (print_config) {
-    // The fingerprint the ranks compare at the rendezvous: equal on every
-    // rank of a job, whatever its per-rank settings.
-    std::cout << weft::to_yaml(cfg)
-              << fmt::format("# run fingerprint: {:016x}\n",
-                             weft::comm::settings_fingerprint(run_settings(cfg, launch)))
-              << "# memory estimate per rank: " << weft::estimate_memory(cfg, launch.world).describe() << "\n";
-    return weft::contract::kExitDone;
-  }
+}
 
-  // The GPU is chosen before the communicators exist: NCCL binds to it.
+// --print-config: the config as the rank runs it, the fingerprint the ranks
+// compare at the rendezvous (equal on every rank of a job, whatever its
+// per-rank settings) and the memory estimate.
+void print_config(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch) {
+  std::cout << weft::to_yaml(cfg)
+            << fmt::format("# run fingerprint: {:016x}\n", weft::comm::settings_fingerprint(run_settings(cfg, launch)))
+            << "# memory estimate per rank: " << weft::estimate_memory(cfg, launch.world).describe() << "\n";
+}
+
+// The GPU is chosen before the communicators exist (NCCL binds to it), and a
+// model that cannot fit is refused before anything is allocated.
+void place_on_device(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch,
+                     const Env& env) {
   try {
     const weft::DevicePlacement placed = weft::place_rank(cfg, launch, env);
     // What the device holds before weft allocates (the CUDA context, other
@@ -361,144 +377,180 @@ int main(int argc, char** argv) {
     // weft's allocator, told apart step by step.
     if (placed.gpu >= 0)
       spdlog::info("device: {}; {:.0f} MiB of it in use", placed.describe(), weft::gpu_mib_in_use());
-    // A model that cannot fit is refused before anything is allocated.
     weft::check_memory_fits(cfg, env, launch);
   } catch (const weft::ConfigError& e) {
-    return exit_saying(weft::contract::kExitBadConfig, "weft-worker: ", e);
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: ", e)};
   }
+}
 
-  std::signal(SIGINT, on_signal_before_training);
-  std::signal(SIGTERM, on_signal_before_training);
-  std::unique_ptr<weft::comm::ProcessGroups> groups;
+// The rendezvous: every rank's communicators, or the reason there are none.
+std::unique_ptr<weft::comm::ProcessGroups> join_job(const weft::WorkerConfig& cfg,
+                                                    const weft::contract::LaunchEnv& launch) {
   try {
     weft::comm::GroupOptions options = weft::group_options(cfg);
     options.shared_settings = run_settings(cfg, launch);
-    groups = weft::comm::init_process_groups(launch, options);
+    auto groups = weft::comm::init_process_groups(launch, options);
+    if (cfg.device == "cuda")
+      spdlog::info("GPU memory with the communicators: {:.0f} MiB of the device in use", weft::gpu_mib_in_use());
+    return groups;
   } catch (const weft::comm::SettingsMismatchError& e) {
     // Every rank refuses at once: one write, so weft-run forwards whole lines.
-    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad config: ", e);
+    throw ExitNow{exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad config: ", e)};
   } catch (const weft::comm::TokenRejectedError& e) {
-    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: rendezvous refused: ", e);
+    throw ExitNow{exit_saying(weft::comm::kExitBadConfig, "weft-worker: rendezvous refused: ", e)};
   } catch (const weft::comm::RendezvousError& e) {
-    return exit_saying(weft::comm::kExitPeerLost, "weft-worker: rendezvous failed: ", e);
+    throw ExitNow{exit_saying(weft::comm::kExitPeerLost, "weft-worker: rendezvous failed: ", e)};
   } catch (const weft::comm::CommError& e) {
-    return exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad launch environment: ", e);
+    throw ExitNow{exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad launch environment: ", e)};
   }
-  const int rank = groups->rank();
-  if (cfg.device == "cuda")
-    spdlog::info("GPU memory with the communicators: {:.0f} MiB of the device in use", weft::gpu_mib_in_use());
+}
+
+// Where the run writes is checked now, not at its first checkpoint. Rank 0
+// writes the summary and checkpoints (ZeRO and ISP ranks their shards too);
+// the gang has formed, so no writer of this job is running and what
+// interrupted writes left behind can go. Returns whether this rank writes
+// checkpoints.
+bool prepare_outputs(const weft::WorkerConfig& cfg, int rank) {
+  const std::string ckpt_dir = weft::checkpoint_dir(cfg);
+  const bool writes_checkpoints = rank == 0 || weft::strategy_traits(cfg.parallel).every_rank_writes;
+  if (rank == 0) weft::require_writable_dir(cfg.train.out_dir, "train.out_dir");
+  if (writes_checkpoints) weft::require_writable_dir(ckpt_dir, "checkpoint.dir");
+  if (rank == 0) {
+    const weft::StaleTemporaries stale = weft::remove_stale_temporaries(ckpt_dir);
+    if (stale.removed > 0)
+      spdlog::info("removed {} leftovers of interrupted checkpoint writes from {}, {:.1f} MiB freed", stale.removed,
+                   ckpt_dir, stale.bytes / 1048576.0);
+  }
+  return writes_checkpoints;
+}
+
+// The trainer's groups: dp, or for a strategy on the rank grid the whole
+// world (every rank agrees on stops at the step boundary) and sp, wp, wdp.
+weft::TrainerComm trainer_comm(const weft::WorkerConfig& cfg, weft::comm::ProcessGroups& groups) {
+  weft::TrainerComm tc;
+  tc.rank = groups.rank();
+  tc.world = groups.world_size();
+  tc.dp = groups.dp;
+  tc.context = &groups.context();
+  if (weft::strategy_traits(cfg.parallel).grid_groups) {
+    tc.dp = groups.world;
+    tc.sp = groups.sp;
+    tc.wp = groups.wp;
+    tc.wdp = groups.wdp;
+  }
+  return tc;
+}
+
+// A resumed run needs room only for the checkpoints of the steps it has left.
+void require_checkpoint_space(const weft::WorkerConfig& cfg, weft::Trainer& trainer) {
+  const std::string ckpt_dir = weft::checkpoint_dir(cfg);
+  const std::vector<std::string> existing = weft::list_checkpoints(ckpt_dir);
+  const int64_t start = cfg.checkpoint.resume ? weft::newest_checkpoint_step(ckpt_dir) : 0;
+  weft::require_free_space(ckpt_dir, weft::checkpoint_bytes_estimate(trainer.model().num_params()),
+                           cfg.checkpoint.keep, static_cast<int>(existing.size()),
+                           weft::checkpoints_to_write(start, cfg.train.steps, cfg.checkpoint.every),
+                           "checkpoint.dir");
+}
+
+// /metrics and /ready of this rank. A busy port costs a plain run its
+// metrics, never its training; in a TrainingJob the operator's progress,
+// tuning and stragglers read this port, so whatever holds it would be read
+// as this rank: the rank refuses to train.
+std::unique_ptr<weft::MetricsServer> serve_metrics(const weft::WorkerConfig& cfg,
+                                                   const weft::contract::LaunchEnv& launch,
+                                                   weft::TrainMetrics& metrics, int rank) {
+  const weft::MetricsEndpoint ep = weft::metrics_endpoint(cfg.metrics, launch.local_rank);
+  if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
+  if (ep.port <= 0) return nullptr;
+  // A pod (or a local cluster's pod) with its own address serves there, so
+  // several ranks on one machine do not claim the same 0.0.0.0 port.
+  const std::string host = launch.bind_addr.empty() ? "0.0.0.0" : launch.bind_addr;
+  weft::MetricsServerOptions server_opt;
+  server_opt.ready = [&metrics, rank](std::string* why) {
+    const int64_t step = metrics.last_step();
+    *why = step > 0 ? fmt::format("rank {} trains: step {} done", rank, step)
+                    : fmt::format("rank {} has joined the rendezvous; no step finished yet", rank);
+    return step > 0;
+  };
   try {
-    // Where the run writes is checked now, not at its first checkpoint.
-    // Rank 0 writes the summary and checkpoints (ZeRO and ISP ranks their
-    // shards too); the gang has formed, so no writer of this job is running
-    // and what interrupted writes left behind can go.
-    const std::string ckpt_dir = weft::checkpoint_dir(cfg);
-    const weft::StrategyTraits traits = weft::strategy_traits(cfg.parallel);
-    const bool writes_checkpoints = rank == 0 || traits.every_rank_writes;
-    if (rank == 0) weft::require_writable_dir(cfg.train.out_dir, "train.out_dir");
-    if (writes_checkpoints) weft::require_writable_dir(ckpt_dir, "checkpoint.dir");
-    if (rank == 0) {
-      const weft::StaleTemporaries stale = weft::remove_stale_temporaries(ckpt_dir);
-      if (stale.removed > 0)
-        spdlog::info("removed {} leftovers of interrupted checkpoint writes from {}, {:.1f} MiB freed",
-                     stale.removed, ckpt_dir, stale.bytes / 1048576.0);
+    auto exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), host, ep.port, server_opt);
+    spdlog::info("metrics at http://{}:{}/metrics (readiness at /ready)", host, ep.port);
+    return exposer;
+  } catch (const std::exception& e) {
+    if (!launch.job_uid.empty()) {
+      spdlog::error("metrics port {} is taken ({}): a TrainingJob's rank does not train unseen; free the port "
+                    "or move the job's metrics (spec.worker.metrics.port)",
+                    ep.port, e.what());
+      throw ExitNow{weft::contract::kExitBadConfig};
     }
-    weft::TrainerComm tc;
-    tc.rank = rank;
-    tc.world = groups->world_size();
-    tc.dp = groups->dp;
-    tc.context = &groups->context();
-    if (traits.grid_groups) {
-      // Every rank agrees on stops (the step boundary runs over tc.dp).
-      tc.dp = groups->world;
-      tc.sp = groups->sp;
-      tc.wp = groups->wp;
-      tc.wdp = groups->wdp;
-    }
-    spdlog::info("building the model (memory estimate per rank {})",
-                 weft::format_bytes(weft::estimate_memory(cfg, tc.world).total()));
-    weft::Trainer trainer(cfg, tc);
-    if (writes_checkpoints) {
-      // A resumed run writes only the checkpoints of the steps it has left.
-      const std::vector<std::string> existing = weft::list_checkpoints(ckpt_dir);
-      const int64_t start = cfg.checkpoint.resume ? weft::newest_checkpoint_step(ckpt_dir) : 0;
-      weft::require_free_space(ckpt_dir, weft::checkpoint_bytes_estimate(trainer.model().num_params()),
-                               cfg.checkpoint.keep, static_cast<int>(existing.size()),
-                               weft::checkpoints_to_write(start, cfg.train.steps, cfg.checkpoint.every),
-                               "checkpoint.dir");
-    }
-    // Metrics: the registry belongs to TrainMetrics; only main serves it. A
-    // busy port costs the metrics, never the training run.
-    std::vector<weft::comm::CommunicatorPtr> metric_groups{groups->world, groups->dp};
-    if (traits.grid_groups) metric_groups.insert(metric_groups.end(), {groups->sp, groups->wp, groups->wdp});
-    weft::TrainMetrics metrics(cfg, rank, groups->world_size(), metric_groups);
-    trainer.set_observer(&metrics);
-    metrics.set_bucket_cap_mb(trainer.grad_sync().report().bucket_cap_mb);
-    metrics.set_attention_kernel(trainer.attention_kernel().name);
-    metrics.set_identity(launch.job_uid, launch.attempt, rank, launch.node_rank, launch.local_rank);
-    std::unique_ptr<weft::MetricsServer> exposer;
-    const weft::MetricsEndpoint ep = weft::metrics_endpoint(cfg.metrics, launch.local_rank);
-    if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
-    if (ep.port > 0) {
-      // A pod (or a local cluster's pod) with its own address serves there,
-      // so several ranks on one machine do not claim the same 0.0.0.0 port.
-      const std::string host = launch.bind_addr.empty() ? "0.0.0.0" : launch.bind_addr;
-      weft::MetricsServerOptions server_opt;
-      server_opt.ready = [&metrics, rank](std::string* why) {
-        const int64_t step = metrics.last_step();
-        *why = step > 0 ? fmt::format("rank {} trains: step {} done", rank, step)
-                        : fmt::format("rank {} has joined the rendezvous; no step finished yet", rank);
-        return step > 0;
-      };
-      try {
-        exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), host, ep.port, server_opt);
-        spdlog::info("metrics at http://{}:{}/metrics (readiness at /ready)", host, ep.port);
-      } catch (const std::exception& e) {
-        // In a TrainingJob the operator's progress, tuning and stragglers
-        // read this port: whatever holds it would be read as this rank.
-        if (!launch.job_uid.empty()) {
-          spdlog::error("metrics port {} is taken ({}): a TrainingJob's rank does not train unseen; free the port "
-                        "or move the job's metrics (spec.worker.metrics.port)",
-                        ep.port, e.what());
-          return weft::contract::kExitBadConfig;
-        }
-        spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port,
-                     e.what());
-      }
-    }
-    // Once the ranks agree where they start, a signal asks for a checkpoint
-    // at the next step all ranks agree on.
-    weft::TrainSummary s = trainer.run(&g_stop_signal, [] {
-      std::signal(SIGINT, on_signal);
-      std::signal(SIGTERM, on_signal);
-    });
-    if (s.stopped_early) {
-      const int sig = g_stop_signal.load();
-      const std::string why =
-          sig != 0 ? fmt::format("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done,
-                                 s.last_checkpoint)
-                   // the ranks agreed to stop because another rank was signalled
-                   : fmt::format("stopped at step {} because another rank was asked to stop; checkpoint {}",
-                                 s.steps_done, s.last_checkpoint);
-      spdlog::warn("{}", why);
-      if (rank == 0) write_final_progress(s, why);
-      return stop_exit_code(sig);
-    }
-    if (rank == 0) write_final_progress(s, "");
-    // The last step must reach the dashboard: keep serving until the
-    // scraper's next scrape (a signal ends the wait).
-    const double linger =
-        weft::metrics_linger_seconds(cfg.metrics, !launch.job_uid.empty());
-    if (exposer && linger > 0) {
-      spdlog::info("training done; metrics served {} s more (metrics.linger_seconds)", linger);
-      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(linger);
-      while (g_stop_signal.load() == 0 && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return weft::contract::kExitDone;
+    spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port, e.what());
+    return nullptr;
+  }
+}
+
+// Trains; once the ranks agree where they start, a signal asks for a
+// checkpoint at the next step all ranks agree on. Rank 0 leaves its final
+// progress for the operator; a finished run serves its metrics until the
+// scraper's next scrape (a signal ends the wait) so the last step reaches
+// the dashboard.
+int train(weft::Trainer& trainer, const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch, int rank,
+          bool serving_metrics) {
+  weft::TrainSummary s = trainer.run(&g_stop_signal, [] {
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+  });
+  if (s.stopped_early) {
+    const int sig = g_stop_signal.load();
+    const std::string why =
+        sig != 0 ? fmt::format("stopped by signal {} at step {}; checkpoint {}", sig, s.steps_done, s.last_checkpoint)
+                 // the ranks agreed to stop because another rank was signalled
+                 : fmt::format("stopped at step {} because another rank was asked to stop; checkpoint {}",
+                               s.steps_done, s.last_checkpoint);
+    spdlog::warn("{}", why);
+    if (rank == 0) write_final_progress(s, why);
+    return stop_exit_code(sig);
+  }
+  if (rank == 0) write_final_progress(s, "");
+  const double linger = weft::metrics_linger_seconds(cfg.metrics, !launch.job_uid.empty());
+  if (serving_metrics && linger > 0) {
+    spdlog::info("training done; metrics served {} s more (metrics.linger_seconds)", linger);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(linger);
+    while (g_stop_signal.load() == 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return weft::contract::kExitDone;
+}
+
+// The rank, from the joined job to its exit code.
+int run_rank(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch,
+             weft::comm::ProcessGroups& groups) {
+  const int rank = groups.rank();
+  const bool writes_checkpoints = prepare_outputs(cfg, rank);
+  const weft::TrainerComm tc = trainer_comm(cfg, groups);
+  spdlog::info("building the model (memory estimate per rank {})",
+               weft::format_bytes(weft::estimate_memory(cfg, tc.world).total()));
+  weft::Trainer trainer(cfg, tc);
+  if (writes_checkpoints) require_checkpoint_space(cfg, trainer);
+  // The registry belongs to TrainMetrics; only this process serves it.
+  std::vector<weft::comm::CommunicatorPtr> metric_groups{groups.world, groups.dp};
+  if (weft::strategy_traits(cfg.parallel).grid_groups)
+    metric_groups.insert(metric_groups.end(), {groups.sp, groups.wp, groups.wdp});
+  weft::TrainMetrics metrics(cfg, rank, groups.world_size(), metric_groups);
+  trainer.set_observer(&metrics);
+  metrics.set_bucket_cap_mb(trainer.grad_sync().report().bucket_cap_mb);
+  metrics.set_attention_kernel(trainer.attention_kernel().name);
+  metrics.set_identity(launch.job_uid, launch.attempt, rank, launch.node_rank, launch.local_rank);
+  const std::unique_ptr<weft::MetricsServer> exposer = serve_metrics(cfg, launch, metrics, rank);
+  return train(trainer, cfg, launch, rank, exposer != nullptr);
+}
+
+// A rank that failed on its own: its reason, and the exit code it means.
+// Signals are ignored before the reason is printed: a launcher's SIGTERM
+// would otherwise end the rank before it said why.
+int exit_for_failure() {
+  try {
+    throw;
   } catch (const weft::ConfigError& e) {
-    // Signals ignored before the reason is printed: a launcher's SIGTERM
-    // would otherwise end the rank before it said why.
     exit_with_own_reason(weft::contract::kExitBadConfig);
     spdlog::error("bad config: {}", e.what());
     return weft::contract::kExitBadConfig;
@@ -514,5 +566,39 @@ int main(int argc, char** argv) {
     exit_with_own_reason(weft::contract::kExitInternal);
     spdlog::error("{}", e.what());
     return weft::contract::kExitInternal;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ensure_passive_openmp_waits(argv);
+  try {
+    const WorkerArgs args = parse_args(argc, argv);
+    spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+    if (!args.export_hf.empty()) return run_export(args.export_hf[0], args.export_hf[1]);
+    if (!args.eval_dir.empty()) return run_eval(args.config_path, args.preset, args.eval_dir);
+    // The process environment, read once: config overrides (WEFT_*) and the
+    // launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) both come from it.
+    const auto env = weft::comm::current_environment();
+    weft::WorkerConfig cfg = load_config(args, env);
+    const weft::contract::LaunchEnv launch = read_launch(cfg, env);
+    if (args.print_config) {
+      print_config(cfg, launch);
+      return weft::contract::kExitDone;
+    }
+    place_on_device(cfg, launch, env);
+    std::signal(SIGINT, on_signal_before_training);
+    std::signal(SIGTERM, on_signal_before_training);
+    const std::unique_ptr<weft::comm::ProcessGroups> groups = join_job(cfg, launch);
+    try {
+      return run_rank(cfg, launch, *groups);
+    } catch (const ExitNow&) {
+      throw;
+    } catch (...) {
+      return exit_for_failure();
+    }
+  } catch (const ExitNow& e) {
+    return e.code;
   }
 }
