@@ -317,31 +317,15 @@ void Reconciler::keep_podgroup_while_waiting(Context& cx) {
   ensure_podgroup(cx);
 }
 
-// Up to 32 deletes in flight, as creates: one after another, a 1 024-pod
-// gang's restart spent 20 s or more deleting (each delete waited for the one
-// before; docs/benchmarks/operator-scale.md). The client's rate limit still
-// paces them.
 void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
-  constexpr size_t kWindow = 32;
-  std::vector<std::optional<kube::ApiError>> errors(pods.size());
-  std::atomic<size_t> cursor{0};
-  auto work = [&] {
-    for (size_t i = cursor++; i < pods.size(); i = cursor++) {
-      const Json& meta = (*pods[i])["metadata"];
-      auto res = api_.remove(kube::kPods, cx.ns, meta.value("name", ""), kube::Propagation::Background,
-                             meta.value("uid", ""));
-      // NotFound: already gone. Conflict on the uid precondition: a newer pod
-      // with that name exists, which is not ours to delete.
-      if (!res && !res.error().not_found() && res.error().status != 409) errors[i] = res.error();
-    }
-  };
-  {
-    std::vector<std::jthread> helpers;
-    for (size_t w = 1; w < std::min(kWindow, pods.size()); ++w) helpers.emplace_back(work);
-    work();
+  for (const auto& p : pods) {
+    const Json& meta = (*p)["metadata"];
+    auto res = api_.remove(kube::kPods, cx.ns, meta.value("name", ""), kube::Propagation::Background,
+                           meta.value("uid", ""));
+    // NotFound: already gone. Conflict on the uid precondition: a newer pod
+    // with that name exists, which is not ours to delete.
+    if (!res && !res.error().not_found() && res.error().status != 409) cx.note(res.error());
   }
-  for (auto& e : errors)
-    if (e) cx.note(*e);
 }
 
 bool Reconciler::cache_shows_full_gang(const Context& cx) const {
