@@ -38,10 +38,10 @@ ApiError not_owned(const std::string& kind, const std::string& ns, const std::st
 // at once, then a window of 32 in flight (a new create starts as soon as any
 // returns), stopping once a create failed. A namespace quota or an admission
 // webhook that rejects every pod costs one call, not 256; a quota that admits
-// only part of the gang wastes at most 32. Batches that each waited for their
-// slowest create (1, 8, then 32 at a time) spent a 1 024-rank gang's launch
-// on round trips; the window keeps 32 creates in flight throughout
-// (docs/benchmarks/operator-scale.md).
+// only part of the gang wastes at most 32. Batches of 32 each waited for
+// their slowest create; the window keeps 32 in flight throughout, so above
+// the client limit the API server's latency, not its slowest answers, sets
+// the pace (1 024 pods in 6.5 s at --qps 200: docs/benchmarks/operator-scale.md).
 // Created (or already existing) ranks join cx.gang and cx.present.
 int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
   // The pods read the token from the Secret; one deleted since the last

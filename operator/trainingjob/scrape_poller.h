@@ -18,8 +18,10 @@
 //    rank: steps, compute and wait seconds), kept while the ranks stay the
 //    same; a round with a rank missing is dropped.
 // A pass that reads every rank scrapes up to PollerOptions::rank_concurrency
-// of them at once (a round of 1 024 ranks one after another took longer than
-// the 2 s straggler interval: docs/benchmarks/operator-scale.md); the tuner's
+// of them at once, so that it costs its slowest wave rather than the sum of
+// every rank's time (one rank running into the 3 s timeout would otherwise
+// overrun the 2 s straggler interval by itself; 1 024 healthy simulated ranks
+// took 0.2-0.3 s either way: docs/benchmarks/operator-scale.md); the tuner's
 // round goes in waves of that many, so a missing sample still ends it after
 // at most one wave. Every pass's wall time goes to the on_pass hook (the
 // operator's weft_operator_scrape_pass_seconds).
