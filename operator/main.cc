@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   CLI::App app{"weft-operator: runs TrainingJobs (weft.dev/v1alpha1) as gangs of worker pods"};
   std::string kubeconfig, ns, lease_ns = "weft-system", lease_name = "weft-operator", identity, log_level = "info";
   std::string bind_address = "0.0.0.0", metrics_from;
+  int scrape_concurrency = weft::tj::PollerOptions{}.rank_concurrency;
   int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100, progress_s = 10;
   double qps = 50, tuning_poll_s = 2, lease_s = 15, renew_s = 10, retry_s = 2;
   bool leader_elect = false, no_network_policy = false;
@@ -79,6 +80,10 @@ int main(int argc, char** argv) {
                  "seconds between the bucket-size tuner's scrapes of every rank while a trial runs (a trial "
                  "lasts at least two)")
       ->check(within(0.2, 600));
+  app.add_option("--scrape-concurrency", scrape_concurrency,
+                 "ranks of one job whose /metrics are scraped at once when every rank is read (the tuner, "
+                 "straggler detection)")
+      ->check(CLI::Range(1, 256));
   app.add_option("--qps", qps, "client-side API request rate limit")->check(within(0.1, 10000));
   app.add_option("--burst", burst, "client-side API burst")->check(CLI::Range(1, 10000));
   app.add_flag("--leader-elect", leader_elect, "elect one active replica with a Lease");
@@ -176,6 +181,7 @@ int main(int argc, char** argv) {
                                    .resync = std::chrono::seconds(resync_s),
                                    .progress = std::chrono::seconds(progress_s),
                                    .tuning_poll = std::chrono::milliseconds(std::lround(tuning_poll_s * 1000)),
+                                   .scrape_concurrency = scrape_concurrency,
                                    .allow = allow,
                                    .network_policy = !no_network_policy,
                                    .metrics_from = metrics_peers},

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -80,6 +81,7 @@ NodeAgent::NodeAgent(kube::KubeApi& api, AgentOptions opts)
       secrets_(api, kube::kSecrets, "", "", std::chrono::seconds(300)),
       ips_(opts_.ip_second_octet) {
   for (const auto& d : opts_.start_delays) start_delays_.emplace_back(std::regex(d.pattern), d.delay);
+  if (opts_.simulate_pods) sim_ = std::make_unique<SimulatedRanks>(opts_.simulated_step_seconds);
   pods_.add_handler([this](const Json&) { ++cluster_generation_, wake(); });
   services_.add_handler([this](const Json&) { ++cluster_generation_, wake(); });
   configmaps_.add_handler([this](const Json&) { ++object_generation_, wake(); });
@@ -88,18 +90,22 @@ NodeAgent::NodeAgent(kube::KubeApi& api, AgentOptions opts)
 
 NodeAgent::~NodeAgent() = default;
 
+namespace {
+// The current pod's longest step on this thread (the slow-pass log).
+thread_local std::pair<std::string, double> t_longest_step;
+}  // namespace
+
 template <typename F>
 auto NodeAgent::timed(const char* what, F&& f) {
   const auto t0 = Clock::now();
   struct Note {
-    NodeAgent* self;
     const char* what;
     Clock::time_point t0;
     ~Note() {
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (s > self->longest_step_.second) self->longest_step_ = {what, s};
+      if (s > t_longest_step.second) t_longest_step = {what, s};
     }
-  } note{this, what, t0};
+  } note{what, t0};
   return f();
 }
 
@@ -209,6 +215,7 @@ void NodeAgent::save_record(const Entry& e) const {
 
 void NodeAgent::adopt_from_disk() {
   std::error_code ec;
+  if (sim_) return;  // simulated pods keep nothing on disk: they are started afresh
   for (const auto& d : fs::directory_iterator(opts_.state_dir + "/pods", ec)) {
     auto rec = read_json(d.path().string() + "/record.json");
     if (!rec) {
@@ -247,7 +254,7 @@ void NodeAgent::adopt_from_disk() {
 }
 
 void NodeAgent::refresh_process(Entry& e) {
-  if (!e.running) return;
+  if (!e.running || sim_) return;  // a simulated container ends only when told (end_simulated)
   if (e.worker_pid < 0)
     if (auto pid = read_json(e.run_dir() + "/pid.json")) e.worker_pid = pid->value("pid", -1);
   auto ex = read_json(e.run_dir() + "/exit.json");
@@ -435,8 +442,44 @@ bool NodeAgent::start_run(const Json& pod, Entry& e, std::string* reason, std::s
   return true;
 }
 
+bool NodeAgent::start_simulated(const Json& pod, Entry& e, std::string* reason, std::string* message) {
+  const Json& cs = pod["spec"]["containers"];
+  if (!cs.is_array() || cs.empty()) return *reason = "CreateContainerConfigError", *message = "no containers", false;
+  e.container = cs[0].value("name", "");
+  e.restart_policy = pod["spec"].value("restartPolicy", "Always");
+  const auto ranks = simulated_ranks_of(pod);
+  if (auto err = sim_->add(e.uid, e.ip, ranks); !err.empty())
+    return *reason = "RunContainerError", *message = "simulated ranks: " + err, false;
+  e.run += 1;
+  e.running = true;
+  e.state = ContainerState{};
+  e.state.kind = ContainerState::Kind::Running;
+  e.state.started_at = now_str();
+  e.state.container_id = "weft-node-sim://" + e.uid + "/" + std::to_string(e.run);
+  spdlog::debug("pod {}/{}: simulated run {} ({} ranks served on {})", e.ns, e.name, e.run, ranks.size(), e.ip);
+  return true;
+}
+
+void NodeAgent::end_simulated(Entry& e, int exit_code, const std::string& reason, const std::string& message) {
+  sim_->remove(e.uid);
+  e.running = false;
+  ContainerState t;
+  t.kind = ContainerState::Kind::Terminated;
+  t.exit_code = exit_code;
+  t.reason = reason;
+  t.message = message;
+  t.started_at = e.state.started_at;
+  t.finished_at = now_str();
+  t.container_id = e.state.container_id;
+  e.state = t;
+}
+
 void NodeAgent::stop_process(Entry& e, int grace_seconds) {
   if (!e.running) return;
+  if (sim_) {  // a worker's answer to SIGTERM: it stops and exits 143
+    end_simulated(e, 143, "Error", "");
+    return;
+  }
   if (e.worker_pid < 0)
     if (auto pid = read_json(e.run_dir() + "/pid.json")) e.worker_pid = pid->value("pid", -1);
   const auto now = Clock::now();
@@ -467,15 +510,22 @@ bool NodeAgent::finalize(const Json* pod, Entry& e) {
       return false;
     }
   }
-  finalized_[e.uid] = Clock::now();
+  {
+    std::lock_guard lock(shared_mu_);
+    finalized_[e.uid] = Clock::now();
+  }
   cleanup(e);
   return true;
 }
 
 void NodeAgent::cleanup(Entry& e) {
   std::error_code ec;
+  if (sim_) sim_->remove(e.uid);
   fs::remove_all(e.dir, ec);  // emptyDir and ConfigMap copies go with the pod; logs stay
-  ips_.release(e.ip);
+  {
+    std::lock_guard lock(shared_mu_);
+    ips_.release(e.ip);
+  }
   spdlog::info("pod {}/{}: removed", e.ns, e.name);
 }
 
@@ -522,7 +572,7 @@ void NodeAgent::write_status(const Json& pod, Entry& e) {
 }
 
 void NodeAgent::refresh_files(Entry& e, const Json& pod, bool hosts, bool volumes) {
-  if (e.run < 0) return;
+  if (e.run < 0 || sim_) return;
   if (hosts) {
     HostsInput hi{&pod, e.ip, pods_.list(), services_.list(), opts_.cluster_domain};
     rewrite_in_place(e.dir + "/hosts", render_hosts(hi));
@@ -545,13 +595,23 @@ void NodeAgent::refresh_files(Entry& e, const Json& pod, bool hosts, bool volume
     }
 }
 
-void NodeAgent::sync_pod(const Json& pod, Entry& e) {
+bool NodeAgent::sync_pod(const Json& pod, Entry& e) {
   refresh_process(e);
+  if (sim_ && e.running && pod["metadata"].contains("annotations") &&
+      pod["metadata"]["annotations"].contains(kSimulateExitAnnotation)) {
+    const Json& a = pod["metadata"]["annotations"][kSimulateExitAnnotation];
+    int code = 1;
+    try {
+      code = a.is_string() ? std::stoi(a.get<std::string>()) : 1;
+    } catch (const std::exception&) {
+    }
+    spdlog::info("pod {}/{}: simulated container exits with code {} ({})", e.ns, e.name, code, kSimulateExitAnnotation);
+    end_simulated(e, code, code == 0 ? "Completed" : "Error",
+                  code == 0 ? "" : "simulated exit " + std::to_string(code) + " (" + kSimulateExitAnnotation + ")");
+  }
   if (being_deleted(pod)) {
     if (e.running) stop_process(e, grace_period_seconds(pod));
-    if (!e.running && timed("its final delete", [&] { return finalize(&pod, e); }))
-      entries_.erase(e.uid);  // e is gone after this
-    return;
+    return !e.running && timed("its final delete", [&] { return finalize(&pod, e); });
   }
   const auto now = Clock::now();
   const std::string phase = pod.contains("status") ? pod["status"].value("phase", "") : "";
@@ -568,7 +628,9 @@ void NodeAgent::sync_pod(const Json& pod, Entry& e) {
       ++e.restart_count;
     }
     std::string reason, message;
-    if (!timed("starting its container", [&] { return start_run(pod, e, &reason, &message); })) {
+    if (!timed("starting its container", [&] {
+          return sim_ ? start_simulated(pod, e, &reason, &message) : start_run(pod, e, &reason, &message);
+        })) {
       if (restart) --e.restart_count;  // counted when a run actually starts
       e.state = ContainerState{};
       e.state.reason = reason;
@@ -580,6 +642,7 @@ void NodeAgent::sync_pod(const Json& pod, Entry& e) {
     }
   }
   timed("writing its status", [&] { write_status(pod, e); });
+  return false;
 }
 
 bool NodeAgent::admission_delayed(const std::string& uid, const std::string& ns_name) {
@@ -612,6 +675,26 @@ NodeAgent::SyncReport NodeAgent::sync_once() {
     it = now - it->second > std::chrono::minutes(5) ? finalized_.erase(it) : std::next(it);
 
   std::set<std::string> seen;
+  std::mutex report_mu;                 // sync_one may run on several threads (simulated pods)
+  std::vector<std::string> done;        // entries to erase once every pod is synced
+  auto sync_one = [&](const Json& pod, Entry& e) {
+    const std::string who = e.ns + "/" + e.name, uid = e.uid;
+    t_longest_step = {"", 0.0};
+    const auto pod_t0 = Clock::now();
+    const bool finished = sync_pod(pod, e);  // e may not be used once finished
+    const double pod_s = std::chrono::duration<double>(Clock::now() - pod_t0).count();
+    std::lock_guard lock(report_mu);
+    if (finished) done.push_back(uid);
+    ++report.pods;
+    if (pod_s > report.slowest_s) {
+      report.slowest = who;
+      report.slowest_s = pod_s;
+      report.slowest_doing = t_longest_step.first.empty()
+                                 ? std::string("reading its process state")
+                                 : fmt::format("{} {:.1f} s", t_longest_step.first, t_longest_step.second);
+    }
+  };
+  std::vector<std::pair<kube::ObjectPtr, Entry*>> batch;
   for (const auto& pod_ptr : pods_.list()) {
     const Json& pod = *pod_ptr;
     const std::string node = pod["spec"].value("nodeName", "");
@@ -649,27 +732,34 @@ NodeAgent::SyncReport NodeAgent::sync_once() {
         continue;
       }
       e->ip = *ip;
-      make_dirs(e->dir);
-      save_record(*e);
+      if (!sim_) {
+        make_dirs(e->dir);
+        save_record(*e);
+      }
       it = entries_.emplace(uid, std::move(e)).first;
     }
     Entry& e = *it->second;
-    const std::string who = e.ns + "/" + e.name;
-    longest_step_ = {"", 0.0};
-    const auto pod_t0 = Clock::now();
+    if (sim_) {
+      batch.emplace_back(pod_ptr, &e);  // synced below, several at once
+      continue;
+    }
     if (e.running && (hosts_changed || volumes_changed))
       timed("refreshing its hosts file and volumes", [&] { refresh_files(e, pod, hosts_changed, volumes_changed); });
-    sync_pod(pod, e);  // may erase the entry
-    const double pod_s = std::chrono::duration<double>(Clock::now() - pod_t0).count();
-    ++report.pods;
-    if (pod_s > report.slowest_s) {
-      report.slowest = who;
-      report.slowest_s = pod_s;
-      report.slowest_doing = longest_step_.first.empty()
-                                 ? std::string("reading its process state")
-                                 : fmt::format("{} {:.1f} s", longest_step_.first, longest_step_.second);
-    }
+    sync_one(pod, e);
   }
+  if (!batch.empty()) {
+    // Simulated pods: what is left of each is API calls (status writes,
+    // final deletes), which a cluster's kubelets make side by side.
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < batch.size(); i = next++) sync_one(*batch[i].first, *batch[i].second);
+    };
+    std::vector<std::jthread> helpers;
+    const size_t threads = std::min(batch.size(), static_cast<size_t>(std::max(1, opts_.simulated_sync_threads)));
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+  }
+  for (const auto& uid : done) entries_.erase(uid);
   // Recorded here but no longer in the API (deleted with grace 0, or gone
   // while the agent was down): stop and remove.
   for (auto it = entries_.begin(); it != entries_.end();) {

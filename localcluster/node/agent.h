@@ -34,6 +34,7 @@
 #include "node/ip_pool.h"
 #include "node/pod_plan.h"
 #include "node/pod_status.h"
+#include "node/sim_ranks.h"
 
 namespace weft::node {
 
@@ -61,7 +62,20 @@ struct AgentOptions {
   std::chrono::seconds node_status_every{60};
   std::chrono::milliseconds sync_period{200};
   std::vector<StartDelay> start_delays;
+  // Simulation (`--simulate-pods`, as kwok does): bound pods start no
+  // process; they are Running at once with their pod IP, and one thread of
+  // the agent serves their ranks' canned /metrics and /ready on that IP
+  // (sim_ranks.h). Deleting such a pod ends it like a worker's SIGTERM (exit
+  // 143); the annotation kSimulateExitAnnotation on a pod ends its container
+  // with that exit code (a rank that failed). No pod state is kept on disk.
+  bool simulate_pods = false;
+  double simulated_step_seconds = 0.5;  // a simulated rank's step advances this often
+  int simulated_sync_threads = 16;       // simulated pods synced at once (status writes, final deletes)
 };
+
+// `kubectl annotate pod P weft-node.local/simulate-exit-code=3`: a simulated
+// pod's container exits with that code.
+inline constexpr const char* kSimulateExitAnnotation = "weft-node.local/simulate-exit-code";
 
 class NodeAgent {
  public:
@@ -88,8 +102,8 @@ class NodeAgent {
   // Runs f, and keeps it as the current pod's longest step when it is.
   template <typename F>
   auto timed(const char* what, F&& f);
-  std::pair<std::string, double> longest_step_;
-  void sync_pod(const Json& pod, Entry& e);
+  // Converges one pod; true when its entry is done with (finalized) and is to be erased.
+  bool sync_pod(const Json& pod, Entry& e);
   void refresh_process(Entry& e);
   bool start_run(const Json& pod, Entry& e, std::string* reason, std::string* message);
   void stop_process(Entry& e, int grace_seconds);
@@ -97,6 +111,8 @@ class NodeAgent {
   void cleanup(Entry& e);
   void refresh_files(Entry& e, const Json& pod, bool hosts, bool volumes);
   void write_status(const Json& pod, Entry& e);
+  bool start_simulated(const Json& pod, Entry& e, std::string* reason, std::string* message);
+  void end_simulated(Entry& e, int exit_code, const std::string& reason, const std::string& message);
   void save_record(const Entry& e) const;
   void wake();
 
@@ -110,6 +126,10 @@ class NodeAgent {
   std::vector<std::pair<std::regex, std::chrono::seconds>> start_delays_;
   bool admission_delayed(const std::string& uid, const std::string& ns_name);
   IpPool ips_;
+  std::unique_ptr<SimulatedRanks> sim_;  // --simulate-pods
+  // Simulated pods are synced by several threads at once, as a cluster's
+  // kubelets work side by side: this guards what they share (finalized_, ips_).
+  std::mutex shared_mu_;
   std::map<std::string, std::string> ready_since_;  // node -> RFC 3339
   std::map<std::string, std::string> node_uids_;
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -79,6 +80,12 @@ int main(int argc, char** argv) {
   app.add_option("--start-delay", delays,
                  "REGEX=SECONDS: admit pods whose namespace/name matches that late, as if scheduled late "
                  "(a test hook; repeatable)");
+  app.add_flag("--simulate-pods", opts.simulate_pods,
+               "start no processes: bound pods are Running at once and one thread serves their ranks' canned "
+               "/metrics and /ready on their pod IPs (as kwok does; for scale tests)");
+  app.add_option("--simulated-step-seconds", opts.simulated_step_seconds,
+                 "a simulated rank's step advances this often")
+      ->check(CLI::Range(0.01, 3600.0));
   auto* cleanup_cmd = app.add_subcommand("cleanup", "kill every process recorded under --state-dir and remove it");
   cleanup_cmd->fallthrough();  // `weft-node cleanup --state-dir DIR`
   CLI11_PARSE(app, argc, argv);
@@ -87,6 +94,15 @@ int main(int argc, char** argv) {
   if (cleanup_cmd->parsed()) return cleanup(state_dir);
 
   opts.self_exe = self_exe();
+  if (opts.simulate_pods) {
+    // One listening socket per simulated rank: a thousand pods need more
+    // descriptors than a default soft limit of 1024.
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+      lim.rlim_cur = lim.rlim_max;
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
+  }
   if (bin_dir.empty()) {
     const char* env = std::getenv("WEFT_NODE_BIN_DIR");
     bin_dir = env && *env ? env : std::filesystem::path(opts.self_exe).parent_path().string();

@@ -26,7 +26,14 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
                                                                                 kChildSelector, std::chrono::seconds(0))
                                              : nullptr),
       events_(api, "weft-operator"),
-      poller_(PollerOptions{.progress_every = opts_.progress, .tuning_every = opts_.tuning_poll}, opts_.scrape),
+      poller_(PollerOptions{.progress_every = opts_.progress,
+                            .tuning_every = opts_.tuning_poll,
+                            .rank_concurrency = opts_.scrape_concurrency,
+                            .on_pass =
+                                [metrics](bool every_rank, size_t scraped, double seconds) {
+                                  if (metrics) metrics->observe_scrape_pass(every_rank, scraped, seconds);
+                                }},
+              opts_.scrape),
       reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, network_policies_.get()}, events_, metrics) {
   poller_.set_notify([this](const std::string& key) { queue_.add(key); });
   reconciler_.set_poller(&poller_);

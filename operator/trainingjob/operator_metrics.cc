@@ -61,6 +61,16 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
       api_requests_(prometheus::BuildGauge()
                         .Name("weft_operator_api_requests")
                         .Help("Requests sent to the API server since start, by verb")
+                        .Register(r)),
+      scrape_pass_seconds_(prometheus::BuildHistogram()
+                               .Name("weft_operator_scrape_pass_seconds")
+                               .Help("Wall time of one pass of the rank scrape poller over one job, by scope: "
+                                     "rank0 (status.progress only) or every_rank (the bucket-size tuner or "
+                                     "straggler detection)")
+                               .Register(r)),
+      rank_scrapes_(prometheus::BuildCounter()
+                        .Name("weft_operator_rank_scrapes_total")
+                        .Help("Scrapes of ranks' /metrics by the scrape poller, by scope (as above)")
                         .Register(r)) {
   for (FailureCause c : {FailureCause::Failure, FailureCause::OOMKilled, FailureCause::Evicted, FailureCause::Preempted,
                          FailureCause::NodeLost, FailureCause::Deleted})
@@ -70,6 +80,22 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
   for (const char* res : {"success", "requeue", "transient_error", "terminal_error", "not_found"})
     reconciles_.Add({{"result", res}});
   set_jobs_by_phase({});
+  for (const char* scope : {"rank0", "every_rank"}) {
+    scrape_pass_histogram(scope);
+    rank_scrapes_.Add({{"scope", scope}});
+  }
+}
+
+prometheus::Histogram& OperatorMetrics::scrape_pass_histogram(const char* scope) {
+  return scrape_pass_seconds_.Add({{"scope", scope}},
+                                  prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                                          2, 4, 8, 16});
+}
+
+void OperatorMetrics::observe_scrape_pass(bool every_rank, size_t scraped, double seconds) {
+  const char* scope = every_rank ? "every_rank" : "rank0";
+  scrape_pass_histogram(scope).Observe(seconds);
+  rank_scrapes_.Add({{"scope", scope}}).Increment(static_cast<double>(scraped));
 }
 
 void OperatorMetrics::observe_reconcile(const std::string& result, double seconds) {

@@ -46,10 +46,14 @@ class OperatorMetrics {
   void set_jobs_by_phase(const std::map<std::string, int>& counts);
   void set_leader(bool leader) { leader_.Set(leader ? 1 : 0); }
   void set_api_requests(const std::map<std::string, long>& by_verb);
+  // One pass of the scrape poller (scrape_poller.h): every_rank (tuning or
+  // stragglers) or rank 0 only, the ranks it scraped and its wall time.
+  void observe_scrape_pass(bool every_rank, size_t scraped, double seconds);
   // For policies that add their own families (the bucket-size tuner).
   prometheus::Registry& registry() const { return registry_; }
 
  private:
+  prometheus::Histogram& scrape_pass_histogram(const char* scope);
   prometheus::Registry& registry_;
   prometheus::Family<prometheus::Counter>& reconciles_;
   prometheus::Histogram& reconcile_seconds_;
@@ -60,6 +64,8 @@ class OperatorMetrics {
   prometheus::Family<prometheus::Gauge>& jobs_;
   prometheus::Gauge& leader_;
   prometheus::Family<prometheus::Gauge>& api_requests_;
+  prometheus::Family<prometheus::Histogram>& scrape_pass_seconds_;
+  prometheus::Family<prometheus::Counter>& rank_scrapes_;
 };
 
 }  // namespace weft::tj

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <string>
 
@@ -113,17 +114,40 @@ std::optional<ScrapePoller::Pass> ScrapePoller::claim(TimePoint now,
   return p;
 }
 
+std::vector<scrape::ScrapeResult> ScrapePoller::fan_out(
+    size_t n, const std::function<scrape::ScrapeResult(size_t)>& scrape) const {
+  std::vector<scrape::ScrapeResult> out(n);
+  const size_t workers = std::min(n, static_cast<size_t>(std::max(1, opts_.rank_concurrency)));
+  if (workers <= 1) {
+    for (size_t i = 0; i < n; ++i) out[i] = scrape(i);
+    return out;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) out[i] = scrape(i);
+  };
+  std::vector<std::jthread> helpers;
+  for (size_t w = 1; w < workers; ++w) helpers.emplace_back(work);
+  work();
+  return out;  // the helpers join first
+}
+
 void ScrapePoller::run_pass(const Pass& pass) {
   const TimePoint at = now_();
+  const auto wall0 = std::chrono::steady_clock::now();
   const int port = pass.target.port;
   // Every scrape goes through here: one whose metrics are not this job's rank
   // (another process on the port, a previous attempt) is a failed scrape.
+  std::mutex seen_mu;  // scrapes of one pass may run at once (fan_out)
   std::optional<std::string> foreign;
   bool matched = false;
+  std::atomic<size_t> scrapes{0};
   auto scrape_rank = [&](int rank, const std::string& ip, std::chrono::milliseconds timeout) {
+    ++scrapes;
     scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, timeout);
     if (!got.ok()) return got;
     const std::string why = not_this_rank(got.metrics, pass.target.uid, pass.target.attempt, rank);
+    std::lock_guard lock(seen_mu);
     if (why.empty()) {
       matched = true;
       return got;
@@ -133,6 +157,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
     if (!foreign) foreign = got.error;
     return got;
   };
+  const auto& ranks = pass.target.ranks;
   std::optional<Progress> progress;
   bool rank0_tried = false;
   std::optional<ScrapedRound> round;
@@ -141,35 +166,60 @@ void ScrapePoller::run_pass(const Pass& pass) {
   if (pass.tuning) {
     round.emplace();
     round->target = pass.target;
-    for (const auto& [rank, ip] : pass.target.ranks) {
-      tuner::RankObservation o{rank, std::nullopt, "not scraped"};
-      // One missing sample voids the round: the ranks after it are not
-      // scraped, except rank 0, whose cap an auto-sized job starts from.
-      const bool round_void = !round->ranks.empty() && !round->ranks.back().sample;
-      if (!round_void || rank == 0) {
-        scrape::ScrapeResult got = scrape_rank(rank, ip, opts_.tuning_timeout);
-        if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
-        if (got.ok() && pass.stragglers) scraped[rank] = got.metrics;
-        o.error = got.ok()
-                      ? (o.sample ? "" : std::string("no ") + cm::kStep.name + "/" + cm::kBucketCapBytes.name + "/" + cm::kStepSeconds.name + " yet")
-                      : got.error;
-        if (rank == 0 && pass.progress) {  // one scrape of rank 0 serves both
-          rank0_tried = true;
-          if (got.ok()) progress = progress_from_metrics(got.metrics);
+    // One missing sample voids the round: the ranks after it are not
+    // scraped, except rank 0, whose cap an auto-sized job starts from. In
+    // waves of rank_concurrency; once the round is void, one rank at a time.
+    const size_t wave_max = static_cast<size_t>(std::max(1, opts_.rank_concurrency));
+    for (size_t i = 0; i < ranks.size();) {
+      const bool void_now = !round->ranks.empty() && !round->ranks.back().sample;
+      const size_t wave = void_now ? 1 : std::min(wave_max, ranks.size() - i);
+      std::vector<scrape::ScrapeResult> got = fan_out(wave, [&](size_t k) {
+        const auto& [rank, ip] = ranks[i + k];
+        if (void_now && rank != 0) return scrape::ScrapeResult{{}, "not scraped"};
+        return scrape_rank(rank, ip, opts_.tuning_timeout);
+      });
+      for (size_t k = 0; k < wave; ++k, ++i) {
+        const int rank = ranks[i].first;
+        tuner::RankObservation o{rank, std::nullopt, "not scraped"};
+        const bool round_void = !round->ranks.empty() && !round->ranks.back().sample;
+        if (!round_void || rank == 0) {
+          if (got[k].ok()) o.sample = tuner::read_rank_sample(got[k].metrics);
+          if (got[k].ok() && pass.stragglers) scraped[rank] = got[k].metrics;
+          o.error = got[k].ok() ? (o.sample ? "" : std::string("no ") + cm::kStep.name + "/" + cm::kBucketCapBytes.name +
+                                                       "/" + cm::kStepSeconds.name + " yet")
+                                : got[k].error;
+          if (rank == 0 && pass.progress) {  // one scrape of rank 0 serves both
+            rank0_tried = true;
+            if (got[k].ok()) progress = progress_from_metrics(got[k].metrics);
+          }
         }
+        round->ranks.push_back(std::move(o));
       }
-      round->ranks.push_back(std::move(o));
     }
   }
   std::optional<PaceRound> pace;
   if (pass.stragglers) {
+    std::vector<size_t> todo;  // indices of ranks the tuner's round did not scrape
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (!scraped.count(ranks[i].first)) todo.push_back(i);
+    // After the first rank without a pace, the rest are not scraped: the round is dropped anyway.
+    std::atomic<bool> failed{false};
+    std::vector<scrape::ScrapeResult> fresh = fan_out(todo.size(), [&](size_t k) {
+      if (failed) return scrape::ScrapeResult{{}, "not scraped"};
+      const int rank = ranks[todo[k]].first;
+      scrape::ScrapeResult got = scrape_rank(rank, ranks[todo[k]].second, opts_.tuning_timeout);
+      if (!got.ok() || !read_pace(rank, got.metrics)) failed = true;
+      return got;
+    });
     pace.emplace();
-    for (const auto& [rank, ip] : pass.target.ranks) {
+    size_t k = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const int rank = ranks[i].first;
       scrape::ScrapeResult got;
       if (auto it = scraped.find(rank); it != scraped.end())
         got.metrics = std::move(it->second);
       else
-        got = scrape_rank(rank, ip, opts_.tuning_timeout);
+        got = std::move(fresh[k++]);
       std::optional<PaceSample> p = got.ok() ? read_pace(rank, got.metrics) : std::nullopt;
       if (!p) {  // a round without every rank cannot compare them
         spdlog::debug("stragglers: rank {}: {}", rank, got.ok() ? std::string("no ") + cm::kComputeSeconds.name + " yet" : got.error);
@@ -184,7 +234,7 @@ void ScrapePoller::run_pass(const Pass& pass) {
     }
   }
   if (pass.progress && !rank0_tried) {
-    for (const auto& [rank, ip] : pass.target.ranks) {
+    for (const auto& [rank, ip] : ranks) {
       if (rank != 0) continue;
       scrape::ScrapeResult got = scrape_rank(rank, ip, opts_.progress_timeout);
       if (got.ok())
@@ -194,6 +244,9 @@ void ScrapePoller::run_pass(const Pass& pass) {
       break;
     }
   }
+  if (opts_.on_pass)
+    opts_.on_pass(pass.tuning || pass.stragglers, scrapes.load(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
 
   bool fresh = false;
   Notify notify;

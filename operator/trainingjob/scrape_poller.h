@@ -17,6 +17,14 @@
 //    PollerOptions::stragglers_every into a window of rounds (the pace of each
 //    rank: steps, compute and wait seconds), kept while the ranks stay the
 //    same; a round with a rank missing is dropped.
+// A pass that reads every rank scrapes up to PollerOptions::rank_concurrency
+// of them at once, so that it costs its slowest wave rather than the sum of
+// every rank's time (one rank running into the 3 s timeout would otherwise
+// overrun the 2 s straggler interval by itself; 1 024 healthy simulated ranks
+// took 0.2-0.3 s either way: docs/benchmarks/operator-scale.md); the tuner's
+// round goes in waves of that many, so a missing sample still ends it after
+// at most one wave. Every pass's wall time goes to the on_pass hook (the
+// operator's weft_operator_scrape_pass_seconds).
 // A newly watched job is due at once. After a pass that produced figures the
 // notify hook gets the job's key (the controller enqueues it), so the figures
 // reach status without waiting for a requeue.
@@ -99,6 +107,10 @@ struct PollerOptions {
   std::chrono::milliseconds tuning_timeout{3000};
   std::chrono::milliseconds stragglers_every{2000};
   int threads = 4;  // jobs scraped at once
+  int rank_concurrency = 16;  // ranks of one pass scraped at once (1: one after another, in order)
+  // Called after every pass: whether it read every rank (tuning or
+  // stragglers) or only rank 0, how many ranks it scraped, its wall time.
+  std::function<void(bool every_rank, size_t scraped, double seconds)> on_pass;
 };
 
 class ScrapePoller {
@@ -150,6 +162,9 @@ class ScrapePoller {
   // one is due.
   std::optional<Pass> claim(TimePoint now, std::optional<TimePoint>* wake);
   void run_pass(const Pass& pass);
+  // Runs scrape(i) for every i in [0, n), at most rank_concurrency at once;
+  // the results in order.
+  std::vector<scrape::ScrapeResult> fan_out(size_t n, const std::function<scrape::ScrapeResult(size_t)>& scrape) const;
   void run(std::stop_token stop);
 
   PollerOptions opts_;

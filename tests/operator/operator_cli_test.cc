@@ -48,6 +48,8 @@ TEST(OperatorFlags, OutOfRangeNumbersAreRefusedByNameWithExitTwo) {
       {{"--burst", "nan"}, "--burst"},
       {{"--tuning-poll-seconds", "0.1"}, "--tuning-poll-seconds"},
       {{"--tuning-poll-seconds", "inf"}, "--tuning-poll-seconds"},
+      {{"--scrape-concurrency", "0"}, "--scrape-concurrency"},
+      {{"--scrape-concurrency", "257"}, "--scrape-concurrency"},
       {{"--workers", "1e9"}, "--workers"},
       {{"--resync-seconds", "-1"}, "--resync-seconds"},
       {{"--lease-duration", "15", "--renew-deadline", "20"}, "--renew-deadline 20 must be below --lease-duration 15"},
@@ -66,7 +68,7 @@ TEST(OperatorFlags, OutOfRangeNumbersAreRefusedByNameWithExitTwo) {
   }
   // In range: refused only for the missing kubeconfig.
   const auto ok = run_operator({"--lease-duration", "30", "--renew-deadline", "20", "--retry-period", "4", "--qps",
-                                "0.5", "--tuning-poll-seconds", "0.5", "--kubeconfig", none});
+                                "0.5", "--tuning-poll-seconds", "0.5", "--scrape-concurrency", "64", "--kubeconfig", none});
   EXPECT_EQ(ok.code, 2) << ok.output;
   EXPECT_TRUE(has(ok.output, none)) << ok.output;
 }

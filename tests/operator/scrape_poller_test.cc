@@ -93,6 +93,7 @@ PollerOptions options() {
   PollerOptions o;
   o.progress_every = 10s;
   o.tuning_every = 2s;
+  o.rank_concurrency = 1;  // one rank after another: the order of scrapes is part of what is checked
   return o;
 }
 
@@ -322,6 +323,91 @@ TEST(ScrapePoller, ItsThreadsScrapeAndEnqueueUntilStopped) {
   EXPECT_TRUE(ranks.hosts().empty());
   auto f = poller.latest("ns/job");
   ASSERT_TRUE(f && f->progress && f->round);
+}
+
+// A pass over every rank scrapes up to rank_concurrency ranks at once and
+// keeps the ranks' order in what it produces; the tuner's round still ends
+// at the wave with the first missing sample.
+TEST(ScrapePoller, EveryRankPassesScrapeRanksConcurrentlyInOrder) {
+  constexpr int kRanks = 40, kConcurrency = 8;
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0, most = 0, calls = 0;
+  std::set<std::string> down;
+  auto fn = [&](const scrape::Endpoint& ep, std::chrono::milliseconds) {
+    const int pod = pod_of(ep.host);
+    {
+      // Each scrape waits (a bounded while) for a second one to be in flight,
+      // so that a poller that scraped one at a time is seen doing so.
+      std::unique_lock lock(mu);
+      ++calls;
+      most = std::max(most, ++in_flight);
+      cv.notify_all();
+      cv.wait_for(lock, 2s, [&] { return most >= 2; });
+    }
+    scrape::ScrapeResult r;
+    if (down.count(ep.host)) {
+      r.error = "connection refused";
+    } else {
+      const auto l = rank_label(pod);
+      r.metrics = scrape::parse_text(exposition(100 + pod) + sample(cm::kComputeSeconds, std::to_string(10 + pod), l) +
+                                     sample(cm::kWaitSeconds, "1", l) + rank_info("uid-1", 0, pod))
+                      .exposition;
+    }
+    std::lock_guard lock(mu);
+    --in_flight;
+    return r;
+  };
+  FakeClock clock;
+  PollerOptions o = options();
+  o.rank_concurrency = kConcurrency;
+  size_t observed_scrapes = 0;
+  int observed_passes = 0;
+  o.on_pass = [&](bool every_rank, size_t scraped, double seconds) {
+    EXPECT_TRUE(every_rank);
+    EXPECT_GE(seconds, 0);
+    observed_scrapes += scraped;
+    ++observed_passes;
+  };
+  ScrapePoller poller(o, fn, clock.fn());
+  std::vector<std::pair<int, std::string>> ranks;
+  for (int r = 0; r < kRanks; ++r) ranks.emplace_back(r, "10.0.0." + std::to_string(r + 1));
+  ScrapeTarget t = target(ranks, false, false);
+  t.stragglers = true;
+  poller.watch("ns/job", t);
+  poller.poll_due();
+  auto f = poller.latest("ns/job");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->pace.size(), 1u);
+  ASSERT_EQ(f->pace.back().ranks.size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(f->pace.back().ranks[r].rank, r);
+    EXPECT_EQ(f->pace.back().ranks[r].step, 100 + r);
+  }
+  EXPECT_EQ(calls, kRanks);
+  EXPECT_GT(most, 1) << "one rank at a time";
+  EXPECT_LE(most, kConcurrency);
+  EXPECT_EQ(observed_passes, 1);
+  EXPECT_EQ(observed_scrapes, static_cast<size_t>(kRanks));
+
+  // The tuner's round: rank 3 is down; the first wave (ranks 0-7) is scraped,
+  // nothing after it, and the ranks after rank 3 are not used.
+  calls = 0;
+  down.insert("10.0.0.4");
+  ScrapeTarget tuning = target(ranks, false, true);
+  poller.watch("ns/job", tuning);
+  clock.t += 10s;
+  poller.poll_due();
+  f = poller.latest("ns/job");
+  ASSERT_TRUE(f && f->round);
+  ASSERT_EQ(f->round->ranks.size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(f->round->ranks[r].sample) << r;
+  EXPECT_EQ(f->round->ranks[3].error, "connection refused");
+  for (int r = 4; r < kRanks; ++r) {
+    EXPECT_FALSE(f->round->ranks[r].sample) << r;
+    EXPECT_EQ(f->round->ranks[r].error, "not scraped") << r;
+  }
+  EXPECT_EQ(calls, kConcurrency);
 }
 
 }  // namespace
