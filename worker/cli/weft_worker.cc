@@ -220,7 +220,8 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
     cfg.checkpoint.resume = false;
     cfg.parallel = weft::ParallelConfig{};  // one rank: the checkpoint's layout does not matter
     weft::validate_for_eval(cfg);
-    if (cfg.device == "cuda") weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
+    weft::resolve(cfg);
+    if (cfg.device == weft::ComputeDevice::Cuda) weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
     weft::Trainer trainer(cfg);
     spdlog::info("evaluating {} held-out batches of {} x {} tokens", cfg.eval.batches, cfg.train.micro_batch,
                  cfg.train.seq_len);
@@ -321,6 +322,9 @@ int main(int argc, char** argv) {
     if (!checkpoint_dir.empty()) cfg.checkpoint.dir = checkpoint_dir;
     if (no_resume) cfg.checkpoint.resume = false;
     weft::validate(cfg);
+    // Every auto the config can decide is decided here, once: what
+    // --print-config shows is what the rank runs.
+    weft::resolve(cfg);
   } catch (const weft::ConfigError& e) {
     return exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e);
   }
@@ -381,7 +385,7 @@ int main(int argc, char** argv) {
     return exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad launch environment: ", e);
   }
   const int rank = groups->rank();
-  if (cfg.device == "cuda")
+  if (cfg.device == weft::ComputeDevice::Cuda)
     spdlog::info("GPU memory with the communicators: {:.0f} MiB of the device in use", weft::gpu_mib_in_use());
   try {
     // Where the run writes is checked now, not at its first checkpoint.

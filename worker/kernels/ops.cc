@@ -13,6 +13,7 @@
 // matmul likewise views each operand as [product of leading dims, last dim].
 #include "kernels/ops.h"
 
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <utility>
@@ -320,6 +321,22 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   const float *qw = w.in(q), *kw = w.in(k), *vw = w.in(v);
   cpu::attention_forward<float>(w.out(out), lse.f32(), qw, kw, vw, q.dim(0), q.dim(1), q.dim(2),
                                 k.dim(2), q.dim(3), st);
+}
+
+namespace {
+std::atomic<AttentionMode> g_attention_mode{AttentionMode::Auto};
+}  // namespace
+
+void set_attention_mode(AttentionMode mode) { g_attention_mode.store(mode); }
+AttentionMode attention_mode() { return g_attention_mode.load(); }
+
+const char* attention_mode_name(AttentionMode mode) {
+  switch (mode) {
+    case AttentionMode::Auto: return "auto";
+    case AttentionMode::Cudnn: return "cudnn";
+    case AttentionMode::Simt: return "simt";
+  }
+  return "?";
 }
 
 AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
