@@ -330,15 +330,6 @@ std::atomic<AttentionMode> g_attention_mode{AttentionMode::Auto};
 void set_attention_mode(AttentionMode mode) { g_attention_mode.store(mode); }
 AttentionMode attention_mode() { return g_attention_mode.load(); }
 
-const char* attention_mode_name(AttentionMode mode) {
-  switch (mode) {
-    case AttentionMode::Auto: return "auto";
-    case AttentionMode::Cudnn: return "cudnn";
-    case AttentionMode::Simt: return "simt";
-  }
-  return "?";
-}
-
 AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                  int64_t D) {
   if (device == Device::CPU) return {"cpu", "weft's CPU kernels", ""};

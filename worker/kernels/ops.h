@@ -79,8 +79,6 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
 enum class AttentionMode { Auto, Cudnn, Simt };
 void set_attention_mode(AttentionMode mode);
 AttentionMode attention_mode();
-// "auto", "cudnn", "simt": train.attention's spellings, for messages.
-const char* attention_mode_name(AttentionMode mode);
 
 // Which kernels run attention of this shape and dtype on `device`: "cpu",
 // "cudnn" (cuDNN's fused flash attention, bf16 on a GPU where libcudnn.so.9
