@@ -63,6 +63,7 @@ inline constexpr const char* kEnvCheckpointDir = "WEFT_CHECKPOINT_DIR";   // che
 inline constexpr const char* kEnvMetricsPort = "WEFT_METRICS_PORT";       // metrics.port
 inline constexpr const char* kEnvDevice = "WEFT_DEVICE";                  // device
 inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // train.out_dir
+inline constexpr const char* kEnvAttention = "WEFT_ATTENTION";           // train.attention
 // The file rank 0 writes its final progress to when its run ends (the
 // operator sets it to the container's terminationMessagePath, so the pod's
 // termination message carries it; see kProgressLinePrefix below).

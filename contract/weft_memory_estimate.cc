@@ -75,8 +75,9 @@ bool recompute_pointwise(Recompute recompute, bool cuda) {
 
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const int world = in.world;
-  const bool cuda = in.device == "cuda";
-  const bool bf16 = in.dtype == "bf16" || (in.dtype == "auto" && cuda);
+  const bool cuda = in.device == ComputeDevice::Cuda;
+  // The operator reads the TrainingJob's spec unresolved, so auto is read here as the worker's resolve() decides it.
+  const bool bf16 = in.dtype == WorkingDtype::Bf16 || (in.dtype == WorkingDtype::Auto && cuda);
   const double wt = bf16 ? 2 : 4;            // bytes per working-dtype element
   const double master = bf16 ? 4 : 0;        // AdamW's f32 master copy
   const double C = in.d_model, L = in.n_layers, V = in.vocab_size, F = in.ffn;

@@ -28,8 +28,8 @@ inline constexpr const char* kEnvSkipMemoryCheck = "WEFT_SKIP_MEMORY_CHECK";
 // (worker/config/config.h). Whoever fills it resolves the config first
 // (presets, defaults, environment overrides); the values are taken as given.
 struct MemoryEstimateInputs {
-  std::string device = "cpu";  // device: "cpu" | "cuda"
-  std::string dtype = "auto";  // train.dtype: "f32" | "bf16" | "auto" (bf16 on cuda)
+  ComputeDevice device = ComputeDevice::Cpu;  // device
+  WorkingDtype dtype = WorkingDtype::Auto;    // train.dtype (auto: bf16 on cuda, f32 on cpu)
   int vocab_size = 0;          // model.vocab_size
   int d_model = 0;             // model.d_model
   int n_layers = 0;            // model.n_layers

@@ -1,8 +1,11 @@
-// The modes a config chooses by name (parallel.strategy, parallel.zero.overlap,
-// parallel.isp.wdp_strategy, train.recompute): enums with one table of their
-// spellings each, parsed once where a config is read (the worker's YAML, the
-// operator's TrainingJob) and compared as enums everywhere after. Header-only,
-// standard library only, like weft_contract.h.
+// The modes a config chooses by name (device, comm.backend, data.source,
+// train.dtype, train.recompute, train.attention, checkpoint.async,
+// parallel.strategy, parallel.zero.overlap, parallel.isp.wdp_strategy): enums
+// with one table of their spellings each, parsed once where a config is read
+// (the worker's YAML, the operator's TrainingJob) and compared as enums
+// everywhere after. A mode with an `auto` spelling is made concrete once, by
+// the worker's resolve() (config/config.h). Header-only, standard library
+// only, like weft_contract.h.
 #pragma once
 
 #include <array>
@@ -23,6 +26,24 @@ enum class WdpStrategy : uint8_t { Dp, Zero };
 enum class ZeroOverlap : uint8_t { None, AfterBackward, Interleaved };
 // train.recompute: pointwise recompute in backward; auto = on with cuda.
 enum class Recompute : uint8_t { Auto, None, Pointwise };
+// device: where a rank trains.
+enum class ComputeDevice : uint8_t { Cpu, Cuda };
+// comm.backend: the collectives' transport; auto = nccl on cuda, gloo on cpu.
+enum class CommBackend : uint8_t { Auto, Gloo, Nccl };
+// train.dtype: the working dtype of weights and activations; auto = bf16 on
+// cuda, f32 on cpu.
+enum class WorkingDtype : uint8_t { Auto, F32, Bf16 };
+// data.source: the synthetic Markov chain or llm.c token shards.
+enum class DataSource : uint8_t { Synthetic, Shards };
+// checkpoint.async: sharded checkpoints written in the background; auto = on
+// with cuda. Spelled as YAML booleans.
+enum class CheckpointAsync : uint8_t { Auto, On, Off };
+// train.attention: which CUDA kernels run attention. auto: cuDNN's fused flash
+// attention where it can run the call (cuDNN loaded, bf16, a shape it
+// supports), weft's SIMT kernels otherwise, chosen per call by the kernels;
+// cudnn: cuDNN or an error, never a silent fallback; simt: weft's kernels.
+// The CPU has one attention and ignores it.
+enum class Attention : uint8_t { Auto, Cudnn, Simt };
 
 // Each mode's spellings, in the enum's order.
 template <class E>
@@ -42,6 +63,30 @@ struct ModeNames<ZeroOverlap> {
 template <>
 struct ModeNames<Recompute> {
   static constexpr std::array<std::string_view, 3> names{"auto", "none", "pointwise"};
+};
+template <>
+struct ModeNames<ComputeDevice> {
+  static constexpr std::array<std::string_view, 2> names{"cpu", "cuda"};
+};
+template <>
+struct ModeNames<CommBackend> {
+  static constexpr std::array<std::string_view, 3> names{"auto", "gloo", "nccl"};
+};
+template <>
+struct ModeNames<WorkingDtype> {
+  static constexpr std::array<std::string_view, 3> names{"auto", "f32", "bf16"};
+};
+template <>
+struct ModeNames<DataSource> {
+  static constexpr std::array<std::string_view, 2> names{"synthetic", "shards"};
+};
+template <>
+struct ModeNames<CheckpointAsync> {
+  static constexpr std::array<std::string_view, 3> names{"auto", "true", "false"};
+};
+template <>
+struct ModeNames<Attention> {
+  static constexpr std::array<std::string_view, 3> names{"auto", "cudnn", "simt"};
 };
 
 template <class E>

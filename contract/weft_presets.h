@@ -6,6 +6,8 @@
 
 #include <string_view>
 
+#include "weft_modes.h"
+
 namespace weft::contract {
 
 // The SwiGLU width of a model: model.ffn_hidden, or when that is 0,
@@ -18,7 +20,7 @@ constexpr int ffn_width(int ffn_hidden, int d_model) {
 // file that names no preset is tiny.
 struct Preset {
   std::string_view name;
-  std::string_view device;
+  ComputeDevice device;
   int vocab_size, d_model, n_layers, n_heads, n_kv_heads;
   int ffn_hidden;  // 0: ffn_width's rule
   int max_seq_len;
@@ -32,7 +34,7 @@ struct Preset {
 
 inline constexpr Preset kPresets[] = {
     // CPU demo, about a minute on 2 cores.
-    {"tiny", "cpu", 256, 128, 4, 4, 2, 0, 256, false, 300, 16, 64, 1, "runs/weft", 3e-3, 20, 0.1, 0.1},
+    {"tiny", ComputeDevice::Cpu, 256, 128, 4, 4, 2, 0, 256, false, 300, 16, 64, 1, "runs/weft", 3e-3, 20, 0.1, 0.1},
     // GPT-2 small as a Llama: 12 x 768, 12 heads of 64, full KV heads, tied
     // embeddings. A SwiGLU of width 2048 has the same 3 * 768 * 2048 = 4.7M
     // weights per block as GPT-2's 4x MLP, so the model has about 124M
@@ -42,7 +44,7 @@ inline constexpr Preset kPresets[] = {
     // Data stays synthetic (vocab 50304, GPT-2's 50257 padded to a multiple
     // of 128) so the preset runs anywhere; see configs/gpt2-124m-shards.yaml
     // for FineWeb shards.
-    {"gpt2-124m", "cuda", 50304, 768, 12, 12, 12, 2048, 1024, true, 19073, 4, 1024, 16, "runs/gpt2-124m", 6e-4, 700,
+    {"gpt2-124m", ComputeDevice::Cuda, 50304, 768, 12, 12, 12, 2048, 1024, true, 19073, 4, 1024, 16, "runs/gpt2-124m", 6e-4, 700,
      0.1, 0.1},
 };
 

@@ -21,7 +21,7 @@ std::optional<contract::MemoryEstimateInputs> preset_inputs(const std::string& n
   if (!p) return std::nullopt;
   contract::MemoryEstimateInputs in;
   in.device = p->device;
-  in.dtype = "auto";
+  in.dtype = contract::WorkingDtype::Auto;
   in.vocab_size = p->vocab_size;
   in.d_model = p->d_model;
   in.n_layers = p->n_layers;
@@ -188,8 +188,14 @@ std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const Train
   r.read({"parallel", "isp", "wdp_strategy"}, in.wdp_strategy);
   if (!r.error.empty()) return fail(r.error);
   // The pod's WEFT_DEVICE overrides `device` (worker/config/config.h, apply_env_overrides).
-  if (const std::string dev = template_env(spec, contract::kEnvDevice); !dev.empty())
-    in.device = dev;
+  if (const std::string dev = template_env(spec, contract::kEnvDevice); !dev.empty()) {
+    const std::optional<contract::ComputeDevice> device = contract::parse_mode<contract::ComputeDevice>(dev);
+    // The worker refuses it at start (exit 1, naming the variable); there is nothing to estimate.
+    if (!device)
+      return fail(std::string("spec.template.env ") + contract::kEnvDevice + ": " +
+                  contract::not_a_mode<contract::ComputeDevice>(dev));
+    in.device = *device;
+  }
   in.ffn = contract::ffn_width(ffn_hidden, in.d_model);
   in.world = spec.world_size();
   return in;

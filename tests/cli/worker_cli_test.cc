@@ -45,6 +45,30 @@ TEST(WorkerCli, BadConfigExitsOneNamingTheField) {
   fs::remove_all(d);
 }
 
+// --print-config shows the config the rank runs: every auto the config
+// decides made concrete (on this CPU-only config: gloo, f32, no recompute,
+// synchronous checkpoints), and WEFT_ATTENTION as train.attention.
+TEST(WorkerCli, PrintConfigShowsTheResolvedConfig) {
+  auto r = run_process({kWorker, "--preset", "tiny", "--print-config"}, {"WEFT_ATTENTION=simt"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* shown : {"device: \"cpu\"", "  backend: \"gloo\"", "  dtype: \"f32\"", "  recompute: \"none\"",
+                            "  async: \"false\"", "  attention: \"simt\"", "  source: \"synthetic\""})
+    EXPECT_NE(r.output.find(shown), std::string::npos) << shown << "\n" << r.output;
+  EXPECT_EQ(r.output.find("\"auto\""), std::string::npos) << "no mode is left auto here\n" << r.output;
+  // A cuda config resolves the other way, without touching a GPU.
+  auto cuda = run_process({kWorker, "--preset", "tiny", "--print-config"}, {"WEFT_DEVICE=cuda", "CUDA_VISIBLE_DEVICES="});
+  ASSERT_EQ(cuda.code, 0) << cuda.output;
+  for (const char* shown : {"device: \"cuda\"", "  backend: \"nccl\"", "  dtype: \"bf16\"", "  recompute: \"pointwise\"",
+                            "  async: \"true\"", "  attention: \"auto\""})
+    EXPECT_NE(cuda.output.find(shown), std::string::npos) << shown << "\n" << cuda.output;
+  // A bad WEFT_ATTENTION is bad config (exit 1) naming the variable, the field and the choices.
+  auto bad = run_process({kWorker, "--preset", "tiny", "--print-config"}, {"WEFT_ATTENTION=flash"});
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("WEFT_ATTENTION=flash: train.attention: 'flash' is not one of auto, cudnn, simt"),
+            std::string::npos)
+      << bad.output;
+}
+
 // device: cuda where no GPU can be used (CUDA_VISIBLE_DEVICES empty hides
 // them on any machine; a build without CUDA has none) is bad input named
 // before any rendezvous, not an NCCL failure.

@@ -91,12 +91,13 @@ TEST(SoloCommunicator, MisuseThrowsNamingGroupAndOp) {
 
 TEST(ProcessGroups, RejectsBadBackendAndGrid) {
   GroupOptions o;
-  o.backend = "mpi";
+  // auto is decided by the worker config's resolve(), never here.
+  o.backend = contract::CommBackend::Auto;
   EXPECT_THAT([&] {
     try { init_process_groups(ProcessEnv{}, o); } catch (const CommError& e) { return std::string(e.what()); }
     return std::string();
-  }(), HasSubstr("comm.backend: 'mpi'"));
-  o.backend = "gloo";
+  }(), HasSubstr("comm.backend: auto reached the process groups unresolved"));
+  o.backend = contract::CommBackend::Gloo;
   o.sp = 2;
   EXPECT_THROW(init_process_groups(ProcessEnv{}, o), CommError);
 }

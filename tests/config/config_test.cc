@@ -1,11 +1,13 @@
 // Config parsing, validation, presets, env overrides and the YAML round trip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
 
 #include <unistd.h>
 
@@ -203,6 +205,138 @@ TEST_P(BadConfigTest, RejectedWithFieldAndReason) {
 
 INSTANTIATE_TEST_SUITE_P(Rules, BadConfigTest, testing::ValuesIn(kBadConfigs));
 
+// The modes a config names by a string (contract/weft_modes.h): every
+// spelling parses to its enum and reads back as itself (to_yaml, the run
+// fingerprint's settings); any other is refused at its line, naming the field
+// and the spellings it takes.
+struct ModeField {
+  const char* path;
+  std::vector<const char*> spellings;
+  // The YAML that sets the field to `v` (with what that value needs besides).
+  std::string (*yaml)(const std::string& v);
+  std::string (*read)(const WorkerConfig& c);  // the field's spelling in `c`
+};
+
+template <class E>
+std::string spelled(E mode) {
+  return std::string(contract::mode_name(mode));
+}
+
+const ModeField kModeFields[] = {
+    {"device", {"cpu", "cuda"}, [](const std::string& v) { return "device: " + v + "\n"; },
+     [](const WorkerConfig& c) { return spelled(c.device); }},
+    {"comm.backend", {"auto", "gloo", "nccl"},
+     [](const std::string& v) { return "device: cuda\ncomm: {backend: " + v + "}\n"; },
+     [](const WorkerConfig& c) { return spelled(c.comm.backend); }},
+    {"train.dtype", {"auto", "f32", "bf16"}, [](const std::string& v) { return "train: {dtype: " + v + "}\n"; },
+     [](const WorkerConfig& c) { return spelled(c.train.dtype); }},
+    {"train.attention", {"auto", "cudnn", "simt"},
+     [](const std::string& v) { return "train: {attention: " + v + "}\n"; },
+     [](const WorkerConfig& c) { return spelled(c.train.attention); }},
+    {"data.source", {"synthetic", "shards"},
+     [](const std::string& v) {
+       return "data: {source: " + v + (v == "shards" ? ", shards: 'd/*.bin'" : "") + "}\n";
+     },
+     [](const WorkerConfig& c) { return spelled(c.data.source); }},
+    {"checkpoint.async", {"auto", "true", "false"},
+     [](const std::string& v) { return "checkpoint: {async: " + v + "}\n"; },
+     [](const WorkerConfig& c) { return spelled(c.checkpoint.async); }},
+};
+
+TEST(Config, EveryModeTakesEachOfItsSpellingsAndRefusesOthersNamingThem) {
+  for (const ModeField& f : kModeFields) {
+    SCOPED_TRACE(f.path);
+    std::string choices;
+    for (const char* v : f.spellings) {
+      const WorkerConfig c = parse_config(f.yaml(v), "test.yaml");
+      EXPECT_EQ(f.read(c), v);
+      const auto settings = shared_settings(c);
+      const std::map<std::string, std::string> m(settings.begin(), settings.end());
+      EXPECT_EQ(m.at(f.path), "\"" + std::string(v) + "\"");
+      EXPECT_EQ(parse_config(to_yaml(c), "roundtrip"), c);
+      choices += (choices.empty() ? "" : ", ") + std::string(v);
+    }
+    const std::string yaml = f.yaml("bogus");
+    const int line = static_cast<int>(std::count(yaml.begin(), yaml.end(), '\n'));
+    EXPECT_EQ(error_of(yaml), "test.yaml:" + std::to_string(line) + ": " + f.path + ": 'bogus' is not one of " + choices);
+    // Spellings are exact, as before they were enums: no case folding, no YAML boolean synonyms.
+    EXPECT_NE(error_of(f.yaml(std::string(f.spellings.back()) == "false" ? "no" : "CPU")), "<no error>");
+  }
+}
+
+// resolve() is the one place an auto becomes concrete, from the device, and
+// leaves what the user chose alone; a resolved config validates and reads
+// back the same.
+TEST(Config, ResolveMakesTheAutosConcreteFromTheDevice) {
+  WorkerConfig cpu = parse_config("");
+  EXPECT_EQ(cpu.comm.backend, CommBackend::Auto);
+  EXPECT_EQ(cpu.train.dtype, WorkingDtype::Auto);
+  EXPECT_EQ(cpu.train.recompute, Recompute::Auto);
+  EXPECT_EQ(cpu.checkpoint.async, CheckpointAsync::Auto);
+  EXPECT_FALSE(is_resolved(cpu));
+  resolve(cpu);
+  EXPECT_EQ(cpu.comm.backend, CommBackend::Gloo);
+  EXPECT_EQ(cpu.train.dtype, WorkingDtype::F32);
+  EXPECT_EQ(cpu.train.recompute, Recompute::None);
+  EXPECT_EQ(cpu.checkpoint.async, CheckpointAsync::Off);
+  // Not decided from the config: the kernels choose attention per call, the
+  // buckets are sized from the model.
+  EXPECT_EQ(cpu.train.attention, Attention::Auto);
+  EXPECT_EQ(cpu.parallel.bucket_cap_mb, kAutoBucketCap);
+  EXPECT_TRUE(is_resolved(cpu));
+  EXPECT_EQ(resolved(cpu), cpu) << "resolve() is idempotent";
+  EXPECT_NO_THROW(validate(cpu));
+  EXPECT_EQ(parse_config(to_yaml(cpu), "roundtrip"), cpu);
+  const std::string text = to_yaml(cpu);
+  for (const char* shown : {"backend: \"gloo\"", "dtype: \"f32\"", "recompute: \"none\"", "async: \"false\""})
+    EXPECT_NE(text.find(shown), std::string::npos) << shown << "\n" << text;
+
+  // WEFT_DEVICE is applied before resolve(): the autos follow the device the rank runs on.
+  WorkerConfig cuda = parse_config("");
+  apply_env_overrides(cuda, {{"WEFT_DEVICE", "cuda"}});
+  resolve(cuda);
+  EXPECT_EQ(cuda.comm.backend, CommBackend::Nccl);
+  EXPECT_EQ(cuda.train.dtype, WorkingDtype::Bf16);
+  EXPECT_EQ(cuda.train.recompute, Recompute::Pointwise);
+  EXPECT_EQ(cuda.checkpoint.async, CheckpointAsync::On);
+  EXPECT_NO_THROW(validate(cuda));
+  EXPECT_EQ(parse_config(to_yaml(cuda), "roundtrip"), cuda);
+
+  const char* chosen =
+      "device: cuda\ncomm: {backend: gloo}\ntrain: {dtype: f32, recompute: none, attention: simt}\n"
+      "checkpoint: {async: false}\n";
+  const WorkerConfig c = parse_config(chosen);
+  EXPECT_TRUE(is_resolved(c));
+  EXPECT_EQ(resolved(c), c);
+  WorkerConfig bf16_cpu = parse_config("train: {dtype: bf16}\ncheckpoint: {async: true}\n");
+  resolve(bf16_cpu);
+  EXPECT_EQ(bf16_cpu.train.dtype, WorkingDtype::Bf16);
+  EXPECT_EQ(bf16_cpu.checkpoint.async, CheckpointAsync::On);
+}
+
+// train.attention is a config field like any other; WEFT_ATTENTION overrides
+// it where the other WEFT_* overrides are applied (apply_env_overrides).
+TEST(Config, AttentionIsAFieldThatWeftAttentionOverrides) {
+  EXPECT_EQ(preset("tiny").train.attention, Attention::Auto);
+  WorkerConfig c = parse_config("train: {attention: simt}\n");
+  EXPECT_EQ(c.train.attention, Attention::Simt);
+  apply_env_overrides(c, {{"WEFT_ATTENTION", ""}});  // empty = unset
+  EXPECT_EQ(c.train.attention, Attention::Simt);
+  apply_env_overrides(c, {{"WEFT_ATTENTION", "cudnn"}});
+  EXPECT_EQ(c.train.attention, Attention::Cudnn);
+  resolve(c);
+  EXPECT_EQ(c.train.attention, Attention::Cudnn) << "an explicit choice is kept";
+  EXPECT_NE(to_yaml(c).find("  attention: \"cudnn\"\n"), std::string::npos) << to_yaml(c);
+  try {
+    apply_env_overrides(c, {{"WEFT_ATTENTION", "flash"}});
+    ADD_FAILURE() << "WEFT_ATTENTION=flash was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "WEFT_ATTENTION=flash: train.attention: 'flash' is not one of auto, cudnn, simt");
+  }
+  // The CPU has one attention: a cudnn choice (a GPU script's environment) does not stop a CPU run.
+  EXPECT_NO_THROW(validate(parse_config("device: cpu\ntrain: {attention: cudnn}\n")));
+}
+
 // The presets are one table (contract/weft_presets.h) that the operator reads
 // too; tiny is also the config's defaults, so a config without a preset and
 // one that names tiny are the same, and gpt2-124m keeps its llm.c numbers.
@@ -210,7 +344,7 @@ TEST(Config, PresetsComeFromTheContractTableAndTinyIsTheDefaults) {
   EXPECT_EQ(preset("tiny"), WorkerConfig{});
   EXPECT_EQ(parse_config(""), WorkerConfig{});
   const WorkerConfig g = preset("gpt2-124m");
-  EXPECT_EQ(g.device, "cuda");
+  EXPECT_EQ(g.device, ComputeDevice::Cuda);
   EXPECT_EQ(g.model.vocab_size, 50304);
   EXPECT_EQ(g.model.ffn(), 2048);
   EXPECT_TRUE(g.model.tie_embeddings);
@@ -440,7 +574,7 @@ TEST(Config, TinyIsTheDefaultAndEmptyFileIsTiny) {
   EXPECT_EQ(t.model.d_model, 128);
   EXPECT_EQ(t.model.n_layers, 4);
   EXPECT_EQ(t.train.seq_len, 64);
-  EXPECT_EQ(t.data.source, "synthetic");
+  EXPECT_EQ(t.data.source, DataSource::Synthetic);
 }
 
 // Parameter count of the Llama decoder as weft builds it (no biases).
@@ -533,15 +667,15 @@ metrics:
 )";
   WorkerConfig c = parse_config(yaml, "full.yaml");
   WorkerConfig e;
-  e.device = "cpu";
+  e.device = ComputeDevice::Cpu;
   e.model = {512, 256, 6, 8, 4, 704, 128, 500000, 1e-6, false, 0.01};
-  e.train = {1000, 8, 128, 4, 18446744073709551615ull, 0, "/tmp/run a", "f32"};
+  e.train = {1000, 8, 128, 4, 18446744073709551615ull, 0, "/tmp/run a", WorkingDtype::F32};
   e.optim = {1.5e-3, 0, 50, 0.8, 0.99, 1e-10, 0, true, 0};
-  e.data = {"shards", "/data/fineweb_train_*.bin", 7, 2};
+  e.data = {DataSource::Shards, "/data/fineweb_train_*.bin", 7, 2};
   e.checkpoint = {"/ckpt", 100, 1, false};
   e.parallel = {Strategy::Isp, 2,     2, 0.5, 1, false, true, {2, ZeroOverlap::AfterBackward, true},
                 {false, 2, WdpStrategy::Zero}, ""};
-  e.comm = {"gloo", 30.5, 60};
+  e.comm = {CommBackend::Gloo, 30.5, 60};
   e.comm.lanes = 3;
   e.metrics = {0};
   EXPECT_EQ(c, e);
@@ -599,17 +733,17 @@ TEST(Config, SequenceParallelWiderThanTheKvHeads) {
 
 TEST(Config, RoundTripsThroughYaml) {
   WorkerConfig odd = preset("tiny");
-  odd.device = "cuda";
+  odd.device = ComputeDevice::Cuda;
   odd.train.out_dir = "runs/with: colon # and hash";
   odd.checkpoint.dir = "~";  // YAML's null unless quoted
-  odd.data.source = "shards";
+  odd.data.source = DataSource::Shards;
   odd.data.shards = "true";  // YAML's bool unless quoted
   odd.optim.lr = 0.1 + 0.2;  // needs all 17 digits
   odd.optim.eps = 1e-300;
   odd.parallel.bucket_cap_mb = 1.0 / 3;
   odd.train.seed = 18446744073709551615ull;
   odd.model.tie_embeddings = true;
-  odd.comm.backend = "nccl";
+  odd.comm.backend = CommBackend::Nccl;
   WorkerConfig sim = preset("tiny");
   sim.comm.simulate = {200, 0.5};
   WorkerConfig auto_first = preset("tiny");  // auto cap, explicit first bucket
@@ -640,7 +774,7 @@ TEST(Config, EnvOverrides) {
   e.parallel.bucket_cap_mb = 2.5;
   e.checkpoint.dir = "/ckpt";
   e.metrics.port = 0;
-  e.device = "cuda";
+  e.device = ComputeDevice::Cuda;
   e.train.out_dir = "/out";
   EXPECT_EQ(c, e);
 

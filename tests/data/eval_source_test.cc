@@ -41,7 +41,7 @@ TEST(EvalSource, ShardsAreReadFromEvalShards) {
   write_shard(dir.file("train_000.bin"), tokens(5000, 200));
   write_shard(dir.file("val_000.bin"), tokens(3000, 100));
   WorkerConfig cfg = preset("tiny");
-  cfg.data.source = "shards";
+  cfg.data.source = DataSource::Shards;
   cfg.data.shards = dir.file("train_*.bin");
   cfg.eval.every = 5;
   cfg.eval.shards = dir.file("val_*.bin");
@@ -57,7 +57,7 @@ TEST(EvalSource, RefusalsNameEvalShards) {
   write_shard(dir.file("train_000.bin"), tokens(5000, 200));
   write_shard(dir.file("big_val.bin"), tokens(3000, 60000));
   WorkerConfig cfg = preset("tiny");
-  cfg.data.source = "shards";
+  cfg.data.source = DataSource::Shards;
   cfg.data.shards = dir.file("train_*.bin");
   cfg.eval.every = 5;
   // The training files under another glob.

@@ -213,7 +213,7 @@ TEST(ShardSource, FromConfigChecksVocabulary) {
   tokens[50] = 50256;  // GPT-2's <|endoftext|>
   write_shard(dir.file("gpt2.bin"), tokens);
   WorkerConfig cfg;
-  cfg.data.source = "shards";
+  cfg.data.source = DataSource::Shards;
   cfg.data.shards = dir.file("*.bin");
   cfg.model.vocab_size = 50304;
   auto source = make_source(cfg);

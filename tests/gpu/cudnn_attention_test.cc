@@ -28,20 +28,19 @@ void require_cudnn() {
   ASSERT_FALSE(cuda::cudnn_version(&why).empty()) << "cuDNN did not load: " << why;
 }
 
-// No GPU needed: WEFT_ATTENTION's values, and a bad one is an error the
-// trainer reports (exit 1), before anything touches a device.
-TEST(CudnnAttention, WeftAttentionSetsTheMode) {
-  cuda::AttentionMode m = cuda::AttentionMode::Simt;
-  EXPECT_TRUE(cuda::parse_attention_mode(nullptr, &m) && m == cuda::AttentionMode::Auto);
-  EXPECT_TRUE(cuda::parse_attention_mode("", &m) && m == cuda::AttentionMode::Auto);
-  EXPECT_TRUE(cuda::parse_attention_mode("cudnn", &m) && m == cuda::AttentionMode::Cudnn);
-  EXPECT_TRUE(cuda::parse_attention_mode("simt", &m) && m == cuda::AttentionMode::Simt);
-  EXPECT_TRUE(cuda::parse_attention_mode("auto", &m) && m == cuda::AttentionMode::Auto);
-  EXPECT_FALSE(cuda::parse_attention_mode("flash", &m));
-  ASSERT_EQ(setenv("WEFT_ATTENTION", "flash", 1), 0);
+// No GPU needed: the mode passed in (train.attention, which WEFT_ATTENTION
+// overrides in the config) decides before anything touches a device; the
+// kernels read no environment.
+TEST(CudnnAttention, TheModeIsPassedInNotReadFromTheEnvironment) {
+  const auto before = ops::attention_mode();
+  ASSERT_EQ(setenv("WEFT_ATTENTION", "cudnn", 1), 0);
+  ops::set_attention_mode(ops::AttentionMode::Simt);
   const auto k = ops::attention_kernel(Device::CUDA, DType::BF16, 1, 8, 2, 2, 64);
   unsetenv("WEFT_ATTENTION");
-  EXPECT_EQ(k.error, "WEFT_ATTENTION='flash': expected auto, cudnn or simt");
+  EXPECT_EQ(k.name, "simt");
+  EXPECT_EQ(k.detail, "train.attention simt");
+  EXPECT_EQ(k.error, "");
+  ops::set_attention_mode(before);
 }
 
 TEST(CudnnAttention, ChoosesCudnnForBf16AndSimtOtherwise) {

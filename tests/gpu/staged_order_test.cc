@@ -32,7 +32,7 @@ namespace {
 // One rank's body; returns failures (0: passed).
 int staged_rank() {
   comm::GroupOptions opt;
-  opt.backend = "gloo";
+  opt.backend = contract::CommBackend::Gloo;
   opt.device = Device::CUDA;
   opt.timeout = std::chrono::seconds(60);
   opt.rendezvous_timeout = std::chrono::seconds(60);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -42,12 +43,16 @@ fs::path scratch(const std::string& name) {
 
 WorkerConfig tiny(const fs::path& out, const std::string& device, const std::string& dtype) {
   WorkerConfig c = preset("tiny");
-  c.device = device;
-  c.train.dtype = dtype;
+  c.device = *contract::parse_mode<ComputeDevice>(device);
+  c.train.dtype = *contract::parse_mode<WorkingDtype>(dtype);
   c.train.steps = 50;
   c.train.log_every = 10;
   c.train.out_dir = out.string();
   c.metrics.port = 0;
+  // As weft-worker would: gpu_checks.sh sets WEFT_ATTENTION=cudnn, so these
+  // runs use cuDNN or fail rather than fall back to the SIMT kernels.
+  const char* attention = std::getenv("WEFT_ATTENTION");
+  apply_env_overrides(c, {{"WEFT_ATTENTION", attention ? attention : ""}});
   return c;
 }
 
@@ -198,7 +203,7 @@ TEST(GpuTraining, TinyPresetTracksTheCpuRuns) { GTEST_SKIP() << "weft was built 
 TEST(GpuTraining, SingleRankNcclDataParallelPath) {
   WEFT_REQUIRE_GPU();
   WorkerConfig cfg = preset("tiny");
-  cfg.device = "cuda";
+  cfg.device = ComputeDevice::Cuda;
   cfg.parallel.bucket_cap_mb = 0.25;  // several buckets for 0.9 M parameters
   const int B = 8, T = 64, steps = 10;
   std::vector<int32_t> tokens = random_tokens(B * T, cfg.model.vocab_size, 11);

@@ -186,7 +186,9 @@ TEST(EstimateAgreement, ConfigsTheOperatorCannotReadAreNotEstimated) {
       {{{"model", {{"d_model", 512.5}}}}, "spec.worker.model.d_model is not an integer"},
       {{{"parallel", {{"bf16_wire", "yes"}}}}, "spec.worker.parallel.bf16_wire is not a boolean"},
       {{{"parallel", {{"zero", 2}}}}, "spec.worker.parallel.zero is not a mapping"},
-      {{{"train", {{"dtype", 16}}}}, "spec.worker.train.dtype is not a string"},
+      {{{"train", {{"dtype", 16}}}}, "spec.worker.train.dtype is not one of auto, f32, bf16"},
+      {{{"train", {{"dtype", "fp16"}}}}, "spec.worker.train.dtype is not one of auto, f32, bf16"},
+      {{{"device", "tpu"}}, "spec.worker.device is not one of cpu, cuda"},
       {{{"train", {{"logits_chunk_mb", 0}}}}, "spec.worker.train.logits_chunk_mb is not auto or a number > 0"},
       {{{"train", {{"logits_chunk_mb", "big"}}}}, "spec.worker.train.logits_chunk_mb is not auto or a number > 0"},
   };

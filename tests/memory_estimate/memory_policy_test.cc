@@ -127,6 +127,11 @@ TEST(MemoryPolicy, GpuJobsCompareTheHostPartOnly) {
   const MemoryCheck on_cpu = check_memory(job({{"preset", "gpt2-124m"}}, 8, limit, cpu));
   EXPECT_FALSE(on_cpu.fits);
   EXPECT_EQ(on_cpu.needed_bytes, worker_needs("preset: gpt2-124m", 8, {{"WEFT_DEVICE", "cpu"}}));
+  // A WEFT_DEVICE the worker refuses (exit 1, naming it) is not estimated as either device.
+  const Json tpu = Json::array({{{"name", "WEFT_DEVICE"}, {"value", "tpu"}}});
+  std::string why;
+  EXPECT_FALSE(memory_estimate_inputs(job({{"preset", "gpt2-124m"}}, 8, limit, tpu), &why));
+  EXPECT_EQ(why, "spec.template.env WEFT_DEVICE: 'tpu' is not one of cpu, cuda");
 }
 
 TEST(MemoryPolicy, SkippingTheWorkersCheckWarnsOfTheOomKiller) {

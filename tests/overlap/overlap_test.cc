@@ -158,7 +158,7 @@ std::vector<std::vector<StepRecord>> train(const WorkerConfig& cfg, int steps, i
     env.world = ranks;
     env.master_addr = "127.0.0.1";
     env.master_port = static_cast<uint16_t>(port);
-    comm::GroupOptions opt = group_options(cfg);
+    comm::GroupOptions opt = group_options(resolved(cfg));
     opt.policy = comm::FailurePolicy::Throw;
     opt.timeout = opt.rendezvous_timeout = std::chrono::seconds(60);
     auto pg = comm::init_process_groups(env, opt);

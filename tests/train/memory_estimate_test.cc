@@ -30,7 +30,7 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
   };
   const std::vector<Case> cases = {
       {"f32 dp", [](WorkerConfig&) {}},
-      {"bf16 dp", [](WorkerConfig& c) { c.train.dtype = "bf16"; }},
+      {"bf16 dp", [](WorkerConfig& c) { c.train.dtype = WorkingDtype::Bf16; }},
       {"tied", [](WorkerConfig& c) { c.model.tie_embeddings = true; }},
       {"isp recompute 1", [](WorkerConfig& c) {
          c.parallel.strategy = Strategy::Isp;
@@ -39,7 +39,7 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
       {"logits in chunks", [](WorkerConfig& c) { c.train.logits_chunk_mb = 0.002; }},
       {"isp bf16", [](WorkerConfig& c) {
          c.parallel.strategy = Strategy::Isp;
-         c.train.dtype = "bf16";
+         c.train.dtype = WorkingDtype::Bf16;
        }},
       {"pointwise recompute", [](WorkerConfig& c) { c.train.recompute = Recompute::Pointwise; }},
       {"head_dim apart from d_model / n_heads", [](WorkerConfig& c) { c.model.explicit_head_dim = 2 * c.model.head_dim(); }},
@@ -51,7 +51,7 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
        }},
       {"pointwise recompute, isp recompute 1, bf16", [](WorkerConfig& c) {
          c.train.recompute = Recompute::Pointwise;
-         c.train.dtype = "bf16";
+         c.train.dtype = WorkingDtype::Bf16;
          c.parallel.strategy = Strategy::Isp;
          c.parallel.isp.recompute_blocks = 1;
        }},
@@ -108,7 +108,7 @@ TEST(MemoryEstimate, PointwiseRecomputeTrainsTheSameRunInLessMemory) {
   const auto dir = fresh_dir("pointwise");
   WorkerConfig c = small_config((dir / "kept").string());
   c.train.steps = 5;
-  c.train.dtype = "bf16";
+  c.train.dtype = WorkingDtype::Bf16;
   Trainer kept(c);
   EXPECT_FALSE(kept.model().recompute_pointwise());  // auto on the CPU
   const TrainSummary a = kept.run();
@@ -123,7 +123,7 @@ TEST(MemoryEstimate, PointwiseRecomputeTrainsTheSameRunInLessMemory) {
   for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_EQ(b.losses[i], a.losses[i]) << i;
   // On cuda auto is pointwise: [N, 2 d + ffn] less per block of gpt2-124m's 12, one [N, d + ffn] scratch more.
   WorkerConfig g = preset("gpt2-124m");
-  g.device = "cuda";
+  g.device = ComputeDevice::Cuda;
   const MemoryEstimate on = estimate_memory(g, 1);
   g.train.recompute = Recompute::None;
   const int64_t N = int64_t(g.train.micro_batch) * g.train.seq_len, C = g.model.d_model, F = g.model.ffn();
@@ -143,8 +143,8 @@ TEST(MemoryEstimate, PointwiseRecomputeTrainsTheSameRunInLessMemory) {
 // gradient shard; ISP divides the matrices by wp and adds its pool.
 TEST(MemoryEstimate, ShardingStrategiesHoldLessOptimizerStateOrWeights) {
   WorkerConfig c = preset("gpt2-124m");
-  c.device = "cpu";
-  c.train.dtype = "f32";
+  c.device = ComputeDevice::Cpu;
+  c.train.dtype = WorkingDtype::F32;
   const MemoryEstimate dp = estimate_memory(c, 4);
   c.parallel.strategy = Strategy::Zero;
   const MemoryEstimate z1 = estimate_memory(c, 4);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops.h"
 #include "tensor/bf16.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
@@ -32,10 +33,10 @@ TEST(MixedPrecision, Bf16TracksF32OnTheTinyPreset) {
   c.train.steps = 50;
   c.train.log_every = 0;
   c.train.out_dir = (dir / "f32").string();
-  c.train.dtype = "f32";
+  c.train.dtype = WorkingDtype::F32;
   const TrainSummary f32 = Trainer(c).run();
   c.train.out_dir = (dir / "bf16").string();
-  c.train.dtype = "bf16";
+  c.train.dtype = WorkingDtype::Bf16;
   Trainer bf16_trainer(c);
   EXPECT_EQ(bf16_trainer.model().buffer().param_dtype(), DType::BF16);
   const TrainSummary bf16 = bf16_trainer.run();
@@ -65,7 +66,7 @@ TEST(MixedPrecision, Bf16TracksF32OnTheTinyPreset) {
 TEST(MixedPrecision, Bf16ResumeMatchesUninterruptedRunExactly) {
   const fs::path dir = fresh_dir("bf16_resume");
   WorkerConfig full = small_config((dir / "full").string());
-  full.train.dtype = "bf16";
+  full.train.dtype = WorkingDtype::Bf16;
   full.train.grad_accum = 2;
   const TrainSummary ref = Trainer(full).run();
   ASSERT_EQ(ref.losses.size(), 20u);
@@ -86,7 +87,7 @@ TEST(MixedPrecision, Bf16ResumeMatchesUninterruptedRunExactly) {
 TEST(MixedPrecision, CheckpointHoldsTheMasterWeightsAndWorkingWeightsAreTheirRounding) {
   const fs::path dir = fresh_dir("bf16_master");
   WorkerConfig c = small_config(dir.string());
-  c.train.dtype = "bf16";
+  c.train.dtype = WorkingDtype::Bf16;
   Trainer t(c);
   t.run();
   const std::string ckpt = list_checkpoints(c.train.out_dir + "/checkpoints").at(0);
@@ -116,18 +117,18 @@ TEST(MixedPrecision, CheckpointsResumeAcrossWorkingDtypes) {
   WorkerConfig c = small_config(dir.string());
   c.train.steps = 20;
   c.checkpoint.every = 10;
-  c.train.dtype = "f32";
+  c.train.dtype = WorkingDtype::F32;
   const TrainSummary ref = Trainer(c).run();
   const std::string ckpt_dir = c.train.out_dir + "/checkpoints";
   keep_only_checkpoint(ckpt_dir, "step-10");
-  c.train.dtype = "bf16";
+  c.train.dtype = WorkingDtype::Bf16;
   const TrainSummary b = Trainer(c).run();
   ASSERT_EQ(b.start_step, 10);
   ASSERT_EQ(b.losses.size(), 10u);
   for (size_t i = 0; i < 10; ++i)
     EXPECT_NEAR(b.losses[i], ref.losses[10 + i], 0.02 * ref.losses[10 + i]) << "step " << 11 + i;
   // And back: the bf16 run's final checkpoint resumes as f32 for 5 more steps.
-  c.train.dtype = "f32";
+  c.train.dtype = WorkingDtype::F32;
   c.train.steps = 25;
   const TrainSummary f = Trainer(c).run();
   EXPECT_EQ(f.start_step, 20);
@@ -137,17 +138,40 @@ TEST(MixedPrecision, CheckpointsResumeAcrossWorkingDtypes) {
 }
 
 TEST(MixedPrecision, DtypeIsValidatedAndAutoFollowsTheDevice) {
+  try {
+    parse_config("train: {dtype: fp16}\n", "t.yaml");
+    FAIL() << "train.dtype fp16 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "t.yaml:1: train.dtype: 'fp16' is not one of auto, f32, bf16");
+  }
   WorkerConfig c = preset("tiny");
-  c.train.dtype = "fp16";
-  auto p = find_problem(c);
-  ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->path, "train.dtype");
-  c.train.dtype = "auto";
+  c.train.dtype = WorkingDtype::Auto;
   Trainer t(c);
   EXPECT_EQ(t.model().buffer().param_dtype(), DType::F32) << "auto on the cpu is f32";
-  c.train.dtype = "bf16";
+  c.train.dtype = WorkingDtype::Bf16;
   c.parallel.strategy = Strategy::Isp;
   EXPECT_FALSE(find_problem(c).has_value()) << "isp trains bf16 working weights too";
+}
+
+// The trainer passes train.attention to the kernels (no environment read
+// there); on the CPU the one attention runs whatever it says.
+TEST(MixedPrecision, TheTrainerPassesTrainAttentionToTheKernels) {
+  WorkerConfig c = preset("tiny");
+  c.metrics.port = 0;
+  const ops::AttentionMode before = ops::attention_mode();
+  c.train.attention = Attention::Simt;
+  {
+    Trainer t(c);
+    EXPECT_EQ(ops::attention_mode(), ops::AttentionMode::Simt);
+    EXPECT_EQ(t.attention_kernel().name, "cpu");
+  }
+  c.train.attention = Attention::Cudnn;
+  {
+    Trainer t(c);
+    EXPECT_EQ(ops::attention_mode(), ops::AttentionMode::Cudnn);
+    EXPECT_EQ(t.attention_kernel().error, "");
+  }
+  ops::set_attention_mode(before);
 }
 
 }  // namespace

@@ -223,7 +223,8 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
     cfg.checkpoint.resume = false;
     cfg.parallel = weft::ParallelConfig{};  // one rank: the checkpoint's layout does not matter
     weft::validate_for_eval(cfg);
-    if (cfg.device == "cuda") weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
+    weft::resolve(cfg);
+    if (cfg.device == weft::ComputeDevice::Cuda) weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
     weft::Trainer trainer(cfg);
     spdlog::info("evaluating {} held-out batches of {} x {} tokens", cfg.eval.batches, cfg.train.micro_batch,
                  cfg.train.seq_len);
@@ -333,6 +334,9 @@ weft::WorkerConfig load_config(const WorkerArgs& a, const Env& env) {
     if (!a.checkpoint_dir.empty()) cfg.checkpoint.dir = a.checkpoint_dir;
     if (a.no_resume) cfg.checkpoint.resume = false;
     weft::validate(cfg);
+    // Every auto the config can decide is decided here, once: what
+    // --print-config shows is what the rank runs.
+    weft::resolve(cfg);
     return cfg;
   } catch (const weft::ConfigError& e) {
     throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e)};
@@ -390,7 +394,7 @@ std::unique_ptr<weft::comm::ProcessGroups> join_job(const weft::WorkerConfig& cf
     weft::comm::GroupOptions options = weft::group_options(cfg);
     options.shared_settings = run_settings(cfg, launch);
     auto groups = weft::comm::init_process_groups(launch, options);
-    if (cfg.device == "cuda")
+    if (cfg.device == weft::ComputeDevice::Cuda)
       spdlog::info("GPU memory with the communicators: {:.0f} MiB of the device in use", weft::gpu_mib_in_use());
     return groups;
   } catch (const weft::comm::SettingsMismatchError& e) {

@@ -52,23 +52,24 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   // the collective, which the watchdog reports as a lost peer (exit 3).
   std::signal(SIGPIPE, SIG_IGN);
   RankGrid grid(env.world, opt.sp, opt.wp);
-  std::string backend = opt.backend;
-  if (backend == "auto") backend = opt.device == Device::CUDA ? "nccl" : "gloo";
-  if (backend != "gloo" && backend != "nccl")
-    throw CommError("comm.backend: '" + opt.backend + "' is not one of auto, gloo, nccl");
-  if (backend == "nccl" && opt.device != Device::CUDA)
+  using contract::CommBackend;
+  const CommBackend backend = opt.backend;
+  if (backend == CommBackend::Auto)
+    throw CommError("comm.backend: auto reached the process groups unresolved; the worker config's resolve() makes it "
+                    "gloo or nccl");
+  if (backend == CommBackend::Nccl && opt.device != Device::CUDA)
     throw CommError("comm.backend: nccl needs device: cuda");
   if (opt.lanes < 1) throw CommError("comm.lanes: must be >= 1, got " + std::to_string(opt.lanes));
 #ifndef WEFT_HAVE_NCCL
-  if (backend == "nccl") throw CommError("comm.backend: nccl requested but weft was built without CUDA");
-  if (backend == "gloo" && opt.device == Device::CUDA)
+  if (backend == CommBackend::Nccl) throw CommError("comm.backend: nccl requested but weft was built without CUDA");
+  if (backend == CommBackend::Gloo && opt.device == Device::CUDA)
     throw CommError("comm.backend: gloo with device: cuda stages through host memory, but weft was built without CUDA");
 #endif
 
   std::unique_ptr<ProcessGroups> pg(new ProcessGroups(env, grid));
   pg->ctx_ = std::make_unique<CommContext>(opt.timeout, opt.policy);
   pg->ctx_->set_global_rank(env.rank);
-  if (backend == "gloo") pg->ctx_->set_network(opt.network);
+  if (backend == CommBackend::Gloo) pg->ctx_->set_network(opt.network);
   if (env.world > 1) {
     // The job's description in the store's hello: a rank refused by a store
     // whose description differs is told the port belongs to another job.
@@ -114,7 +115,7 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
       return std::make_shared<SoloCommunicator>(name, env.rank, stream);
     }
 #ifdef WEFT_HAVE_NCCL
-    if (backend == "nccl") {
+    if (backend == CommBackend::Nccl) {
       auto c = NcclCommunicator::create(*pg->ctx_, store, name, members, env.rank);
       if (opt.cuda_compute_stream) c->set_compute_stream(static_cast<CUstream_st*>(opt.cuda_compute_stream()));
       return c;
@@ -148,10 +149,11 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   // rank wrote through its connection), so the store refuses newcomers; the
   // members keep being served.
   if (pg->server_) pg->server_->close_membership();
-  const std::string how = pg->staging_ ? backend + ", CUDA tensors staged through host memory" : backend;
+  const std::string name(contract::mode_name(backend));
+  const std::string how = pg->staging_ ? name + ", CUDA tensors staged through host memory" : name;
   spdlog::info("comm: rank {}/{} ready ({}; dp {}, sp {}, wp {}, wdp {}; {} of the 5 groups have one rank and run "
                "without {})",
-               env.rank, env.world, how, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size(), solo, backend);
+               env.rank, env.world, how, g.dp.size(), g.sp.size(), g.wp.size(), g.wdp.size(), solo, name);
   return pg;
 }
 

@@ -22,6 +22,7 @@
 #include "comm/tcp_store.h"
 #include "launch_env.h"
 #include "tensor/tensor.h"
+#include "weft_modes.h"
 
 namespace gloo::transport {
 class Device;
@@ -37,9 +38,10 @@ using ProcessEnv = contract::LaunchEnv;
 std::map<std::string, std::string> current_environment();
 
 struct GroupOptions {
-  // "auto" (gloo on cpu, nccl on cuda) | "gloo" | "nccl". gloo with device
-  // cuda stages every collective through host memory (staged_communicator.h).
-  std::string backend = "auto";
+  // gloo | nccl: comm.backend as the worker's resolve() left it (auto is
+  // decided there, from the device, and refused here). gloo with device cuda
+  // stages every collective through host memory (staged_communicator.h).
+  contract::CommBackend backend = contract::CommBackend::Gloo;
   Device device = Device::CPU;
   int sp = 1;
   int wp = 1;

@@ -31,7 +31,8 @@ namespace {
 
 // A mode (contract/weft_modes.h) is read and written by its spellings.
 using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*, Strategy*, WdpStrategy*,
-                              ZeroOverlap*, Recompute*>;
+                              ZeroOverlap*, Recompute*, ComputeDevice*, CommBackend*, WorkingDtype*, DataSource*,
+                              CheckpointAsync*, Attention*>;
 
 struct Field {
   const char* name;
@@ -68,7 +69,7 @@ const std::vector<Section>& sections() {
        {WEFT_FIELD(train, steps), WEFT_FIELD(train, micro_batch), WEFT_FIELD(train, seq_len),
         WEFT_FIELD(train, grad_accum), WEFT_FIELD(train, seed), WEFT_FIELD(train, log_every),
         WEFT_FIELD(train, out_dir), WEFT_FIELD(train, dtype), WEFT_AUTO_FIELD(train, logits_chunk_mb),
-        WEFT_FIELD(train, recompute)}},
+        WEFT_FIELD(train, recompute), WEFT_FIELD(train, attention)}},
       {"optim",
        {WEFT_FIELD(optim, lr), WEFT_FIELD(optim, min_lr_ratio), WEFT_FIELD(optim, warmup_steps),
         WEFT_FIELD(optim, beta1), WEFT_FIELD(optim, beta2), WEFT_FIELD(optim, eps),
@@ -242,6 +243,10 @@ std::string assign_from_text(const FieldRef& ref, const std::string& text, bool 
         ref);
   }
   return {};
+}
+
+bool is_mode(const FieldRef& ref) {
+  return std::visit([](auto* p) { return contract::kIsMode<std::remove_pointer_t<decltype(p)>>; }, ref);
 }
 
 const char* kind_name(const YAML::Node& n) {
@@ -457,6 +462,7 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
       {contract::kEnvMetricsPort, "metrics.port"},
       {contract::kEnvDevice, "device"},
       {contract::kEnvOutDir, "train.out_dir"},
+      {contract::kEnvAttention, "train.attention"},
   };
   std::optional<ConfigProblem> before = find_problem(cfg);
   std::map<std::string, std::string> applied;  // field path -> "VAR=value"
@@ -465,7 +471,11 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
     // Unset and empty are the same: Kubernetes often renders missing values as "".
     if (it == env.end() || it->second.empty()) continue;
     const Field* field = find_field(path);
-    std::string err = assign_from_text(field->ref(cfg), it->second, field->takes_auto);
+    const FieldRef ref = field->ref(cfg);
+    std::string err = assign_from_text(ref, it->second, field->takes_auto);
+    // A mode's spelling is charged to its field, as validate() would: "WEFT_DEVICE=tpu: device: 'tpu' is
+    // not one of cpu, cuda".
+    if (!err.empty() && is_mode(ref)) throw ConfigError(std::string(var) + "=" + it->second + ": " + path + ": " + err);
     if (!err.empty()) throw ConfigError(std::string(var) + ": " + err);
     applied[path] = std::string(var) + "=" + it->second;
   }
@@ -483,6 +493,22 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
   }
   throw ConfigError(cause + ": " + after->path + ": " + after->message);
 }
+
+void resolve(WorkerConfig& cfg) {
+  const bool cuda = cfg.device == ComputeDevice::Cuda;
+  if (cfg.comm.backend == CommBackend::Auto) cfg.comm.backend = cuda ? CommBackend::Nccl : CommBackend::Gloo;
+  if (cfg.train.dtype == WorkingDtype::Auto) cfg.train.dtype = cuda ? WorkingDtype::Bf16 : WorkingDtype::F32;
+  if (cfg.train.recompute == Recompute::Auto) cfg.train.recompute = cuda ? Recompute::Pointwise : Recompute::None;
+  if (cfg.checkpoint.async == CheckpointAsync::Auto)
+    cfg.checkpoint.async = cuda ? CheckpointAsync::On : CheckpointAsync::Off;
+}
+
+WorkerConfig resolved(WorkerConfig cfg) {
+  resolve(cfg);
+  return cfg;
+}
+
+bool is_resolved(const WorkerConfig& cfg) { return resolved(cfg) == cfg; }
 
 std::vector<std::pair<std::string, std::string>> shared_settings(const WorkerConfig& cfg) {
   WorkerConfig c = cfg;  // the field table hands out mutable references

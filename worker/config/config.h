@@ -20,8 +20,14 @@
 namespace weft {
 
 // The named modes (contract/weft_modes.h), parsed from their YAML spellings.
+using contract::Attention;
+using contract::CheckpointAsync;
+using contract::CommBackend;
+using contract::ComputeDevice;
+using contract::DataSource;
 using contract::Recompute;
 using contract::Strategy;
+using contract::WorkingDtype;
 using contract::WdpStrategy;
 using contract::ZeroOverlap;
 
@@ -76,8 +82,9 @@ struct TrainConfig {
   std::string out_dir = "runs/weft";  // summary.json and logs
   // Working dtype of weights and activations: "f32", "bf16" (fp32 master
   // weights in the optimizer, fp32 gradients) or "auto" (bf16 on cuda, f32 on
-  // cpu). The CPU runs bf16 too (stored bf16, computed in fp32).
-  std::string dtype = "auto";
+  // cpu; resolve() makes it one of them). The CPU runs bf16 too (stored bf16,
+  // computed in fp32).
+  contract::WorkingDtype dtype = contract::WorkingDtype::Auto;
   // MiB of LM-head logits ([rows, vocab] in the working dtype) computed at a
   // time, with the loss, and recomputed chunk by chunk in backward, so the
   // whole [tokens, vocab] never exists: a memory lever for large vocabularies
@@ -88,8 +95,14 @@ struct TrainConfig {
   // block's two RMSNorm outputs and its SwiGLU product, [tokens, 2 d + ffn]
   // per block, for two norm forwards and one SwiGLU forward per block in
   // backward; bit-identical results), "none", or "auto" (the default:
-  // pointwise on cuda, none on the CPU).
+  // pointwise on cuda, none on the CPU; resolve() makes it one of them).
   contract::Recompute recompute = contract::Recompute::Auto;
+  // Which CUDA kernels run attention: "auto" (cuDNN's fused flash attention
+  // where it can run the call, weft's SIMT kernels otherwise: a per-call
+  // choice of the kernels, so it stays auto after resolve()), "cudnn" (cuDNN
+  // or an error, never a silent fallback) or "simt". WEFT_ATTENTION overrides
+  // it. The CPU has one attention and ignores it.
+  contract::Attention attention = contract::Attention::Auto;
 
   bool operator==(const TrainConfig&) const = default;
 };
@@ -109,7 +122,7 @@ struct OptimConfig {
 };
 
 struct DataConfig {
-  std::string source = "synthetic";  // "synthetic" | "shards"
+  contract::DataSource source = contract::DataSource::Synthetic;  // "synthetic" | "shards"
   std::string shards;                // glob of llm.c token shards (source: shards)
   uint64_t seed = 1234;              // synthetic Markov chain
   int branching = 4;                 // successors per state in the synthetic chain
@@ -154,8 +167,9 @@ struct CheckpointConfig {
   // rank's part (weights and optimizer state: about 3/N of the model's f32
   // bytes of host memory). auto: on when training on a GPU (the snapshot then
   // costs host memory, not the device's), off on the CPU, where host memory
-  // is the training memory. true | false force it.
-  std::string async = "auto";
+  // is the training memory (resolve() makes it true or false). true | false
+  // force it.
+  contract::CheckpointAsync async = contract::CheckpointAsync::Auto;
 
   bool operator==(const CheckpointConfig&) const = default;
 };
@@ -227,7 +241,9 @@ struct CommSimulateConfig {
 };
 
 struct CommConfig {
-  std::string backend = "auto";       // "auto" | "gloo" | "nccl"
+  // "auto" (nccl on cuda, gloo on cpu; resolve() makes it one of them) |
+  // "gloo" | "nccl".
+  contract::CommBackend backend = contract::CommBackend::Auto;
   double timeout_s = 300;             // per-collective deadline
   double rendezvous_timeout_s = 600;  // how long ranks wait for each other
   CommSimulateConfig simulate;        // comm.simulate.{latency_us, bandwidth_gbps}
@@ -251,7 +267,7 @@ struct MetricsConfig {
 };
 
 struct WorkerConfig {
-  std::string device = "cpu";  // "cpu" | "cuda"
+  contract::ComputeDevice device = contract::ComputeDevice::Cpu;  // "cpu" | "cuda"
   // A Hugging Face Llama directory (config.json + model.safetensors, or shards
   // with model.safetensors.index.json) whose weights a fresh run starts from
   // (step 0, fresh optimizer); a resumable checkpoint takes precedence. The
@@ -298,11 +314,28 @@ WorkerConfig parse_config(const std::string& yaml_text, const std::string& origi
 WorkerConfig load_config_file(const std::string& path, const std::string& init_from = "");
 
 // Applies WEFT_* environment overrides (WEFT_STEPS, WEFT_BUCKET_CAP_MB,
-// WEFT_CHECKPOINT_DIR, WEFT_METRICS_PORT, WEFT_DEVICE, WEFT_OUT_DIR) from env.
+// WEFT_BUCKET_CAP_FILE, WEFT_CHECKPOINT_DIR, WEFT_METRICS_PORT, WEFT_DEVICE,
+// WEFT_OUT_DIR, WEFT_ATTENTION) from env.
 void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::string>& env);
 
 // Throws ConfigError naming the first impossible field.
 void validate(const WorkerConfig& cfg);
+
+// The one place an `auto` mode becomes concrete, after the env overrides and
+// validate(): comm.backend (nccl on cuda, gloo on cpu), train.dtype (bf16 on
+// cuda, f32 on cpu), train.recompute (pointwise on cuda, none on cpu) and
+// checkpoint.async (true on cuda, false on cpu). Nothing after it decides
+// them again; --print-config shows the result. Idempotent: a resolved config
+// stays as it is. Left as they are, because they are not decided from the
+// config: train.attention auto (the kernels choose per call, by what cuDNN
+// can run), parallel.bucket_cap_mb auto (sized from the model's parameters
+// when the buckets are built, and re-read from parallel.bucket_cap_file),
+// train.logits_chunk_mb auto and metrics.linger_seconds auto (which reads
+// whether the operator started the rank).
+void resolve(WorkerConfig& cfg);
+WorkerConfig resolved(WorkerConfig cfg);
+// Whether resolve() has nothing left to do.
+bool is_resolved(const WorkerConfig& cfg);
 // validate() with every eval.* rule applied whether or not eval.every is set:
 // weft-worker --eval evaluates whatever eval.every says.
 void validate_for_eval(const WorkerConfig& cfg);

@@ -169,7 +169,6 @@ void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
   c.at_most(t.grad_accum, kMaxGradAccum, "train.grad_accum", " micro-batches per step");
   c.non_negative(t.log_every, "train.log_every");
   c.require(!t.out_dir.empty(), "train.out_dir", "must not be empty");
-  c.choice(t.dtype, {"auto", "f32", "bf16"}, "train.dtype");
   c.require(std::isfinite(t.logits_chunk_mb) && t.logits_chunk_mb >= 0, "train.logits_chunk_mb",
             "expected auto or a number > 0, got " + num(t.logits_chunk_mb));
   c.at_most(t.logits_chunk_mb, kMaxLogitsChunkMb, "train.logits_chunk_mb", " MiB");
@@ -203,17 +202,17 @@ void check_documents(Checker& c, const WorkerConfig& cfg) {
                                             "document, e.g. 50256 for GPT-2's <|endoftext|>)")
                               : num(d.eos_token) + " is outside the vocabulary (model.vocab_size " +
                                     num(cfg.model.vocab_size) + ")");
-  c.require(cfg.device == "cpu", "data.document_boundaries",
-            "'eos' is implemented on the CPU only so far (device is '" + cfg.device + "')");
+  c.require(cfg.device == ComputeDevice::Cpu, "data.document_boundaries",
+            "'eos' is implemented on the CPU only so far (device is '" + std::string(contract::mode_name(cfg.device)) +
+                "')");
 }
 
 void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
-  c.choice(d.source, {"synthetic", "shards"}, "data.source");
-  if (d.source == "shards") {
+  if (d.source == DataSource::Shards) {
     c.require(!d.shards.empty(), "data.shards",
               "data.source is 'shards' but no glob of shard files is given");
   }
-  if (d.source == "synthetic") {
+  if (d.source == DataSource::Synthetic) {
     // Shards named while the source stays at its default would train on the
     // synthetic chain without a word.
     c.require(d.shards.empty(), "data.shards",
@@ -233,7 +232,6 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
             "is " + num(k.every) + " but checkpoint.save is false (no checkpoint is written): set one of them");
   c.positive(k.max_shard_mb, "checkpoint.max_shard_mb");
   c.at_most(k.max_shard_mb, kMaxShardMb, "checkpoint.max_shard_mb", " MB");
-  c.choice(k.async, {"auto", "true", "false"}, "checkpoint.async");
 }
 
 void check_eval(Checker& c, const EvalConfig& e, const DataConfig& d, bool evaluating) {
@@ -242,10 +240,10 @@ void check_eval(Checker& c, const EvalConfig& e, const DataConfig& d, bool evalu
   c.require(e.batches >= 1, "eval.batches",
             "must be >= 1" + std::string(e.every > 0 ? " when eval.every is set" : "") + ", got " + num(e.batches));
   c.at_most(e.batches, kMaxEvalBatches, "eval.batches", " micro-batches per evaluation");
-  if (d.source == "shards")
+  if (d.source == DataSource::Shards)
     c.require(!e.shards.empty(), "eval.shards",
               "data.source is 'shards': name the held-out shards to evaluate on (llm.c writes them as *_val_*.bin)");
-  if (d.source == "synthetic")
+  if (d.source == DataSource::Synthetic)
     c.require(e.shards.empty(), "eval.shards",
               "is set ('" + e.shards + "') but data.source is 'synthetic', whose held-out stream needs no files");
   c.require(e.allow_training_shards || e.shards.empty() || e.shards != d.shards, "eval.shards",
@@ -300,9 +298,8 @@ void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, c
             "must be 1 or 2, got " + num(p.zero.stage) + " (stage 3, sharded parameters, is not implemented)");
 }
 
-void check_comm(Checker& c, const CommConfig& k, const std::string& device) {
-  c.choice(k.backend, {"auto", "gloo", "nccl"}, "comm.backend");
-  c.require(!(k.backend == "nccl" && device == "cpu"), "comm.backend",
+void check_comm(Checker& c, const CommConfig& k, ComputeDevice device) {
+  c.require(!(k.backend == CommBackend::Nccl && device == ComputeDevice::Cpu), "comm.backend",
             "'nccl' needs device 'cuda' (device is 'cpu'); use 'gloo' or 'auto'");
   c.seconds(k.timeout_s, "comm.timeout_s");
   c.seconds(k.rendezvous_timeout_s, "comm.rendezvous_timeout_s");
@@ -314,7 +311,7 @@ void check_comm(Checker& c, const CommConfig& k, const std::string& device) {
   c.require(k.simulate.bandwidth_gbps == 0 || k.simulate.bandwidth_gbps >= kMinSimulatedGbps,
             "comm.simulate.bandwidth_gbps",
             "must be 0 (unlimited) or >= " + num(kMinSimulatedGbps) + " (1 Mb/s), got " + num(k.simulate.bandwidth_gbps));
-  c.require(!(k.simulate.enabled() && k.backend == "nccl"), "comm.simulate",
+  c.require(!(k.simulate.enabled() && k.backend == CommBackend::Nccl), "comm.simulate",
             "the network emulator runs on the Gloo communicator only (comm.backend gloo or auto on cpu)");
 }
 
@@ -324,10 +321,9 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) { return find
 
 std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluating) {
   Checker c;
-  c.choice(cfg.device, {"cpu", "cuda"}, "device");
   check_model(c, cfg.model);
   // weft's CUDA attention holds a head's row in registers: D <= 128 (kernels/cuda/cuda_ops.h).
-  c.require(cfg.device != "cuda" || cfg.model.head_dim() <= 128, "model.head_dim",
+  c.require(cfg.device != ComputeDevice::Cuda || cfg.model.head_dim() <= 128, "model.head_dim",
             num(cfg.model.head_dim()) + " exceeds 128, the widest head weft's CUDA attention computes");
   check_train(c, cfg.train, cfg.model);
   check_optim(c, cfg.optim);

@@ -77,27 +77,27 @@ void shape_batch(Batch& batch, int B, int T) {
 }
 
 std::unique_ptr<TokenSource> make_source(const WorkerConfig& cfg) {
-  if (cfg.data.source == "synthetic") {
-    return with_documents(cfg, make_markov_source(cfg.model.vocab_size, cfg.data.branching, cfg.data.seed));
-  }
-  if (cfg.data.source == "shards") {
-    auto source = make_shard_source(cfg.data.shards, cfg.data.seed);
-    // Token ids beyond the embedding table would index out of bounds later,
-    // far from the cause; refuse them here.
-    if (source->vocab_size() > cfg.model.vocab_size) {
-      throw DataError("data.shards: '" + cfg.data.shards + "' holds token id " +
-                      std::to_string(source->vocab_size() - 1) + " but model.vocab_size is " +
-                      std::to_string(cfg.model.vocab_size));
+  switch (cfg.data.source) {
+    case DataSource::Synthetic:
+      return with_documents(cfg, make_markov_source(cfg.model.vocab_size, cfg.data.branching, cfg.data.seed));
+    case DataSource::Shards: {
+      auto source = make_shard_source(cfg.data.shards, cfg.data.seed);
+      // Token ids beyond the embedding table would index out of bounds later,
+      // far from the cause; refuse them here.
+      if (source->vocab_size() > cfg.model.vocab_size) {
+        throw DataError("data.shards: '" + cfg.data.shards + "' holds token id " +
+                        std::to_string(source->vocab_size() - 1) + " but model.vocab_size is " +
+                        std::to_string(cfg.model.vocab_size));
+      }
+      return with_documents(cfg, std::move(source));
     }
-    return with_documents(cfg, std::move(source));
   }
-  throw DataError("data.source: unknown source '" + cfg.data.source +
-                  "' (expected synthetic or shards)");
+  throw DataError("data.source: not a source (expected " + contract::mode_choices<DataSource>() + ")");
 }
 
 std::unique_ptr<TokenSource> make_eval_source(const WorkerConfig& cfg) {
   const DataConfig& d = cfg.data;
-  if (d.source == "synthetic") {
+  if (d.source == DataSource::Synthetic) {
     // The training chain, rows from a seed of their own.
     const uint64_t seed = hash_seed(d.seed, kDomainHeldOut, 0);
     return with_documents(cfg, make_markov_source(MarkovChain::random(cfg.model.vocab_size, d.branching, d.seed), seed,

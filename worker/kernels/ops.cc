@@ -13,6 +13,7 @@
 // matmul likewise views each operand as [product of leading dims, last dim].
 #include "kernels/ops.h"
 
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <utility>
@@ -321,6 +322,13 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   cpu::attention_forward<float>(w.out(out), lse.f32(), qw, kw, vw, q.dim(0), q.dim(1), q.dim(2),
                                 k.dim(2), q.dim(3), st);
 }
+
+namespace {
+std::atomic<AttentionMode> g_attention_mode{AttentionMode::Auto};
+}  // namespace
+
+void set_attention_mode(AttentionMode mode) { g_attention_mode.store(mode); }
+AttentionMode attention_mode() { return g_attention_mode.load(); }
 
 AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                  int64_t D) {

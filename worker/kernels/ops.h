@@ -70,13 +70,23 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor* starts = nullptr);
+// Which CUDA kernels run attention (the config's train.attention, which the
+// trainer passes in here before its first step; WEFT_ATTENTION overrides the
+// config, not the kernels): Auto (the default) runs cuDNN's fused flash
+// attention where it can run the call and weft's SIMT kernels otherwise;
+// Cudnn runs cuDNN or aborts, never falling back; Simt runs weft's kernels.
+// The CPU has one attention and ignores it. Process-wide.
+enum class AttentionMode { Auto, Cudnn, Simt };
+void set_attention_mode(AttentionMode mode);
+AttentionMode attention_mode();
+
 // Which kernels run attention of this shape and dtype on `device`: "cpu",
 // "cudnn" (cuDNN's fused flash attention, bf16 on a GPU where libcudnn.so.9
 // loads) or "simt" (weft's CUDA kernels: f32, no cuDNN, an unsupported shape,
-// or WEFT_ATTENTION=simt), with the reason in `detail`. On a GPU this builds
-// and caches cuDNN's graphs for the shape, so the first step does not pay for
-// it. `error` is set where the environment asks for what cannot run
-// (WEFT_ATTENTION not auto/cudnn/simt, or cudnn where cuDNN cannot run it).
+// or mode Simt), with the reason in `detail`. On a GPU this builds and caches
+// cuDNN's graphs for the shape, so the first step does not pay for it.
+// `error` is set where the mode asks for what cannot run (Cudnn where cuDNN
+// cannot run it).
 struct AttentionKernel {
   std::string name, detail, error;
 };

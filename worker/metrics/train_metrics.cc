@@ -188,7 +188,7 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
              {&memory.Add({{"kind", "activation"}}), &StepReport::memory_activation_bytes}};
   if (strategy_traits(cfg.parallel).weight_pool)
     memory_.push_back({&memory.Add({{"kind", "isp_pool"}}), &StepReport::memory_isp_pool_bytes});
-  if (cfg.device == "cuda") {
+  if (cfg.device == ComputeDevice::Cuda) {
     memory_.push_back({&memory.Add({{"kind", "device_held"}}), &StepReport::memory_device_held_bytes});
     memory_.push_back({&memory.Add({{"kind", "device_in_use"}}), &StepReport::memory_device_in_use_bytes});
   }
@@ -197,7 +197,7 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
   gauges(*registry_, rank, "weft_worker_info",
          "Constant 1, labelled with the run's strategy, device and world size")
       .Add({{"strategy", std::string(contract::mode_name(cfg.parallel.strategy))},
-            {"device", cfg.device},
+            {"device", std::string(contract::mode_name(cfg.device))},
             {"world_size", std::to_string(world)}})
       .Set(1);
   gauges(*registry_, rank, "weft_memory_estimate_bytes",

@@ -95,8 +95,12 @@ std::optional<RunCheckpoints::Saved> RunCheckpoints::complete() {
 }
 
 bool RunCheckpoints::async() const {
-  const std::string& a = cfg_.checkpoint.async;
-  return a == "true" || (a == "auto" && cfg_.device == "cuda");
+  switch (cfg_.checkpoint.async) {
+    case CheckpointAsync::On: return true;
+    case CheckpointAsync::Off: return false;
+    case CheckpointAsync::Auto: break;
+  }
+  throw ConfigError("checkpoint.async: auto was not resolved (resolve() makes it true or false from the device)");
 }
 
 bool RunCheckpoints::sharded() const {

@@ -1,13 +1,14 @@
 #include "train/comm_options.h"
 
 #include "kernels/ops.h"
+#include "train/device.h"
 
 namespace weft {
 
 comm::GroupOptions group_options(const WorkerConfig& cfg) {
   comm::GroupOptions o;
-  o.backend = cfg.comm.backend;
-  o.device = cfg.device == "cuda" ? Device::CUDA : Device::CPU;
+  o.backend = cfg.comm.backend;  // resolved: gloo or nccl (init_process_groups refuses auto)
+  o.device = model_device(cfg);
   o.sp = cfg.parallel.sp;
   o.wp = cfg.parallel.wp;
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.comm.timeout_s * 1000));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "kernels/ops.h"
 #include "launch_env.h"
 #include "tensor/tensor.h"
 
@@ -23,8 +24,8 @@ struct DevicePlacement {
   int visible = 0;
 };
 
-// The GPU a cuda rank must use among `visible` GPUs. NCCL (comm.backend nccl
-// or auto) takes one GPU per rank: GPU `local_rank`, and more ranks on the
+// The GPU a cuda rank must use among `visible` GPUs. NCCL (comm.backend nccl,
+// what auto resolves to on cuda) takes one GPU per rank: GPU `local_rank`, and more ranks on the
 // host (`local_world`) than GPUs is refused on every rank before any
 // communicator exists (NCCL refuses two ranks on one GPU). Gloo stages
 // through host memory (comm/staged_communicator.h), so ranks share GPUs:
@@ -32,7 +33,7 @@ struct DevicePlacement {
 // LOCAL_RANK/LOCAL_WORLD_SIZE and CUDA_VISIBLE_DEVICES (as given in
 // `cuda_visible_devices`, "" when unset); `why` is the CUDA runtime's reason
 // for seeing no GPU.
-int choose_gpu(int local_rank, int local_world, int visible, const std::string& backend, const std::string& why,
+int choose_gpu(int local_rank, int local_world, int visible, CommBackend backend, const std::string& why,
                const std::string& cuda_visible_devices);
 
 // Takes GPU launch.local_rank of those the CUDA runtime sees (CUDA_VISIBLE_DEVICES
@@ -46,9 +47,11 @@ DevicePlacement place_rank(const WorkerConfig& cfg, const contract::LaunchEnv& l
 // outside weft's allocator apart step by step. 0 without CUDA.
 double gpu_mib_in_use();
 
-// Where the model lives and its working dtype (train.dtype; auto: bf16 on
-// cuda, f32 on cpu).
+// Where the model lives, its working dtype and the attention kernels'
+// choice (train.attention), from a resolved config (resolve()): an `auto`
+// train.dtype here is refused (ConfigError), not decided a second time.
 Device model_device(const WorkerConfig& cfg);
 DType working_dtype(const WorkerConfig& cfg);
+ops::AttentionMode attention_mode(const WorkerConfig& cfg);
 
 }  // namespace weft

@@ -70,33 +70,34 @@ double TrainSummary::overlap_ratio() const {
 }
 
 Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
-    : cfg_(cfg),
+    : cfg_(resolved(cfg)),
       rank_(std::move(comm)),
-      traits_(strategy_traits(cfg.parallel)),
-      source_(make_source(cfg)),
-      buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg.model), working_dtype(cfg),
-                                                   model_device(cfg), model_storage(cfg.parallel))),
-      model_(cfg.model, buffer_),
-      sync_(make_grad_sync(cfg, buffer_, SyncGroups{rank_.dp, rank_.sp, rank_.wp, rank_.wdp})),
-      boundary_(rank_.dp, cfg.parallel.bucket_cap_file, model_device(cfg)) {
-  if (source_->vocab_size() > cfg.model.vocab_size)
-    throw ConfigError("model.vocab_size: " + std::to_string(cfg.model.vocab_size) +
+      traits_(strategy_traits(cfg_.parallel)),
+      source_(make_source(cfg_)),
+      buffer_(std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg_.model), working_dtype(cfg_),
+                                                   model_device(cfg_), model_storage(cfg_.parallel))),
+      model_(cfg_.model, buffer_),
+      sync_(make_grad_sync(cfg_, buffer_, SyncGroups{rank_.dp, rank_.sp, rank_.wp, rank_.wdp})),
+      boundary_(rank_.dp, cfg_.parallel.bucket_cap_file, model_device(cfg_)) {
+  if (source_->vocab_size() > cfg_.model.vocab_size)
+    throw ConfigError("model.vocab_size: " + std::to_string(cfg_.model.vocab_size) +
                       " is smaller than the data's vocabulary (" +
                       std::to_string(source_->vocab_size()) + " tokens in " + source_->describe() +
                       ")");
   model_.set_sequence_exchange(sync_->sequence_exchange());
   model_.set_recompute_blocks(traits_.recompute_blocks);
-  model_.set_recompute_pointwise(contract::recompute_pointwise(cfg.train.recompute, buffer_->device() == Device::CUDA));
-  model_.set_logits_chunk_rows(contract::logits_chunk_rows(cfg.train.logits_chunk_mb, buffer_->device() == Device::CUDA,
-                                                           cfg.model.vocab_size,
+  model_.set_recompute_pointwise(cfg_.train.recompute == Recompute::Pointwise);
+  model_.set_logits_chunk_rows(contract::logits_chunk_rows(cfg_.train.logits_chunk_mb, buffer_->device() == Device::CUDA,
+                                                           cfg_.model.vocab_size,
                                                            static_cast<int>(dtype_size(buffer_->param_dtype()))));
+  ops::set_attention_mode(attention_mode(cfg_));
   attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp());
   if (!attention_.error.empty()) throw ConfigError(attention_.error);
   init_weights();
   // Held-out data that cannot be read is bad input now, not after hours:
   // its first batch is read here (a shard shorter than a row is refused).
-  if (cfg.eval.every > 0) {
-    eval_source_ = make_eval_source(cfg);
+  if (cfg_.eval.every > 0) {
+    eval_source_ = make_eval_source(cfg_);
     read_first_eval_batch();
   }
   checkpoints_ = std::make_unique<RunCheckpoints>(cfg_, checkpoint_dir(), sync_->state(), model_, via_full(),

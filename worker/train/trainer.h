@@ -95,6 +95,9 @@ struct TrainerComm {
 
 class Trainer {
  public:
+  // Trains resolved(cfg) (config/config.h): weft-worker hands it a resolved
+  // config; one built in code has its autos decided by the same resolve().
+  // Passes train.attention to the kernels (ops::set_attention_mode).
   explicit Trainer(const WorkerConfig& cfg, TrainerComm comm = {});
   ~Trainer();
 

@@ -26,56 +26,6 @@ void* cudnn_dlhandle = nullptr;
 
 namespace weft::cuda {
 
-namespace {
-
-std::mutex g_mutex;
-bool g_mode_read = false;
-AttentionMode g_mode = AttentionMode::Auto;
-
-}  // namespace
-
-bool parse_attention_mode(const char* env, AttentionMode* mode) {
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) {
-    *mode = AttentionMode::Auto;
-  } else if (std::strcmp(env, "cudnn") == 0) {
-    *mode = AttentionMode::Cudnn;
-  } else if (std::strcmp(env, "simt") == 0) {
-    *mode = AttentionMode::Simt;
-  } else {
-    return false;
-  }
-  return true;
-}
-
-namespace {
-
-// The error for a WEFT_ATTENTION that is not a mode; empty when it is one.
-std::string env_mode_error() {
-  const char* env = std::getenv("WEFT_ATTENTION");
-  AttentionMode m;
-  return parse_attention_mode(env, &m) ? std::string()
-                                       : std::string("WEFT_ATTENTION='") + env + "': expected auto, cudnn or simt";
-}
-
-}  // namespace
-
-AttentionMode attention_mode() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_mode_read) {
-    const std::string error = env_mode_error();
-    WEFT_CHECK(error.empty(), error);
-    parse_attention_mode(std::getenv("WEFT_ATTENTION"), &g_mode);
-    g_mode_read = true;
-  }
-  return g_mode;
-}
-
-void set_attention_mode(AttentionMode mode) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_mode = mode;
-  g_mode_read = true;
-}
-
 #ifdef WEFT_HAVE_CUDNN
 
 namespace {
@@ -309,7 +259,7 @@ bool use_cudnn_for(const char* op, const Tensor& q, const Tensor& k, const Graph
   std::string why;
   *out = graphs_for(q.dtype, q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3), &why);
   WEFT_CHECK(*out != nullptr || mode != AttentionMode::Cudnn,
-             std::string(op) + ": WEFT_ATTENTION=cudnn but cuDNN cannot run q " + q.shape.str() + ": " + why);
+             std::string(op) + ": train.attention is cudnn but cuDNN cannot run q " + q.shape.str() + ": " + why);
   return *out != nullptr;
 }
 
@@ -323,12 +273,8 @@ std::string cudnn_version(std::string* why) {
 std::string attention_kernel(DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                              std::string* detail, std::string* error) {
   std::string why;
-  if (std::string e = env_mode_error(); !e.empty()) {
-    *error = e;
-    return "simt";
-  }
   if (attention_mode() == AttentionMode::Simt) {
-    if (detail) *detail = "WEFT_ATTENTION=simt";
+    if (detail) *detail = "train.attention simt";
     return "simt";
   }
   if (const Graphs* gs = graphs_for(dtype, B, T, Hq, Hkv, D, &why)) {
@@ -338,7 +284,8 @@ std::string attention_kernel(DType dtype, int64_t B, int64_t T, int64_t Hq, int6
     }
     return "cudnn";
   }
-  if (attention_mode() == AttentionMode::Cudnn) *error = "WEFT_ATTENTION=cudnn but cuDNN cannot run this attention: " + why;
+  if (attention_mode() == AttentionMode::Cudnn)
+    *error = "train.attention is cudnn but cuDNN cannot run this attention: " + why;
   if (detail) *detail = why;
   return "simt";
 }
@@ -372,23 +319,19 @@ std::string cudnn_version(std::string* why) {
 
 std::string attention_kernel(DType, int64_t, int64_t, int64_t, int64_t, int64_t, std::string* detail,
                              std::string* error) {
-  if (std::string e = env_mode_error(); !e.empty()) {
-    *error = e;
-    return "simt";
-  }
-  if (attention_mode() == AttentionMode::Cudnn) *error = "WEFT_ATTENTION=cudnn but weft was built without cuDNN";
-  if (detail) *detail = attention_mode() == AttentionMode::Simt ? "WEFT_ATTENTION=simt" : "weft was built without cuDNN's headers";
+  if (attention_mode() == AttentionMode::Cudnn) *error = "train.attention is cudnn but weft was built without cuDNN";
+  if (detail) *detail = attention_mode() == AttentionMode::Simt ? "train.attention simt" : "weft was built without cuDNN's headers";
   return "simt";
 }
 
 bool cudnn_attention_forward(Tensor, Tensor, const Tensor&, const Tensor&, const Tensor&) {
-  WEFT_CHECK(attention_mode() != AttentionMode::Cudnn, "WEFT_ATTENTION=cudnn but weft was built without cuDNN");
+  WEFT_CHECK(attention_mode() != AttentionMode::Cudnn, "train.attention is cudnn but weft was built without cuDNN");
   return false;
 }
 
 bool cudnn_attention_backward(Tensor, Tensor, Tensor, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                               const Tensor&, const Tensor&) {
-  WEFT_CHECK(attention_mode() != AttentionMode::Cudnn, "WEFT_ATTENTION=cudnn but weft was built without cuDNN");
+  WEFT_CHECK(attention_mode() != AttentionMode::Cudnn, "train.attention is cudnn but weft was built without cuDNN");
   return false;
 }
 

@@ -8,26 +8,24 @@
 // headers runs where cuDNN is missing (the SIMT kernels run there). Graphs are
 // built once per (device, dtype, B, T, Hq, Hkv, D) and cached.
 //
-// What runs is chosen per call: cuDNN when the mode allows it (set_attention_
-// mode, initially from WEFT_ATTENTION = auto | cudnn | simt), cuDNN is loaded,
-// the dtype is bf16 and cuDNN supports the shape (it builds the graphs to
-// find out); else the SIMT kernels. Mode cudnn aborts instead of falling back.
+// What runs is chosen per call: cuDNN when the mode allows it
+// (ops::set_attention_mode: the config's train.attention, auto | cudnn |
+// simt, passed in by the trainer), cuDNN is loaded, the dtype is bf16 and
+// cuDNN supports the shape (it builds the graphs to find out); else the SIMT
+// kernels. Mode cudnn aborts instead of falling back.
 #pragma once
 
 #include <string>
 
+#include "kernels/ops.h"
 #include "tensor/tensor.h"
 
 namespace weft::cuda {
 
-enum class AttentionMode { Auto, Cudnn, Simt };
-
-// The mode for later calls; the first read takes WEFT_ATTENTION (a value
-// other than auto, cudnn or simt aborts naming the variable).
-AttentionMode attention_mode();
-// WEFT_ATTENTION's value as a mode (null or empty: auto); false for others.
-bool parse_attention_mode(const char* value, AttentionMode* mode);
-void set_attention_mode(AttentionMode mode);
+// The process-wide mode of kernels/ops.h, for later calls.
+using ops::AttentionMode;
+using ops::attention_mode;
+using ops::set_attention_mode;
 
 // "cuDNN 9.19.0 (libcudnn.so.9)" when cuDNN is loaded, else empty with the
 // reason in `why`. Loads it on the first call.
@@ -35,9 +33,9 @@ std::string cudnn_version(std::string* why = nullptr);
 
 // Whether attention of this shape runs through cuDNN in the current mode:
 // "cudnn" or "simt", with the reason in `detail` (the cuDNN version, or why
-// not). Builds and caches both graphs for the shape. Where WEFT_ATTENTION is
-// not a mode, or is cudnn and cuDNN cannot run the shape, `error` says so
-// (and the ops would abort): callers turn it into a clear exit.
+// not). Builds and caches both graphs for the shape. Where the mode is cudnn
+// and cuDNN cannot run the shape, `error` says so (and the ops would abort):
+// callers turn it into a clear exit.
 std::string attention_kernel(DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                              std::string* detail, std::string* error);
 
