@@ -181,10 +181,12 @@ void ScrapePoller::run_pass(const Pass& pass) {
       for (size_t k = 0; k < wave; ++k, ++i) {
         const int rank = ranks[i].first;
         tuner::RankObservation o{rank, std::nullopt, "not scraped"};
+        // A rank the wave scraped serves the straggler round too, even when
+        // an earlier rank of the wave voided the tuner's round.
+        if (got[k].ok() && pass.stragglers) scraped[rank] = got[k].metrics;
         const bool round_void = !round->ranks.empty() && !round->ranks.back().sample;
         if (!round_void || rank == 0) {
           if (got[k].ok()) o.sample = tuner::read_rank_sample(got[k].metrics);
-          if (got[k].ok() && pass.stragglers) scraped[rank] = got[k].metrics;
           o.error = got[k].ok() ? (o.sample ? "" : std::string("no ") + cm::kStep.name + "/" + cm::kBucketCapBytes.name +
                                                        "/" + cm::kStepSeconds.name + " yet")
                                 : got[k].error;
