@@ -3,8 +3,8 @@
 # (40-step windows, a threshold of 50 %, action replace) trains
 # 300 steps unslowed and no rank is named (condition Straggler False,
 # NoStraggler; no SlowRank event). Then rank 2's worker is slowed from
-# outside, stopped 75 ms of every 100 (SIGSTOP, SIGCONT): within 50 of its
-# steps the operator
+# outside, stopped 75 ms of every 100 (SIGSTOP, SIGCONT): within one window
+# of its steps plus two of the poller's 2 s rounds the operator
 # names its pod, rank and node (condition Straggler True, SlowRank, a
 # Warning event), and, with action replace, relaunches the gang from the
 # checkpoint its ranks write as they stop with that node avoided: no pod of
@@ -41,14 +41,23 @@ attempt=$(tj_field stragglers .status.attempt)
 ( while kill -STOP "$pid" 2>/dev/null; do sleep 0.075; kill -CONT "$pid" 2>/dev/null; sleep 0.025; done ) &
 slower=$!
 from=$(logged_step)
+t_from=$(date +%s.%N)
 log "2. rank 2 (pid $pid on $node) slowed at step $from: stopped 75 ms of every 100 (SIGSTOP/SIGCONT)"
 named() { [ "$(cond status)" = True ]; }
 wait_for 120 "rank 2 named a straggler" named
 at=$(logged_step)
+t_at=$(date +%s.%N)
 msg=$(cond message)
 log "named at step $at ($((at - from)) steps after the slowdown): $msg"
 case $msg in "pod stragglers-2 (rank 2) on node $node "*) ;; *) fail "named the wrong rank: $msg" ;; esac
-[ $((at - from)) -le 50 ] || fail "named $((at - from)) steps after the slowdown, more than 50"
+# The verdict compares rounds a window (40 steps) apart, scraped every 2 s,
+# and the condition is written by the reconcile after a round: the slowed
+# rank is named within one window of slowed steps plus the steps of two
+# rounds, at the gang's pace since the slowdown (8-10 steps/s here: 44-55
+# steps; a fixed 50 failed on a fast host).
+bound=$(python3 -c "r=($at-$from)/max($t_at-$t_from,1e-3); print(int(40+4*r))")
+[ $((at - from)) -le "$bound" ] \
+  || fail "named $((at - from)) steps after the slowdown, more than one window and two rounds ($bound)"
 [ "$(cond reason)" = SlowRank ] || fail "reason $(cond reason)"
 has_slow_rank_event() { [ "$(slow_rank_events)" -ge 1 ]; }
 wait_for 30 "a SlowRank event" has_slow_rank_event  # a kubectl call can fail under load
