@@ -57,9 +57,7 @@ def exit_code_problems(readme, contract):
     said = {}
     for part in re.split(r",\s*", sentence.rstrip(".")):
         pm = re.match(r"(?:and\s+)?(\d+)(?:/(\d+))?\s+(.*)", part.strip())
-        if not pm:
-            if part.strip() and said:  # "3 peer lost or collective timeout" continues
-                continue
+        if not pm:  # a part without a number continues the one before
             continue
         nums = [int(pm.group(1))] + ([int(pm.group(2))] if pm.group(2) else [])
         for n in nums:

@@ -186,14 +186,14 @@ TEST(GradSync, AutoBucketCapIsTheSameOnEveryRankOfTheGroup) {
       cap[r] = dp.report().bucket_cap_mb;
       count[r] = dp.report().bucket_count;
       first_bucket[r] = dp.buckets()[0].numel();
-      EXPECT_NE(dp.report().description.find("auto"), std::string::npos) << dp.report().description;
+      EXPECT_NE(dp.described().description.find("auto"), std::string::npos) << dp.described().description;
       dp.start();
       fill_grads(*b, r);
       run_micro_batch(dp, *b, true, 0);  // the collectives match up
       ZeroGradSync zero(make_buffer(0.5f), group->member(r), ZeroOptions{}, optim());
       EXPECT_EQ(zero.report().bucket_cap_mb, cap[r]);
-      EXPECT_NE(zero.report().description.find("auto"), std::string::npos)
-          << zero.report().description;
+      EXPECT_NE(zero.described().description.find("auto"), std::string::npos)
+          << zero.described().description;
     });
     const BucketSizing want = auto_bucket_sizing(make_buffer(0)->numel() * 4, n);
     for (int r = 0; r < n; ++r) {

@@ -29,9 +29,10 @@ DataParallel::DataParallel(std::shared_ptr<ParamAndGradBuffer> buffer, comm::Com
         "control)");
 }
 
-SyncReport DataParallel::report() const {
+SyncReport DataParallel::make_report(bool describe) const {
   SyncReport r = reducer_.report();
   r.memory = optimizer_.state_bytes();
+  if (!describe) return r;
   const comm::Communicator& dp = reducer_.group();
   r.description =
       fmt::format("data parallel over {} ranks (group {}), bucket {}, {}, overlap {}, wire {}",

@@ -47,10 +47,10 @@ class DataParallel : public GradSync {
     return optimizer_.clip_and_step(lr, max_norm, norm_scope());
   }
   void rebucket(double cap_mb, int64_t step) override;
-  SyncReport report() const override;
   const std::vector<Bucket>& buckets() const { return reducer_.engine().buckets(); }
 
  private:
+  SyncReport make_report(bool describe) const override;
   // Waits for every bucket of the last micro-batch, in order.
   void wait_buckets();
 

@@ -130,7 +130,7 @@ struct SyncReport {
   int bucket_count = 0;                      // 0 for a strategy without buckets
   double bucket_cap_mb = 0;
   StateBytes memory;        // weft_memory_bytes{kind}
-  std::string description;  // one line for the startup log
+  std::string description;  // one line for the startup log; only from described()
 };
 
 class GradSync {
@@ -170,8 +170,10 @@ class GradSync {
     (void)step;
   }
 
-  // The accounting of the last step and what the metrics and logs name.
-  virtual SyncReport report() const = 0;
+  // The accounting of the last step and what the metrics name, every step;
+  // described() adds the startup log's line (formatted only when asked).
+  SyncReport report() const { return make_report(false); }
+  SyncReport described() const { return make_report(true); }
 
   // What the strategy keeps between steps: optimizer, full weights, shards
   // (parallel/sync_state.h); checkpoints and initial weights go through it.
@@ -188,6 +190,7 @@ class GradSync {
   explicit GradSync(StrategyState& state) : state_(&state) {}
   void set_sequence_exchange(SequenceExchange* exchange) { exchange_ = exchange; }
   const NormScope& norm_scope() const { return norm_scope_; }
+  virtual SyncReport make_report(bool describe) const = 0;
 
  private:
   NormScope norm_scope_;

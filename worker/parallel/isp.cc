@@ -71,8 +71,8 @@ IspGradSync::IspGradSync(const WorkerConfig& cfg, std::shared_ptr<ParamAndGradBu
                                           [this](int param) { inner_->on_grad_ready(param); });
 }
 
-SyncReport IspGradSync::report() const {
-  const SyncReport inner = inner_->report();
+SyncReport IspGradSync::make_report(bool describe) const {
+  const SyncReport inner = describe ? inner_->described() : inner_->report();
   SyncReport r;
   r.group = wdp_.get();
   r.last_step = &last_;
@@ -83,6 +83,7 @@ SyncReport IspGradSync::report() const {
   r.memory = inner.memory;
   r.memory.grads += pool_->scratch_bytes();
   r.memory.other["isp_pool"] = pool_->pool_bytes();
+  if (!describe) return r;
   r.description = fmt::format(
       "ISP: sp {} (group {}), wp {} (group {}), weight shards reduced over wdp {} (group {}) by: "
       "{}; prefetch "

@@ -69,9 +69,9 @@ class IspGradSync : public GradSync {
   double clip_and_step(double lr, double max_norm) override;
   void rebucket(double cap_mb, int64_t step) override { inner_->rebucket(cap_mb, step); }
 
-  SyncReport report() const override;
 
  private:
+  SyncReport make_report(bool describe) const override;
   int wp_size() const { return wp_ ? wp_->size() : 1; }
 
   std::shared_ptr<ParamAndGradBuffer> model_;

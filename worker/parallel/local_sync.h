@@ -23,15 +23,15 @@ class LocalGradSync : public GradSync {
   double clip_and_step(double lr, double max_norm) override {
     return optimizer_.clip_and_step(lr, max_norm, norm_scope());
   }
-  SyncReport report() const override {
+
+ private:
+  SyncReport make_report(bool describe) const override {
     SyncReport r;
     r.last_step = &stats_;
     r.memory = optimizer_.state_bytes();
-    r.description = "one rank, no gradient sync";
+    if (describe) r.description = "one rank, no gradient sync";
     return r;
   }
-
- private:
   ReplicatedOptimizer optimizer_;
   StepCommStats stats_;
 };

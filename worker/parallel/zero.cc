@@ -56,9 +56,10 @@ ZeroGradSync::~ZeroGradSync() {
   reducer_.buffer().set_weight_hook(nullptr);
 }
 
-SyncReport ZeroGradSync::report() const {
+SyncReport ZeroGradSync::make_report(bool describe) const {
   SyncReport r = reducer_.report();
   r.memory = optimizer_.state_bytes();
+  if (!describe) return r;
   const comm::Communicator& dp = reducer_.group();
   const BucketEngine& engine = reducer_.engine();
   r.description = fmt::format(

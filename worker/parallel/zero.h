@@ -79,10 +79,10 @@ class ZeroGradSync : public GradSync, private WeightHook {
   double finish_micro_batch(double loss) override;
   double clip_and_step(double lr, double max_norm) override;
   void rebucket(double cap_mb, int64_t step) override;
-  SyncReport report() const override;
   const std::vector<Bucket>& buckets() const { return reducer_.engine().buckets(); }
 
  private:
+  SyncReport make_report(bool describe) const override;
   void before_use(int layer, WeightUse use) override;
 
   // For the engine's current buckets: the backward positions and forward

@@ -221,7 +221,7 @@ void Trainer::log_start(const TrainSummary& s) const {
                model_.recompute_blocks() > 0
                    ? "; blocks 0.." + std::to_string(model_.recompute_blocks() - 1) + " recomputed whole"
                    : "");
-  if (const SyncReport sync = sync_->report(); sync.group) spdlog::info("{}", sync.description);
+  if (const SyncReport sync = sync_->described(); sync.group) spdlog::info("{}", sync.description);
 }
 
 bool Trainer::agree_at_boundary(int64_t step, const std::atomic<int>* stop) {
