@@ -246,6 +246,16 @@ TEST(StopInEveryPhase, SigtermDuringDataPreparationExitsAtOnce) {
 // The strategy, and micro-batches per step making a step last seconds.
 class AbandonedStep : public ::testing::TestWithParam<std::pair<const char*, int>> {};
 
+// Milliseconds of the log's "[HH:MM:SS.mmm] [info] step N/" line, -1 if absent.
+long step_logged_ms(const std::string& output, int step) {
+  const size_t at = output.find("[info] step " + std::to_string(step) + "/");
+  if (at == std::string::npos || at < 15) return -1;
+  const std::string t = output.substr(at - 14, 12);  // HH:MM:SS.mmm
+  int h = 0, m = 0, s = 0, ms = 0;
+  if (std::sscanf(t.c_str(), "%d:%d:%d.%d", &h, &m, &s, &ms) != 4) return -1;
+  return ((h * 60L + m) * 60 + s) * 1000 + ms;
+}
+
 TEST_P(AbandonedStep, ResumesToTheUninterruptedLosses) {
   const fs::path d = fresh_dir("stop-midstep");
   const std::string cfg = write_file(d / "c.yaml", std::string("model: {vocab_size: 32, d_model: 32, n_layers: 2, "
@@ -263,13 +273,19 @@ TEST_P(AbandonedStep, ResumesToTheUninterruptedLosses) {
   };
   const auto whole = run_process(with_out("whole"), {}, 0, "", 300s);
   ASSERT_EQ(whole.code, 0) << whole.output;
-  // A second into step 2 (a step takes seconds here).
-  const auto cut = run_process(with_out("cut"), {}, SIGTERM, "step 1/4", 300s, 1000ms);
+  // Half a step into step 2, a step lasting as long as the uninterrupted
+  // run's (hosts differ several times over; a fixed delay missed the step).
+  const long t1 = step_logged_ms(whole.output, 1), t3 = step_logged_ms(whole.output, 3);
+  ASSERT_TRUE(t1 >= 0 && t3 > t1) << whole.output;
+  const auto half_step = std::chrono::milliseconds((t3 - t1) / 4);
+  const auto cut = run_process(with_out("cut"), {}, SIGTERM, "step 1/4", 300s, half_step);
   ASSERT_EQ(cut.code, 143) << cut.output;
   EXPECT_TRUE(has(cut.output, "abandoned after a stop request; the checkpoint holds step")) << cut.output;
   EXPECT_LT(cut.seconds_after_signal, 15) << cut.output;
-  std::printf("weft-run (%s) exited %.2f s after SIGTERM in the middle of a step\n", GetParam().first,
-              cut.seconds_after_signal);
+  EXPECT_FALSE(has(cut.output, "step 2/4")) << "the signal came " << half_step.count() << " ms after step 1\n"
+                                            << cut.output;
+  std::printf("weft-run (%s) exited %.2f s after SIGTERM %ld ms into step 2\n", GetParam().first,
+              cut.seconds_after_signal, static_cast<long>(half_step.count()));
   const auto resumed = run_process(with_out("cut"), {}, 0, "", 300s);
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_TRUE(has(resumed.output, "resumed from")) << resumed.output;
