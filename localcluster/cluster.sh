@@ -66,9 +66,10 @@ up)
   done
   "$HERE/build-kube.sh" >/dev/null
   "$0" down "$DIR" "$BUILD" >/dev/null 2>&1 || true
-  "$HERE/testenv.sh" start "$DIR" >/dev/null
+  # The CRDs before the controllers: the garbage collector then deletes a
+  # TrainingJob's pods with it from the first second.
+  WEFT_KUBE_CRDS="$SRC/manifests/crd/" "$HERE/testenv.sh" start "$DIR" >/dev/null
   export KUBECONFIG=$DIR/kubeconfig
-  kubectl apply --validate=false -f "$SRC/manifests/crd/" >/dev/null
   kubectl apply -f "$SRC/manifests/namespace.yaml" -f "$SRC/manifests/rbac/" >/dev/null
   # The operator authenticates as its ServiceAccount (a static token the
   # testenv API server maps to system:serviceaccount:weft-system:weft-operator).

@@ -13,7 +13,11 @@
 #   restart-apiserver  stops kube-apiserver and starts it again on the same port
 #   status             exit 0 when the apiserver answers /readyz
 # Env: WEFT_KUBE_BIN (binaries; default ~/.cache/weft/kube-v1.20.2/bin),
-#      WEFT_KUBE_CONTROLLERS=0 to skip controller-manager and scheduler.
+#      WEFT_KUBE_CONTROLLERS=0 to skip controller-manager and scheduler,
+#      WEFT_KUBE_CRDS (a file or directory of CustomResourceDefinitions) to
+#      install before the controller-manager starts: its garbage collector
+#      finds resource types once at start and then every 30 s, so an owner
+#      type created later would have its deletions ignored for up to 30 s.
 set -euo pipefail
 CMD=${1:?usage: testenv.sh start|stop|restart-apiserver|status DIR}
 DIR=${2:?usage: testenv.sh $CMD DIR}
@@ -153,6 +157,11 @@ KC
   rm -rf "$DIR/etcd" "$DIR/certs"
   done
   [ $started = 1 ] || exit 1
+  if [ -n "${WEFT_KUBE_CRDS:-}" ]; then
+    kubectl --kubeconfig="$DIR/kubeconfig" apply --validate=false -f "$WEFT_KUBE_CRDS" >/dev/null
+    kubectl --kubeconfig="$DIR/kubeconfig" wait --for condition=established --timeout=60s \
+      -f "$WEFT_KUBE_CRDS" >/dev/null
+  fi
   if [ "${WEFT_KUBE_CONTROLLERS:-1}" = 1 ]; then
     setsid "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
       --port=0 --secure-port=0 --leader-elect=false \
