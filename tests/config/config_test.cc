@@ -124,8 +124,9 @@ const BadConfig kBadConfigs[] = {
      "test.yaml:3: data.eos_token: 256 is outside the vocabulary (model.vocab_size 256)"},
     {"data:\n  document_boundaries: eos\n  eos_token: -3\n", "data.eos_token: -3 is outside the vocabulary"},
     {"data:\n  eos_token: 7\n", "data.eos_token: is set (7) but data.document_boundaries is 'none'"},
-    {"device: cuda\ndata: {document_boundaries: eos, eos_token: 1}\n",
-     "data.document_boundaries: 'eos' is implemented on the CPU only so far (device is 'cuda')"},
+    {"device: cuda\ntrain: {attention: cudnn}\ndata: {document_boundaries: eos, eos_token: 1}\n",
+     "data.document_boundaries: 'eos' runs on weft's SIMT attention kernels on a GPU (cuDNN's graphs here have no "
+     "per-document mask), but train.attention is cudnn; set it to auto or simt"},
     {"data:\n  branching: 300\n", "data.branching: 300 exceeds model.vocab_size 256"},
     // checkpoint
     {"checkpoint:\n  keep: 0\n", "checkpoint.keep: must be >= 1, got 0"},

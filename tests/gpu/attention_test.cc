@@ -86,6 +86,78 @@ TEST(CudaOps, AttentionLongSequenceUsesNoScoreMatrix) {
   for (float x : out) ASSERT_FALSE(std::isnan(x));
 }
 
+// Packed documents: each row's document starts at a cut; within a tile, on a
+// tile edge, one position long, and (row 1) shifted, so some tiles hold
+// several documents and some documents several tiles. Through ops in the
+// default mode: bf16 must run the SIMT kernels even where cuDNN loads, and
+// mode cudnn is refused by name instead of ignoring the documents.
+std::vector<int32_t> packed_starts(int64_t B, int64_t T, const std::vector<int64_t>& cuts) {
+  std::vector<int32_t> st(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t start = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t c : cuts)
+        if (t == c + b) start = t;
+      st[b * T + t] = static_cast<int32_t>(start);
+    }
+  }
+  return st;
+}
+
+OwnedTensor gpu_i32(const std::vector<int32_t>& x, Shape s) {
+  OwnedTensor g(DType::I32, s, Device::CUDA);
+  ops::transfer(g.t, Tensor(const_cast<int32_t*>(x.data()), DType::I32, s));
+  return g;
+}
+
+TEST(CudaOps, AttentionPackedDocuments) {
+  WEFT_REQUIRE_GPU();
+  const AttnShape shapes[] = {{2, 31, 4, 2, 40}, {1, 70, 4, 1, 128}, {2, 130, 6, 2, 64}, {1, 9, 2, 2, 16}};
+  const std::vector<int64_t> cuts = {1, 2, 5, 32, 33, 40, 64, 100, 127};
+  for (DType dt : {DType::F32, DType::BF16})
+    for (const AttnShape& s : shapes) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + str(s));
+      const std::vector<int32_t> st = packed_starts(s.B, s.T, cuts);
+      const AttnCase c = cpu_attention_reference(s, dt, 70, &st);
+      OwnedTensor gst = gpu_i32(st, {s.B, s.T});
+      OwnedTensor gq = gpu_tensor(c.q, dt, c.qs), gk = gpu_tensor(c.k, dt, c.ks), gv = gpu_tensor(c.v, dt, c.ks);
+      OwnedTensor gout = gpu_empty(dt, c.qs), glse = gpu_empty(DType::F32, c.ls);
+      ops::attention_forward(gout.t, glse.t, gq, gk, gv, &gst.t);
+      expect_close("packed attention out", host_of(c.out.t), download(gout.t), tol_for(dt));
+      expect_close("packed attention lse", host_of(c.lse.t), download(glse.t), Tol{1e-5, 1e-5});
+      OwnedTensor gdq = gpu_empty(dt, c.qs), gdk = gpu_empty(dt, c.ks), gdv = gpu_empty(dt, c.ks);
+      ops::attention_backward(gdq.t, gdk.t, gdv.t, gpu_tensor(c.dout, dt, c.qs), gq, gk, gv, gout, glse, &gst.t);
+      Tol tol = tol_for(dt);
+      if (dt == DType::F32) tol = Tol{1e-4, 1e-4};
+      expect_close("packed attention dq", host_of(c.dq.t), download(gdq.t), tol);
+      expect_close("packed attention dk", host_of(c.dk.t), download(gdk.t), tol);
+      expect_close("packed attention dv", host_of(c.dv.t), download(gdv.t), tol);
+    }
+  const auto before = cuda::attention_mode();
+  cuda::set_attention_mode(cuda::AttentionMode::Cudnn);
+  const AttnShape s{1, 9, 2, 2, 16};
+  const std::vector<int32_t> st = packed_starts(s.B, s.T, cuts);
+  OwnedTensor gst = gpu_i32(st, {s.B, s.T});
+  OwnedTensor gq = gpu_empty(DType::BF16, {1, 9, 2, 16}), gout = gpu_empty(DType::BF16, {1, 9, 2, 16});
+  OwnedTensor glse = gpu_empty(DType::F32, {1, 2, 9});
+  EXPECT_THROW(
+      {
+        try {
+          ops::attention_forward(gout.t, glse.t, gq, gq, gq, &gst.t);
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find("packed documents run on weft's SIMT attention kernels"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      std::exception);
+  EXPECT_EQ(ops::attention_kernel(Device::CUDA, DType::BF16, 1, 9, 2, 2, 16, true).error,
+            "train.attention is cudnn but packed documents run on weft's SIMT attention kernels only");
+  cuda::set_attention_mode(before);
+  EXPECT_EQ(ops::attention_kernel(Device::CUDA, DType::BF16, 1, 9, 2, 2, 16, true).name, "simt");
+}
+
 }  // namespace
 }  // namespace weft::gpu_test
 

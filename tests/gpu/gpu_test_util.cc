@@ -88,7 +88,7 @@ std::vector<float> host_of(const Tensor& cpu_t) {
   return std::vector<float>(p, p + cpu_t.numel());
 }
 
-AttnCase cpu_attention_reference(const AttnShape& s, DType dt, uint64_t seed) {
+AttnCase cpu_attention_reference(const AttnShape& s, DType dt, uint64_t seed, const std::vector<int32_t>* starts) {
   AttnCase c;
   c.qs = Shape{s.B, s.T, s.Hq, s.D};
   c.ks = Shape{s.B, s.T, s.Hkv, s.D};
@@ -100,12 +100,14 @@ AttnCase cpu_attention_reference(const AttnShape& s, DType dt, uint64_t seed) {
   OwnedTensor cq = cpu_tensor(c.q, c.qs), ck = cpu_tensor(c.k, c.ks), cv = cpu_tensor(c.v, c.ks);
   c.out = OwnedTensor(DType::F32, c.qs);
   c.lse = OwnedTensor(DType::F32, c.ls);
-  ops::attention_forward(c.out.t, c.lse.t, cq, ck, cv);
+  const Tensor st = starts ? Tensor(const_cast<int32_t*>(starts->data()), DType::I32, {s.B, s.T}) : Tensor();
+  const Tensor* stp = starts ? &st : nullptr;
+  ops::attention_forward(c.out.t, c.lse.t, cq, ck, cv, stp);
   OwnedTensor out_rounded = cpu_tensor(round_to(dt, host_of(c.out.t)), c.qs);
   c.dq = OwnedTensor(DType::F32, c.qs);
   c.dk = OwnedTensor(DType::F32, c.ks);
   c.dv = OwnedTensor(DType::F32, c.ks);
-  ops::attention_backward(c.dq.t, c.dk.t, c.dv.t, cpu_tensor(c.dout, c.qs), cq, ck, cv, out_rounded, c.lse);
+  ops::attention_backward(c.dq.t, c.dk.t, c.dv.t, cpu_tensor(c.dout, c.qs), cq, ck, cv, out_rounded, c.lse, stp);
   return c;
 }
 

@@ -70,7 +70,10 @@ struct AttnCase {
   std::vector<float> q, k, v, dout;
   OwnedTensor out, lse, dq, dk, dv;  // CPU, f32
 };
-AttnCase cpu_attention_reference(const AttnShape& s, DType dt, uint64_t seed);
+// starts (packed documents, [B, T]): each query sees keys from its document's
+// first position.
+AttnCase cpu_attention_reference(const AttnShape& s, DType dt, uint64_t seed,
+                                 const std::vector<int32_t>* starts = nullptr);
 
 struct Tol {
   double rtol, atol_frac;

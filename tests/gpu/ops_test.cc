@@ -163,6 +163,36 @@ TEST(CudaOps, Rope) {
     }
 }
 
+// Packed documents: each row's position is its position in its document,
+// from a device table, under a slice's pos0 (ignored then) and in place.
+TEST(CudaOps, RopeWithPositionsTable) {
+  WEFT_REQUIRE_GPU();
+  for (DType dt : kFloatTypes)
+    for (auto sh : {Shape{2, 37, 3, 10}, Shape{1, 300, 2, 64}, Shape{2, 50, 4, 128}}) {
+      SCOPED_TRACE(name(dt) + " " + sh.str());
+      const int64_t B = sh[0], T = sh[1], pos0 = 3000;
+      std::vector<int32_t> pos(static_cast<size_t>(B * T));
+      for (int64_t r = 0; r < B * T; ++r) pos[r] = static_cast<int32_t>((r * 7 + 3) % (pos0 + T));
+      const Tensor hpos(pos.data(), DType::I32, {B, T});
+      OwnedTensor gpos(DType::I32, {B, T}, Device::CUDA);
+      ops::transfer(gpos.t, hpos);
+      const Rope rope = Rope::llama3(500000.0, 32.0, 1.0, 4.0, 8192);
+      auto x = round_to(dt, random_normal_f32(sh.numel(), 16));
+      OwnedTensor cy(DType::F32, sh), cdx(DType::F32, sh);
+      ops::rope_forward(cy.t, cpu_tensor(x, sh), rope, pos0, &hpos);
+      ops::rope_backward(cdx.t, cpu_tensor(x, sh), rope, pos0, &hpos);
+      OwnedTensor gx = gpu_tensor(x, dt, sh), gy = gpu_empty(dt, sh), gdx = gpu_empty(dt, sh);
+      ops::rope_forward(gy.t, gx, rope, pos0, &gpos.t);
+      ops::rope_backward(gdx.t, gx, rope, pos0, &gpos.t);
+      expect_close("rope_forward positions", host_of(cy.t), download(gy.t), tol_for(dt));
+      expect_close("rope_backward positions", host_of(cdx.t), download(gdx.t), tol_for(dt));
+      ops::rope_forward(gx.t, gx.t, rope, pos0, &gpos.t);
+      expect_close("rope_forward positions in place", host_of(cy.t), download(gx.t), tol_for(dt));
+      // A host table with device operands is refused by name.
+      EXPECT_THROW(ops::rope_forward(gy.t, gx, rope, pos0, &hpos), std::exception);
+    }
+}
+
 TEST(CudaOps, SwiGlu) {
   WEFT_REQUIRE_GPU();
   for (DType dt : kFloatTypes)

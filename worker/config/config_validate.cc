@@ -186,8 +186,8 @@ void check_optim(Checker& c, const OptimConfig& o) {
   c.non_negative(o.grad_clip, "optim.grad_clip");
 }
 
-// Packed documents (data.document_boundaries eos): the CPU kernels implement
-// them so far.
+// Packed documents (data.document_boundaries eos): every kernel implements
+// them but cuDNN's attention.
 void check_documents(Checker& c, const WorkerConfig& cfg) {
   const DataConfig& d = cfg.data;
   c.choice(d.document_boundaries, {"none", "eos"}, "data.document_boundaries");
@@ -202,9 +202,10 @@ void check_documents(Checker& c, const WorkerConfig& cfg) {
                                             "document, e.g. 50256 for GPT-2's <|endoftext|>)")
                               : num(d.eos_token) + " is outside the vocabulary (model.vocab_size " +
                                     num(cfg.model.vocab_size) + ")");
-  c.require(cfg.device == ComputeDevice::Cpu, "data.document_boundaries",
-            "'eos' is implemented on the CPU only so far (device is '" + std::string(contract::mode_name(cfg.device)) +
-                "')");
+  c.require(cfg.device == ComputeDevice::Cpu || cfg.train.attention != contract::Attention::Cudnn,
+            "data.document_boundaries",
+            "'eos' runs on weft's SIMT attention kernels on a GPU (cuDNN's graphs here have no per-document "
+            "mask), but train.attention is cudnn; set it to auto or simt");
 }
 
 void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {

@@ -246,13 +246,13 @@ void check_rope(const char* op, const Tensor& in) {
              std::string(op) + ": head dim D must be even, got shape " + in.shape.str());
 }
 
-// Packed documents' per-row tables (positions, starts): I32 [B, T] host memory.
+// Packed documents' per-row tables (positions, starts): I32 [B, T] on the
+// device of the operands they index.
 const int32_t* rows_table(const char* op, const char* name, const Tensor* t, const Tensor& like) {
   if (!t) return nullptr;
-  WEFT_CHECK(like.device == Device::CPU,
-             std::string(op) + ": " + name + " (packed documents) are implemented on the CPU only");
-  WEFT_CHECK(t->dtype == DType::I32 && t->device == Device::CPU,
-             std::string(op) + ": " + name + " must be I32 host memory");
+  WEFT_CHECK(t->dtype == DType::I32 && t->device == like.device,
+             std::string(op) + ": " + name + " must be I32 on the operands' device (" +
+                 (like.device == Device::CUDA ? "CUDA" : "host") + " memory)");
   expect_shape(op, name, *t, Shape{like.dim(0), like.dim(1)});
   return static_cast<const int32_t*>(t->data);
 }
@@ -265,7 +265,7 @@ void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0, c
   expect_shape(op, "out", out, x.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&out, &x}) == Device::CUDA) {
-    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, rope, pos0));
+    return WEFT_CUDA_OP(op, cuda::rope_forward(out, x, rope, pos0, pos));
   }
   expect_same_float(op, {{"x", &x}, {"out", &out}});
   cpu::WidenedOperands w;
@@ -280,7 +280,7 @@ void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0
   expect_shape(op, "dx", dx, dout.shape);
   WEFT_CHECK(pos0 >= 0, std::string(op) + ": negative first position " + std::to_string(pos0));
   if (common_device(op, {&dx, &dout}) == Device::CUDA) {
-    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, rope, pos0));
+    return WEFT_CUDA_OP(op, cuda::rope_backward(dx, dout, rope, pos0, pos));
   }
   expect_same_float(op, {{"dout", &dout}, {"dx", &dx}});
   cpu::WidenedOperands w;
@@ -314,7 +314,7 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
   const int32_t* st = rows_table(op, "starts", starts, q);
   expect_shape(op, "out", out, q.shape);
   if (common_device(op, {&out, &lse, &q, &k, &v}) == Device::CUDA)
-    return WEFT_CUDA_OP(op, cuda::attention_forward(out, lse, q, k, v));
+    return WEFT_CUDA_OP(op, cuda::attention_forward(out, lse, q, k, v, st));
   expect_same_float(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
   expect_f32(op, {{"lse", &lse}});
   cpu::WidenedOperands w;
@@ -331,14 +331,21 @@ void set_attention_mode(AttentionMode mode) { g_attention_mode.store(mode); }
 AttentionMode attention_mode() { return g_attention_mode.load(); }
 
 AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                                 int64_t D) {
+                                 int64_t D, bool packed) {
   if (device == Device::CPU) return {"cpu", "weft's CPU kernels", ""};
 #ifdef WEFT_HAVE_CUDA
   AttentionKernel k;
+  if (packed) {
+    k.name = "simt";
+    k.detail = "packed documents (per-document masks)";
+    if (attention_mode() == AttentionMode::Cudnn)
+      k.error = "train.attention is cudnn but packed documents run on weft's SIMT attention kernels only";
+    return k;
+  }
   k.name = cuda::attention_kernel(dtype, B, T, Hq, Hkv, D, &k.detail, &k.error);
   return k;
 #else
-  (void)dtype, (void)B, (void)T, (void)Hq, (void)Hkv, (void)D;
+  (void)dtype, (void)B, (void)T, (void)Hq, (void)Hkv, (void)D, (void)packed;
   return {"cpu", "weft was built without CUDA", ""};
 #endif
 }
@@ -355,7 +362,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
   expect_shape(op, "dk", dk, k.shape);
   expect_shape(op, "dv", dv, k.shape);
   if (common_device(op, {&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse}) == Device::CUDA)
-    return WEFT_CUDA_OP(op, cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse));
+    return WEFT_CUDA_OP(op, cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, st));
   expect_same_float(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"dout", &dout},
                          {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
   expect_f32(op, {{"lse", &lse}});

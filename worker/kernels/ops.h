@@ -50,8 +50,8 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
 // Llama 3's wavelength bands: kernels/rope_freqs.h; a plain number is an
 // unscaled theta), angle = t * inv_freq[i mod D/2],
 // out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[D/2:], x[:D/2]).
-// out may alias x. positions (packed documents; CPU only), I32 [B, T] on the
-// host: the position of each row instead of pos0 + t.
+// out may alias x. positions (packed documents), I32 [B, T] on x's device:
+// the position of each row instead of pos0 + t, each in [0, pos0 + T).
 void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0 = 0,
                   const Tensor* positions = nullptr);
 // dx = R(-angle) dout; dx may alias dout.
@@ -62,8 +62,9 @@ void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0
 // q [B,T,Hq,D], k,v [B,T,Hkv,D], Hq % Hkv == 0 (query head h uses kv head h/(Hq/Hkv)).
 // out [B,T,Hq,D] = softmax(q k^T / sqrt(D) + causal mask) v.
 // lse [B,Hq,T] saves the log-sum-exp of each scaled score row for backward.
-// starts (packed documents; CPU only), I32 [B, T] on the host: query t sees
-// keys [starts[b, t], t] only, the positions of its own document.
+// starts (packed documents), I32 [B, T] on q's device: query t sees keys
+// [starts[b, t], t] only, the positions of its own document (on CUDA, weft's
+// SIMT kernels: cuDNN's graphs here have no per-document mask).
 void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor* starts = nullptr);
 // dq, dk, dv overwritten; starts as in forward.
@@ -83,7 +84,7 @@ AttentionMode attention_mode();
 // Which kernels run attention of this shape and dtype on `device`: "cpu",
 // "cudnn" (cuDNN's fused flash attention, bf16 on a GPU where libcudnn.so.9
 // loads) or "simt" (weft's CUDA kernels: f32, no cuDNN, an unsupported shape,
-// or mode Simt), with the reason in `detail`. On a GPU this builds and caches
+// packed documents, or mode Simt), with the reason in `detail`. On a GPU this builds and caches
 // cuDNN's graphs for the shape, so the first step does not pay for it.
 // `error` is set where the mode asks for what cannot run (Cudnn where cuDNN
 // cannot run it).
@@ -91,7 +92,7 @@ struct AttentionKernel {
   std::string name, detail, error;
 };
 AttentionKernel attention_kernel(Device device, DType dtype, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                                 int64_t D);
+                                 int64_t D, bool packed = false);
 
 // ---- SwiGLU --------------------------------------------------------------
 // out = silu(gate) * up, all [N, F].

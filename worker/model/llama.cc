@@ -250,10 +250,10 @@ void Llama::ensure_activations(int B, int T) {
   }
 }
 
-ops::AttentionKernel Llama::attention_kernel(int B, int T) const {
+ops::AttentionKernel Llama::attention_kernel(int B, int T, bool packed) const {
   const int64_t n = sp();
   return ops::attention_kernel(device_, buf_->param_dtype(), B, int64_t(T) * n, cfg_.n_heads / n,
-                               int64_t(cfg_.n_kv_heads) * kv_repeat() / n, cfg_.head_dim());
+                               int64_t(cfg_.n_kv_heads) * kv_repeat() / n, cfg_.head_dim(), packed);
 }
 
 size_t Llama::activation_bytes() const {
@@ -333,8 +333,21 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
         const int64_t global = first + t;
         doc_positions_[b * T + t] = static_cast<int32_t>(global - doc_starts_[b * S + global]);
       }
+    for (int64_t r = 0; r < B * S; ++r)  // what the kernels index by: checked here, once
+      WEFT_CHECK(doc_starts_[r] >= 0 && doc_starts_[r] <= r % S,
+                 "packed documents: start " + std::to_string(doc_starts_[r]) + " of position " +
+                     std::to_string(r % S) + " is not in [0, position]");
     starts_t_ = Tensor(doc_starts_.data(), DType::I32, {B, S});
     positions_t_ = Tensor(doc_positions_.data(), DType::I32, {B, T});
+    if (device_ == Device::CUDA) {  // the kernels read the tables on the device
+      if (starts_dev_.t.shape != starts_t_.shape) starts_dev_ = OwnedTensor(DType::I32, starts_t_.shape, device_);
+      if (positions_dev_.t.shape != positions_t_.shape)
+        positions_dev_ = OwnedTensor(DType::I32, positions_t_.shape, device_);
+      ops::transfer(starts_dev_.t, starts_t_);
+      ops::transfer(positions_dev_.t, positions_t_);
+      starts_t_ = starts_dev_.t;
+      positions_t_ = positions_dev_.t;
+    }
   }
   const float eps = static_cast<float>(cfg_.norm_eps);
   ops::transfer(tokens_.t, Tensor(const_cast<int32_t*>(tokens), DType::I32, {N}));

@@ -136,8 +136,9 @@ class Llama {
   size_t activation_bytes() const;
   // The kernels that run this model's attention for micro-batches of B
   // sequences of T positions on this rank (ops::attention_kernel; under
-  // sequence parallelism the attention sees every position and H / sp heads).
-  ops::AttentionKernel attention_kernel(int B, int T) const;
+  // sequence parallelism the attention sees every position and H / sp heads;
+  // packed: micro-batches of packed documents).
+  ops::AttentionKernel attention_kernel(int B, int T, bool packed = false) const;
 
  private:
   struct LayerParams {
@@ -177,9 +178,11 @@ class Llama {
   // Packed documents of the last forward (host I32): each position's
   // document start in the whole sequence ([B, S], what attention sees) and
   // the position in its document of this rank's positions ([B, T], what
-  // RoPE rotates by); packed_ false: none.
+  // RoPE rotates by); packed_ false: none. starts_t_ and positions_t_ view
+  // them, or on a GPU their copies in starts_dev_ and positions_dev_.
   bool packed_ = false;
   std::vector<int32_t> doc_starts_, doc_positions_;
+  OwnedTensor starts_dev_, positions_dev_;
   Tensor starts_t_, positions_t_;
   // backward scratch
   OwnedTensor dx_, dtmp_, dln_, datt_, dq_, dk_, dv_, dh_, dgate_, dup_;

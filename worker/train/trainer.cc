@@ -91,7 +91,8 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
                                                            cfg_.model.vocab_size,
                                                            static_cast<int>(dtype_size(buffer_->param_dtype()))));
   ops::set_attention_mode(attention_mode(cfg_));
-  attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp());
+  attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp(),
+                                       cfg_.data.document_boundaries == "eos");
   if (!attention_.error.empty()) throw ConfigError(attention_.error);
   init_weights();
   // Held-out data that cannot be read is bad input now, not after hours:

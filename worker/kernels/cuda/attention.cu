@@ -17,6 +17,9 @@
 //   dV_j    = sum_{h in group, i} P_ij dO_i  (attn_dkv_kernel: per key tile)
 // Each output element is written by exactly one thread: no atomics, results
 // are deterministic.
+// Packed documents: with starts (I32 [B, T] on the device), query row i sees
+// keys [starts[b, i], i] only; a row's start is warp-uniform like the row, so
+// the extra mask never diverges either.
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -41,7 +44,12 @@ static_assert(kMaxD == kMaxHeadDim, "cuda_ops.h advertises kMaxHeadDim");
 struct Dims {
   int B, T, Hq, Hkv, D;
   float scale;  // 1/sqrt(D)
+  const int32_t* starts;  // packed documents' first key of each row, [B, T]; nullptr: 0
 };
+
+__device__ __forceinline__ int first_key(const Dims& s, int b, int t) {
+  return s.starts ? s.starts[static_cast<int64_t>(b) * s.T + t] : 0;
+}
 
 __device__ __forceinline__ int64_t q_index(const Dims& s, int b, int t, int h) {
   return ((static_cast<int64_t>(b) * s.T + t) * s.Hq + h) * s.D;
@@ -77,6 +85,8 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 
   float qr[kRowsPerWarp][kDPerLane], o[kRowsPerWarp][kDPerLane];
   float m[kRowsPerWarp], l[kRowsPerWarp];
+  int first[kRowsPerWarp];
+  int k_begin = q0;  // the first key any row of the tile sees, rounded down to a tile
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int qi = q0 + warp * kRowsPerWarp + r;
@@ -88,10 +98,13 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     }
     m[r] = -INFINITY;
     l[r] = 0.0f;
+    first[r] = qi < s.T ? first_key(s, b, qi) : 0;
   }
+  for (int i = q0; i < min(q0 + kTile, s.T); ++i) k_begin = min(k_begin, first_key(s, b, i));
+  k_begin -= k_begin % kTile;
 
   const int q_last = min(q0 + kTile, s.T) - 1;  // keys beyond it are masked for every row
-  for (int k0 = 0; k0 <= q_last; k0 += kTile) {
+  for (int k0 = k_begin; k0 <= q_last; k0 += kTile) {
     __syncthreads();  // every warp is done with the previous tile
     load_tile(ks, k, s, b, k0, hk, s.Hkv);
     load_tile(vs, v, s, b, k0, hk, s.Hkv);
@@ -99,10 +112,11 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int qi = q0 + warp * kRowsPerWarp + r;
-      if (qi >= s.T || k0 > qi) continue;        // warp-uniform
+      if (qi >= s.T || k0 > qi || k0 + kTile <= first[r]) continue;  // warp-uniform
       const int jmax = min(kTile, qi - k0 + 1);  // keys k0 .. k0+jmax-1 are <= qi (< T)
+      const int jmin = max(0, first[r] - k0);    // and k0+jmin .. are in the row's document
       float my_s = -INFINITY;                    // lane j holds the score of key k0 + j
-      for (int j = 0; j < jmax; ++j) {
+      for (int j = jmin; j < jmax; ++j) {
         float part = 0.0f;
 #pragma unroll
         for (int c = 0; c < kDPerLane; ++c) {
@@ -112,14 +126,14 @@ __global__ void __launch_bounds__(kRowWarps * 32)
         const float sc = warp_sum(part);
         if (lane == j) my_s = sc;
       }
-      const float m_new = fmaxf(m[r], warp_max(my_s));  // finite: jmax >= 1
+      const float m_new = fmaxf(m[r], warp_max(my_s));  // finite: jmax > jmin
       const float corr = expf(m[r] - m_new);            // 0 on the first tile
-      const float p = lane < jmax ? expf(my_s - m_new) : 0.0f;
+      const float p = lane >= jmin && lane < jmax ? expf(my_s - m_new) : 0.0f;
       l[r] = l[r] * corr + warp_sum(p);
       m[r] = m_new;
 #pragma unroll
       for (int c = 0; c < kDPerLane; ++c) o[r][c] *= corr;
-      for (int j = 0; j < jmax; ++j) {
+      for (int j = jmin; j < jmax; ++j) {
         const float pj = __shfl_sync(0xffffffffu, p, j);
 #pragma unroll
         for (int c = 0; c < kDPerLane; ++c) {
@@ -178,10 +192,13 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 
   float qr[kRowsPerWarp][kDPerLane], dor[kRowsPerWarp][kDPerLane], acc[kRowsPerWarp][kDPerLane];
   float lse_r[kRowsPerWarp], dsum_r[kRowsPerWarp];
+  int first[kRowsPerWarp];
+  int k_begin = q0;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int qi = q0 + warp * kRowsPerWarp + r;
     const bool ok = qi < s.T;
+    first[r] = ok ? first_key(s, b, qi) : 0;
 #pragma unroll
     for (int c = 0; c < kDPerLane; ++c) {
       const int d = lane + 32 * c;
@@ -192,9 +209,11 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     lse_r[r] = ok ? lse[row_index(s, b, h, qi)] : 0.0f;
     dsum_r[r] = ok ? dsum[row_index(s, b, h, qi)] : 0.0f;
   }
+  for (int i = q0; i < min(q0 + kTile, s.T); ++i) k_begin = min(k_begin, first_key(s, b, i));
+  k_begin -= k_begin % kTile;
 
   const int q_last = min(q0 + kTile, s.T) - 1;
-  for (int k0 = 0; k0 <= q_last; k0 += kTile) {
+  for (int k0 = k_begin; k0 <= q_last; k0 += kTile) {
     __syncthreads();
     load_tile(ks, k, s, b, k0, hk, s.Hkv);
     load_tile(vs, v, s, b, k0, hk, s.Hkv);
@@ -202,9 +221,9 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int qi = q0 + warp * kRowsPerWarp + r;
-      if (qi >= s.T || k0 > qi) continue;  // warp-uniform
+      if (qi >= s.T || k0 > qi || k0 + kTile <= first[r]) continue;  // warp-uniform
       const int jmax = min(kTile, qi - k0 + 1);
-      for (int j = 0; j < jmax; ++j) {
+      for (int j = max(0, first[r] - k0); j < jmax; ++j) {
         float sp = 0.0f, dp = 0.0f;
 #pragma unroll
         for (int c = 0; c < kDPerLane; ++c) {
@@ -246,6 +265,7 @@ __global__ void __launch_bounds__(kKeyWarps * 32)
   __shared__ float qs[kTile][kMaxD];
   __shared__ float dos[kTile][kMaxD];
   __shared__ float lse_s[kTile], dsum_s[kTile];
+  __shared__ int first_s[kTile];
   const int b = blockIdx.z, hk = blockIdx.y, k0 = blockIdx.x * kTile;
   const int group = s.Hq / s.Hkv;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -275,6 +295,7 @@ __global__ void __launch_bounds__(kKeyWarps * 32)
         const int qi = q0 + threadIdx.x;
         lse_s[threadIdx.x] = qi < s.T ? lse[row_index(s, b, h, qi)] : 0.0f;
         dsum_s[threadIdx.x] = qi < s.T ? dsum[row_index(s, b, h, qi)] : 0.0f;
+        first_s[threadIdx.x] = qi < s.T ? first_key(s, b, qi) : 0;
       }
       __syncthreads();
       const int imax = min(kTile, s.T - q0);
@@ -283,7 +304,7 @@ __global__ void __launch_bounds__(kKeyWarps * 32)
 #pragma unroll
         for (int jj = 0; jj < kKeysPerWarp; ++jj) {
           const int kj = k0 + warp * kKeysPerWarp + jj;
-          if (kj >= s.T || kj > qi) continue;  // warp-uniform
+          if (kj >= s.T || kj > qi || kj < first_s[i]) continue;  // warp-uniform
           float sp = 0.0f, dp = 0.0f;
 #pragma unroll
           for (int c = 0; c < kDPerLane; ++c) {
@@ -323,7 +344,7 @@ __global__ void __launch_bounds__(kKeyWarps * 32)
   }
 }
 
-Dims dims_of(const char* op, const Tensor& q, const Tensor& k) {
+Dims dims_of(const char* op, const Tensor& q, const Tensor& k, const int32_t* starts) {
   const int64_t B = q.dim(0), T = q.dim(1), Hq = q.dim(2), D = q.dim(3), Hkv = k.dim(2);
   WEFT_CHECK(D >= 1 && D <= kMaxD, std::string(op) + ": head dim " + std::to_string(D) + " (q " +
                                        q.shape.str() +
@@ -332,9 +353,23 @@ Dims dims_of(const char* op, const Tensor& q, const Tensor& k) {
                                        std::to_string(kMaxD) + "]");
   WEFT_CHECK(B <= 65535 && Hq <= 65535 && T <= (int64_t{1} << 30),
              std::string(op) + ": q " + q.shape.str() + " exceeds the launch grid limits");
-  return Dims{static_cast<int>(B),  static_cast<int>(T),
-              static_cast<int>(Hq), static_cast<int>(Hkv),
-              static_cast<int>(D),  static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)))};
+  return Dims{static_cast<int>(B),
+              static_cast<int>(T),
+              static_cast<int>(Hq),
+              static_cast<int>(Hkv),
+              static_cast<int>(D),
+              static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))),
+              starts};
+}
+
+// cuDNN's graphs here have no per-document mask: packed documents run on the
+// SIMT kernels, and a mode that demands cuDNN is refused rather than ignored.
+bool cudnn_may_run(const char* op, const int32_t* starts) {
+  if (!starts) return true;
+  WEFT_CHECK(attention_mode() != AttentionMode::Cudnn,
+             std::string(op) + ": packed documents run on weft's SIMT attention kernels, not cuDNN "
+                               "(train.attention is cudnn)");
+  return false;
 }
 
 void check_dtypes(const char* op, const Tensor& q, std::initializer_list<const Tensor*> same,
@@ -350,19 +385,21 @@ void launch_simt_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, c
 
 }  // namespace
 
-void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const int32_t* starts) {
   const char* op = "attention_forward";
   check_dtypes(op, q, {&k, &v, &out}, lse);
-  const Dims s = dims_of(op, q, k);
+  const Dims s = dims_of(op, q, k, starts);
   if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
-  if (cudnn_attention_forward(out, lse, q, k, v)) return;
+  if (cudnn_may_run(op, starts) && cudnn_attention_forward(out, lse, q, k, v)) return;
   launch_simt_forward(out, lse, q, k, v, s);
 }
 
-void simt_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+void simt_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const int32_t* starts) {
   const char* op = "attention_forward";
   check_dtypes(op, q, {&k, &v, &out}, lse);
-  const Dims s = dims_of(op, q, k);
+  const Dims s = dims_of(op, q, k, starts);
   if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
   launch_simt_forward(out, lse, q, k, v, s);
 }
@@ -383,20 +420,22 @@ void launch_simt_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& 
 }  // namespace
 
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const int32_t* starts) {
   const char* op = "attention_backward";
   check_dtypes(op, q, {&k, &v, &out, &dout, &dq, &dk, &dv}, lse);
-  const Dims s = dims_of(op, q, k);
+  const Dims s = dims_of(op, q, k, starts);
   if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
-  if (cudnn_attention_backward(dq, dk, dv, dout, q, k, v, out, lse)) return;
+  if (cudnn_may_run(op, starts) && cudnn_attention_backward(dq, dk, dv, dout, q, k, v, out, lse)) return;
   launch_simt_backward(dq, dk, dv, dout, q, k, v, out, lse, s);
 }
 
 void simt_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
-                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                             const int32_t* starts) {
   const char* op = "attention_backward";
   check_dtypes(op, q, {&k, &v, &out, &dout, &dq, &dk, &dv}, lse);
-  const Dims s = dims_of(op, q, k);
+  const Dims s = dims_of(op, q, k, starts);
   if (s.B == 0 || s.T == 0 || s.Hq == 0) return;
   launch_simt_backward(dq, dk, dv, dout, q, k, v, out, lse, s);
 }

@@ -27,15 +27,22 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& w, 
 void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, bool accumulate);
 
-// Positions pos0 .. pos0 + T - 1 (a sequence-parallel rank's slice).
-void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0);
-void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0);
+// Positions pos0 .. pos0 + T - 1 (a sequence-parallel rank's slice), or
+// positions (packed documents): device I32 [B, T], each in [0, pos0 + T).
+void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0, const int32_t* positions = nullptr);
+void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0,
+                   const int32_t* positions = nullptr);
 
 // Head dim D <= 128 (kMaxHeadDim). No [T, T] buffer is ever allocated.
+// starts (packed documents): device I32 [B, T], starts[b, t] in [0, t], query
+// t sees keys [starts[b, t], t]; such calls run the SIMT kernels (cuDNN's
+// graphs here have no per-document mask; mode cudnn is refused).
 constexpr int64_t kMaxHeadDim = 128;
-void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v);
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const int32_t* starts = nullptr);
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const int32_t* starts = nullptr);
 
 void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
 void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate,

@@ -48,9 +48,12 @@ bool cudnn_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tens
 bool cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
 
-// The SIMT kernels alone (attention.cu), whatever the mode.
-void simt_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v);
+// The SIMT kernels alone (attention.cu), whatever the mode; starts as in
+// cuda_ops.h's attention_forward.
+void simt_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const int32_t* starts = nullptr);
 void simt_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
-                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                             const int32_t* starts = nullptr);
 
 }  // namespace weft::cuda

@@ -61,15 +61,18 @@ const float2* rope_table(CudaContext& ctx, const Rope& rope, int64_t D, int64_t 
 
 constexpr int kThreads = 256;
 
-// Item i = (row, g): row = (b * T + t) * H + h, g the group of pairs.
+// Item i = (row, g): row = (b * T + t) * H + h, g the group of pairs. The
+// row's position is pos0 + t, or positions[b * T + t] (packed documents).
 template <typename T, bool kVec, typename I>
-__global__ void rope_kernel(T* out, const T* x, const float2* table, I items, I groups, I Tn, I H,
-                            I half, I pos0, float sign) {
+__global__ void rope_kernel(T* out, const T* x, const float2* table, const int32_t* positions, I items, I groups,
+                            I Tn, I H, I half, I pos0, float sign) {
   using W = Packs<T, kVec>;
   constexpr int P = W::P;
   for (I i = blockIdx.x * I{kThreads} + threadIdx.x; i < items; i += I{gridDim.x} * I{kThreads}) {
     const I row = i / groups, g = i - row * groups;
-    const float2* cs = table + (pos0 + (row / H) % Tn) * half + g * P;
+    const I bt = row / H;
+    const I pos = positions ? static_cast<I>(positions[bt]) : pos0 + bt % Tn;
+    const float2* cs = table + pos * half + g * P;
     float c[P], s[P];
     if constexpr (kVec) {
       for (int k = 0; k < P / 2; ++k) {  // 16-byte aligned: half and g * P are even
@@ -97,7 +100,8 @@ __global__ void rope_kernel(T* out, const T* x, const float2* table, I items, I 
   }
 }
 
-void rope(const char* op, Tensor out, const Tensor& x, const Rope& rope, int64_t pos0, float sign) {
+void rope(const char* op, Tensor out, const Tensor& x, const Rope& rope, int64_t pos0, const int32_t* positions,
+          float sign) {
   expect_float_dtype(op, "input", x);
   expect_same_dtype(op, "output", out, x, "input");
   const int64_t B = x.dim(0), Tn = x.dim(1), H = x.dim(2), D = x.dim(3);
@@ -116,8 +120,8 @@ void rope(const char* op, Tensor out, const Tensor& x, const Rope& rope, int64_t
     auto launch = [&](auto index) {
       using I = decltype(index);
       rope_kernel<T, kVec, I><<<grid, kThreads, 0, ctx.compute_stream()>>>(
-          static_cast<T*>(out.data), static_cast<const T*>(x.data), table, I(items), I(groups), I(Tn),
-          I(H), I(half), I(pos0), sign);
+          static_cast<T*>(out.data), static_cast<const T*>(x.data), table, positions, I(items), I(groups),
+          I(Tn), I(H), I(half), I(pos0), sign);
     };
     // Every index the kernel forms (elements, table entries, items) below 2^32.
     const int64_t largest = std::max({rows * D, (pos0 + Tn) * half, items + int64_t{grid} * kThreads});
@@ -131,12 +135,12 @@ void rope(const char* op, Tensor out, const Tensor& x, const Rope& rope, int64_t
 
 }  // namespace
 
-void rope_forward(Tensor out, const Tensor& x, const Rope& r, int64_t pos0) {
-  rope("rope_forward", out, x, r, pos0, 1.0f);
+void rope_forward(Tensor out, const Tensor& x, const Rope& r, int64_t pos0, const int32_t* positions) {
+  rope("rope_forward", out, x, r, pos0, positions, 1.0f);
 }
 
-void rope_backward(Tensor dx, const Tensor& dout, const Rope& r, int64_t pos0) {
-  rope("rope_backward", dx, dout, r, pos0, -1.0f);
+void rope_backward(Tensor dx, const Tensor& dout, const Rope& r, int64_t pos0, const int32_t* positions) {
+  rope("rope_backward", dx, dout, r, pos0, positions, -1.0f);
 }
 
 }  // namespace weft::cuda
