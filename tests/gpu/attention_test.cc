@@ -114,6 +114,8 @@ TEST(CudaOps, AttentionPackedDocuments) {
   WEFT_REQUIRE_GPU();
   const AttnShape shapes[] = {{2, 31, 4, 2, 40}, {1, 70, 4, 1, 128}, {2, 130, 6, 2, 64}, {1, 9, 2, 2, 16}};
   const std::vector<int64_t> cuts = {1, 2, 5, 32, 33, 40, 64, 100, 127};
+  const auto before = cuda::attention_mode();
+  cuda::set_attention_mode(cuda::AttentionMode::Auto);
   for (DType dt : {DType::F32, DType::BF16})
     for (const AttnShape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + str(s));
@@ -133,7 +135,6 @@ TEST(CudaOps, AttentionPackedDocuments) {
       expect_close("packed attention dk", host_of(c.dk.t), download(gdk.t), tol);
       expect_close("packed attention dv", host_of(c.dv.t), download(gdv.t), tol);
     }
-  const auto before = cuda::attention_mode();
   cuda::set_attention_mode(cuda::AttentionMode::Cudnn);
   const AttnShape s{1, 9, 2, 2, 16};
   const std::vector<int32_t> st = packed_starts(s.B, s.T, cuts);
@@ -154,8 +155,9 @@ TEST(CudaOps, AttentionPackedDocuments) {
       std::exception);
   EXPECT_EQ(ops::attention_kernel(Device::CUDA, DType::BF16, 1, 9, 2, 2, 16, true).error,
             "train.attention is cudnn but packed documents run on weft's SIMT attention kernels only");
-  cuda::set_attention_mode(before);
+  cuda::set_attention_mode(cuda::AttentionMode::Auto);
   EXPECT_EQ(ops::attention_kernel(Device::CUDA, DType::BF16, 1, 9, 2, 2, 16, true).name, "simt");
+  cuda::set_attention_mode(before);
 }
 
 }  // namespace
