@@ -117,6 +117,9 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
     return finish(cx, ReconcileResult::done());  // cx.error makes it transient
   if (relaunch_if_spec_changed(cx)) return finish(cx, ReconcileResult::requeue_after(std::chrono::milliseconds(1)));
   observe_gang(cx);
+  // Older attempts' pods are stale from the moment the attempt after theirs
+  // was written (next_attempt): they go, whatever is decided below.
+  cx.delete_pods(not_terminating(cx.stale));
 
   const RestartDecision decision = decide_restart(cx.gang, counted_restarts(st), cx.spec.restart);
   if (decision.verdict == GangVerdict::Fail) return fail_gang(cx, decision);
@@ -183,7 +186,7 @@ ReconcileResult Reconciler::refuse_spec(Context& cx) {
   // The API server (< 1.25) could not enforce these rules; refuse the job
   // before anything is created.
   const std::string msg = describe(cx.spec_errors);
-  delete_pods(cx, cx.pods);
+  cx.delete_pods(cx.pods);
   mark_terminal(cx, {.succeeded = false, .reason = kReasonInvalidSpec, .message = msg});
   return finish(cx, ReconcileResult::terminal(msg));
 }
@@ -192,12 +195,12 @@ ReconcileResult Reconciler::refuse_spec(Context& cx) {
 ReconcileResult Reconciler::suspend(Context& cx) {
   TrainingJobStatus& st = cx.status;
   const std::vector<ObjectPtr> live = not_terminating(cx.pods);
-  delete_pods(cx, live);
+  cx.delete_pods(live);
   const Condition* c = st.condition(kCondSuspended);
   if (!c || c->status != "True") {
     cx.event("Normal", kReasonSuspended, "suspended: deleted " + std::to_string(live.size()) + " pods");
     // A queue (Volcano's) stops counting a gang that has no PodGroup.
-    delete_podgroup(cx);
+    cx.changes.delete_podgroup = true;
   }
   st.set_condition(kCondSuspended, true, kReasonSuspended, "spec.suspend is true", cx.generation, cx.now_s);
   st.set_condition(kCondReady, false, kReasonSuspended, "job is suspended", cx.generation, cx.now_s);
@@ -238,7 +241,7 @@ bool Reconciler::relaunch_if_spec_changed(Context& cx) {
                  std::to_string(st.attempt));
     // A PodGroup the new gang does not use would keep its place in a queue
     // (Volcano's) for pods that no longer name it.
-    delete_unwanted_podgroups(cx);
+    cx.changes.delete_unwanted_podgroups = true;
     return true;
   }
   return false;
@@ -259,12 +262,11 @@ void Reconciler::next_attempt(Context& cx) {
   st.ready_replicas = 0;
 }
 
-// Splits the pods into the current attempt's and older ones (which are
-// deleted), and reduces the current ones to the facts the policies decide on.
+// Splits the pods into the current attempt's and older ones, and reduces the
+// current ones to the facts the policies decide on.
 void Reconciler::observe_gang(Context& cx) {
   const TrainingJobStatus& st = cx.status;
   for (auto& p : cx.pods) (label_int(*p, kLabelAttempt, -1) == st.attempt ? cx.current : cx.stale).push_back(p);
-  delete_pods(cx, not_terminating(cx.stale));
 
   GangObservation& gang = cx.gang;
   gang.replicas = cx.spec.replicas;
@@ -292,7 +294,7 @@ void Reconciler::observe_gang(Context& cx) {
 }
 
 ReconcileResult Reconciler::fail_gang(Context& cx, const RestartDecision& decision) {
-  delete_pods(cx, still_running(cx.current));
+  cx.delete_pods(still_running(cx.current));
   mark_terminal(cx, {.succeeded = false, .reason = decision.reason, .message = decision.message, .gang_judged = true});
   return finish(cx, requeue_for_ttl(cx.spec, cx.status, cx.now));
 }
@@ -557,7 +559,7 @@ void Reconciler::mark_terminal(Context& cx, const Terminal& how) {
                      cx.now_s);
   cx.event(how.succeeded ? "Normal" : "Warning", how.reason, how.message);
   // A finished gang holds no place in a queue.
-  delete_podgroup(cx);
+  cx.changes.delete_podgroup = true;
   // A job that ends mid-search is not searching any more: its ranks ran the
   // size under trial to the end, and no choice was made.
   if (st.tuning && st.tuning->state == TuningState::Searching) {
@@ -595,25 +597,30 @@ kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string
 }
 
 ReconcileResult Reconciler::finished_job(Context& cx) {
-  if (cx.status.phase == kPhaseFailed) {
-    std::vector<ObjectPtr> running;
-    for (auto& p : cx.pods)
-      if (!terminating(*p) && !pod_finished(*p)) running.push_back(p);
-    delete_pods(cx, running);
-  }
+  if (cx.status.phase == kPhaseFailed) cx.delete_pods(still_running(cx.pods));
   if (!parse_time(cx.status.completion_time)) cx.status.completion_time = cx.now_s;  // the TTL counts from here
   auto ttl = ttl_remaining(cx.spec, cx.status, cx.now);
-  if (ttl && ttl->count() <= 0) {
+  cx.changes.delete_job = ttl && ttl->count() <= 0;
+  return finish(cx, ttl && !cx.changes.delete_job ? ReconcileResult::requeue_after(*ttl) : ReconcileResult::done());
+}
+
+void Reconciler::apply_changes(Context& cx) {
+  Context::Changes& c = cx.changes;
+  remove_pods(cx, c.delete_pods);
+  if (c.delete_unwanted_podgroups) remove_unwanted_podgroups(cx);
+  if (c.delete_podgroup) remove_podgroup(cx);
+  if (c.bucket_cap_mb) write_bucket_cap(cx, *c.bucket_cap_mb);
+}
+
+ReconcileResult Reconciler::finish(Context& cx, ReconcileResult result) {
+  apply_changes(cx);
+  if (cx.changes.delete_job) {
     auto res = api_.remove(kube::kTrainingJobs, cx.ns, cx.name, kube::Propagation::Background,
                            (*cx.job)["metadata"].value("uid", ""));
     if (!res && !res.error().not_found()) return ReconcileResult::transient(res.error().message);
     spdlog::info("deleted {}/{}: ttlSecondsAfterFinished expired", cx.ns, cx.name);
     return ReconcileResult::done();
   }
-  return finish(cx, ttl ? ReconcileResult::requeue_after(*ttl) : ReconcileResult::done());
-}
-
-ReconcileResult Reconciler::finish(Context& cx, ReconcileResult result) {
   Json status = to_json(cx.status);
   if (status != cx.status_before) {
     Json updated = *cx.job;  // a copy: the cached object stays untouched

@@ -156,23 +156,27 @@ class Reconciler {
 
   // The one way into Succeeded or Failed.
   void mark_terminal(Context& cx, const Terminal& how);
-  // Writes status once (if it changed), records the events, classifies errors.
+  // Applies the deletes and patches the steps asked for (Context::changes),
+  // writes status once (if it changed), records the events, classifies
+  // errors. A job whose TTL ran out is deleted instead of written.
   ReconcileResult finish(Context& cx, ReconcileResult result);
+  void apply_changes(Context& cx);
 
   bool ensure_secret(Context& cx);  // creates the rendezvous Secret unless this reconcile did; false on error
   // Gang scheduling: creates the PodGroup, or brings an existing one's spec
   // (minMember, ...) to the job's; false when it cannot exist (then no pods).
   bool ensure_podgroup(Context& cx);
-  void delete_podgroup(Context& cx);  // when the gang is gone for good: suspended or finished
+  void remove_podgroup(Context& cx);  // when the gang is gone for good: suspended or finished
   // After a spec change: the PodGroups of the kinds the spec no longer asks
   // for (gang scheduling turned off, another provider).
-  void delete_unwanted_podgroups(Context& cx);
+  void remove_unwanted_podgroups(Context& cx);
   // While the gang waits for its scheduler: its PodGroup must still exist
   // and ask for this gang (someone may have deleted or edited it).
   void keep_podgroup_while_waiting(Context& cx);
   void set_scheduling_condition(Context& cx);
   int create_pods(Context& cx, const std::vector<int>& ranks);  // pods of cx.status.attempt; returns how many
-  void delete_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
+  void remove_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
+  void write_bucket_cap(Context& cx, const std::string& mb);  // the ConfigMap's bucket_cap_mb, unless it holds mb
 
   kube::KubeApi& api_;
   Caches caches_;

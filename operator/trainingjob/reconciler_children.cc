@@ -118,7 +118,7 @@ bool Reconciler::pod_there_is_current(Context& cx, int rank) {
     return false;
   }
   if (label_int(*live, kLabelAttempt, -1) == cx.status.attempt) return true;
-  if (!terminating(*live)) delete_pods(cx, {std::make_shared<const Json>(std::move(*live))});
+  if (!terminating(*live)) remove_pods(cx, {std::make_shared<const Json>(std::move(*live))});
   return false;
 }
 
@@ -276,7 +276,7 @@ bool Reconciler::ensure_podgroup(Context& cx) {
   return true;
 }
 
-void Reconciler::delete_podgroup(Context& cx) {
+void Reconciler::remove_podgroup(Context& cx) {
   if (!cx.spec.scheduling.enabled()) return;
   const std::string name = podgroup_name(cx.name);
   // A failed delete leaves it to the garbage collector, which removes it
@@ -289,7 +289,7 @@ void Reconciler::delete_podgroup(Context& cx) {
                  res.error().message);
 }
 
-void Reconciler::delete_unwanted_podgroups(Context& cx) {
+void Reconciler::remove_unwanted_podgroups(Context& cx) {
   const SchedulingSpec& g = cx.spec.scheduling;
   const std::string name = podgroup_name(cx.name);
   for (const kube::Resource* res : {&kube::kPodGroups, &kube::kVolcanoPodGroups}) {
@@ -317,9 +317,11 @@ void Reconciler::keep_podgroup_while_waiting(Context& cx) {
   ensure_podgroup(cx);
 }
 
-void Reconciler::delete_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
+void Reconciler::remove_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
+  std::set<std::string> done;  // two steps may ask for the same pod
   for (const auto& p : pods) {
     const Json& meta = (*p)["metadata"];
+    if (!done.insert(meta.value("uid", "") + "/" + meta.value("name", "")).second) continue;
     auto res = api_.remove(kube::kPods, cx.ns, meta.value("name", ""), kube::Propagation::Background,
                            meta.value("uid", ""));
     // NotFound: already gone. Conflict on the uid precondition: a newer pod
@@ -353,6 +355,14 @@ bool Reconciler::refresh_pods_live(Context& cx) {
   for (auto& pod : live->items)
     if (owned_by(pod, uid)) cx.pods.push_back(std::make_shared<const Json>(std::move(pod)));
   return true;
+}
+
+void Reconciler::write_bucket_cap(Context& cx, const std::string& mb) {
+  kube::ObjectPtr cm = caches_.configmaps.get(cx.ns, configmap_name(cx.name));
+  if (cm && (*cm).contains("data") && (*cm)["data"].value(contract::kBucketCapKey, "") == mb) return;
+  auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name), {{"data", {{contract::kBucketCapKey, mb}}}});
+  if (res) spdlog::info("{}: bucket cap {} MiB written to the ConfigMap", cx.key(), mb);
+  else cx.note(res.error());  // retried: status says what the ConfigMap must hold
 }
 
 }  // namespace weft::tj

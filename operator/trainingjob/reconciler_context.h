@@ -45,9 +45,24 @@ struct Reconciler::Context {
   bool podgroup_ensured = false;                   // ensure_podgroup() ran in this reconcile
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
+  // What the steps decided to delete or patch, applied by finish() before the
+  // status write (the events after it): a step says what it wants changed
+  // and goes on deciding; none deletes or patches in the middle of a
+  // decision. Creates stay with the step that needs them (launch), and
+  // ensure_children's creates and patches are the children's mechanics.
+  struct Changes {
+    std::vector<kube::ObjectPtr> delete_pods;   // each by name, with its uid as precondition
+    bool delete_podgroup = false;               // the gang is gone for good (suspended, finished)
+    bool delete_unwanted_podgroups = false;     // the kinds a changed spec no longer asks for
+    std::optional<std::string> bucket_cap_mb;   // the tuner's size for the ConfigMap
+    bool delete_job = false;                    // ttlSecondsAfterFinished ran out: nothing else is written
+  } changes;
 
   void event(const std::string& type, const std::string& reason, const std::string& message) {
     events.emplace_back(type, reason, message);
+  }
+  void delete_pods(const std::vector<kube::ObjectPtr>& pods) {
+    changes.delete_pods.insert(changes.delete_pods.end(), pods.begin(), pods.end());
   }
   void note(const kube::ApiError& e) {
     if (!error) error = e;

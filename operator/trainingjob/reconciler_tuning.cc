@@ -63,17 +63,7 @@ ReconcileResult Reconciler::tune_bucket_size(Context& cx) {
         break;
       }
   }
-  if (d.write_mb) {
-    const std::string want = tuner::format_mb(*d.write_mb);
-    kube::ObjectPtr cm = caches_.configmaps.get(cx.ns, configmap_name(cx.name));
-    const bool same = cm && (*cm).contains("data") && (*cm)["data"].value(contract::kBucketCapKey, "") == want;
-    if (!same) {
-      auto res = api_.merge_patch(kube::kConfigMaps, cx.ns, configmap_name(cx.name),
-                                  {{"data", {{contract::kBucketCapKey, want}}}});
-      if (res) spdlog::info("{}: bucket cap {} MiB written to the ConfigMap", cx.key(), want);
-      else cx.note(res.error());  // retried: status says what the ConfigMap must hold
-    }
-  }
+  if (d.write_mb) cx.changes.bucket_cap_mb = tuner::format_mb(*d.write_mb);
   if (tuner_metrics_) {
     if (d.scrape_failed) tuner_metrics_->scrape_failed();
     if (d.completed) tuner_metrics_->trial_completed(cx.ns, cx.name, d.completed->bucket_mb,
