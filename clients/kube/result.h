@@ -1,5 +1,5 @@
 // Result<T>: a value or an ApiError. API code returns errors the caller
-// handles (docs/architecture.md, "Errors and exit codes"); nothing under
+// handles (docs/architecture/contract.md, "Errors and exit codes"); nothing under
 // operator/ throws across a reconcile.
 // ApiError carries the HTTP status (0 = transport failure) and the reason
 // from the API server's Status object, and sorts itself into the three error

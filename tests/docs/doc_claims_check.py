@@ -4,10 +4,12 @@
 - exit codes: README's "Exit codes:" sentence names every kExit* constant of
   contract/weft_contract.h with its value and meaning, and no other number;
 - the operator's rights: the user guide's "The operator's rights" paragraph
+  (docs/user-guide/install.md)
   lists, per resource, exactly the verbs of the chart's RBAC rules
   (charts/weft/templates/_helpers.tpl, weft.jobRules and weft.leaseRules);
 - metric names: every `weft_...` name in backticks in the metrics and
-  operator docs, the user guide and the README is a metric the code
+  operator docs, the user guide (docs/user-guide.md and docs/user-guide/)
+  and the README is a metric the code
   registers (a "weft_..." string in contract/, worker/, operator/ or
   clients/), one of its series (_bucket, _sum, _count), a program or library
   the build defines, or a name listed in NOT_METRICS with the reason.
@@ -38,6 +40,10 @@ EXIT_MEANINGS = {
     "kExitInterrupted": "SIGINT",
     "kExitPreempted": "SIGTERM",
 }
+
+
+# The user guide page that holds "The operator's rights".
+RIGHTS_PAGE = "docs/user-guide/install.md"
 
 
 def read(root, rel):
@@ -91,7 +97,7 @@ def chart_rules(helpers):
 def rbac_problems(guide, helpers):
     m = re.search(r"\*\*The operator's rights\.\*\*(.*?)\n\n", guide, re.S)
     if not m:
-        return ["docs/user-guide.md: no 'The operator's rights' paragraph"]
+        return [f"{RIGHTS_PAGE}: no 'The operator's rights' paragraph"]
     text = " ".join(m.group(1).split())
     rules = chart_rules(helpers)
     if not rules:
@@ -113,12 +119,12 @@ def rbac_problems(guide, helpers):
     problems = []
     for res, verbs in sorted(rules.items()):
         if res not in said:
-            problems.append(f"docs/user-guide.md: the operator's rights do not list {res} ({'/'.join(sorted(verbs))})")
+            problems.append(f"{RIGHTS_PAGE}: the operator's rights do not list {res} ({'/'.join(sorted(verbs))})")
         elif said[res] != verbs:
-            problems.append(f"docs/user-guide.md: the operator's rights give {res} {'/'.join(sorted(said[res]))}, "
+            problems.append(f"{RIGHTS_PAGE}: the operator's rights give {res} {'/'.join(sorted(said[res]))}, "
                             f"the chart {'/'.join(sorted(verbs))}")
     for res in sorted(set(said) - set(rules)):
-        problems.append(f"docs/user-guide.md: the operator's rights list {res}, which the chart does not grant")
+        problems.append(f"{RIGHTS_PAGE}: the operator's rights list {res}, which the chart does not grant")
     return problems
 
 
@@ -161,20 +167,21 @@ def metric_problems(docs, metrics, programs):
 
 def doc_texts(root):
     paths = ["README.md", "docs/metrics.md", "docs/user-guide.md", *sorted(
-        os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs/operator/*.md")))]
+        os.path.relpath(p, root) for pattern in ("docs/user-guide/*.md", "docs/operator/*.md")
+        for p in glob.glob(os.path.join(root, pattern)))]
     return {p: read(root, p) for p in paths}
 
 
 def check(root):
     return (exit_code_problems(read(root, "README.md"), read(root, "contract/weft_contract.h")) +
-            rbac_problems(read(root, "docs/user-guide.md"), read(root, "charts/weft/templates/_helpers.tpl")) +
+            rbac_problems(read(root, RIGHTS_PAGE), read(root, "charts/weft/templates/_helpers.tpl")) +
             metric_problems(doc_texts(root), code_names(root), build_names(root)))
 
 
 def self_test(root):
     """Each check, fed one false statement, must report it."""
     readme, contract = read(root, "README.md"), read(root, "contract/weft_contract.h")
-    guide, helpers = read(root, "docs/user-guide.md"), read(root, "charts/weft/templates/_helpers.tpl")
+    guide, helpers = read(root, RIGHTS_PAGE), read(root, "charts/weft/templates/_helpers.tpl")
     docs, metrics, programs = doc_texts(root), code_names(root), build_names(root)
     cases = {  # name -> (the problems found, what one of them must say)
         "exit code 4 said to be 5": (exit_code_problems(readme.replace("4 checkpoint I/O", "5 checkpoint I/O"),

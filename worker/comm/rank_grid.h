@@ -1,5 +1,5 @@
 // weft comm: RankGrid, the ISP/DP topology as a pure function of
-// (world, sp, wp) (docs/architecture.md, "Rank grid"). For every rank it names the members
+// (world, sp, wp) (docs/architecture/isp.md, "Rank grid"). For every rank it names the members
 // (global ranks, ascending) of its four groups:
 //   sp  - consecutive blocks of sp ranks (split one sequence)
 //   wp  - consecutive blocks of wp ranks (shard the weights)

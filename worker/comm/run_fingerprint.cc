@@ -101,7 +101,8 @@ uint64_t agree_on_settings(TcpStore& store, int rank, int world, const Settings&
                (differ.size() > 1 ? "s " : " ") + ranks + " of " + std::to_string(world) + " differ" +
                (differ.size() > 1 ? "" : "s") +
                " from rank 0). Start every rank with the same config and environment; only " +
-               "the per-rank settings may differ (docs/user-guide.md, \"Settings every rank shares\")";
+               "the per-rank settings may differ (docs/user-guide/worker-config.md, " +
+               "\"Settings every rank shares\")";
     }
     store.set(kResultKey, result);
     // Rank 0's store goes when it exits: a rank that had not read the

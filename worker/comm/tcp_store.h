@@ -1,4 +1,4 @@
-// weft comm: the TCP rendezvous key-value store (docs/architecture.md, "Rendezvous").
+// weft comm: the TCP rendezvous key-value store (docs/architecture/rendezvous.md).
 // Rank 0 runs a TcpStoreServer at MASTER_ADDR:MASTER_PORT; every rank
 // (rank 0 included) talks to it through a TcpStore client. Operations: set,
 // get (waits until the key exists), multi_get (waits until all keys exist and

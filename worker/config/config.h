@@ -137,7 +137,7 @@ struct DataConfig {
 
 // Held-out evaluation (eval.every > 0): the same `batches` micro-batches of
 // held-out data at every evaluation, forward only, the mean loss over them
-// (docs/user-guide.md, "Evaluation").
+// (docs/user-guide/evaluation.md).
 struct EvalConfig {
   int every = 0;       // steps between evaluations (and after the last step); 0 = off
   int batches = 8;     // micro-batches of train.micro_batch x train.seq_len per evaluation
@@ -190,7 +190,7 @@ struct ZeroConfig {
 };
 
 // ISP (parallel.strategy: isp): weights sharded over wp ranks and gathered per
-// block, sequences split over sp ranks (docs/architecture.md, "ISP").
+// block, sequences split over sp ranks (docs/architecture/isp.md).
 struct IspConfig {
   bool prefetch = true;     // gather block i+1 (backward: i-1) while block i computes
   int recompute_blocks = 0;  // leading blocks that recompute activations in backward
@@ -290,7 +290,7 @@ struct WorkerConfig {
 // Ranges of the numbers a config can hold beyond which the arithmetic that
 // uses them (deadlines, sleeps, byte counts, loops) would overflow or never
 // end; validate() refuses a value outside them by its field path
-// (docs/user-guide.md, "Ranges").
+// (docs/user-guide/worker-config.md, "Ranges").
 inline constexpr double kMaxSeconds = 86400;            // comm.timeout_s, comm.rendezvous_timeout_s: one day
 inline constexpr int kMaxGradAccum = 16384;             // train.grad_accum, also as scaled to the planned world
 inline constexpr int kMaxEvalBatches = 1'000'000;       // eval.batches

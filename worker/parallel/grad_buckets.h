@@ -1,6 +1,6 @@
 // Gradient buckets: contiguous ranges of the flat fp32 gradient buffer.
 //
-// Invariants (docs/architecture.md, "Data parallelism"):
+// Invariants (docs/architecture/data-parallel.md):
 //   - buckets cover the parameters in layout (= backward) order, each bucket a
 //     contiguous run of whole parameters; a bucket closes once it holds at
 //     least its cap (the first bucket may have a smaller cap, like DDP's 1 MB),
@@ -42,7 +42,7 @@ struct Bucket {
 std::vector<Bucket> plan_buckets(const std::vector<ParamInfo>& params, double cap_mb,
                                  double first_bucket_mb, int group_size, double last_bucket_mb = 0);
 
-// parallel.bucket_cap_mb: auto (docs/architecture.md, "Bucket sizing"). A
+// parallel.bucket_cap_mb: auto (docs/architecture/data-parallel.md, "Bucket sizing"). A
 // bucket's reduction starts once backward has produced all of its gradients,
 // so the last bucket's can only start when backward ends: that one is exposed,
 // while buckets that fill earlier run behind the rest of backward. Small

@@ -3,7 +3,7 @@
 // gradient norm and clipping, and the optimizer step (a sharded strategy owns
 // its optimizer state, so the step belongs here too).
 //
-// Protocol of one optimizer step (the trainer's loop, see docs/architecture.md):
+// Protocol of one optimizer step (the trainer's loop, see docs/architecture/seams.md):
 //   prepare_step(lr, max_norm)               the step's settings, before forward
 //   for each micro-batch m of M:
 //     begin_micro_batch(last = m == M-1)

@@ -1,4 +1,4 @@
-// ISP (intern sequence parallelism) as a GradSync (docs/architecture.md
+// ISP (intern sequence parallelism) as a GradSync (docs/architecture/isp.md,
 // "ISP"), composed of four parts:
 //   IspWeightPool    weight-parallel linears over `wp`: a prefetched,
 //                    double-buffered all-gather pool and the gradient

@@ -1,4 +1,4 @@
-// IspWeightPool: ISP's weight-parallel half (docs/architecture.md "ISP"):
+// IspWeightPool: ISP's weight-parallel half (docs/architecture/isp.md):
 // the model's weights and weight gradients for a buffer with
 // Storage::Provided, gathered over the wp group into a double-buffered pool
 // and reduced back into this rank's shard.

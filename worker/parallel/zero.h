@@ -1,4 +1,4 @@
-// ZeRO stage 1/2 as a GradSync (docs/architecture.md "ZeRO"; optimizer
+// ZeRO stage 1/2 as a GradSync (docs/architecture/zero.md; optimizer
 // sharding as PyTorch's ZeroRedundancyOptimizer with a DDP comm hook does):
 // each of the N data-parallel ranks owns shard r of every gradient bucket
 // (Bucket::shard_begin/shard_end), keeps the AdamW moments (and a master
