@@ -50,49 +50,75 @@ int cleanup(const std::string& state_dir) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "shim") return weft::node::run_shim(argv[2]);
-
-  CLI::App app{"weft-node: runs the pods bound to its Nodes as local processes (a kubelet for local clusters)"};
+// The flags, with their defaults; AgentOptions is filled from them.
+struct Flags {
   std::string kubeconfig, state_dir, prefix = "weft-node", bin_dir, log_level = "info";
-  int nodes = 1, octet = 1;
-  weft::node::AgentOptions opts;
+  int nodes = 1, octet = 1, burst = 200;
   double qps = 100;
-  int burst = 200;
-  app.add_option("--kubeconfig", kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
-  app.add_option("--state-dir", state_dir, "pod directories, records and logs")->required();
-  app.add_option("--nodes", nodes, "number of Nodes to register (<prefix>-0 ...)")->check(CLI::Range(1, 256));
-  app.add_option("--node-prefix", prefix, "Node name prefix");
-  app.add_option("--bin-dir", bin_dir, "where commands without '/' are looked up first (default: $WEFT_NODE_BIN_DIR, "
-                                       "else this binary's directory)");
-  app.add_option("--cpu", opts.capacity.cpu, "cpu capacity per Node");
-  app.add_option("--memory", opts.capacity.memory, "memory capacity per Node");
-  app.add_option("--pods", opts.capacity.pods, "pod capacity per Node");
-  app.add_option("--pod-ip-octet", octet, "pod IPs are 127.<octet>.x.y")->check(CLI::Range(1, 254));
-  app.add_option("--qps", qps, "client-side API rate limit");
-  app.add_option("--burst", burst, "client-side API burst");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
-  std::vector<std::string> taints;
-  app.add_option("--taint", taints, "KEY=VALUE:EFFECT taint on every Node (repeatable)");
-  std::vector<std::string> delays;
-  app.add_option("--start-delay", delays,
+  std::vector<std::string> taints, delays;
+  weft::node::AgentOptions opts;
+};
+
+void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--kubeconfig", f.kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
+  app.add_option("--state-dir", f.state_dir, "pod directories, records and logs")->required();
+  app.add_option("--nodes", f.nodes, "number of Nodes to register (<prefix>-0 ...)")->check(CLI::Range(1, 256));
+  app.add_option("--node-prefix", f.prefix, "Node name prefix");
+  app.add_option("--bin-dir", f.bin_dir,
+                 "where commands without '/' are looked up first (default: $WEFT_NODE_BIN_DIR, "
+                 "else this binary's directory)");
+  app.add_option("--cpu", f.opts.capacity.cpu, "cpu capacity per Node");
+  app.add_option("--memory", f.opts.capacity.memory, "memory capacity per Node");
+  app.add_option("--pods", f.opts.capacity.pods, "pod capacity per Node");
+  app.add_option("--pod-ip-octet", f.octet, "pod IPs are 127.<octet>.x.y")->check(CLI::Range(1, 254));
+  app.add_option("--qps", f.qps, "client-side API rate limit");
+  app.add_option("--burst", f.burst, "client-side API burst");
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
+  app.add_option("--taint", f.taints, "KEY=VALUE:EFFECT taint on every Node (repeatable)");
+  app.add_option("--start-delay", f.delays,
                  "REGEX=SECONDS: admit pods whose namespace/name matches that late, as if scheduled late "
                  "(a test hook; repeatable)");
-  app.add_flag("--simulate-pods", opts.simulate_pods,
+  app.add_flag("--simulate-pods", f.opts.simulate_pods,
                "start no processes: bound pods are Running at once and one thread serves their ranks' canned "
                "/metrics and /ready on their pod IPs (as kwok does; for scale tests)");
-  app.add_option("--simulated-step-seconds", opts.simulated_step_seconds,
+  app.add_option("--simulated-step-seconds", f.opts.simulated_step_seconds,
                  "a simulated rank's step advances this often")
       ->check(CLI::Range(0.01, 3600.0));
-  auto* cleanup_cmd = app.add_subcommand("cleanup", "kill every process recorded under --state-dir and remove it");
-  cleanup_cmd->fallthrough();  // `weft-node cleanup --state-dir DIR`
-  CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("[%H:%M:%S.%e] [weft-node] [%^%l%$] %v");
-  if (cleanup_cmd->parsed()) return cleanup(state_dir);
+}
 
+// --taint and --start-delay into the agent's options; false (logged) on a bad one.
+bool parse_taints_and_delays(Flags& f) {
+  for (const auto& t : f.taints) {
+    const auto eq = t.find('='), colon = t.rfind(':');
+    if (eq == std::string::npos || colon == std::string::npos || colon < eq) {
+      spdlog::error("--taint {}: expected KEY=VALUE:EFFECT", t);
+      return false;
+    }
+    f.opts.taints.push_back({{"key", t.substr(0, eq)}, {"value", t.substr(eq + 1, colon - eq - 1)},
+                             {"effect", t.substr(colon + 1)}});
+  }
+  for (const auto& d : f.delays) {
+    const auto eq = d.rfind('=');
+    char* end = nullptr;
+    const long secs = eq == std::string::npos ? -1 : std::strtol(d.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || secs < 0 || !end || *end != '\0' || end == d.c_str() + eq + 1) {
+      spdlog::error("--start-delay {}: expected REGEX=SECONDS", d);
+      return false;
+    }
+    try {
+      std::regex(d.substr(0, eq));
+    } catch (const std::regex_error& e) {
+      spdlog::error("--start-delay {}: bad regex: {}", d, e.what());
+      return false;
+    }
+    f.opts.start_delays.push_back({d.substr(0, eq), std::chrono::seconds(secs)});
+  }
+  return true;
+}
+
+// The agent's options from the flags and the process; false (logged) on bad input.
+bool agent_options(Flags& f) {
+  weft::node::AgentOptions& opts = f.opts;
   opts.self_exe = self_exe();
   if (opts.simulate_pods) {
     // One listening socket per simulated rank: a thousand pods need more
@@ -103,54 +129,47 @@ int main(int argc, char** argv) {
       ::setrlimit(RLIMIT_NOFILE, &lim);
     }
   }
-  if (bin_dir.empty()) {
+  if (f.bin_dir.empty()) {
     const char* env = std::getenv("WEFT_NODE_BIN_DIR");
-    bin_dir = env && *env ? env : std::filesystem::path(opts.self_exe).parent_path().string();
+    f.bin_dir = env && *env ? env : std::filesystem::path(opts.self_exe).parent_path().string();
   }
-  opts.bin_dirs = {std::filesystem::absolute(bin_dir).string()};
-  opts.state_dir = std::filesystem::absolute(state_dir).string();
-  opts.ip_second_octet = octet;
-  for (const auto& t : taints) {
-    const auto eq = t.find('='), colon = t.rfind(':');
-    if (eq == std::string::npos || colon == std::string::npos || colon < eq) {
-      spdlog::error("--taint {}: expected KEY=VALUE:EFFECT", t);
-      return 1;
-    }
-    opts.taints.push_back({{"key", t.substr(0, eq)}, {"value", t.substr(eq + 1, colon - eq - 1)},
-                           {"effect", t.substr(colon + 1)}});
-  }
-  for (const auto& d : delays) {
-    const auto eq = d.rfind('=');
-    char* end = nullptr;
-    const long secs = eq == std::string::npos ? -1 : std::strtol(d.c_str() + eq + 1, &end, 10);
-    if (eq == std::string::npos || eq == 0 || secs < 0 || !end || *end != '\0' || end == d.c_str() + eq + 1) {
-      spdlog::error("--start-delay {}: expected REGEX=SECONDS", d);
-      return 1;
-    }
-    try {
-      std::regex(d.substr(0, eq));
-    } catch (const std::regex_error& e) {
-      spdlog::error("--start-delay {}: bad regex: {}", d, e.what());
-      return 1;
-    }
-    opts.start_delays.push_back({d.substr(0, eq), std::chrono::seconds(secs)});
-  }
+  opts.bin_dirs = {std::filesystem::absolute(f.bin_dir).string()};
+  opts.state_dir = std::filesystem::absolute(f.state_dir).string();
+  opts.ip_second_octet = f.octet;
   opts.nodes.clear();
-  for (int i = 0; i < nodes; ++i) opts.nodes.push_back(prefix + "-" + std::to_string(i));
+  for (int i = 0; i < f.nodes; ++i) opts.nodes.push_back(f.prefix + "-" + std::to_string(i));
+  return parse_taints_and_delays(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "shim") return weft::node::run_shim(argv[2]);
+
+  CLI::App app{"weft-node: runs the pods bound to its Nodes as local processes (a kubelet for local clusters)"};
+  Flags f;
+  add_flags(app, f);
+  auto* cleanup_cmd = app.add_subcommand("cleanup", "kill every process recorded under --state-dir and remove it");
+  cleanup_cmd->fallthrough();  // `weft-node cleanup --state-dir DIR`
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  spdlog::set_pattern("[%H:%M:%S.%e] [weft-node] [%^%l%$] %v");
+  if (cleanup_cmd->parsed()) return cleanup(f.state_dir);
+  if (!agent_options(f)) return 1;
 
   weft::kube::ClusterConfig cfg;
   try {
-    cfg = weft::kube::load_default_config(kubeconfig);
+    cfg = weft::kube::load_default_config(f.kubeconfig);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;
   }
   weft::kube::ApiOptions api_opts;
-  api_opts.qps = qps;
-  api_opts.burst = burst;
+  api_opts.qps = f.qps;
+  api_opts.burst = f.burst;
   api_opts.user_agent = "weft-node/0.1";
   weft::kube::KubeApi api(cfg, api_opts);
-  weft::node::NodeAgent agent(api, opts);
+  weft::node::NodeAgent agent(api, f.opts);
 
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);

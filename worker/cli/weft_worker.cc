@@ -184,6 +184,23 @@ int run_export(const std::string& checkpoint, const std::string& out) {
   }
 }
 
+// --eval's config: the file's or the preset's, on one rank, every eval.* rule
+// applied, the model directory's shape.
+weft::WorkerConfig eval_config(const std::string& config_path, const std::string& preset,
+                               const std::string& model_dir) {
+  weft::WorkerConfig cfg = !config_path.empty()
+                               ? weft::load_config_file(config_path, model_dir)
+                               : weft::parse_config("preset: " + preset + "\n", "--preset", model_dir);
+  weft::apply_env_overrides(cfg, weft::comm::current_environment());
+  cfg.checkpoint.resume = false;
+  cfg.parallel = weft::ParallelConfig{};  // one rank: the checkpoint's layout does not matter
+  weft::validate_for_eval(cfg);
+  weft::resolve(cfg);
+  if (cfg.device == weft::ComputeDevice::Cuda)
+    weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
+  return cfg;
+}
+
 // weft-worker --eval DIR: one rank, the config's held-out data, the model of
 // DIR; a weft checkpoint is exported to a Hugging Face directory first (a
 // sharded one is assembled from its rank files). Prints the loss and a JSON
@@ -216,15 +233,7 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
       weft::export_hf(dir, exported.string(), &g_stop_signal);
       model_dir = exported.string();
     }
-    weft::WorkerConfig cfg = !config_path.empty()
-                                 ? weft::load_config_file(config_path, model_dir)
-                                 : weft::parse_config("preset: " + preset + "\n", "--preset", model_dir);
-    weft::apply_env_overrides(cfg, weft::comm::current_environment());
-    cfg.checkpoint.resume = false;
-    cfg.parallel = weft::ParallelConfig{};  // one rank: the checkpoint's layout does not matter
-    weft::validate_for_eval(cfg);
-    weft::resolve(cfg);
-    if (cfg.device == weft::ComputeDevice::Cuda) weft::place_rank(cfg, weft::contract::LaunchEnv{}, weft::comm::current_environment());
+    const weft::WorkerConfig cfg = eval_config(config_path, preset, model_dir);
     weft::Trainer trainer(cfg);
     spdlog::info("evaluating {} held-out batches of {} x {} tokens", cfg.eval.batches, cfg.train.micro_batch,
                  cfg.train.seq_len);
