@@ -128,9 +128,10 @@ struct DataConfig {
   int branching = 4;                 // successors per state in the synthetic chain
   // Packed documents: "none" (attention is causal over the whole sequence)
   // or "eos" (each eos_token ends a document: attention stays inside a
-  // document and RoPE positions restart after each eos; CPU so far).
+  // document and RoPE positions restart after each eos).
   std::string document_boundaries = "none";
   int eos_token = -1;                // the token that ends a document; -1 = none
+  bool packs_documents() const { return document_boundaries == "eos"; }
 
   bool operator==(const DataConfig&) const = default;
 };

@@ -191,7 +191,7 @@ void check_optim(Checker& c, const OptimConfig& o) {
 void check_documents(Checker& c, const WorkerConfig& cfg) {
   const DataConfig& d = cfg.data;
   c.choice(d.document_boundaries, {"none", "eos"}, "data.document_boundaries");
-  if (d.document_boundaries != "eos") {
+  if (!d.packs_documents()) {
     c.require(d.eos_token == -1, "data.eos_token",
               "is set (" + num(d.eos_token) + ") but data.document_boundaries is 'none'; set it to eos to keep "
               "attention inside documents, or remove data.eos_token");

@@ -36,7 +36,7 @@ class PackedDocuments : public TokenSource {
 };
 
 std::unique_ptr<TokenSource> with_documents(const WorkerConfig& cfg, std::unique_ptr<TokenSource> source) {
-  if (cfg.data.document_boundaries != "eos") return source;
+  if (!cfg.data.packs_documents()) return source;
   return std::make_unique<PackedDocuments>(std::move(source), cfg.data.eos_token);
 }
 

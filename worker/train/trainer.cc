@@ -92,7 +92,7 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
                                                            static_cast<int>(dtype_size(buffer_->param_dtype()))));
   ops::set_attention_mode(attention_mode(cfg_));
   attention_ = model_.attention_kernel(cfg_.train.micro_batch, cfg_.train.seq_len / sp(),
-                                       cfg_.data.document_boundaries == "eos");
+                                       cfg_.data.packs_documents());
   if (!attention_.error.empty()) throw ConfigError(attention_.error);
   init_weights();
   // Held-out data that cannot be read is bad input now, not after hours:
