@@ -245,21 +245,166 @@ bool MetricsServer::parse(Conn& c) const {
   return false;
 }
 
-void MetricsServer::serve() {
+// The serving thread's state and its steps: one turn polls, services the
+// connections that are ready, accepts new ones and closes expired ones.
+struct MetricsServer::Loop {
+  explicit Loop(MetricsServer& server)
+      : s(server), conn_cap(std::max<size_t>(server.opt_.max_connections, 1)) {}
+
+  MetricsServer& s;
   std::vector<Conn> conns;
-  std::vector<pollfd> pfds;
+  std::vector<pollfd> pfds;  // wake, listen, then one per connection of `conns`
   Clock::time_point listen_paused_until{};
   // Connections allowed now: max_connections, lowered to what fits when
   // descriptors run short, and raised by one a second after.
-  size_t conn_cap = std::max<size_t>(opt_.max_connections, 1);
+  size_t conn_cap;
   Clock::time_point conn_cap_grows_at{};
-  auto close_conn = [](Conn& c) {
+  double cpu_credit = kCpuBurstSeconds;
+  Clock::time_point credit_wall = Clock::now();
+  double credit_cpu = thread_cpu_seconds();
+
+  void run() {
+    while (!s.stop_) {
+      if (over_cpu_share()) {
+        pollfd p{s.wake_fd_, POLLIN, 0};
+        ::poll(&p, 1, static_cast<int>(std::clamp(-cpu_credit / kCpuShare * 1000 + 1, 1.0, 1000.0)));
+        continue;
+      }
+      const int r = poll_once();
+      if (s.stop_) break;
+      if (r < 0) continue;  // EINTR
+      if (r > 0) service_ready();
+      grow_cap();
+      if (r > 0 && (pfds[1].revents & POLLIN)) accept_new();
+      expire();
+    }
+    for (auto& c : conns)
+      if (c.fd >= 0) ::close(c.fd);
+  }
+
+  // True while the thread has used more than its share: what is left waits
+  // (readable connections stay readable, new ones queue in the kernel).
+  bool over_cpu_share() {
+    const auto wall = Clock::now();
+    const double cpu = thread_cpu_seconds();
+    cpu_credit = std::min(kCpuBurstSeconds, cpu_credit +
+                                                std::chrono::duration<double>(wall - credit_wall).count() * kCpuShare -
+                                                (cpu - credit_cpu));
+    credit_wall = wall;
+    credit_cpu = cpu;
+    return cpu_credit < 0;
+  }
+
+  // Waits for the wake descriptor, the listener (unless paused) and every
+  // connection, until the next deadline; poll()'s result.
+  int poll_once() {
+    const auto now = Clock::now();
+    auto next = now + std::chrono::seconds(1);
+    pfds.clear();
+    pfds.push_back({s.wake_fd_, POLLIN, 0});
+    const bool listen_paused = now < listen_paused_until;
+    pfds.push_back({s.listen_fd_, static_cast<short>(listen_paused ? 0 : POLLIN), 0});
+    if (listen_paused) next = std::min(next, listen_paused_until);
+    for (auto& c : conns) {
+      pfds.push_back({c.fd, static_cast<short>(c.state == Conn::kWriting ? POLLOUT : POLLIN), 0});
+      next = std::min(next, c.state == Conn::kLingering ? c.linger_until : c.deadline);
+    }
+    const int wait_ms = static_cast<int>(std::clamp<int64_t>(
+        std::chrono::duration_cast<milliseconds>(next - now).count() + 1, 0, 1000));
+    return ::poll(pfds.data(), pfds.size(), wait_ms);
+  }
+
+  void service_ready() {
+    const size_t polled = pfds.size() - 2;
+    for (size_t i = 0; i < polled; ++i) {
+      Conn& c = conns[i];
+      if (pfds[i + 2].revents == 0 || c.fd < 0) continue;
+      if (over_cpu_share()) break;
+      service(c);
+    }
+    if (pfds[0].revents & POLLIN) {
+      uint64_t v;
+      (void)!::read(s.wake_fd_, &v, sizeof v);
+    }
+  }
+
+  void grow_cap() {
+    const size_t max_conns = std::max<size_t>(s.opt_.max_connections, 1);
+    if (conn_cap < max_conns && Clock::now() >= conn_cap_grows_at) {
+      ++conn_cap;  // descriptors may have been freed since; a shortage lowers it again
+      conn_cap_grows_at = Clock::now() + kConnCapRegrow;
+    }
+  }
+
+  void accept_new() {
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    const rlim_t reserve = std::max(kMinFdReserve, lim.rlim_cur / 4);
+    const rlim_t fd_cap = lim.rlim_cur == RLIM_INFINITY ? RLIM_INFINITY
+                          : lim.rlim_cur > reserve       ? lim.rlim_cur - reserve
+                                                         : 0;
+    for (int k = 0; k < 64 && !over_cpu_share(); ++k) {
+      int fd = ::accept4(s.listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          if (evict_one()) continue;
+          listen_paused_until = Clock::now() + kAcceptBackoff;
+        }
+        break;
+      }
+      size_t open = 0;
+      for (auto& c : conns) open += c.fd >= 0;
+      // Descriptors are handed out lowest first, so this one's number says
+      // that all below it are in use: past the cap, training's reserve is at
+      // stake, and the connections held now are all that fit. (The number
+      // of a later one says nothing: it may reuse the one an eviction freed.)
+      const bool over_fds = static_cast<rlim_t>(fd) >= fd_cap;
+      if (over_fds) {
+        conn_cap = std::max<size_t>(open, 1);
+        conn_cap_grows_at = Clock::now() + kConnCapRegrow;
+      }
+      if ((over_fds || open >= conn_cap) && !evict_one()) {
+        // Full, and none of ours to give up: the descriptors are training's.
+        ::close(fd);
+        continue;
+      }  // else full: the oldest connection went, so a new scrape always gets in
+      Conn c;
+      c.fd = fd;
+      c.deadline = Clock::now() + s.opt_.request_deadline;
+      conns.push_back(std::move(c));
+      // A scraper's request is usually there already: answered now, it
+      // needs no slot for long and cannot be displaced by the next arrivals.
+      service(conns.back());
+    }
+  }
+
+  // Closes what is past its deadline, and forgets closed connections.
+  void expire() {
+    const auto after = Clock::now();
+    for (auto& c : conns) {
+      if (c.fd < 0) continue;
+      if (c.state == Conn::kLingering ? after >= c.linger_until : after >= c.deadline) {
+        if (c.state == Conn::kReading) {
+          // Best effort: a client that is still there learns why it is closed.
+          static const std::string timeout = response(408, "Request Timeout", "text/plain", kUsage);
+          (void)!::send(c.fd, timeout.data(), timeout.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        close_conn(c);
+      }
+    }
+    conns.erase(std::remove_if(conns.begin(), conns.end(), [](const Conn& c) { return c.fd < 0; }), conns.end());
+    s.open_ = conns.size();
+  }
+
+  static void close_conn(Conn& c) {
     ::close(c.fd);
     c.fd = -1;
-  };
+  }
+
   // Frees a slot: a lingering connection (answered) goes first, then the
   // oldest still sending its request, and a response being sent last.
-  auto evict_one = [&]() {
+  bool evict_one() {
     Conn* victim = nullptr;
     auto rank = [](const Conn& c) { return c.state == Conn::kLingering ? 0 : c.state == Conn::kReading ? 1 : 2; };
     for (auto& c : conns)
@@ -269,23 +414,26 @@ void MetricsServer::serve() {
     if (!victim) return false;
     close_conn(*victim);
     return true;
-  };
-  auto start_writing = [](Conn& c) {
+  }
+
+  static void start_writing(Conn& c) {
     c.state = Conn::kWriting;
     c.sent = 0;
     c.in.clear();
     c.in.shrink_to_fit();
-  };
+  }
+
   // Response sent: half-close, then drop input until the client closes.
-  auto start_lingering = [](Conn& c, Clock::time_point now) {
+  static void start_lingering(Conn& c, Clock::time_point now) {
     ::shutdown(c.fd, SHUT_WR);
     c.state = Conn::kLingering;
     c.out.clear();
     c.out.shrink_to_fit();
     c.linger_until = std::min(c.deadline, now + kLinger);
-  };
+  }
+
   // Reads, answers or drains `c`, whichever its state asks, without blocking.
-  auto service = [&](Conn& c) {
+  void service(Conn& c) {
     char buf[16384];
     if (c.state == Conn::kReading) {
       ssize_t n = ::recv(c.fd, buf, std::min(sizeof buf, kMaxRequest + 1 - std::min(kMaxRequest, c.in.size())), 0);
@@ -298,7 +446,7 @@ void MetricsServer::serve() {
         c.out = bad_request();  // the client ended its side inside a request
       } else {
         c.in.append(buf, static_cast<size_t>(n));
-        if (!parse(c)) return;
+        if (!s.parse(c)) return;
       }
       start_writing(c);
     }
@@ -320,122 +468,9 @@ void MetricsServer::serve() {
       close_conn(c);  // EOF, an error, or too much
       break;
     }
-  };
-  double cpu_credit = kCpuBurstSeconds;
-  auto credit_wall = Clock::now();
-  double credit_cpu = thread_cpu_seconds();
-  // True while the thread has used more than its share: what is left waits
-  // (readable connections stay readable, new ones queue in the kernel).
-  auto over_cpu_share = [&] {
-    const auto wall = Clock::now();
-    const double cpu = thread_cpu_seconds();
-    cpu_credit = std::min(kCpuBurstSeconds, cpu_credit +
-                                                std::chrono::duration<double>(wall - credit_wall).count() * kCpuShare -
-                                                (cpu - credit_cpu));
-    credit_wall = wall;
-    credit_cpu = cpu;
-    return cpu_credit < 0;
-  };
-  while (!stop_) {
-    if (over_cpu_share()) {
-      pollfd p{wake_fd_, POLLIN, 0};
-      ::poll(&p, 1, static_cast<int>(std::clamp(-cpu_credit / kCpuShare * 1000 + 1, 1.0, 1000.0)));
-      continue;
-    }
-    const auto now = Clock::now();
-    auto next = now + std::chrono::seconds(1);
-    pfds.clear();
-    pfds.push_back({wake_fd_, POLLIN, 0});
-    const bool listen_paused = now < listen_paused_until;
-    pfds.push_back({listen_fd_, static_cast<short>(listen_paused ? 0 : POLLIN), 0});
-    if (listen_paused) next = std::min(next, listen_paused_until);
-    for (auto& c : conns) {
-      pfds.push_back({c.fd, static_cast<short>(c.state == Conn::kWriting ? POLLOUT : POLLIN), 0});
-      next = std::min(next, c.state == Conn::kLingering ? c.linger_until : c.deadline);
-    }
-    int wait_ms = static_cast<int>(std::clamp<int64_t>(
-        std::chrono::duration_cast<milliseconds>(next - now).count() + 1, 0, 1000));
-    int r = ::poll(pfds.data(), pfds.size(), wait_ms);
-    if (stop_) break;
-    if (r < 0) continue;  // EINTR
-    const size_t polled = conns.size();
-    for (size_t i = 0; r > 0 && i < polled; ++i) {
-      Conn& c = conns[i];
-      const short rev = pfds[i + 2].revents;
-      if (rev == 0 || c.fd < 0) continue;
-      if (over_cpu_share()) break;
-      service(c);
-    }
-    if (r > 0 && (pfds[0].revents & POLLIN)) {
-      uint64_t v;
-      (void)!::read(wake_fd_, &v, sizeof v);
-    }
-    const size_t max_conns = std::max<size_t>(opt_.max_connections, 1);
-    if (conn_cap < max_conns && Clock::now() >= conn_cap_grows_at) {
-      ++conn_cap;  // descriptors may have been freed since; a shortage lowers it again
-      conn_cap_grows_at = Clock::now() + kConnCapRegrow;
-    }
-    if (r > 0 && (pfds[1].revents & POLLIN)) {
-      rlimit lim{};
-      ::getrlimit(RLIMIT_NOFILE, &lim);
-      const rlim_t reserve = std::max(kMinFdReserve, lim.rlim_cur / 4);
-      const rlim_t fd_cap = lim.rlim_cur == RLIM_INFINITY ? RLIM_INFINITY
-                            : lim.rlim_cur > reserve       ? lim.rlim_cur - reserve
-                                                           : 0;
-      for (int k = 0; k < 64 && !over_cpu_share(); ++k) {
-        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-          if (errno == EINTR || errno == ECONNABORTED) continue;
-          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-            if (evict_one()) continue;
-            listen_paused_until = Clock::now() + kAcceptBackoff;
-          }
-          break;
-        }
-        size_t open = 0;
-        for (auto& c : conns) open += c.fd >= 0;
-        // Descriptors are handed out lowest first, so this one's number says
-        // that all below it are in use: past the cap, training's reserve is at
-        // stake, and the connections held now are all that fit. (The number
-        // of a later one says nothing: it may reuse the one an eviction freed.)
-        const bool over_fds = static_cast<rlim_t>(fd) >= fd_cap;
-        if (over_fds) {
-          conn_cap = std::max<size_t>(open, 1);
-          conn_cap_grows_at = Clock::now() + kConnCapRegrow;
-        }
-        if (over_fds || open >= conn_cap) {
-          // Full: the oldest connection goes, so a new scrape always gets in.
-          if (!evict_one()) {
-            ::close(fd);  // none of ours to give up: the descriptors are training's
-            continue;
-          }
-        }
-        Conn c;
-        c.fd = fd;
-        c.deadline = Clock::now() + opt_.request_deadline;
-        conns.push_back(std::move(c));
-        // A scraper's request is usually there already: answered now, it
-        // needs no slot for long and cannot be displaced by the next arrivals.
-        service(conns.back());
-      }
-    }
-    const auto after = Clock::now();
-    for (auto& c : conns) {
-      if (c.fd < 0) continue;
-      if (c.state == Conn::kLingering ? after >= c.linger_until : after >= c.deadline) {
-        if (c.state == Conn::kReading) {
-          // Best effort: a client that is still there learns why it is closed.
-          static const std::string timeout = response(408, "Request Timeout", "text/plain", kUsage);
-          (void)!::send(c.fd, timeout.data(), timeout.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
-        close_conn(c);
-      }
-    }
-    conns.erase(std::remove_if(conns.begin(), conns.end(), [](const Conn& c) { return c.fd < 0; }), conns.end());
-    open_ = conns.size();
   }
-  for (auto& c : conns)
-    if (c.fd >= 0) ::close(c.fd);
-}
+};
+
+void MetricsServer::serve() { Loop(*this).run(); }
 
 }  // namespace weft

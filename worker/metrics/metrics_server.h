@@ -68,6 +68,7 @@ class MetricsServer {
 
  private:
   struct Conn;
+  struct Loop;
   void serve();
   bool parse(Conn& c) const;
   std::string respond(const std::string& method, const std::string& path) const;
