@@ -132,19 +132,30 @@ std::vector<scrape::ScrapeResult> ScrapePoller::fan_out(
   return out;  // the helpers join first
 }
 
-void ScrapePoller::run_pass(const Pass& pass) {
-  const TimePoint at = now_();
-  const auto wall0 = std::chrono::steady_clock::now();
-  const int port = pass.target.port;
+// One pass over a job's ranks: what it scraped, and its steps (the tuner's
+// round, the straggler round, rank 0's progress), each reusing the scrapes
+// of the steps before it.
+struct ScrapePoller::PassScrapes {
+  PassScrapes(const ScrapePoller& p, const Pass& what) : poller(p), pass(what) {}
+  const ScrapePoller& poller;
+  const Pass& pass;
+  std::mutex seen_mu;  // scrapes of one pass may run at once (fan_out)
+  std::optional<std::string> foreign;  // the first rank whose metrics are not its own
+  bool matched = false;                // some rank's metrics were its own
+  std::atomic<size_t> scrapes{0};
+  std::optional<Progress> progress;
+  bool rank0_tried = false;
+  std::optional<ScrapedRound> round;
+  std::optional<PaceRound> pace;
+  // A rank scraped for the tuner in this pass serves the straggler round too.
+  std::map<int, scrape::Exposition> scraped;
+
   // Every scrape goes through here: one whose metrics are not this job's rank
   // (another process on the port, a previous attempt) is a failed scrape.
-  std::mutex seen_mu;  // scrapes of one pass may run at once (fan_out)
-  std::optional<std::string> foreign;
-  bool matched = false;
-  std::atomic<size_t> scrapes{0};
-  auto scrape_rank = [&](int rank, const std::string& ip, std::chrono::milliseconds timeout) {
+  scrape::ScrapeResult scrape_rank(int rank, const std::string& ip, std::chrono::milliseconds timeout) {
     ++scrapes;
-    scrape::ScrapeResult got = scrape_({ip, port, "/metrics"}, timeout);
+    const int port = pass.target.port;
+    scrape::ScrapeResult got = poller.scrape_({ip, port, "/metrics"}, timeout);
     if (!got.ok()) return got;
     const std::string why = not_this_rank(got.metrics, pass.target.uid, pass.target.attempt, rank);
     std::lock_guard lock(seen_mu);
@@ -156,60 +167,60 @@ void ScrapePoller::run_pass(const Pass& pass) {
     got.metrics = {};
     if (!foreign) foreign = got.error;
     return got;
-  };
-  const auto& ranks = pass.target.ranks;
-  std::optional<Progress> progress;
-  bool rank0_tried = false;
-  std::optional<ScrapedRound> round;
-  // A rank scraped for the tuner in this pass serves the straggler round too.
-  std::map<int, scrape::Exposition> scraped;
-  if (pass.tuning) {
+  }
+
+  // The tuner's round: one missing sample voids it, and the ranks after it
+  // are not scraped, except rank 0, whose cap an auto-sized job starts
+  // from. In waves of rank_concurrency; once the round is void, one rank at
+  // a time.
+  void tuner_round() {
+    const auto& ranks = pass.target.ranks;
     round.emplace();
     round->target = pass.target;
-    // One missing sample voids the round: the ranks after it are not
-    // scraped, except rank 0, whose cap an auto-sized job starts from. In
-    // waves of rank_concurrency; once the round is void, one rank at a time.
-    const size_t wave_max = static_cast<size_t>(std::max(1, opts_.rank_concurrency));
+    const size_t wave_max = static_cast<size_t>(std::max(1, poller.opts_.rank_concurrency));
     for (size_t i = 0; i < ranks.size();) {
       const bool void_now = !round->ranks.empty() && !round->ranks.back().sample;
       const size_t wave = void_now ? 1 : std::min(wave_max, ranks.size() - i);
-      std::vector<scrape::ScrapeResult> got = fan_out(wave, [&](size_t k) {
+      std::vector<scrape::ScrapeResult> got = poller.fan_out(wave, [&](size_t k) {
         const auto& [rank, ip] = ranks[i + k];
         if (void_now && rank != 0) return scrape::ScrapeResult{{}, "not scraped"};
-        return scrape_rank(rank, ip, opts_.tuning_timeout);
+        return scrape_rank(rank, ip, poller.opts_.tuning_timeout);
       });
-      for (size_t k = 0; k < wave; ++k, ++i) {
-        const int rank = ranks[i].first;
-        tuner::RankObservation o{rank, std::nullopt, "not scraped"};
-        // A rank the wave scraped serves the straggler round too, even when
-        // an earlier rank of the wave voided the tuner's round.
-        if (got[k].ok() && pass.stragglers) scraped[rank] = got[k].metrics;
-        const bool round_void = !round->ranks.empty() && !round->ranks.back().sample;
-        if (!round_void || rank == 0) {
-          if (got[k].ok()) o.sample = tuner::read_rank_sample(got[k].metrics);
-          o.error = got[k].ok() ? (o.sample ? "" : std::string("no ") + cm::kStep.name + "/" + cm::kBucketCapBytes.name +
-                                                       "/" + cm::kStepSeconds.name + " yet")
-                                : got[k].error;
-          if (rank == 0 && pass.progress) {  // one scrape of rank 0 serves both
-            rank0_tried = true;
-            if (got[k].ok()) progress = progress_from_metrics(got[k].metrics);
-          }
-        }
-        round->ranks.push_back(std::move(o));
-      }
+      for (size_t k = 0; k < wave; ++k, ++i) take_tuner_sample(ranks[i].first, got[k]);
     }
   }
-  std::optional<PaceRound> pace;
-  if (pass.stragglers) {
+
+  void take_tuner_sample(int rank, const scrape::ScrapeResult& got) {
+    tuner::RankObservation o{rank, std::nullopt, "not scraped"};
+    // A rank the wave scraped serves the straggler round too, even when an
+    // earlier rank of the wave voided the tuner's round.
+    if (got.ok() && pass.stragglers) scraped[rank] = got.metrics;
+    const bool round_void = !round->ranks.empty() && !round->ranks.back().sample;
+    if (!round_void || rank == 0) {
+      if (got.ok()) o.sample = tuner::read_rank_sample(got.metrics);
+      o.error = got.ok() ? (o.sample ? "" : std::string("no ") + cm::kStep.name + "/" + cm::kBucketCapBytes.name +
+                                                "/" + cm::kStepSeconds.name + " yet")
+                         : got.error;
+      if (rank == 0 && pass.progress) {  // one scrape of rank 0 serves both
+        rank0_tried = true;
+        if (got.ok()) progress = progress_from_metrics(got.metrics);
+      }
+    }
+    round->ranks.push_back(std::move(o));
+  }
+
+  // Every rank's pace, from the tuner's scrapes where it made them.
+  void straggler_round() {
+    const auto& ranks = pass.target.ranks;
     std::vector<size_t> todo;  // indices of ranks the tuner's round did not scrape
     for (size_t i = 0; i < ranks.size(); ++i)
       if (!scraped.count(ranks[i].first)) todo.push_back(i);
     // After the first rank without a pace, the rest are not scraped: the round is dropped anyway.
     std::atomic<bool> failed{false};
-    std::vector<scrape::ScrapeResult> fresh = fan_out(todo.size(), [&](size_t k) {
+    std::vector<scrape::ScrapeResult> fresh = poller.fan_out(todo.size(), [&](size_t k) {
       if (failed) return scrape::ScrapeResult{{}, "not scraped"};
       const int rank = ranks[todo[k]].first;
-      scrape::ScrapeResult got = scrape_rank(rank, ranks[todo[k]].second, opts_.tuning_timeout);
+      scrape::ScrapeResult got = scrape_rank(rank, ranks[todo[k]].second, poller.opts_.tuning_timeout);
       if (!got.ok() || !read_pace(rank, got.metrics)) failed = true;
       return got;
     });
@@ -224,7 +235,8 @@ void ScrapePoller::run_pass(const Pass& pass) {
         got = std::move(fresh[k++]);
       std::optional<PaceSample> p = got.ok() ? read_pace(rank, got.metrics) : std::nullopt;
       if (!p) {  // a round without every rank cannot compare them
-        spdlog::debug("stragglers: rank {}: {}", rank, got.ok() ? std::string("no ") + cm::kComputeSeconds.name + " yet" : got.error);
+        spdlog::debug("stragglers: rank {}: {}", rank,
+                      got.ok() ? std::string("no ") + cm::kComputeSeconds.name + " yet" : got.error);
         pace.reset();
         break;
       }
@@ -235,10 +247,12 @@ void ScrapePoller::run_pass(const Pass& pass) {
       pace->ranks.push_back(*p);
     }
   }
-  if (pass.progress && !rank0_tried) {
-    for (const auto& [rank, ip] : ranks) {
+
+  // Rank 0's progress, unless a round above read it.
+  void rank0_progress() {
+    for (const auto& [rank, ip] : pass.target.ranks) {
       if (rank != 0) continue;
-      scrape::ScrapeResult got = scrape_rank(rank, ip, opts_.progress_timeout);
+      scrape::ScrapeResult got = scrape_rank(rank, ip, poller.opts_.progress_timeout);
       if (got.ok())
         progress = progress_from_metrics(got.metrics);
       else
@@ -246,10 +260,24 @@ void ScrapePoller::run_pass(const Pass& pass) {
       break;
     }
   }
-  if (opts_.on_pass)
-    opts_.on_pass(pass.tuning || pass.stragglers, scrapes.load(),
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+};
 
+void ScrapePoller::run_pass(const Pass& pass) {
+  const TimePoint at = now_();
+  const auto wall0 = std::chrono::steady_clock::now();
+  PassScrapes ps(*this, pass);
+  if (pass.tuning) ps.tuner_round();
+  if (pass.stragglers) ps.straggler_round();
+  if (pass.progress && !ps.rank0_tried) ps.rank0_progress();
+  if (opts_.on_pass)
+    opts_.on_pass(pass.tuning || pass.stragglers, ps.scrapes.load(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+  publish(pass, at, ps);
+}
+
+// Stores a pass's figures (unless the job was forgotten or changed since it
+// was claimed) and tells the reconciler when they are new.
+void ScrapePoller::publish(const Pass& pass, TimePoint at, PassScrapes& ps) {
   bool fresh = false;
   Notify notify;
   {
@@ -258,27 +286,27 @@ void ScrapePoller::run_pass(const Pass& pass) {
     if (it != jobs_.end() && it->second.epoch == pass.epoch) {
       Job& j = it->second;
       j.busy = false;
-      if (foreign && j.figures.foreign != foreign) {
-        j.figures.foreign = foreign;
+      if (ps.foreign && j.figures.foreign != ps.foreign) {
+        j.figures.foreign = ps.foreign;
         fresh = true;
-      } else if (!foreign && matched && j.figures.foreign) {
+      } else if (!ps.foreign && ps.matched && j.figures.foreign) {
         j.figures.foreign.reset();
         fresh = true;
       }
-      if (progress) {
-        j.figures.progress = ScrapedProgress{*progress, at};
+      if (ps.progress) {
+        j.figures.progress = ScrapedProgress{*ps.progress, at};
         fresh = true;
       }
-      if (pace) {
-        pace->at = at;
-        j.figures.pace.push_back(std::move(*pace));
+      if (ps.pace) {
+        ps.pace->at = at;
+        j.figures.pace.push_back(std::move(*ps.pace));
         while (j.figures.pace.size() > ScrapedFigures::kPaceRounds) j.figures.pace.pop_front();
         fresh = true;
       }
-      if (round) {
-        round->at = at;
-        round->seq = next_seq_++;
-        j.figures.round = std::move(*round);
+      if (ps.round) {
+        ps.round->at = at;
+        ps.round->seq = next_seq_++;
+        j.figures.round = std::move(*ps.round);
         fresh = true;
       }
     }

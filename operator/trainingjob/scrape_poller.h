@@ -161,7 +161,9 @@ class ScrapePoller {
   // The earliest due job (not busy) at or before `now`, claimed; else nullopt and, in `wake`, when
   // one is due.
   std::optional<Pass> claim(TimePoint now, std::optional<TimePoint>* wake);
+  struct PassScrapes;
   void run_pass(const Pass& pass);
+  void publish(const Pass& pass, TimePoint at, PassScrapes& ps);
   // Runs scrape(i) for every i in [0, n), at most rank_concurrency at once;
   // the results in order.
   std::vector<scrape::ScrapeResult> fan_out(size_t n, const std::function<scrape::ScrapeResult(size_t)>& scrape) const;
