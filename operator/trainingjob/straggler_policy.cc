@@ -39,11 +39,16 @@ StragglerVerdict judge_stragglers(const std::deque<PaceRound>& rounds, const Str
   const PaceRound& last = rounds.back();
   const PaceRound* base = nullptr;
   double steps = 0;
+  // The window starts at the oldest round of the ranks of the last one: a
+  // round taken while some pods had no IP yet holds fewer ranks, and were it
+  // the start, no window would ever be judged (it stays for 512 rounds).
+  size_t from = 0;
+  while (from + 1 < rounds.size() && steps_between(rounds[from], last) < 0) ++from;
   // The first windowSteps steps of the window are not compared: an
   // attempt's first steps (allocation, first touch of memory, ranks that
   // joined late) are slow for reasons that pass.
-  const PaceRound& first = rounds.front();
-  for (size_t i = rounds.size() - 1; i-- > 1;) {
+  const PaceRound& first = rounds[from];
+  for (size_t i = rounds.size() - 1; i-- > from + 1;) {
     const PaceRound& candidate = rounds[i];
     if (steps_between(first, candidate) < spec.window_steps) continue;
     const double d = steps_between(candidate, last);

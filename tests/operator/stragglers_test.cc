@@ -112,6 +112,19 @@ TEST(StragglerPolicy, RoundsOfAnotherGangAreNotCompared) {
   EXPECT_FALSE(judge_stragglers(r, spec()).judged);
 }
 
+// Pods get their IPs one by one: the poller's first rounds may hold only the
+// ranks that had one. The window starts at the first round of the whole
+// gang (it once started at the oldest round, and no window was ever judged).
+TEST(StragglerPolicy, RoundsBeforeEveryRankHadAnIpDoNotBlockTheWindow) {
+  std::deque<PaceRound> r = rounds({0.5, 0.5, 0.9, 0.5}, 10, 5);
+  for (auto it = r.begin(); it != r.begin() + 2; ++it) it->ranks.erase(it->ranks.begin() + 1);
+  const StragglerVerdict v = judge_stragglers(r, spec());
+  ASSERT_TRUE(v.judged);
+  ASSERT_TRUE(v.straggler);
+  EXPECT_EQ(v.straggler->rank, 2);
+  EXPECT_EQ(v.steps, 20);
+}
+
 TEST(StragglerPolicy, ReadsThePaceARankExports) {
   auto parsed = scrape::parse_text(sample(cm::kStep, "40", rank_label(3)) +
                                    sample(cm::kComputeSeconds, "12.5", rank_label(3)) +
