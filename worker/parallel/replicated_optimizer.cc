@@ -39,7 +39,8 @@ double ReplicatedOptimizer::clip_and_step(double lr, double max_norm, const Norm
 }
 
 StateBytes ReplicatedOptimizer::state_bytes() const {
-  return {static_cast<int64_t>(buf_->param_bytes()), static_cast<int64_t>(buf_->grad_bytes()), opt_.state_bytes()};
+  return {static_cast<int64_t>(buf_->param_bytes()), static_cast<int64_t>(buf_->grad_bytes()), opt_.state_bytes(),
+          {}};
 }
 
 }  // namespace weft

@@ -164,7 +164,7 @@ StateBytes ShardedOptimizer::state_bytes() const {
   // buffer is backward's scratch, reused bucket by bucket.
   const int64_t grads = stage_ == 2 ? static_cast<int64_t>(shard_grads_.bytes())
                                     : static_cast<int64_t>(buf_->grad_bytes());
-  return {static_cast<int64_t>(buf_->param_bytes()), grads, opt_.state_bytes()};
+  return {static_cast<int64_t>(buf_->param_bytes()), grads, opt_.state_bytes(), {}};
 }
 
 }  // namespace weft

@@ -242,8 +242,8 @@ bool Trainer::agree_at_boundary(int64_t step, const std::atomic<int>* stop) {
 void Trainer::read_micro_batch(int64_t step, int micro, const int32_t*& in, const int32_t*& tgt) {
   const TrainConfig& t = cfg_.train;
   // With sequence parallelism the sp ranks of a dp index read the same
-  // sequences and each keeps its T = seq_len/sp positions.
-  const int B = t.micro_batch, T = t.seq_len / sp();
+  // sequences and each keeps its seq_len/sp positions (this_ranks_positions).
+  const int B = t.micro_batch;
   const int data_rank = rank_.rank / sp(), data_world = rank_.world / sp();
   source_->fill(batch_, B, t.seq_len, BatchIndex{step, micro, t.grad_accum, data_rank, data_world});
   this_ranks_positions(in, tgt);

@@ -56,8 +56,18 @@ TestNamespace::TestNamespace(const std::string& prefix) : name_(unique_name(pref
 
 TestNamespace::~TestNamespace() { admin_api().remove(kube::kNamespaces, "", name_); }
 
+namespace {
+tj::ControllerOptions two_workers(const std::string& ns) {
+  tj::ControllerOptions o;
+  o.ns = ns;
+  o.workers = 2;
+  o.resync = std::chrono::seconds(30);
+  return o;
+}
+}  // namespace
+
 InProcessOperator::InProcessOperator(const std::string& ns, const std::string& kubeconfig)
-    : InProcessOperator(tj::ControllerOptions{ns, 2, std::chrono::seconds(30)}, kubeconfig) {}
+    : InProcessOperator(two_workers(ns), kubeconfig) {}
 
 InProcessOperator::InProcessOperator(tj::ControllerOptions opts, const std::string& kubeconfig)
     : registry_(std::make_unique<prometheus::Registry>()),
