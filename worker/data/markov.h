@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "data/source.h"
+#include "data/token_source.h"
 
 namespace weft {
 
@@ -67,5 +67,11 @@ class MarkovChain {
 // "synthetic markov(vocab=256, branching=4, seed=1234)".
 std::unique_ptr<TokenSource> make_markov_source(MarkovChain chain, uint64_t seed,
                                                 std::string name);
+
+// Seeded random first-order Markov chain over `vocab` tokens: each state moves
+// to `branching` successors with random probabilities. Rows start in the
+// stationary distribution, so the optimal loss is exactly the entropy rate
+// H = sum_i pi_i H(P_i), computed at construction.
+std::unique_ptr<TokenSource> make_markov_source(int vocab, int branching, uint64_t seed);
 
 }  // namespace weft

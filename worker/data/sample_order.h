@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/source.h"
+#include "data/token_source.h"
 
 namespace weft {
 

@@ -22,7 +22,7 @@
 #include "small_file.h"
 #include "data/sample_order.h"
 #include "data/shard_writer.h"
-#include "data/source.h"
+#include "data/shard_source.h"
 
 namespace weft {
 namespace {
