@@ -87,7 +87,7 @@ RunResult train(int n, WorkerConfig cfg, const std::string& cap_file = {}, int64
     WorkerConfig c = cfg;
     c.train.out_dir = cfg.train.out_dir + "/rank" + std::to_string(rank);
     c.checkpoint.dir = cfg.train.out_dir + "/ckpt";  // shared, as on a job's volume
-    Trainer t(c, TrainerComm{rank, n, group->member(rank)});
+    Trainer t(c, TrainerComm{rank, n, group->member(rank), nullptr, nullptr, nullptr, nullptr});
     Recorder rec(rank == 0 ? &out.grad_norms : nullptr, rank == 0 ? &out.losses : nullptr,
                  rank == 0 ? cap_file : std::string(), cap_after, new_cap);
     t.set_observer(&rec);
@@ -139,8 +139,9 @@ TEST_F(ZeroVsDp, EveryStageOverlapAndGatherModeReachesDpParameters) {
       cfg.optim.grad_clip = v.grad_clip;
       cfg.train.grad_accum = v.grad_accum;
       const RunResult dp = train(n, cfg);
-      if (v.grad_clip > 0)
+      if (v.grad_clip > 0) {
         for (double norm : dp.grad_norms) ASSERT_GT(norm, v.grad_clip) << "clipping must be active";
+      }
       for (int stage : {1, 2})
         for (ZeroOverlap overlap : {ZeroOverlap::None, ZeroOverlap::AfterBackward, ZeroOverlap::Interleaved})
           for (bool gather : {false, true}) {
@@ -197,7 +198,9 @@ TEST_F(ZeroVsDp, OptimizerStateAndStage2GradientsAreOneNthOfDp) {
       }
       // The shards partition the state exactly.
       EXPECT_EQ(opt_total, dp.bytes[0].optimizer);
-      if (stage == 2) EXPECT_EQ(grad_total, dp.bytes[0].grads);
+      if (stage == 2) {
+        EXPECT_EQ(grad_total, dp.bytes[0].grads);
+      }
       std::printf("N=%d stage %d: optimizer bytes rank 0 %lld (DP %lld, ratio %.3f), grad bytes %lld (DP %lld)\n",
                   n, stage, static_cast<long long>(r.bytes[0].optimizer),
                   static_cast<long long>(dp.bytes[0].optimizer),
