@@ -221,9 +221,12 @@ Json build_podgroup(const Json& job, const TrainingJobSpec& spec) {
           {"spec", pg_spec}};
 }
 
-Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int attempt) {
-  using namespace contract;  // env names and mounted files
-  const std::string job_name = name_of(job), ns = ns_of(job);
+namespace {
+
+// The pod's labels and annotations: the template's, then the operator's own,
+// which the template cannot override.
+Json pod_metadata(const Json& job, const TrainingJobSpec& spec, int index, int attempt) {
+  const std::string job_name = name_of(job);
   const Json& tpl = spec.pod_template;
   Json meta = child_meta(job, pod_name(job_name, index));
   if (tpl.contains("labels"))
@@ -237,7 +240,14 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   meta["labels"][kLabelAttempt] = std::to_string(attempt);
   if (tpl.contains("annotations")) meta["annotations"] = tpl["annotations"];
   meta["annotations"][kAnnotationSpecHash] = pod_spec_hash(spec);
+  return meta;
+}
 
+// The launch environment (contract/launch_env.h), the rendezvous token, the
+// tuning and termination paths, then the template's own variables.
+Json pod_env(const Json& job, const TrainingJobSpec& spec, int index, int attempt) {
+  using namespace contract;  // env names and mounted files
+  const std::string job_name = name_of(job);
   // Pod `index` runs ranks index·P .. index·P+P-1 of pods·P. One rank is the
   // container's process itself; several are started by weft-run, which sets
   // RANK and LOCAL_RANK for each (torchrun's role in a PyTorchJob pod).
@@ -247,7 +257,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   launch.local_world = procs;
   launch.node_rank = index;
   launch.rank = index;  // with one rank a pod; else weft-run sets each rank's
-  launch.master_addr = master_addr(job_name, ns);
+  launch.master_addr = master_addr(job_name, ns_of(job));
   launch.master_port = static_cast<uint16_t>(spec.master_port);
   launch.attempt = attempt;
   launch.job_uid = uid_of(job);
@@ -267,27 +277,24 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
       {{"name", kEnvTerminationLog}, {"value", kTerminationLogPath}},
   }))
     env.push_back(std::move(e));
-  if (tpl.contains("env"))
-    for (const auto& e : tpl["env"])
+  if (spec.pod_template.contains("env"))
+    for (const auto& e : spec.pod_template["env"])
       if (!is_contract_env(e.value("name", ""))) env.push_back(e);
+  return env;
+}
 
+// The worker's container: one rank runs weft-worker itself, several run
+// under weft-run; locked down, the config mounted, the metrics ports named.
+Json worker_container(const TrainingJobSpec& spec, Json env) {
+  using namespace contract;
+  const int procs = spec.ranks_per_pod();
   // The ConfigMap is mounted as a directory, never through subPath: only a
   // directory mount sees the tuner's later updates of the bucket cap key.
   Json mounts = Json::array({{{"name", kConfigVolume}, {"mountPath", kConfigMountDir}, {"readOnly", true}},
                              {{"name", kScratchVolume}, {"mountPath", "/tmp"}},
                              {{"name", kShmVolume}, {"mountPath", "/dev/shm"}}});
-  if (tpl.contains("volumeMounts"))
-    for (const auto& m : tpl["volumeMounts"]) mounts.push_back(m);
-  Json volumes = Json::array({{{"name", kConfigVolume}, {"configMap", {{"name", configmap_name(job_name)}}}},
-                              // The root filesystem is read-only; /tmp is the worker's scratch space.
-                              {{"name", kScratchVolume}, {"emptyDir", Json::object()}},
-                              // A container runtime's /dev/shm is 64 MiB; NCCL's shared-memory
-                              // transport between the ranks of a pod needs more. Memory-backed,
-                              // so it counts against the pod's memory limit.
-                              {{"name", kShmVolume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", spec.shm_size}}}}});
-  if (tpl.contains("volumes"))
-    for (const auto& v : tpl["volumes"]) volumes.push_back(v);
-
+  if (spec.pod_template.contains("volumeMounts"))
+    for (const auto& m : spec.pod_template["volumeMounts"]) mounts.push_back(m);
   Json ports = {{{"name", "rendezvous"}, {"containerPort", spec.master_port}}};
   // Local rank L serves metrics on the base port + L (contract::metrics_port).
   if (spec.metrics_port() > 0)
@@ -297,8 +304,8 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   Json command = {kWorkerBinary}, args = {kConfigPath};
   if (procs > 1) {
     command = {kLauncherBinary};
-    // The gang's shape is in the pod's launch environment above; weft-run
-    // reads it there, so the pod states it once.
+    // The gang's shape is in the pod's launch environment; weft-run reads it
+    // there, so the pod states it once.
     args = {"--from-env", "--", kConfigPath};
   }
   Json container = {
@@ -307,7 +314,7 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
       {"imagePullPolicy", spec.image_pull_policy},
       {"command", command},
       {"args", args},
-      {"env", env},
+      {"env", std::move(env)},
       {"ports", ports},
       {"volumeMounts", mounts},
       // The worker prints why it failed (bad config, checkpoint I/O) and
@@ -331,20 +338,27 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
                                    {"periodSeconds", 5},
                                    {"timeoutSeconds", 2},
                                    {"failureThreshold", 1}};
+  return container;
+}
 
-  Json pod_spec = {
-      {"hostname", pod_name(job_name, index)},
-      {"subdomain", service_name(job_name)},
-      // The operator restarts the whole gang; the kubelet must not restart one rank.
-      {"restartPolicy", "Never"},
-      {"automountServiceAccountToken", false},
-      {"enableServiceLinks", false},
-      {"securityContext",
-       {{"runAsNonRoot", true}, {"runAsUser", 65532}, {"runAsGroup", 65532}, {"fsGroup", 65532},
-        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
-      {"containers", Json::array({container})},
-      {"volumes", volumes},
-  };
+Json pod_volumes(const Json& job, const TrainingJobSpec& spec) {
+  using namespace contract;
+  Json volumes = Json::array({{{"name", kConfigVolume}, {"configMap", {{"name", configmap_name(name_of(job))}}}},
+                              // The root filesystem is read-only; /tmp is the worker's scratch space.
+                              {{"name", kScratchVolume}, {"emptyDir", Json::object()}},
+                              // A container runtime's /dev/shm is 64 MiB; NCCL's shared-memory
+                              // transport between the ranks of a pod needs more. Memory-backed,
+                              // so it counts against the pod's memory limit.
+                              {{"name", kShmVolume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", spec.shm_size}}}}});
+  if (spec.pod_template.contains("volumes"))
+    for (const auto& v : spec.pod_template["volumes"]) volumes.push_back(v);
+  return volumes;
+}
+
+// Where the pod may run: the template's scheduling fields, nodes of replaced
+// stragglers avoided, and the gang scheduler's PodGroup named.
+void place_pod(const Json& job, const TrainingJobSpec& spec, Json& meta, Json& pod_spec) {
+  const Json& tpl = spec.pod_template;
   // The scheduling and runtime settings GPU clusters rely on reach the pod
   // unchanged (hostNetwork only when the operator allows it: pod_powers.h).
   for (const char* k : kTemplatePodFields)
@@ -365,11 +379,31 @@ Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int atte
   if (const SchedulingSpec& g = spec.scheduling; g.enabled()) {
     pod_spec["schedulerName"] = g.scheduler();
     if (g.volcano())
-      meta["annotations"][kAnnotationVolcanoGroup] = podgroup_name(job_name);
+      meta["annotations"][kAnnotationVolcanoGroup] = podgroup_name(name_of(job));
     else
-      meta["labels"][kLabelPodGroup] = podgroup_name(job_name);
+      meta["labels"][kLabelPodGroup] = podgroup_name(name_of(job));
   }
+}
 
+}  // namespace
+
+Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int attempt) {
+  const std::string job_name = name_of(job);
+  Json meta = pod_metadata(job, spec, index, attempt);
+  Json pod_spec = {
+      {"hostname", pod_name(job_name, index)},
+      {"subdomain", service_name(job_name)},
+      // The operator restarts the whole gang; the kubelet must not restart one rank.
+      {"restartPolicy", "Never"},
+      {"automountServiceAccountToken", false},
+      {"enableServiceLinks", false},
+      {"securityContext",
+       {{"runAsNonRoot", true}, {"runAsUser", 65532}, {"runAsGroup", 65532}, {"fsGroup", 65532},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+      {"containers", Json::array({worker_container(spec, pod_env(job, spec, index, attempt))})},
+      {"volumes", pod_volumes(job, spec)},
+  };
+  place_pod(job, spec, meta, pod_spec);
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod_spec}};
 }
 
