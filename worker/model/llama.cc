@@ -333,13 +333,14 @@ double Llama::forward(const int32_t* tokens, const int32_t* targets, int B, int 
         const int64_t global = first + t;
         doc_positions_[b * T + t] = static_cast<int32_t>(global - doc_starts_[b * S + global]);
       }
-    for (int64_t r = 0; r < B * S; ++r)  // what the kernels index by: checked here, once
-      WEFT_CHECK(doc_starts_[r] >= 0 && doc_starts_[r] <= r % S,
-                 "packed documents: start " + std::to_string(doc_starts_[r]) + " of position " +
-                     std::to_string(r % S) + " is not in [0, position]");
     starts_t_ = Tensor(doc_starts_.data(), DType::I32, {B, S});
     positions_t_ = Tensor(doc_positions_.data(), DType::I32, {B, T});
     if (device_ == Device::CUDA) {  // the kernels read the tables on the device
+      // and index by them unchecked (the CPU kernels check them themselves)
+      for (int64_t r = 0; r < B * S; ++r)
+        WEFT_CHECK(doc_starts_[r] >= 0 && doc_starts_[r] <= r % S,
+                   "packed documents: start " + std::to_string(doc_starts_[r]) + " of position " +
+                       std::to_string(r % S) + " is not in [0, position]");
       if (starts_dev_.t.shape != starts_t_.shape) starts_dev_ = OwnedTensor(DType::I32, starts_t_.shape, device_);
       if (positions_dev_.t.shape != positions_t_.shape)
         positions_dev_ = OwnedTensor(DType::I32, positions_t_.shape, device_);
