@@ -44,6 +44,9 @@ enum class CheckpointAsync : uint8_t { Auto, On, Off };
 // cudnn: cuDNN or an error, never a silent fallback; simt: weft's kernels.
 // The CPU has one attention and ignores it.
 enum class Attention : uint8_t { Auto, Cudnn, Simt };
+// data.document_boundaries: none (attention is causal over the whole
+// sequence) or eos (each eos_token ends a packed document).
+enum class DocumentBoundaries : uint8_t { None, Eos };
 
 // Each mode's spellings, in the enum's order.
 template <class E>
@@ -87,6 +90,10 @@ struct ModeNames<CheckpointAsync> {
 template <>
 struct ModeNames<Attention> {
   static constexpr std::array<std::string_view, 3> names{"auto", "cudnn", "simt"};
+};
+template <>
+struct ModeNames<DocumentBoundaries> {
+  static constexpr std::array<std::string_view, 2> names{"none", "eos"};
 };
 
 template <class E>

@@ -669,14 +669,14 @@ metrics:
   WorkerConfig c = parse_config(yaml, "full.yaml");
   WorkerConfig e;
   e.device = ComputeDevice::Cpu;
-  e.model = {512, 256, 6, 8, 4, 704, 128, 500000, 1e-6, false, 0.01};
+  e.model = {512, 256, 6, 8, 4, 704, 128, 500000, 1e-6, false, 0.01, 0, {}};
   e.train = {1000, 8, 128, 4, 18446744073709551615ull, 0, "/tmp/run a", WorkingDtype::F32};
   e.optim = {1.5e-3, 0, 50, 0.8, 0.99, 1e-10, 0, true, 0};
   e.data = {DataSource::Shards, "/data/fineweb_train_*.bin", 7, 2};
   e.checkpoint = {"/ckpt", 100, 1, false};
   e.parallel = {Strategy::Isp, 2,     2, 0.5, 1, false, true, {2, ZeroOverlap::AfterBackward, true},
                 {false, 2, WdpStrategy::Zero}, ""};
-  e.comm = {CommBackend::Gloo, 30.5, 60};
+  e.comm = {CommBackend::Gloo, 30.5, 60, {}};
   e.comm.lanes = 3;
   e.metrics = {0};
   EXPECT_EQ(c, e);

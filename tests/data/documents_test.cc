@@ -26,7 +26,7 @@ TEST(Documents, SourcesMarkTheirBatchesOnlyWithBoundariesOn) {
   Batch plain;
   make_source(cfg)->fill(plain, 4, 32, BatchIndex{});
   EXPECT_TRUE(plain.doc_starts.empty());
-  cfg.data.document_boundaries = "eos";
+  cfg.data.document_boundaries = DocumentBoundaries::Eos;
   cfg.data.eos_token = plain.inputs[5];  // a token the chain emits
   cfg.eval.every = 10;
   for (const auto& source : {make_source(cfg), make_eval_source(cfg)}) {

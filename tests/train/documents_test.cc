@@ -21,7 +21,7 @@ TEST(PackedDocuments, TrainerFeedsTheDocumentsToTheModel) {
   const auto dir = testing::fresh_dir("packed");
   WorkerConfig c = testing::small_config((dir / "run").string());
   c.train.steps = 2;
-  c.data.document_boundaries = "eos";
+  c.data.document_boundaries = DocumentBoundaries::Eos;
   c.eval.every = 2;
   c.eval.batches = 2;
   Batch b;

@@ -32,7 +32,7 @@ namespace {
 // A mode (contract/weft_modes.h) is read and written by its spellings.
 using FieldRef = std::variant<int*, uint64_t*, double*, bool*, std::string*, Strategy*, WdpStrategy*,
                               ZeroOverlap*, Recompute*, ComputeDevice*, CommBackend*, WorkingDtype*, DataSource*,
-                              CheckpointAsync*, Attention*>;
+                              CheckpointAsync*, Attention*, DocumentBoundaries*>;
 
 struct Field {
   const char* name;
@@ -273,7 +273,7 @@ class Parser {
       throw ConfigError(origin_ + ":" + std::to_string(e.mark.line + 1) + ":" +
                         std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
     }
-    if (root.IsNull()) return resolve(preset("tiny"));
+    if (root.IsNull()) return with_init_from(preset("tiny"));
     if (!root.IsMap()) {
       fail(root, "", std::string("the top level must be a mapping of sections, got ") +
                          kind_name(root));
@@ -296,7 +296,7 @@ class Parser {
         if (key == s.name) return parse_section(cfg, s, value);
       }
     });
-    cfg = resolve(std::move(cfg));
+    cfg = with_init_from(std::move(cfg));
     if (auto problem = find_problem(cfg)) {
       auto it = lines_.find(problem->path);
       std::string where = origin_ + (it != lines_.end() ? ":" + std::to_string(it->second) : "");
@@ -307,8 +307,9 @@ class Parser {
 
  private:
   // Fills the model fields the YAML left out from init_from's config.json; a
-  // field the YAML set that contradicts it is reported at its line.
-  WorkerConfig resolve(WorkerConfig cfg) {
+  // field the YAML set that contradicts it is reported at its line. (Autos
+  // are decided later, by weft::resolve, once the environment has spoken.)
+  WorkerConfig with_init_from(WorkerConfig cfg) {
     if (!init_from_.empty()) cfg.init_from = init_from_;
     if (cfg.init_from.empty()) return cfg;
     std::set<std::string> explicit_fields;

@@ -25,6 +25,7 @@ using contract::CheckpointAsync;
 using contract::CommBackend;
 using contract::ComputeDevice;
 using contract::DataSource;
+using contract::DocumentBoundaries;
 using contract::Recompute;
 using contract::Strategy;
 using contract::WorkingDtype;
@@ -129,9 +130,9 @@ struct DataConfig {
   // Packed documents: "none" (attention is causal over the whole sequence)
   // or "eos" (each eos_token ends a document: attention stays inside a
   // document and RoPE positions restart after each eos).
-  std::string document_boundaries = "none";
+  DocumentBoundaries document_boundaries = DocumentBoundaries::None;
   int eos_token = -1;                // the token that ends a document; -1 = none
-  bool packs_documents() const { return document_boundaries == "eos"; }
+  bool packs_documents() const { return document_boundaries == DocumentBoundaries::Eos; }
 
   bool operator==(const DataConfig&) const = default;
 };

@@ -28,24 +28,6 @@ std::string whole(double v) {
   return std::string(buf, r.ptr);
 }
 
-bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
-  for (const char* a : allowed) {
-    if (v == a) return true;
-  }
-  return false;
-}
-
-std::string not_one_of(const std::string& v, std::initializer_list<const char*> allowed) {
-  std::string msg = "'" + v + "' is not one of";
-  const char* sep = " ";
-  for (const char* a : allowed) {
-    msg += sep;
-    msg += a;
-    sep = ", ";
-  }
-  return msg;
-}
-
 // Collects the first problem; later checks are skipped once one is found so
 // that derived rules (e.g. head_dim) never run on values already known bad.
 class Checker {
@@ -91,10 +73,6 @@ class Checker {
     if (!ok()) return;
     require(v >= 0.001, path, "must be >= 0.001 (1 ms), got " + num(v));
     at_most(v, kMaxSeconds, path, " (one day)");
-  }
-  void choice(const std::string& v, std::initializer_list<const char*> allowed,
-              const std::string& path) {
-    require(one_of(v, allowed), path, not_one_of(v, allowed));
   }
 
  private:
@@ -190,7 +168,6 @@ void check_optim(Checker& c, const OptimConfig& o) {
 // them but cuDNN's attention.
 void check_documents(Checker& c, const WorkerConfig& cfg) {
   const DataConfig& d = cfg.data;
-  c.choice(d.document_boundaries, {"none", "eos"}, "data.document_boundaries");
   if (!d.packs_documents()) {
     c.require(d.eos_token == -1, "data.eos_token",
               "is set (" + num(d.eos_token) + ") but data.document_boundaries is 'none'; set it to eos to keep "
