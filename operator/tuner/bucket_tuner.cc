@@ -76,7 +76,6 @@ TuneDecision decide_tuning(const TuneRequest& req, const OpenTrial* open, const 
   }
   // Whatever happens below, the ConfigMap holds what status says is current
   // (it may lag after a failed write or an operator restart between the two).
-  const bool converged_before = st.state == tuning::TuningState::Converged;
   if (st.state != tuning::TuningState::Searching) {
     out.write_mb = st.current_bucket_mb;
     out.status = st;
