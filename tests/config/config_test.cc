@@ -242,6 +242,11 @@ const ModeField kModeFields[] = {
     {"checkpoint.async", {"auto", "true", "false"},
      [](const std::string& v) { return "checkpoint: {async: " + v + "}\n"; },
      [](const WorkerConfig& c) { return spelled(c.checkpoint.async); }},
+    {"data.document_boundaries", {"none", "eos"},
+     [](const std::string& v) {
+       return "data: {document_boundaries: " + v + (v == "eos" ? ", eos_token: 3" : "") + "}\n";
+     },
+     [](const WorkerConfig& c) { return spelled(c.data.document_boundaries); }},
 };
 
 TEST(Config, EveryModeTakesEachOfItsSpellingsAndRefusesOthersNamingThem) {
