@@ -17,6 +17,17 @@ namespace fs = std::filesystem;
 ProcessResult run_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
                           int sig, const std::string& signal_when, std::chrono::seconds timeout,
                           std::chrono::milliseconds signal_delay) {
+  return run_and_signal(
+      args, extra_env, sig,
+      [&](const std::string& output) -> std::optional<std::chrono::milliseconds> {
+        if (signal_when.empty() || output.find(signal_when) != std::string::npos) return signal_delay;
+        return std::nullopt;
+      },
+      timeout);
+}
+
+ProcessResult run_and_signal(const std::vector<std::string>& args, const std::vector<std::string>& extra_env, int sig,
+                             const SignalWhen& when, std::chrono::seconds timeout) {
   static int counter = 0;
   fs::path log = fs::temp_directory_path() /
                  ("weft-proc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log");
@@ -35,7 +46,7 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
   }
   const auto start = std::chrono::steady_clock::now();
   bool signalled = sig == 0, timed_out = false;
-  std::optional<std::chrono::steady_clock::time_point> seen_at, signalled_at;
+  std::optional<std::chrono::steady_clock::time_point> signal_at, signalled_at;
   int status = 0;
   while (true) {
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -45,8 +56,9 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
       std::ifstream so_far(log);
       std::stringstream ss;
       ss << so_far.rdbuf();
-      if (!seen_at && (signal_when.empty() || ss.str().find(signal_when) != std::string::npos)) seen_at = now;
-      if (seen_at && now - *seen_at >= signal_delay) {
+      if (!signal_at)
+        if (const std::optional<std::chrono::milliseconds> delay = when(ss.str())) signal_at = now + *delay;
+      if (signal_at && now >= *signal_at) {
         kill(pid, sig);
         signalled = true;
         signalled_at = now;

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::vecto
                           int sig = 0, const std::string& signal_when = "",
                           std::chrono::seconds timeout = std::chrono::seconds(600),
                           std::chrono::milliseconds signal_delay = std::chrono::milliseconds(0));
+
+// When to send the signal: called with the output so far (every 10 ms) until
+// it returns a delay; the signal goes that long after. For a moment that
+// depends on what the process printed (half of a step it timed, say).
+using SignalWhen = std::function<std::optional<std::chrono::milliseconds>(const std::string& output)>;
+ProcessResult run_and_signal(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, int sig,
+                             const SignalWhen& when, std::chrono::seconds timeout);
 
 // A fresh empty directory under the system temp dir.
 std::filesystem::path fresh_dir(const std::string& tag);
