@@ -27,10 +27,14 @@ nlohmann::json summary(const fs::path& dir) {
   return nlohmann::json::parse(in);
 }
 
+// Metrics off: the default port (9400 on every address) would be taken from
+// the local cluster's pods of the e2e tests running beside this one, whose
+// ranks then refuse to train.
 const char* kSmall = R"(preset: tiny
 model: {vocab_size: 32, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, max_seq_len: 16}
 train: {seq_len: 16, micro_batch: 4, steps: 3000, log_every: 100}
 data: {branching: 3}
+metrics: {port: 0}
 )";
 
 TEST(WorkerCli, BadConfigExitsOneNamingTheField) {
