@@ -31,16 +31,16 @@
 namespace weft::tj {
 
 struct ControllerOptions {
-  std::string ns;                          // "" = all namespaces
+  std::string ns{};                        // "" = all namespaces
   int workers = 4;
   std::chrono::seconds resync{300};
   std::chrono::seconds progress{10};       // status.progress scrape interval per running job; 0 = off
   std::chrono::milliseconds tuning_poll = tuner::TunerOptions{}.poll;  // between the tuner's scrape rounds
   int scrape_concurrency = PollerOptions{}.rank_concurrency;           // ranks of one job scraped at once
-  PodPowers allow;                         // what spec.template may give the pods beyond the baseline
+  PodPowers allow{};                       // what spec.template may give the pods beyond the baseline
   bool network_policy = true;              // one NetworkPolicy per job (builders.h, build_network_policy)
-  Json metrics_from;                       // its metrics-port peers; null = anyone
-  ScrapePoller::ScrapeFn scrape;           // how the poller reads a rank's /metrics; empty = HTTP
+  Json metrics_from = nullptr;             // its metrics-port peers; null = anyone
+  ScrapePoller::ScrapeFn scrape{};         // how the poller reads a rank's /metrics; empty = HTTP
 };
 
 class Controller {

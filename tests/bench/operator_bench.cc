@@ -203,16 +203,6 @@ std::string diff_counts(const std::map<std::string, double>& before, const std::
   return s;
 }
 
-std::string kubectl_out(const std::string& cmd) {
-  std::string out;
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, f)) out += buf;
-  ::pclose(f);
-  return out;
-}
-
 size_t count_pods(weft::kube::KubeApi& api, const std::string& ns, const std::string& selector) {
   weft::kube::ListOptions o;
   o.label_selector = selector;

@@ -50,8 +50,11 @@ TEST(PodStatus, TerminatedContainerCarriesExitCodeAndMessage) {
   EXPECT_EQ(t["signal"], 9);
   EXPECT_EQ(t["reason"], "Error");
   EXPECT_EQ(t["message"], "killed");
-  for (const auto& c : st["conditions"])
-    if (c["type"] == "Ready") EXPECT_EQ(c["status"], "False");
+  for (const auto& c : st["conditions"]) {
+    if (c["type"] == "Ready") {
+      EXPECT_EQ(c["status"], "False");
+    }
+  }
 }
 
 TEST(PodStatus, ConditionsKeepTheirTransitionTime) {
@@ -63,8 +66,12 @@ TEST(PodStatus, ConditionsKeepTheirTransitionTime) {
   v.state.started_at = "2026-01-01T00:00:01Z";
   Json st = build_pod_status(pod, v, "2026-01-01T00:05:00Z");
   for (const auto& c : st["conditions"]) {
-    if (c["type"] == "Ready") EXPECT_EQ(c["lastTransitionTime"], "2026-01-01T00:00:01Z");
-    if (c["type"] == "Initialized") EXPECT_EQ(c["lastTransitionTime"], "2026-01-01T00:05:00Z");
+    if (c["type"] == "Ready") {
+      EXPECT_EQ(c["lastTransitionTime"], "2026-01-01T00:00:01Z");
+    }
+    if (c["type"] == "Initialized") {
+      EXPECT_EQ(c["lastTransitionTime"], "2026-01-01T00:05:00Z");
+    }
   }
   EXPECT_EQ(st["containerStatuses"][0]["ready"], true);
   EXPECT_EQ(st["containerStatuses"][0]["state"]["running"]["startedAt"], "2026-01-01T00:00:01Z");

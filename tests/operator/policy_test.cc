@@ -394,7 +394,7 @@ TEST(SpecValidation, JobNameFitsTheChildrenItNames) {
   const auto spec = [](int replicas) { return parse_spec(MakeJob("a", "n").Replicas(replicas).Obj()["spec"]); };
   EXPECT_TRUE(validate_name("llm-7b", spec(4)).empty());
   EXPECT_TRUE(validate_name(std::string(61, 'a'), spec(10)).empty());  // a-9: 63
-  for (const std::string bad : {std::string(64, 'a'), std::string("dotted.name"), std::string("7b"),
+  for (const std::string& bad : {std::string(64, 'a'), std::string("dotted.name"), std::string("7b"),
                                 std::string("ends-"), std::string(62, 'a')}) {
     SCOPED_TRACE(bad);
     auto errors = validate_name(bad, spec(11));

@@ -66,11 +66,12 @@ class ElasticGang : public ::testing::TestWithParam<Case> {
                           "--checkpoint-dir", ckpt.string(), "--steps", std::to_string(steps)},
                          env);
     EXPECT_EQ(r.code, 0) << r.output;
-    if (planned != ranks)
+    if (planned != ranks) {
       EXPECT_NE(r.output.find("elastic: " + std::to_string(ranks) + " of the " + std::to_string(planned) +
                               " planned ranks; train.grad_accum 1 -> " + std::to_string(planned / ranks)),
                 std::string::npos)
           << r.output;
+    }
     std::ifstream f(out / "summary.json");
     return nlohmann::json::parse(f);
   }

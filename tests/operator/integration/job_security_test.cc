@@ -94,7 +94,9 @@ TEST_F(JobSecurity, TheRendezvousSecretIsCreatedAgainForANewGang) {
   ASSERT_TRUE(get(kube::kSecrets, secret).has_value());
   for (const auto& pod : job_pods(ns(), "token"))
     for (const auto& e : pod["spec"]["containers"][0]["env"])
-      if (e["name"] == contract::kEnvRdzvToken) EXPECT_EQ(e["valueFrom"]["secretKeyRef"]["name"], secret);
+      if (e["name"] == contract::kEnvRdzvToken) {
+        EXPECT_EQ(e["valueFrom"]["secretKeyRef"]["name"], secret);
+      }
   // The operator does not watch Secrets: a deleted one comes back when the
   // next gang is launched, since its pods need it.
   ASSERT_TRUE(admin_api().remove(kube::kSecrets, ns(), secret).ok());

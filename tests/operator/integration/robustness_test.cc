@@ -429,9 +429,11 @@ TEST_F(HostileSpec, CarelessValuesAreNamedAtApplyOrInTheFailedCondition) {
   const auto before = op_->api().request_counts();
   std::this_thread::sleep_for(1500ms);
   const auto after = op_->api().request_counts();
-  for (const auto& [verb, calls] : after)
-    if (verb != "get" && verb != "list" && verb != "watch")
+  for (const auto& [verb, calls] : after) {
+    if (verb != "get" && verb != "list" && verb != "watch") {
       EXPECT_EQ(calls, before.count(verb) ? before.at(verb) : 0) << verb;
+    }
+  }
 }
 
 }  // namespace
