@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -51,7 +52,7 @@ int decode(int status) {
 }
 
 std::string temp_path(const std::string& tag) {
-  static int counter = 0;
+  static std::atomic<int> counter = 0;  // tests launch from several threads at once
   return "/tmp/weft_comm_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + tag;
 }
 

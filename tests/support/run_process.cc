@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -28,7 +29,7 @@ ProcessResult run_process(const std::vector<std::string>& args, const std::vecto
 
 ProcessResult run_and_signal(const std::vector<std::string>& args, const std::vector<std::string>& extra_env, int sig,
                              const SignalWhen& when, std::chrono::seconds timeout) {
-  static int counter = 0;
+  static std::atomic<int> counter = 0;  // tests run processes from several threads at once
   fs::path log = fs::temp_directory_path() /
                  ("weft-proc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log");
   pid_t pid = fork();
