@@ -61,7 +61,9 @@ PHASES = {
 }
 # The GPU tests of code that has never run on a GPU, first: a cut phase keeps them.
 GPU_TESTS_FIRST = ("StagedOnOneGpu.*:SoloCommunicatorGpu.*:CudaOps.*:CudaOpsDeathTest.*:StreamWaitsGpu.*:"
-                   "GpuTraining.IspOnOneGpuTrainsLikeDpAndResumes:GpuTraining.PointwiseRecompute*:CudnnAttention.*")
+                   "GpuTraining.IspOnOneGpuTrainsLikeDpAndResumes:GpuTraining.PointwiseRecompute*:"
+                   "GpuTraining.PackedDocumentsMatchTheCpuModel:GpuTraining.Llama3RopeAndHeadDimMatchTheCpuModel:"
+                   "CudnnAttention.*")
 SETS = {
     "first": ["preflight", "gpu_tests", "multirank", "speed"],
     "second": ["preflight", "speed_more", "sanitizers", "hf"],

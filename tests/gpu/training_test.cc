@@ -193,58 +193,102 @@ TEST(GpuTraining, PointwiseRecomputeGivesTheKeptActivationsGradients) {
               B, T, kept_loss, differ, kept.size(), worst, scale, kept_bytes / 1048576.0, pw_bytes / 1048576.0);
 }
 
-// Packed documents on the device: the tiny preset's model in f32 (no TF32:
-// cuBLASLt computes in fp32) with documents cut inside rows and across the
-// 32-row attention tiles gives the CPU model's loss and gradients; without
-// the documents the loss differs, so the starts reached the kernels.
-TEST(GpuTraining, PackedDocumentsMatchTheCpuModel) {
-  WEFT_REQUIRE_GPU();
-  const ModelConfig cfg = preset("tiny").model;
-  const int B = 2, T = std::min<int>(128, cfg.max_seq_len);
-  std::vector<int32_t> in(B * T), tgt(B * T), starts(B * T);
-  for (int i = 0; i < B * T; ++i) {
-    in[i] = (i * 7919) % cfg.vocab_size;
-    tgt[i] = (i * 104729 + 13) % cfg.vocab_size;
-  }
-  for (int b = 0; b < B; ++b) {
-    int start = 0;
-    for (int t = 0; t < T; ++t) {
-      if (t == 1 || t == 20 + b || t == 32 || t == 33 || t == 90) start = t;
-      starts[b * T + t] = start;
+// One forward and backward of `cfg`'s model from the same initial weights on
+// the CPU and on the GPU, both in f32 (no TF32: cuBLASLt computes in fp32),
+// with the attention mode Auto whatever an earlier test left (gpu_checks.sh
+// runs with cudnn): f32, and packed documents in any dtype, pick the SIMT
+// kernels there.
+struct DeviceRun {
+  double loss = 0;
+  std::vector<float> grads;
+};
+struct CpuGpuRuns {
+  const ModelConfig& cfg;
+  int B, T;
+  std::vector<int32_t> in, tgt;
+  Llama host;
+
+  CpuGpuRuns(const ModelConfig& c, int b, int t) : cfg(c), B(b), T(t), in(b * t), tgt(b * t), host(c) {
+    for (int i = 0; i < B * T; ++i) {
+      in[i] = (i * 7919) % cfg.vocab_size;
+      tgt[i] = (i * 104729 + 13) % cfg.vocab_size;
     }
+    host.init(5);
   }
-  // Auto, whatever an earlier test left (gpu_checks.sh runs with cudnn):
-  // packed documents pick the SIMT kernels there.
-  const ops::AttentionMode mode = ops::attention_mode();
-  ops::set_attention_mode(ops::AttentionMode::Auto);
-  Llama host(cfg);
-  host.init(5);
-  auto run = [&](Device device, const int32_t* doc_starts, double* loss) {
+  DeviceRun run(Device device, const int32_t* doc_starts = nullptr) {
+    const ops::AttentionMode mode = ops::attention_mode();
+    ops::set_attention_mode(ops::AttentionMode::Auto);
     Llama m(cfg, std::make_shared<ParamAndGradBuffer>(llama_param_table(cfg), DType::F32, device));
     assign(m.flat_params(), host.flat_params());
-    *loss = m.forward(in.data(), tgt.data(), B, T, doc_starts);
+    DeviceRun r;
+    r.loss = m.forward(in.data(), tgt.data(), B, T, doc_starts);
     m.zero_grads();
     m.backward(1.0f / (B * T));
     OwnedTensor g(DType::F32, {m.num_params()});
     assign(g.t, m.flat_grads());
-    return std::vector<float>(g.f32(), g.f32() + g.numel());
-  };
-  double cpu_loss = 0, gpu_loss = 0, gpu_whole = 0;
-  const std::vector<float> cpu = run(Device::CPU, starts.data(), &cpu_loss);
-  const std::vector<float> gpu = run(Device::CUDA, starts.data(), &gpu_loss);
-  run(Device::CUDA, nullptr, &gpu_whole);
-  EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * cpu_loss);
-  EXPECT_GT(std::fabs(gpu_whole - gpu_loss), 1e-4) << "the documents changed nothing";
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    scale = std::max(scale, double(std::fabs(cpu[i])));
-    worst = std::max(worst, double(std::fabs(cpu[i] - gpu[i])));
+    r.grads.assign(g.f32(), g.f32() + g.numel());
+    ops::set_attention_mode(mode);
+    return r;
   }
-  EXPECT_LE(worst, 1e-4 * scale) << "largest gradient " << scale;
-  std::printf("packed documents, tiny model B %d T %d: loss gpu %.6f cpu %.6f (whole rows %.6f); worst gradient "
-              "difference %.3g of %.3g\n",
-              B, T, gpu_loss, cpu_loss, gpu_whole, worst, scale);
-  ops::set_attention_mode(mode);
+};
+
+// The GPU run's loss within 1e-5 and every gradient within 1e-4 of the
+// largest, against the CPU run; prints both for the run's log.
+void expect_gpu_matches_cpu(const char* what, const DeviceRun& cpu, const DeviceRun& gpu) {
+  EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * cpu.loss) << what;
+  ASSERT_EQ(gpu.grads.size(), cpu.grads.size()) << what;
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < cpu.grads.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(cpu.grads[i])));
+    worst = std::max(worst, double(std::fabs(cpu.grads[i] - gpu.grads[i])));
+  }
+  EXPECT_LE(worst, 1e-4 * scale) << what << ": largest gradient " << scale;
+  std::printf("%s: loss gpu %.6f cpu %.6f; worst gradient difference %.3g of %.3g\n", what, gpu.loss, cpu.loss,
+              worst, scale);
+}
+
+// Packed documents on the device: the tiny preset's model with documents cut
+// inside rows and across the 32-row attention tiles gives the CPU model's
+// loss and gradients; without the documents the loss differs, so the starts
+// reached the kernels.
+TEST(GpuTraining, PackedDocumentsMatchTheCpuModel) {
+  WEFT_REQUIRE_GPU();
+  const ModelConfig cfg = preset("tiny").model;
+  CpuGpuRuns runs(cfg, 2, std::min<int>(128, cfg.max_seq_len));
+  std::vector<int32_t> starts(runs.B * runs.T);
+  for (int b = 0; b < runs.B; ++b) {
+    int start = 0;
+    for (int t = 0; t < runs.T; ++t) {
+      if (t == 1 || t == 20 + b || t == 32 || t == 33 || t == 90) start = t;
+      starts[b * runs.T + t] = start;
+    }
+  }
+  const DeviceRun gpu = runs.run(Device::CUDA, starts.data());
+  expect_gpu_matches_cpu("packed documents, tiny model", runs.run(Device::CPU, starts.data()), gpu);
+  const DeviceRun whole = runs.run(Device::CUDA);
+  EXPECT_GT(std::fabs(whole.loss - gpu.loss), 1e-4) << "the documents changed nothing";
+}
+
+// A Llama 3 shape on the device: llama3 RoPE scaling and a head_dim apart
+// from d_model / n_heads (4 heads x 48 over d_model 128, GQA 2 KV heads,
+// tied embeddings) give the CPU model's loss and gradients; unscaled RoPE
+// gives another loss, so the scaling reached the kernels.
+TEST(GpuTraining, Llama3RopeAndHeadDimMatchTheCpuModel) {
+  WEFT_REQUIRE_GPU();
+  ModelConfig cfg = preset("tiny").model;
+  cfg.explicit_head_dim = 48;
+  cfg.n_heads = 4;
+  cfg.n_kv_heads = 2;
+  cfg.tie_embeddings = true;
+  cfg.rope_scaling = {"llama3", 32, 1, 4, 16};
+  ASSERT_NE(cfg.head_dim(), cfg.d_model / cfg.n_heads);
+  CpuGpuRuns runs(cfg, 2, std::min<int>(96, cfg.max_seq_len));
+  const DeviceRun gpu = runs.run(Device::CUDA);
+  expect_gpu_matches_cpu("llama3 rope, head_dim 48, tiny model", runs.run(Device::CPU), gpu);
+  ModelConfig unscaled = cfg;
+  unscaled.rope_scaling = {};
+  CpuGpuRuns plain(unscaled, runs.B, runs.T);
+  EXPECT_GT(std::fabs(plain.run(Device::CUDA).loss - gpu.loss), 1e-5) << "the llama3 scaling changed nothing";
 }
 #else
 TEST(GpuTraining, TinyPresetTracksTheCpuRuns) { GTEST_SKIP() << "weft was built without CUDA"; }

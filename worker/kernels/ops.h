@@ -45,13 +45,14 @@ void rmsnorm_backward(Tensor dx, Tensor dw_acc, const Tensor& dout, const Tensor
 // ---- RoPE (Hugging Face rotate_half convention) ----------------------------
 // x is [B, T, H, D], D even. Position of row t is pos0 + t (pos0 = 0: every
 // sequence starts at 0; a sequence-parallel rank holding a slice passes the
-// slice's first global position; CUDA supports pos0 = 0 only).
+// slice's first global position).
 // inv_freq[i] = rope_inv_freq(rope, i, D) (theta^(-2i/D) unscaled, or with
 // Llama 3's wavelength bands: kernels/rope_freqs.h; a plain number is an
 // unscaled theta), angle = t * inv_freq[i mod D/2],
 // out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[D/2:], x[:D/2]).
 // out may alias x. positions (packed documents), I32 [B, T] on x's device:
-// the position of each row instead of pos0 + t, each in [0, pos0 + T).
+// the position of each row instead of pos0 + t, each in [0, pos0 + T) (the
+// values are not checked: the CUDA kernel's angle table holds pos0 + T rows).
 void rope_forward(Tensor out, const Tensor& x, const Rope& rope, int64_t pos0 = 0,
                   const Tensor* positions = nullptr);
 // dx = R(-angle) dout; dx may alias dout.
@@ -64,7 +65,9 @@ void rope_backward(Tensor dx, const Tensor& dout, const Rope& rope, int64_t pos0
 // lse [B,Hq,T] saves the log-sum-exp of each scaled score row for backward.
 // starts (packed documents), I32 [B, T] on q's device: query t sees keys
 // [starts[b, t], t] only, the positions of its own document (on CUDA, weft's
-// SIMT kernels: cuDNN's graphs here have no per-document mask).
+// SIMT kernels: cuDNN's graphs here have no per-document mask). Each start
+// must be in [0, t]; the values are not checked (Llama::forward checks its
+// table once on the host; a CUDA kernel given one outside reads out of bounds).
 void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor* starts = nullptr);
 // dq, dk, dv overwritten; starts as in forward.

@@ -1,7 +1,5 @@
 #include "kernels/cuda/cudnn_attention.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
