@@ -88,6 +88,14 @@ TEST_P(Ordering, StagedCollectivesWaitForComputeQueuedBeforeThem) {
   expect_every_rank_passes(world, {"staged_compute_order", std::to_string(lanes)});
 }
 
+// A staged communicator destroyed while its collectives are still queued
+// (unwaited Works, as when an exception unwinds a step): the Gloo lanes run
+// them as it goes, from host memory the pool still holds.
+TEST_P(Ordering, StagedTeardownRunsQueuedCollectivesBeforeFreeingHostMemory) {
+  auto [world, lanes] = GetParam();
+  expect_every_rank_passes(world, {"staged_teardown", std::to_string(lanes)});
+}
+
 INSTANTIATE_TEST_SUITE_P(Lanes, Ordering,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Values(1, 2, 4)),
                          [](const auto& info) {

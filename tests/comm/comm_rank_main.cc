@@ -11,6 +11,8 @@
 //   staged_compute_order LANES  staged broadcast and all-reduce issued while a
 //                       slow "kernel" on the fake's compute stream still
 //                       writes their buffers: its writes come first
+//   staged_teardown LANES  a staged communicator destroyed with collectives
+//                       still queued: no copy back from freed host memory
 //   express LANES       comm.simulate makes a 1 MiB all-reduce take 1.5 s; a
 //                       4-byte all-reduce issued after it must finish first
 //                       with lanes >= 2 (express lane), and after it with 1
@@ -33,6 +35,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -40,9 +43,12 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/gloo_communicator.h"
@@ -122,12 +128,24 @@ class LateHostDevice : public StagingDevice {
       s->thread.join();
     }
   }
+  // Freed as cudaFreeHost frees: after the device's queued work (it
+  // synchronises the device). The memory is kept, its range remembered: a
+  // copy queued later that reads or writes it counts a use after free.
   std::shared_ptr<char> host_buffer(size_t bytes) override {
     ++allocated;
     char* p = new char[bytes];
     std::memset(p, 0xAB, bytes);
-    return std::shared_ptr<char>(p, [](char* q) { delete[] q; });
+    return std::shared_ptr<char>(p, [this, bytes](char* q) {
+      synchronize();
+      std::lock_guard<std::mutex> lk(freed_mu_);
+      freed_.emplace_back(std::unique_ptr<char[]>(q), bytes);
+    });
   }
+  // cudaDeviceSynchronize: every stream's queued work has run.
+  void synchronize() {
+    for (Stream* s : {&compute_, &to_host_, &to_device_}) static_cast<LateFence&>(*s->push({})).wait();
+  }
+  int uses_after_free() const { return uses_after_free_; }
   FencePtr to_host(const std::vector<Copy>& copies, const std::vector<FencePtr>& after) override {
     std::vector<FencePtr> deps = after;
     deps.push_back(compute_.push({}));  // the compute stream's work so far
@@ -151,8 +169,19 @@ class LateHostDevice : public StagingDevice {
   int allocated = 0;
 
  private:
+  bool freed(const void* p) {
+    std::lock_guard<std::mutex> lk(freed_mu_);
+    for (const auto& [q, n] : freed_)
+      if (p >= q.get() && p < q.get() + n) return true;
+    return false;
+  }
+  std::mutex freed_mu_;
+  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> freed_;
+  std::atomic<int> uses_after_free_{0};
+
   struct Stream {
-    explicit Stream(std::chrono::milliseconds d) : delay(d) {}
+    Stream(LateHostDevice* dev, std::chrono::milliseconds d) : device(dev), delay(d) {}
+    LateHostDevice* const device;
     const std::chrono::milliseconds delay;
     std::mutex mu;
     std::condition_variable cv;
@@ -188,7 +217,10 @@ class LateHostDevice : public StagingDevice {
         }
         for (const FencePtr& f : job.after) static_cast<LateFence&>(*f).wait();
         if (!job.copies.empty()) std::this_thread::sleep_for(delay);
-        for (const Copy& c : job.copies) std::memcpy(c.dst, c.src, c.bytes);
+        for (const Copy& c : job.copies) {
+          if (device->freed(c.src) || device->freed(c.dst)) ++device->uses_after_free_;
+          std::memcpy(c.dst, c.src, c.bytes);
+        }
         if (job.work) {
           std::this_thread::sleep_for(job.delay);
           job.work();
@@ -201,8 +233,8 @@ class LateHostDevice : public StagingDevice {
   };
   // Copies back land later than copies out: a Work that did not wait for
   // its copy back is read before it lands.
-  Stream to_host_{std::chrono::milliseconds(2)}, to_device_{std::chrono::milliseconds(10)};
-  Stream compute_{std::chrono::milliseconds(0)};
+  Stream to_host_{this, std::chrono::milliseconds(2)}, to_device_{this, std::chrono::milliseconds(10)};
+  Stream compute_{this, std::chrono::milliseconds(0)};
 };
 
 // Hands a communicator the checks' host buffers as if they were on a GPU
@@ -313,6 +345,41 @@ int scenario_staged_compute_order(int lanes) {
     }
   }
   std::printf("rank %d: staged collectives after slow compute, %d lanes, %d failures\n", me, lanes, g_failures);
+  return g_failures ? 10 : 0;
+}
+
+// A staged communicator destroyed with its collectives still queued (an
+// exception unwinding a step with buckets in flight): the Gloo lanes run them
+// as the communicator goes, and their copies back must come from host memory
+// that is still the pool's, not memory already freed.
+int scenario_staged_teardown(int lanes) {
+  auto pg = grid_groups(1, 1, lanes);
+  const int me = pg->rank();
+  auto gloo = std::dynamic_pointer_cast<GlooCommunicator>(pg->world);
+  if (!gloo) throw std::runtime_error("staged_teardown needs a world of several ranks");
+  for (CommunicatorPtr* g : {&pg->world, &pg->dp, &pg->sp, &pg->wp, &pg->wdp})
+    if (g->get() == gloo.get()) g->reset();
+  if (gloo.use_count() != 1) throw std::runtime_error("the world group is held elsewhere");
+  auto device = std::make_shared<LateHostDevice>();
+  const int64_t len = 4096;
+  std::vector<std::vector<float>> data(4, std::vector<float>(len, 0.0f));
+  {
+    auto staged = std::make_shared<StagedCommunicator>(std::move(gloo), device);
+    AsDevice world(staged);
+    staged.reset();
+    // Rank 0 comes late: every other rank's collectives wait in Gloo for it
+    // while their communicator is destroyed.
+    if (me == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (std::vector<float>& x : data) {
+      // A slow kernel still writes the buffer: the collectives stay queued.
+      device->compute([&x, me] { std::fill(x.begin(), x.end(), float(me + 1)); }, std::chrono::milliseconds(30));
+      world.all_reduce(Tensor::f32(x.data(), Shape{len}), ReduceOp::Sum, "queued at teardown");
+    }
+  }  // the Works were dropped unwaited; the communicator goes here
+  device->synchronize();
+  expect_near("copies from freed host memory", device->uses_after_free(), 0);
+  std::printf("rank %d: staged communicator destroyed with %zu collectives queued, %d lanes, %d failures\n", me,
+              data.size(), lanes, g_failures);
   return g_failures ? 10 : 0;
 }
 
@@ -469,6 +536,7 @@ int main(int argc, char** argv) {
     if (mode == "staged_ordering" && argc == 3) return scenario_ordering(std::stoi(argv[2]), true);
     if (mode == "express" && argc == 3) return scenario_express(std::stoi(argv[2]));
     if (mode == "staged_compute_order" && argc == 3) return scenario_staged_compute_order(std::stoi(argv[2]));
+    if (mode == "staged_teardown" && argc == 3) return scenario_staged_teardown(std::stoi(argv[2]));
     if (mode == "rendezvous") return scenario_rendezvous();
     if (mode == "formed") return scenario_formed();
     if ((mode == "die" || mode == "hang") && (argc == 4 || argc == 5))
@@ -481,7 +549,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft_comm_rank: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | staged SP WP LANES | ordering LANES | staged_ordering LANES | staged_compute_order LANES | express LANES | rendezvous | formed | "
+  std::fprintf(stderr, "usage: weft_comm_rank collectives SP WP [LANES] | staged SP WP LANES | ordering LANES | staged_ordering LANES | staged_compute_order LANES | staged_teardown LANES | express LANES | rendezvous | formed | "
                        "die K MS [LANES] | hang K MS [LANES]\n");
   return 2;
 }

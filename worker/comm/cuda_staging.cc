@@ -13,7 +13,12 @@ void check(cudaError_t e, const char* what) {
 }
 
 struct CudaFence : StagingDevice::Fence {
-  CudaFence() { check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"); }
+  // Blocking: a Gloo lane waits on a copy's fence for as long as the GPU is
+  // behind (a whole backward), and ranks sharing a host share its cores; a
+  // spinning wait would take one from each of them.
+  CudaFence() {
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
+  }
   ~CudaFence() override { cudaEventDestroy(event); }
   cudaEvent_t event = nullptr;
 };
@@ -62,7 +67,14 @@ class CudaStaging : public StagingDevice {
     check(cudaStreamWaitEvent(compute_, event_of(f), 0), "cudaStreamWaitEvent");
   }
 
-  bool done(const FencePtr& f) override { return cudaEventQuery(event_of(f)) == cudaSuccess; }
+  // A failed copy (or any earlier error of the device) is reported, not
+  // taken for a copy still running: that would keep its slot forever.
+  bool done(const FencePtr& f) override {
+    const cudaError_t e = cudaEventQuery(event_of(f));
+    if (e == cudaErrorNotReady) return false;
+    check(e, "cudaEventQuery (staged copy)");
+    return true;
+  }
 
  private:
   FencePtr copy(const std::vector<Copy>& copies, cudaMemcpyKind kind, cudaStream_t stream) {

@@ -36,7 +36,7 @@ struct StagedCommunicator::Op : StagingPool::Owner {
   std::mutex mu;
   StagingDevice::FencePtr back_fence;        // set on the lane's thread
   WorkPtr host_work;
-  bool refused = false;  // Gloo refused the collective (bad counts): never issued
+  bool refused = false;  // never issued (Gloo refused it, or staging failed)
 };
 
 namespace {
@@ -123,7 +123,7 @@ StagingPlan plan_staging(const void* input, size_t input_bytes, const void* outp
 
 StagedCommunicator::StagedCommunicator(std::shared_ptr<GlooCommunicator> host,
                                        std::shared_ptr<StagingDevice> device)
-    : host_(std::move(host)), device_(std::move(device)), pool_(device_) {}
+    : device_(std::move(device)), pool_(device_), host_(std::move(host)) {}
 
 namespace {
 
@@ -162,14 +162,6 @@ WorkPtr StagedCommunicator::staged(const Tensor& input, const Tensor& output, bo
   char* host = pool_.take(std::max<size_t>(plan.bytes, 1), op);
   const Tensor host_in(host + plan.input_at, input.dtype, input.shape, Device::CPU);
   const Tensor host_out(host + plan.output_at, output.dtype, output.shape, Device::CPU);
-  if (copy_input && input.nbytes() > 0)
-    op->to_host = device_->to_host({{host_in.data, input.data, input.nbytes()}}, after);
-  else if (output.nbytes() > 0 || !after.empty())
-    // Nothing to copy out (a broadcast's receivers), but the copy back must
-    // still land after the compute stream's work queued so far (a kernel
-    // still writing or reading the output) and after `after`: the lane waits
-    // for this fence before the collective, as for a copy out.
-    op->to_host = device_->to_host({}, after);
   if (output.nbytes() > 0) op->copies_back = {{output.data, host_out.data, output.nbytes()}};
   GlooCommunicator::Hooks hooks;
   hooks.before = [op] {
@@ -180,10 +172,20 @@ WorkPtr StagedCommunicator::staged(const Tensor& input, const Tensor& output, bo
   };
   WorkPtr w;
   try {
+    if (copy_input && input.nbytes() > 0)
+      op->to_host = device_->to_host({{host_in.data, input.data, input.nbytes()}}, after);
+    else if (output.nbytes() > 0 || !after.empty())
+      // Nothing to copy out (a broadcast's receivers), but the copy back must
+      // still land after the compute stream's work queued so far (a kernel
+      // still writing or reading the output) and after `after`: the lane
+      // waits for this fence before the collective, as for a copy out.
+      op->to_host = device_->to_host({}, after);
     w = host_->with_hooks(std::move(hooks), [&] { return issue(host_in, host_out); });
   } catch (...) {
+    // Never issued (Gloo refused it, or the copy to host could not be
+    // queued): the slot frees once the copy to host, if any, is done.
     std::lock_guard<std::mutex> lk(op->mu);
-    op->refused = true;  // the slot frees once the copy to host is done
+    op->refused = true;
     throw;
   }
   op->set_host_work(w);

@@ -148,9 +148,12 @@ class StagedCommunicator : public Communicator {
   template <typename Issue>
   WorkPtr staged(const Tensor& input, const Tensor& output, bool copy_input, Issue&& issue);
 
-  std::shared_ptr<GlooCommunicator> host_;
+  // Declared before host_, so destroyed after it: the Gloo communicator's
+  // destructor runs the collectives still queued, which use the pool's host
+  // memory and the device's streams.
   std::shared_ptr<StagingDevice> device_;
   StagingPool pool_;
+  std::shared_ptr<GlooCommunicator> host_;
   std::vector<std::shared_ptr<Op>> in_flight_;  // issued, not yet known to be finished
   std::atomic<uint64_t> staged_count_{0}, staged_bytes_{0};  // CommStats::staged
 };
