@@ -151,7 +151,7 @@ std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_complete
         for (const ParamRange& r : opt.ranges())
           weights.push_back({params + r.offset, static_cast<size_t>(r.numel) * sizeof(float)});
       }
-      ShardedWrite w(dir_, cfg_.model, meta, keep, shard(), *group_);
+      ShardedWrite w(dir_, cfg_.model, meta, keep, shard(), *group_, model_.buffer().device());
       w.begin();
       return write_now(w, opt, weights);
     }
@@ -160,7 +160,8 @@ std::optional<RunCheckpoints::Saved> RunCheckpoints::save(int64_t steps_complete
         state_.shards_weights()
             ? OptimizerShard{rank_, world_, world_, optimizer_layout(rank_, world_, *part)}
             : shard();
-    auto write = std::make_unique<ShardedWrite>(dir_, cfg_.model, meta, keep, where, *group_);
+    auto write =
+        std::make_unique<ShardedWrite>(dir_, cfg_.model, meta, keep, where, *group_, model_.buffer().device());
     write->begin();
     if (!background) return write_now(*write, *part, host_pieces(part->master()));
     pending_ = std::move(write);

@@ -83,8 +83,10 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
 // write met).
 class ShardedWrite {
  public:
+  // `device`: where the group's collectives take their buffers (NCCL's are
+  // on the GPU; the files are written from host memory either way).
   ShardedWrite(std::string dir, const ModelConfig& cfg, const CheckpointMeta& meta, int keep,
-               const OptimizerShard& shard, comm::Communicator& group);
+               const OptimizerShard& shard, comm::Communicator& group, Device device);
   void begin();
   // opt's moments and `weights`: host f32 of opt's ranges, in order, in as
   // many pieces as they lie in.
@@ -101,6 +103,7 @@ class ShardedWrite {
   int keep_;
   OptimizerShard shard_;
   comm::Communicator& group_;
+  Device device_;
   std::string name_, tmp_;
   std::string error_;
   bool not_shared_ = false;

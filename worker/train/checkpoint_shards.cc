@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "parallel/host_scalars.h"
 #include "train/checkpoint_files.h"
 
 namespace weft {
@@ -158,13 +159,14 @@ std::string save_checkpoint(const std::string& dir, const Llama& model, const Ad
 }
 
 ShardedWrite::ShardedWrite(std::string dir, const ModelConfig& cfg, const CheckpointMeta& meta,
-                           int keep, const OptimizerShard& shard, comm::Communicator& group)
+                           int keep, const OptimizerShard& shard, comm::Communicator& group, Device device)
     : dir_(std::move(dir)),
       cfg_(cfg),
       meta_(meta),
       keep_(keep),
       shard_(shard),
       group_(group),
+      device_(device),
       name_("step-" + std::to_string(meta.step)),
       // One name every rank computes (a pid would differ per rank).
       tmp_((fs::path(dir_) / (".tmp-" + name_ + "-shards")).string()) {}
@@ -219,8 +221,7 @@ std::string ShardedWrite::finish(bool export_hf) {
   // Rank 0 learns of it here too, rather than from a missing file.
   {
     float flag = not_shared_ ? 1.0f : 0.0f;
-    group_.all_reduce(Tensor::f32(&flag, {1}), comm::ReduceOp::Sum, "checkpoint directory shared")
-        ->wait();
+    all_reduce_host(group_, device_, &flag, 1, comm::ReduceOp::Sum, "checkpoint directory shared")->wait();
     if (flag > 0 && error_.empty())
       error_ = "checkpoint.dir " + dir_ + " is not shared by all ranks (another rank cannot see " +
                tmp_ +
