@@ -107,15 +107,22 @@ instant() {  # instant QUERY: the first sample's value, empty when none
 }
 value_is() { [ "$(instant "$1")" = "$2" ]; }
 # The scraper's active targets of this namespace: "job pod instance" lines.
+# (A line "unanswered" when the API did not answer: no list is no answer.)
 targets() {
   curl -s --max-time 10 "$VM_URL/api/v1/targets" | python3 -c '
 import json, sys
-for t in json.load(sys.stdin)["data"]["activeTargets"]:
+try:
+    active = json.load(sys.stdin)["data"]["activeTargets"]
+except Exception:
+    print("unanswered")
+    sys.exit(0)
+for t in active:
     l = t["labels"]
     if l.get("namespace") == sys.argv[1]:
         print(l.get("job"), l.get("pod"), l.get("instance"), l.get("trainingjob"), t["health"])' "$NS" 2>/dev/null
 }
 n_targets_up() { [ "$(targets | grep -c ' up$')" = "$1" ]; }
+no_target_left() { [ -z "$(targets)" ]; }
 # The weft-operator job's active targets: "namespace pod instance pod-uid health".
 op_targets() {
   curl -s --max-time 10 "$VM_URL/api/v1/targets" | python3 -c '
@@ -189,13 +196,15 @@ $out"
 log "$(echo "$out" | paste -sd';')"
 
 # The end: the last step scraped (the ranks outlive it by a scrape interval),
-# then no target left.
+# then no target left. A finished rank's target is down first (its metrics
+# server stops as the process exits) and dropped when discovery sees its pod
+# Succeeded, a moment later (the relabelling keeps Running pods only).
 wait_for 600 "phase Succeeded" phase_is disc Succeeded
 # Every rank's: without the linger, ranks ended 1 to 5 steps short of it.
 last=$(instant "min(max by (rank) (max_over_time(${q}[10m])))")
 [ "$last" = "$STEPS" ] || fail "a rank's last scraped step is '$last', not $STEPS: $(instant "max by (rank) (max_over_time(${q}[10m]))")"
-wait_for 60 "no target left" n_targets_up 0
-[ -z "$(targets)" ] || fail "targets left after the job: $(targets)"
+wait_for 60 "no target up" n_targets_up 0
+wait_for_quiet 30 no_target_left || fail "targets left after the job: $(targets)"
 # The cluster's operator back for the tests after this one.
 restore
 process_operator_runs || fail "the cluster's operator process did not start again"

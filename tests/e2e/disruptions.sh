@@ -37,8 +37,12 @@ cluster() { "$SRC/localcluster/cluster.sh" "$1" "$CLUSTER" "$BUILD" >/dev/null; 
 trap 'kill -0 "$(cat "$CLUSTER/weft-operator.pid" 2>/dev/null)" 2>/dev/null || cluster operator-start' EXIT
 # Each strike needs about a dozen steps of the attempt before it (a
 # checkpoint to resume from, steps logged past it); what is left after the
-# last one keeps the ranks training while the operator is down.
-STEPS=150
+# last one keeps the ranks training while the operator is down. The ranks
+# run 10-15 steps a second and this script's own calls (kubectl, the
+# operator's reaction) take seconds on a loaded host, where the first strike
+# lands past step 80 and the fourth past step 140: 300 steps leave every
+# strike a running gang to strike.
+STEPS=300
 GAP=12
 apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/" \
   "s/checkpoint: {dir: \/ckpt, every: 40}/checkpoint: {dir: \/ckpt, every: 5, async: true}/" \
