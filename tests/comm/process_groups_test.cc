@@ -125,6 +125,16 @@ TEST(GlooCommunicator, MisuseThrowsNamingGroupAndOp) {
   EXPECT_THROW(pg->world->all_gather(Tensor::f32(b.data(), Shape{3}), Tensor::f32(a.data(), Shape{8}), {5}),
                CommError);
   EXPECT_THROW(pg->world->broadcast(Tensor::f32(a.data(), Shape{8}), 1), CommError);
+  // A CUDA tensor is refused before a lane could dereference it.
+  Tensor on_gpu = Tensor::f32(a.data(), Shape{8});
+  on_gpu.device = Device::CUDA;
+  try {
+    pg->world->all_reduce(on_gpu, ReduceOp::Sum);
+    FAIL();
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("all_reduce on group world: data is a CUDA tensor; Gloo takes host memory"));
+  }
+  EXPECT_THROW(pg->world->all_gather(Tensor::f32(b.data(), Shape{3}), on_gpu.slice0(0, 3)), CommError);
 }
 
 TEST(GlooCommunicator, RunsCollectivesInIssueOrderOffTheCallerThread) {

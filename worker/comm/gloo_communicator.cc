@@ -394,8 +394,21 @@ std::string GlooCommunicator::fail(const Op& op, const Lane& lane, const std::ex
 
 // ------------------------------------------------------------ collectives --
 
+namespace {
+// Gloo reads and writes host memory: a CUDA pointer handed to it would be
+// dereferenced on the lane's thread (a crash, not an error). CUDA tensors
+// reach Gloo only through StagedCommunicator, which hands it host copies.
+void check_host_buffer(const std::string& group, OpKind op, const char* which, const Tensor& t) {
+  check_buffer(group, op, which, t);
+  if (t.device != Device::CPU)
+    throw CommError(std::string(op_name(op)) + " on group " + group + ": " + which +
+                    " is a CUDA tensor; Gloo takes host memory (device: cuda over gloo stages its "
+                    "collectives through StagedCommunicator)");
+}
+}  // namespace
+
 WorkPtr GlooCommunicator::all_reduce(const Tensor& data, ReduceOp op, const std::string& label) {
-  check_buffer(name_, OpKind::AllReduce, "data", data);
+  check_host_buffer(name_, OpKind::AllReduce, "data", data);
   Tensor t = data;
   int n = size();
   return enqueue(OpKind::AllReduce, label, t.nbytes(), t.nbytes(), {extent(t)},
@@ -417,8 +430,8 @@ WorkPtr GlooCommunicator::all_reduce(const Tensor& data, ReduceOp op, const std:
 WorkPtr GlooCommunicator::reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op,
                                          const std::vector<int64_t>& counts,
                                          const std::string& label) {
-  check_buffer(name_, OpKind::ReduceScatter, "input", input);
-  check_buffer(name_, OpKind::ReduceScatter, "output", output);
+  check_host_buffer(name_, OpKind::ReduceScatter, "input", input);
+  check_host_buffer(name_, OpKind::ReduceScatter, "output", output);
   if (input.dtype != output.dtype) throw CommError("reduce_scatter on group " + name_ + ": input and output dtypes differ");
   auto c = split_counts(name_, OpKind::ReduceScatter, input.numel(), size(), counts);
   if (output.numel() != c[rank_])
@@ -515,8 +528,8 @@ void GlooCommunicator::ring_reduce_scatter(const RunCtx& rc, const Tensor& in, c
 
 WorkPtr GlooCommunicator::all_gather(const Tensor& input, const Tensor& output,
                                      const std::vector<int64_t>& counts, const std::string& label) {
-  check_buffer(name_, OpKind::AllGather, "input", input);
-  check_buffer(name_, OpKind::AllGather, "output", output);
+  check_host_buffer(name_, OpKind::AllGather, "input", input);
+  check_host_buffer(name_, OpKind::AllGather, "output", output);
   if (input.dtype != output.dtype) throw CommError("all_gather on group " + name_ + ": input and output dtypes differ");
   auto c = split_counts(name_, OpKind::AllGather, output.numel(), size(), counts);
   if (input.numel() != c[rank_])
@@ -566,8 +579,8 @@ WorkPtr GlooCommunicator::all_to_all(const Tensor& input, const Tensor& output,
                                      const std::vector<int64_t>& send_counts,
                                      const std::vector<int64_t>& recv_counts,
                                      const std::string& label) {
-  check_buffer(name_, OpKind::AllToAll, "input", input);
-  check_buffer(name_, OpKind::AllToAll, "output", output);
+  check_host_buffer(name_, OpKind::AllToAll, "input", input);
+  check_host_buffer(name_, OpKind::AllToAll, "output", output);
   if (input.dtype != output.dtype) throw CommError("all_to_all on group " + name_ + ": input and output dtypes differ");
   if (send_counts.empty() != recv_counts.empty())
     throw CommError("all_to_all on group " + name_ + ": give both send and receive counts or neither");
@@ -617,7 +630,7 @@ WorkPtr GlooCommunicator::all_to_all(const Tensor& input, const Tensor& output,
 }
 
 WorkPtr GlooCommunicator::broadcast(const Tensor& data, int root, const std::string& label) {
-  check_buffer(name_, OpKind::Broadcast, "data", data);
+  check_host_buffer(name_, OpKind::Broadcast, "data", data);
   if (root < 0 || root >= size())
     throw CommError("broadcast on group " + name_ + ": root " + std::to_string(root) +
                     " is not a group rank (size " + std::to_string(size()) + ")");
