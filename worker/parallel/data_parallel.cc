@@ -62,8 +62,11 @@ void DataParallel::on_grad_ready(int param) {
 
 double DataParallel::finish_micro_batch(double loss) {
   if (!sync_) return loss;
-  // Queued behind the gradient buckets, so it costs no round trip of its own:
-  // it completes while wait_buckets waits anyway.
+  // Queued behind the gradient buckets, so on the CPU it costs no round trip
+  // of its own: it completes while wait_buckets waits anyway. On a GPU
+  // all_reduce_host returns completed: the host waits here for the buckets
+  // launched so far (the loss reaches the host every step anyway; this moves
+  // that wait before the optimizer's launches).
   comm::WorkPtr loss_work = reducer_.average_loss(loss);
   wait_buckets();
   loss_work->wait();
