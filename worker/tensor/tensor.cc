@@ -130,7 +130,8 @@ Buffer::Buffer(size_t bytes, Device dev) : bytes_(bytes), device_(dev) {
       WEFT_CHECK(e == cudaSuccess, std::string("cudaMalloc: ") + cudaGetErrorString(e));
     }
     ++g_live_cuda_buffers;
-    cudaMemset(data_, 0, bytes);
+    const cudaError_t e = cudaMemset(data_, 0, bytes);
+    WEFT_CHECK(e == cudaSuccess, std::string("cudaMemset of a new buffer: ") + cudaGetErrorString(e));
 #else
     fatal(__FILE__, __LINE__, "CUDA buffer requested but weft was built without CUDA");
 #endif
@@ -185,7 +186,8 @@ void Buffer::zero() {
     std::memset(data_, 0, bytes_);
   } else {
 #ifdef WEFT_HAVE_CUDA
-    cudaMemset(data_, 0, bytes_);
+    const cudaError_t e = cudaMemset(data_, 0, bytes_);
+    WEFT_CHECK(e == cudaSuccess, std::string("cudaMemset: ") + cudaGetErrorString(e));
 #endif
   }
 }
