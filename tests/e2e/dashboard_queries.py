@@ -8,7 +8,10 @@ annotation and each panel target through /api/v1/query_range over
 [START, END] with step = the scrape interval, $__interval the same and
 $__rate_interval = max($__interval + scrape interval, 4 * scrape interval),
 Grafana's definition. Queries without data are retried until --deadline
-seconds have passed (data may still be arriving).
+seconds have passed (data may still be arriving), each retry with END moved
+to its own time, as a dashboard on "last N minutes" refreshes: a series
+whose first sample comes after the call (a held-out loss logged every N
+steps) counts when it comes.
 
 --positive 'EXPR_SUBSTRING:label=value' additionally requires a point above 0,
 at --positive-after or later, in a series with that label from a target whose
@@ -123,6 +126,7 @@ def main():
     pending = list(checks)
     until = time.time() + a.deadline
     while True:
+        a.end = max(a.end, time.time())
         pending = [c for c in pending if c[3]()]
         if not pending or time.time() > until:
             break
