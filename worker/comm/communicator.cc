@@ -59,6 +59,14 @@ void check_buffer(const std::string& group, OpKind op, const char* which, const 
   if (t.numel() > 0 && t.data == nullptr) throw CommError(where + "has no data");
 }
 
+void check_buffer_on(const std::string& group, OpKind op, const char* which, const Tensor& t, Device device,
+                     const char* rule) {
+  check_buffer(group, op, which, t);
+  if (t.device != device)
+    throw CommError(std::string(op_name(op)) + " on group " + group + ": " + which + " is a " +
+                    (t.device == Device::CUDA ? "CUDA" : "CPU") + " tensor; " + rule);
+}
+
 char* element_at(const Tensor& t, int64_t elem) {
   return static_cast<char*>(t.data) + elem * static_cast<int64_t>(dtype_size(t.dtype));
 }

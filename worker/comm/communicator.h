@@ -145,6 +145,10 @@ class StatsRecorder {
 std::vector<int64_t> split_counts(const std::string& group, OpKind op, int64_t total, int size,
                                   const std::vector<int64_t>& counts);
 void check_buffer(const std::string& group, OpKind op, const char* which, const Tensor& t);
+// check_buffer, and `t` in the memory the backend reads (`device`); `rule`
+// says the backend's rule when it is not ("the NCCL backend needs CUDA tensors").
+void check_buffer_on(const std::string& group, OpKind op, const char* which, const Tensor& t, Device device,
+                     const char* rule);
 // Address of element `elem` of a flat buffer, and the running offsets of
 // per-rank counts (size + 1 entries, the last the total).
 char* element_at(const Tensor& t, int64_t elem);

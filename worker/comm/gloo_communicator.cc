@@ -399,11 +399,9 @@ namespace {
 // dereferenced on the lane's thread (a crash, not an error). CUDA tensors
 // reach Gloo only through StagedCommunicator, which hands it host copies.
 void check_host_buffer(const std::string& group, OpKind op, const char* which, const Tensor& t) {
-  check_buffer(group, op, which, t);
-  if (t.device != Device::CPU)
-    throw CommError(std::string(op_name(op)) + " on group " + group + ": " + which +
-                    " is a CUDA tensor; Gloo takes host memory (device: cuda over gloo stages its "
-                    "collectives through StagedCommunicator)");
+  check_buffer_on(group, op, which, t, Device::CPU,
+                  "Gloo takes host memory (device: cuda over gloo stages its collectives through "
+                  "StagedCommunicator)");
 }
 }  // namespace
 

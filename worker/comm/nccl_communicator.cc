@@ -33,10 +33,7 @@ ncclDataType_t nccl_type(DType t) { return t == DType::BF16 ? ncclBfloat16 : ncc
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
 
 void check_cuda(const std::string& group, OpKind op, const char* which, const Tensor& t) {
-  check_buffer(group, op, which, t);
-  if (t.device != Device::CUDA)
-    throw CommError(std::string(op_name(op)) + " on group " + group + ": " + which +
-                    " is a CPU tensor; the NCCL backend needs CUDA tensors");
+  check_buffer_on(group, op, which, t, Device::CUDA, "the NCCL backend needs CUDA tensors");
 }
 
 double elapsed_seconds(cudaEvent_t a, cudaEvent_t b) {
