@@ -20,12 +20,24 @@ deps:
 
 test-deps:
 	@scripts/install-deps.sh test kube images
+	@scripts/python-env.sh
 
+# The test paths build against the pinned Python environment and the CUDA
+# toolkit from its wheels (scripts/python-env.sh): the CUDA sources must
+# compile there. `make demo` and `make build` compile them only where a
+# toolkit already is (WEFT_CUDA_ROOT, /usr/local/cuda, nvcc on PATH or that
+# venv) and build CPU-only otherwise, saying so. A tree is reconfigured when
+# its arguments change.
+WITH_PYENV ?= 0
 configure: deps
-	@if [ ! -f $(BUILD)/CMakeCache.txt ] || [ "$$(cat $(BUILD)/.cuda-archs 2>/dev/null)" != "$(CUDA_ARCHS)" ]; then \
-	  echo cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)" $(CMAKE_ARGS); \
-	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)" $(CMAKE_ARGS) \
-	    && echo "$(CUDA_ARCHS)" > $(BUILD)/.cuda-archs; \
+	@args="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS) $(CMAKE_ARGS)"; \
+	if [ "$(WITH_PYENV)" = 1 ]; then \
+	  py=$$(scripts/python-env.sh --python) && cuda=$$(scripts/python-env.sh --cuda-root) || exit 1; \
+	  args="$$args -DWEFT_PYTHON=$$py -DWEFT_CUDA_ROOT=$$cuda -DWEFT_CUDA_REQUIRED=ON"; \
+	fi; \
+	if [ ! -f $(BUILD)/CMakeCache.txt ] || [ "$$(cat $(BUILD)/.configure-args 2>/dev/null)" != "$$args" ]; then \
+	  echo cmake -S . -B $(BUILD) $$args; \
+	  cmake -S . -B $(BUILD) $$args && echo "$$args" > $(BUILD)/.configure-args; \
 	fi
 
 build: configure
@@ -69,17 +81,20 @@ demo: configure
 	$(BUILD)/bin/weft-run -n 2 configs/demo.yaml --out runs/demo --no-resume
 
 test test-build test-images e2e cluster-up: CUDA_ARCHS = $(TEST_CUDA_ARCHS)
+test test-build test-images e2e cluster-up: WITH_PYENV = 1
 # Everything the tests run (CI times it apart from the tests themselves).
 test-build: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The venv's bin first on PATH: `python3` in the test scripts is the pinned one.
+VENV_BIN = $(or $(WEFT_VENV),$(HOME)/.cache/weft/venv)/bin
 test: test-build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	cd $(BUILD) && PATH=$(VENV_BIN):$$PATH ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # The container image test alone (tests/images: buildah builds the Dockerfile
 # and runs the images).
 test-images: test-deps configure
-	cd $(BUILD) && ctest --output-on-failure -L '^images$$'
+	cd $(BUILD) && PATH=$(VENV_BIN):$$PATH ctest --output-on-failure -L '^images$$'
 
 # The local cluster (localcluster/cluster.sh): control plane, weft-node,
 # weft-operator; `make e2e` runs the end-to-end tests on a fresh one.
@@ -95,17 +110,18 @@ cluster-down:
 
 e2e: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target $(CLUSTER_TARGETS)
-	cd $(BUILD) && ctest --output-on-failure -L '^e2e$$' --timeout 900
+	cd $(BUILD) && PATH=$(VENV_BIN):$$PATH ctest --output-on-failure -L '^e2e$$' --timeout 900
 
 test-asan: test-deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON -DWEFT_CUDA=OFF $(CMAKE_ARGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target weft_kernels_tests weft_data_tests
 	cd $(BUILD_ASAN) && ctest --output-on-failure -L '^(kernels|data)$$'
 
+bench: WITH_PYENV = 1
 bench: build
-	/usr/bin/python3 tests/bench/train_throughput.py $(BUILD)
-	/usr/bin/python3 tests/bench/dp_step_time.py $(BUILD)
-	/usr/bin/python3 tests/bench/gemm_floor.py
+	$(VENV_BIN)/python tests/bench/train_throughput.py $(BUILD)
+	$(VENV_BIN)/python tests/bench/dp_step_time.py $(BUILD)
+	$(VENV_BIN)/python tests/bench/gemm_floor.py
 	tests/bench/operator_bench.sh $(BUILD)
 	tests/bench/cluster_scale.sh $(BUILD)
 

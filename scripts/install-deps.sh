@@ -14,7 +14,9 @@ build_pkgs=(
 )
 # victoria-metrics: the scraper with Kubernetes discovery (Debian's prometheus
 # has none) that the end-to-end tests and `make cluster-up` run on loopback.
-test_pkgs=(python3 python3-torch python3-numpy python3-yaml prometheus victoria-metrics)
+# python3-venv: scripts/python-env.sh makes the pinned venv (torch,
+# transformers, the CUDA wheels) with it where no other Python 3.11 is there.
+test_pkgs=(python3 python3-venv python3-numpy python3-yaml prometheus victoria-metrics)
 kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
 # Daemonless image builds (tests/images): buildah builds the Dockerfile with
 # --isolation chroot, mmdebstrap makes the Debian base, podman imports it.

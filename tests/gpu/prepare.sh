@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Before a GPU run, on this (CPU) machine: builds the sm_90 bundle into .gpu/
-# (../shared/gpu/bundle.sh: binaries, the libraries the GPU machine lacks,
-# env.sh, build-info.json with the commit), adds the CUDA, NCCL and cuDNN
-# versions it was built against to build-info.json, and measures what the
+# (tests/gpu/bundle.sh, with the CUDA 13 wheels of scripts/python-env.sh:
+# binaries, the libraries the GPU machine lacks, env.sh, build-info.json with
+# the commit and the wheels' versions), adds the NCCL and cuDNN versions it
+# was built against to build-info.json, and measures what the
 # run takes along: the tracked and untracked-not-ignored files plus .gpu must
 # stay under 64 MiB. Prints the commands to run on the GPU machine.
 #   tests/gpu/prepare.sh            # exit 1 when that is too large or the tree is dirty
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-bundle=${WEFT_GPU_BUNDLE:-$root/../shared/gpu/bundle.sh}
-[ -x "$bundle" ] || { echo "prepare: no bundle script at $bundle" >&2; exit 1; }
-"$bundle" weft_gpu_tests weft-worker weft-run weft-reference-dump
+"$root/tests/gpu/bundle.sh" weft_gpu_tests weft-worker weft-run weft-reference-dump
+# The versions built against, from the wheels' own headers (the wheel
+# versions are in build-info.json's "wheels").
 header_version() {  # header_version FILE MACRO...: "a.b.c" from #defines
   local f=$1; shift
   [ -f "$f" ] || return 0
@@ -22,9 +23,9 @@ header_version() {  # header_version FILE MACRO...: "a.b.c" from #defines
   done
   (IFS=.; echo "${out[*]}")
 }
-inc=/usr/local/cuda/include
-python3 - .gpu/build-info.json "$(header_version $inc/nccl.h NCCL_MAJOR NCCL_MINOR NCCL_PATCH)" \
-  "$(header_version $inc/cudnn_version.h CUDNN_MAJOR CUDNN_MINOR CUDNN_PATCHLEVEL)" <<'PY'
+cuda=$(python3 -c 'import json; print(json.load(open(".gpu/build-info.json"))["cuda_root"])')
+python3 - .gpu/build-info.json "$(header_version "$cuda/../nccl/include/nccl.h" NCCL_MAJOR NCCL_MINOR NCCL_PATCH)" \
+  "$(header_version "$cuda/../cudnn/include/cudnn_version.h" CUDNN_MAJOR CUDNN_MINOR CUDNN_PATCHLEVEL)" <<'PY'
 import json, sys
 path, nccl, cudnn = sys.argv[1:]
 info = json.load(open(path))

@@ -11,8 +11,8 @@ usage: python3 hf_transformers_check.py --bin BUILD/bin --workdir DIR [--device 
    the bf16 weights are loaded exactly, so also within 1e-5 of transformers'
    fp32 loss on the same bf16-rounded weights).
 
-Needs torch, transformers and safetensors; exits 77 (ctest: skipped) without
-them. Runs on the CPU without --device cuda; the GPU machine check uses cuda.
+Needs torch, transformers and safetensors (the pinned venv of
+scripts/python-env.sh); without them it fails, naming what is missing. Runs on the CPU without --device cuda; the GPU machine check uses cuda.
 --weft-device cuda trains step 1's model on the GPU (bf16 working weights,
 f32 master weights in the checkpoint): the proof that a GPU run's checkpoint
 is what transformers users expect. --variant llama3 does both with a Llama
@@ -26,9 +26,8 @@ try:
     import torch.nn.functional as F
     import transformers
     from safetensors.torch import load_file
-except ImportError as e:  # CI without transformers
-    print(f"SKIP: {e}")
-    sys.exit(77)
+except ImportError as e:
+    sys.exit(f"FAIL: {e} (run with the venv of scripts/python-env.sh: {sys.executable} lacks it)")
 
 CONFIG = """preset: tiny
 model: {vocab_size: 256, d_model: 64, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_hidden: 160,
