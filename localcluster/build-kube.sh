@@ -1,20 +1,67 @@
 #!/bin/bash
-# Builds kube-apiserver, kube-controller-manager and kube-scheduler v1.20.2 from
-# Debian bookworm's `kubernetes` source package, offline (the orig tarball
-# vendors every Go dependency), into a cache outside the source tree.
+# Builds the Kubernetes control plane the local cluster and the tests run:
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
+# and etcd, from the Go module proxy, at the release localcluster/kube pins
+# (VERSION, go.mod and go.sum there), into a cache outside the source tree.
 #
-# Usage: localcluster/build-kube.sh [cache-dir]   (default ~/.cache/weft/kube-v1.20.2)
-# Result: <cache-dir>/bin/{kube-apiserver,kube-controller-manager,kube-scheduler}.
-# Idempotent and safe to run concurrently: a lock serialises builders and the
-# build is skipped when all three binaries exist. Needs golang-go (1.19), rsync
-# and the apt client with the machine's configured Debian mirror.
+# Runs build-kube-debian.sh instead (v1.20.2 from Debian's source package)
+# unless WEFT_KUBE_VERSION is `current` or VERSION's release (kube-bin.sh).
+#
+# Usage: localcluster/build-kube.sh [--check] [cache-dir]
+#   (default cache-dir ~/.cache/weft/kube-v<VERSION>)
+#   --check: only verify that localcluster/kube/VERSION and go.mod agree.
+# Result: <cache-dir>/bin/{kube-apiserver,kube-controller-manager,
+#   kube-scheduler,kubelet,kubectl,etcd}; `<bin> --version` reports VERSION.
+# Idempotent and safe to run concurrently: a lock serialises builders, each
+# binary is installed by an atomic rename, and the build is skipped when all
+# of them exist (a new VERSION is a new cache directory). Needs Go >= the
+# `go` line of localcluster/kube/go.mod (1.26): $GO, else `go` on PATH, else
+# /usr/local/go/bin/go. Modules come from GOPROXY (Go's module and build
+# caches, ~/go/pkg/mod and ~/.cache/go-build by default, are reused).
+# Measured: about 15 minutes the first time on 2 cores (empty Go caches),
+# 16 s to relink from a warm Go build cache.
 set -euo pipefail
-CACHE=${1:-${WEFT_KUBE_CACHE:-$HOME/.cache/weft/kube-v1.20.2}}
+HERE=$(cd "$(dirname "$0")" && pwd)
+MOD=$HERE/kube
+VERSION=$(tr -d ' \n' < "$MOD/VERSION")
+MINOR_PATCH=${VERSION#1.}
+
+# VERSION is the one place the release is named; go.mod must agree with it:
+# k8s.io/kubernetes at v$VERSION and every k8s.io staging module replaced
+# with v0.$MINOR_PATCH (the release published with it).
+check_versions() {
+  local bad=0 line
+  grep -Eq "^[[:space:]]*k8s\.io/kubernetes v$VERSION\$" "$MOD/go.mod" \
+    || { echo "build-kube: go.mod does not require k8s.io/kubernetes v$VERSION (VERSION)" >&2; bad=1; }
+  while read -r line; do
+    case "$line" in
+      *" => "*" v0.$MINOR_PATCH") ;;
+      *) echo "build-kube: go.mod replace '$line' is not v0.$MINOR_PATCH (VERSION $VERSION)" >&2; bad=1 ;;
+    esac
+  done < <(grep -E '^[[:space:]]*k8s\.io/[a-z-]+ => ' "$MOD/go.mod")
+  [ "$(grep -Ec '^[[:space:]]*k8s\.io/[a-z-]+ => ' "$MOD/go.mod")" -gt 20 ] \
+    || { echo "build-kube: go.mod lists too few k8s.io replaces" >&2; bad=1; }
+  # weft-node's default kubeletVersion (cluster.sh passes VERSION anyway).
+  grep -q "kubelet_version = \"v$VERSION\"" "$HERE/node/pod_status.h" \
+    || { echo "build-kube: localcluster/node/pod_status.h's kubelet_version is not v$VERSION" >&2; bad=1; }
+  return $bad
+}
+if [ "${1:-}" = --check ]; then
+  check_versions && echo "build-kube: VERSION $VERSION and go.mod agree"
+  exit
+fi
+check_versions
+
+# shellcheck source=kube-bin.sh
+. "$HERE/kube-bin.sh"
+[ "$WEFT_KUBE_LEGACY" = 1 ] && exec "$HERE/build-kube-debian.sh" "$@"
+CACHE=${1:-${WEFT_KUBE_CACHE:-$HOME/.cache/weft/kube-v$VERSION}}
 BIN=$CACHE/bin
-K8S_VERSION=1.20.5+really1.20.2-1.1+deb12u1
+BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd"
 
 have_all() {
-  [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$BIN/kube-scheduler" ]
+  local b
+  for b in $BINARIES; do [ -x "$BIN/$b" ] || return 1; done
 }
 have_all && { echo "build-kube: cached in $BIN"; exit 0; }
 
@@ -23,60 +70,53 @@ exec 9>"$CACHE/.build.lock"
 flock 9
 have_all && { echo "build-kube: cached in $BIN (built by a concurrent run)"; exit 0; }
 
-for tool in go rsync apt-get dpkg patch make; do
-  command -v "$tool" >/dev/null || { echo "build-kube: '$tool' not found; run scripts/install-deps.sh kube" >&2; exit 1; }
-done
+GO=${GO:-}
+go_ok() { # $1: a go command; true when it is at least the go.mod's version
+  local want have
+  want=$(sed -n 's/^go //p' "$MOD/go.mod")
+  have=$("$1" env GOVERSION 2>/dev/null | sed 's/^go//') || return 1
+  [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ]
+}
+if [ -z "$GO" ]; then
+  for g in go /usr/local/go/bin/go; do
+    if command -v "$g" >/dev/null && go_ok "$g"; then GO=$g; break; fi
+  done
+fi
+[ -n "$GO" ] && go_ok "$GO" || {
+  echo "build-kube: Go >= $(sed -n 's/^go //p' "$MOD/go.mod") not found (set GO=...); run scripts/install-deps.sh kube" >&2
+  exit 1
+}
 
-W=$CACHE/work
-rm -rf "$W"
-mkdir -p "$W/apt/lists/partial" "$W/apt/cache/archives/partial" "$W/src" "$BIN"
-KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
-# A private apt configuration with bookworm deb-src entries on the mirror this
-# machine already uses, so the system's apt state is left untouched.
-MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
-[ -n "$MIRROR" ] || MIRROR=$(awk '$1=="deb"{for(i=2;i<=NF;i++) if($i ~ /^https?:/){print $i; exit}}' /etc/apt/sources.list 2>/dev/null)
-[ -n "$MIRROR" ] || { echo "build-kube: no Debian mirror found in apt sources" >&2; exit 1; }
-cat > "$W/apt/sources.list" <<SRC
-deb-src [signed-by=$KEYRING] $MIRROR bookworm main
-deb [signed-by=$KEYRING] $MIRROR bookworm main
-SRC
-cat > "$W/apt/apt.conf" <<CONF
-Dir::Etc::sourcelist "$W/apt/sources.list";
-Dir::Etc::sourceparts "/nonexistent";
-Dir::State::Lists "$W/apt/lists";
-Dir::Cache "$W/apt/cache";
-Debug::NoLocking "true";
-CONF
-export APT_CONFIG=$W/apt/apt.conf
-echo "build-kube: fetching kubernetes=$K8S_VERSION source from $MIRROR"
-apt-get -q update >"$W/apt.log" 2>&1 || { cat "$W/apt.log" >&2; exit 1; }
-cd "$W/src"
-apt-get -q source --download-only "kubernetes=$K8S_VERSION" >>"$W/apt.log" 2>&1 || { cat "$W/apt.log" >&2; exit 1; }
-apt-get -q download golang-github-modern-go-reflect2-dev >>"$W/apt.log" 2>&1 || { cat "$W/apt.log" >&2; exit 1; }
-tar xzf kubernetes_1.20.5+really1.20.2.orig.tar.gz
-dpkg -x golang-github-modern-go-reflect2-dev_*.deb r2
-cd kubernetes-1.20.2
-tar xJf ../kubernetes_1.20.5+really1.20.2-1.1+deb12u1.debian.tar.xz
-while read -r p; do
-  case "$p" in ''|\#*) continue ;; esac
-  patch -p1 -s < "debian/patches/$p"
-done < debian/patches/series
-# The vendored reflect2 v1.0.1 breaks map iteration with Go >= 1.18; Debian's
-# v1.0.2 is API-compatible, so swap it in and record the swap in modules.txt.
-cp vendor/github.com/modern-go/reflect2/LICENSE ../reflect2.LICENSE
-rm -rf vendor/github.com/modern-go/reflect2
-cp -r ../r2/usr/share/gocode/src/github.com/modern-go/reflect2 vendor/github.com/modern-go/reflect2
-rm -f vendor/github.com/modern-go/reflect2/go.mod
-cp ../reflect2.LICENSE vendor/github.com/modern-go/reflect2/LICENSE
-sed -i "s#=> github.com/modern-go/reflect2 v1.0.1\$#=> github.com/modern-go/reflect2 v1.0.2#" vendor/modules.txt go.mod
-
-echo "build-kube: compiling (several minutes on 2 cores)"
-export CGO_ENABLED=0 GOPROXY=off GOFLAGS=-mod=vendor GO111MODULE=on
-export GOCACHE=$CACHE/gocache GOPATH=$W/gopath
-make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" >"$W/make.log" 2>&1 \
-  || { tail -40 "$W/make.log" >&2; exit 1; }
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
-  cp "_output/bin/$b" "$BIN/$b.tmp" && mv "$BIN/$b.tmp" "$BIN/$b"
+mkdir -p "$BIN"
+LOG=$CACHE/build.log
+echo "build-kube: building Kubernetes v$VERSION with $("$GO" env GOVERSION) (about 15 minutes on 2 cores the first time)"
+# Like hack/lib/version.sh: the version the binaries (and `kubectl version`)
+# report. The staging modules are ordinary modules here, so the symbols have
+# no vendor/ prefix.
+COMMIT=$(printf 'v%s' "$VERSION" | sha1sum | cut -c1-40)
+LDFLAGS="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  LDFLAGS="$LDFLAGS -X $p.gitVersion=v$VERSION -X $p.gitMajor=1 -X $p.gitMinor=${MINOR_PATCH%%.*}"
+  LDFLAGS="$LDFLAGS -X $p.gitTreeState=clean -X $p.gitCommit=$COMMIT -X $p.buildDate=1970-01-01T00:00:00Z"
 done
-cd "$CACHE" && rm -rf "$W" "$CACHE/gocache"
+STAGE=$CACHE/stage
+rm -rf "$STAGE"
+mkdir -p "$STAGE"
+start=$(date +%s)
+(
+  cd "$MOD"
+  export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+  "$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$STAGE/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kubectl
+  "$GO" build -trimpath -buildvcs=false -ldflags "-s -w" -o "$STAGE/etcd" go.etcd.io/etcd/server/v3
+) >"$LOG" 2>&1 || { tail -40 "$LOG" >&2; exit 1; }
+for b in $BINARIES; do
+  cp "$STAGE/$b" "$BIN/$b.tmp" && mv "$BIN/$b.tmp" "$BIN/$b"
+done
+rm -rf "$STAGE"
+echo "build-kube: built in $(( $(date +%s) - start )) s into $BIN" | tee -a "$LOG"
 "$BIN/kube-apiserver" --version

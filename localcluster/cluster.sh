@@ -1,7 +1,8 @@
 #!/bin/bash
 # A whole local Kubernetes cluster on this machine, no containers needed:
 # the testenv control plane (etcd, kube-apiserver, controller-manager,
-# scheduler v1.20.2), the TrainingJob CRD and RBAC, weft-node (the node
+# scheduler v1.20.2, or the current release with WEFT_KUBE_VERSION=current),
+# the TrainingJob CRD and RBAC, weft-node (the node
 # agent: pods run as local processes, see localcluster/node/agent.h) and
 # weft-operator running as the chart's ServiceAccount (not admin).
 #
@@ -27,6 +28,8 @@ BUILD=$(cd "${3:?BUILD_DIR}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/.." && pwd)
 BIN=$BUILD/bin
+# shellcheck source=kube-bin.sh
+. "$HERE/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 
 stop_pid() {  # stop_pid NAME: SIGTERM, wait up to 5 s, SIGKILL
   local f="$DIR/$1.pid" pid
@@ -92,7 +95,7 @@ KC
   mkdir -p "$DIR/logs"
   setsid "$BIN/weft-node" --kubeconfig "$DIR/kubeconfig" --state-dir "$DIR/node" \
     --nodes "${WEFT_CLUSTER_NODES:-1}" --cpu "${WEFT_NODE_CPU:-32}" --bin-dir "${WEFT_CLUSTER_BIN_DIR:-$BIN}" ${WEFT_NODE_ARGS:-} \
-    --pod-ip-octet "$OCTET" \
+    --pod-ip-octet "$OCTET" --kubelet-version "v$WEFT_KUBE_VERSION" \
     </dev/null >>"$DIR/logs/weft-node.log" 2>&1 &
   echo $! > "$DIR/weft-node.pid"
   kubectl wait --for condition=established --timeout=60s crd/trainingjobs.weft.dev >/dev/null

@@ -38,6 +38,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/.." && pwd)
 STATE=$DIR/metrics${WATCH:+-$WATCH}
 export KUBECONFIG=$DIR/kubeconfig
+# shellcheck source=kube-bin.sh
+. "$HERE/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 
 stop_vm() {
   local f=$STATE/vm.pid pid
@@ -95,11 +97,17 @@ up)
     kubectl create clusterrolebinding weft-metrics --clusterrole=weft-metrics --serviceaccount="$sa_ns:weft-metrics" \
       --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   fi
+  # The ServiceAccount's token Secret (1.20), or a token from the
+  # TokenRequest API, valid for a day (>= 1.24 makes no such Secret).
   token=""
   for _ in $(seq 1 100); do
-    secret=$(kubectl get sa weft-metrics -n "$sa_ns" -o jsonpath='{.secrets[0].name}' 2>/dev/null || true)
-    [ -n "$secret" ] && token=$(kubectl get secret "$secret" -n "$sa_ns" -o jsonpath='{.data.token}' 2>/dev/null | base64 -d) \
-      && [ -n "$token" ] && break
+    if [ "$WEFT_KUBE_LEGACY" = 1 ]; then
+      secret=$(kubectl get sa weft-metrics -n "$sa_ns" -o jsonpath='{.secrets[0].name}' 2>/dev/null || true)
+      [ -n "$secret" ] && token=$(kubectl get secret "$secret" -n "$sa_ns" -o jsonpath='{.data.token}' 2>/dev/null | base64 -d)
+    else
+      token=$(kubectl create token weft-metrics -n "$sa_ns" --duration=24h 2>/dev/null || true)
+    fi
+    [ -n "$token" ] && break
     sleep 0.1
   done
   [ -n "$token" ] || { echo "metrics: no token for ServiceAccount $sa_ns/weft-metrics" >&2; exit 1; }

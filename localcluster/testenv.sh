@@ -2,7 +2,9 @@
 # The local Kubernetes control plane (the `kube` ctest fixture's and
 # cluster.sh's), like controller-runtime's envtest but with the real garbage
 # collector and scheduler: etcd, kube-apiserver, kube-controller-manager and
-# kube-scheduler v1.20.2 on loopback, with fresh certificates, RBAC on and an
+# kube-scheduler v1.20.2, or with WEFT_KUBE_VERSION=current the release
+# localcluster/kube/VERSION names (see kube-bin.sh; build-kube.sh builds
+# either) on loopback, with fresh certificates, RBAC on and an
 # admin kubeconfig. No kubelet: pods stay
 # unbound or Pending unless a test writes their status.
 #
@@ -12,7 +14,8 @@
 #   stop               stops everything started from DIR (by pid file) and wipes etcd data
 #   restart-apiserver  stops kube-apiserver and starts it again on the same port
 #   status             exit 0 when the apiserver answers /readyz
-# Env: WEFT_KUBE_BIN (binaries; default ~/.cache/weft/kube-v1.20.2/bin),
+# Env: WEFT_KUBE_VERSION (1.20.2, the default, or current), WEFT_KUBE_BIN
+#      (binaries; default ~/.cache/weft/kube-v<version>/bin, see kube-bin.sh),
 #      WEFT_KUBE_CONTROLLERS=0 to skip controller-manager and scheduler,
 #      WEFT_KUBE_CRDS (a file or directory of CustomResourceDefinitions) to
 #      install before the controller-manager starts: its garbage collector
@@ -21,7 +24,15 @@
 set -euo pipefail
 CMD=${1:?usage: testenv.sh start|stop|restart-apiserver|status DIR}
 DIR=${2:?usage: testenv.sh $CMD DIR}
-BIN=${WEFT_KUBE_BIN:-$HOME/.cache/weft/kube-v1.20.2/bin}
+# shellcheck source=kube-bin.sh
+. "$(dirname "$0")/kube-bin.sh"
+BIN=$WEFT_KUBE_BIN
+if [ "$WEFT_KUBE_LEGACY" = 1 ]; then
+  # 1.20: Debian's etcd; the flags that turn off insecure serving (removed since).
+  ETCD=etcd INSECURE_PORT=--insecure-port=0 PORT0=--port=0 VALIDATE=--validate=false
+else
+  ETCD=$BIN/etcd INSECURE_PORT="" PORT0="" VALIDATE=""
+fi
 P=$DIR/pki
 LOGS=$DIR/logs
 
@@ -72,7 +83,7 @@ make_pki() {
 start_apiserver() {
   setsid "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" --insecure-port=0 \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" $INSECURE_PORT \
     --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
     --client-ca-file="$P/ca.crt" --token-auth-file="$P/tokens.csv" \
     --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
@@ -100,7 +111,7 @@ start)
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
     [ -x "$BIN/$b" ] || { echo "testenv: $BIN/$b missing; run localcluster/build-kube.sh" >&2; exit 1; }
   done
-  command -v etcd >/dev/null || { echo "testenv: etcd not found; run scripts/install-deps.sh kube" >&2; exit 1; }
+  command -v "$ETCD" >/dev/null || { echo "testenv: $ETCD not found; run scripts/install-deps.sh kube or localcluster/build-kube.sh" >&2; exit 1; }
   for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one $c; done
   rm -rf "$DIR/etcd" "$DIR/certs" "$LOGS"
   mkdir -p "$LOGS"
@@ -117,6 +128,7 @@ ETCD_PEER_PORT=$ETCD_PEER_PORT
 APISERVER_PORT=$APISERVER_PORT
 KUBECONFIG=$DIR/kubeconfig
 WEFT_KUBE_BIN=$BIN
+WEFT_KUBE_VERSION=$WEFT_KUBE_VERSION
 ENV
   b64() { base64 -w0 < "$1"; }
   cat > "$DIR/kubeconfig" <<KC
@@ -137,7 +149,7 @@ contexts:
   context: {cluster: weft-testenv, user: weft-admin, namespace: default}
 current-context: weft-testenv
 KC
-  setsid etcd --name weft --data-dir "$DIR/etcd" \
+  setsid "$ETCD" --name weft --data-dir "$DIR/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "weft=http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -158,19 +170,19 @@ KC
   done
   [ $started = 1 ] || exit 1
   if [ -n "${WEFT_KUBE_CRDS:-}" ]; then
-    kubectl --kubeconfig="$DIR/kubeconfig" apply --validate=false -f "$WEFT_KUBE_CRDS" >/dev/null
+    kubectl --kubeconfig="$DIR/kubeconfig" apply $VALIDATE -f "$WEFT_KUBE_CRDS" >/dev/null
     kubectl --kubeconfig="$DIR/kubeconfig" wait --for condition=established --timeout=60s \
       -f "$WEFT_KUBE_CRDS" >/dev/null
   fi
   if [ "${WEFT_KUBE_CONTROLLERS:-1}" = 1 ]; then
     setsid "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
-      --port=0 --secure-port=0 --leader-elect=false \
+      $PORT0 --secure-port=0 --leader-elect=false \
       --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
       --use-service-account-credentials=true --concurrent-gc-syncs=5 \
       --v=1 </dev/null >"$LOGS/kube-controller-manager.log" 2>&1 &
     echo $! > "$DIR/kube-controller-manager.pid"
     setsid "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" \
-      --port=0 --secure-port=0 --leader-elect=false --v=1 \
+      $PORT0 --secure-port=0 --leader-elect=false --v=1 \
       </dev/null >"$LOGS/kube-scheduler.log" 2>&1 &
     echo $! > "$DIR/kube-scheduler.pid"
     # Pods are only admitted once the namespace's default ServiceAccount exists.

@@ -70,6 +70,8 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--cpu", f.opts.capacity.cpu, "cpu capacity per Node");
   app.add_option("--memory", f.opts.capacity.memory, "memory capacity per Node");
   app.add_option("--pods", f.opts.capacity.pods, "pod capacity per Node");
+  app.add_option("--kubelet-version", f.opts.capacity.kubelet_version,
+                 "the kubeletVersion the Nodes report (the control plane's release)");
   app.add_option("--pod-ip-octet", f.octet, "pod IPs are 127.<octet>.x.y")->check(CLI::Range(1, 254));
   app.add_option("--qps", f.qps, "client-side API rate limit");
   app.add_option("--burst", f.burst, "client-side API burst");

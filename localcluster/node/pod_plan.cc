@@ -210,6 +210,10 @@ std::variant<PodPlan, PlanError> plan_pod(const Json& pod, const ObjectLookup& l
         if (src.contains("defaultMode") && src["defaultMode"].is_number()) vs.default_mode = src["defaultMode"];
       } else if (v.contains("emptyDir")) {
         vs.kind = VolumeKind::EmptyDir;
+      } else if (v.contains("projected") && vs.name.rfind("kube-api-access-", 0) == 0) {
+        // The ServiceAccount token volume API servers >= 1.22 add to every
+        // pod: the local processes do not read it, so it stays empty.
+        vs.kind = VolumeKind::EmptyDir;
       } else if (v.contains("hostPath")) {
         vs.kind = VolumeKind::HostPath;
         vs.host_path = str(v["hostPath"], "path");

@@ -67,6 +67,9 @@ struct NodeCapacity {
   std::string memory = "128Gi";
   std::string pods = "110";
   std::string ephemeral_storage = "100Gi";
+  // status.nodeInfo.kubeletVersion: the control plane's release
+  // (localcluster/kube/VERSION; cluster.sh passes --kubelet-version).
+  std::string kubelet_version = "v1.37.2";
 };
 
 // A whole Node object for create (status included), Ready, with

@@ -392,7 +392,8 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
   if (s.restart.max_restarts < 0) e.push_back({"spec.restartPolicy.maxRestarts", "must be >= 0"});
   if (s.restart.backoff_seconds < 0 || s.restart.backoff_seconds > s.restart.max_backoff_seconds)
     e.push_back({"spec.restartPolicy.backoffSeconds", "must be in [0, maxBackoffSeconds]"});
-  if (s.bucket_tuning.enabled && !(s.bucket_tuning.min_mb > 0 && s.bucket_tuning.min_mb <= s.bucket_tuning.max_mb))
+  // minMB <= maxMB whether or not the tuning is on, as the CRD's CEL rule.
+  if ((s.bucket_tuning.enabled && !(s.bucket_tuning.min_mb > 0)) || s.bucket_tuning.min_mb > s.bucket_tuning.max_mb)
     e.push_back({"spec.tuning.bucketSize", "needs 0 < minMB <= maxMB"});
   for (const auto& [field, mb] : {std::pair{"minMB", s.bucket_tuning.min_mb}, std::pair{"maxMB", s.bucket_tuning.max_mb}})
     if (s.bucket_tuning.enabled && !contract::valid_bucket_cap_mb(mb))

@@ -10,6 +10,7 @@ shift || true
 DIR=$(mktemp -d /tmp/weft-operator-bench.XXXXXX)
 trap '"$SRC/localcluster/testenv.sh" stop "$DIR"; rm -rf "$DIR"' EXIT
 "$SRC/localcluster/build-kube.sh" >/dev/null
+. "$SRC/localcluster/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 "$SRC/localcluster/testenv.sh" start "$DIR" >/dev/null
 kubectl --kubeconfig "$DIR/kubeconfig" apply --validate=false -f "$SRC/manifests/crd/" >/dev/null
 kubectl --kubeconfig "$DIR/kubeconfig" wait --for condition=established crd/trainingjobs.weft.dev >/dev/null

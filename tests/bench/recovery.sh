@@ -25,6 +25,7 @@ CLUSTER=$BUILD/recovery-cluster
 "$SRC/localcluster/cluster.sh" up "$CLUSTER" "$BUILD" >/dev/null
 trap '"$SRC/localcluster/cluster.sh" down "$CLUSTER" "$BUILD" >/dev/null 2>&1 || true' EXIT
 export KUBECONFIG=$CLUSTER/kubeconfig
+. "$SRC/localcluster/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 : > "$CLUSTER/rows.txt"
 STATE=$CLUSTER/node
 NS=recovery

@@ -7,6 +7,7 @@
 set -uo pipefail
 CLUSTER=$1 SRC=$2 TEST=$3
 export KUBECONFIG=$CLUSTER/kubeconfig
+. "$SRC/localcluster/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 STATE=$CLUSTER/node
 NS=e2e-$TEST-$$
 T0=$(date +%s%N)

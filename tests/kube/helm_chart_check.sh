@@ -9,6 +9,7 @@
 set -uo pipefail
 DIR=$1 SRC=$2
 export KUBECONFIG=$DIR/kubeconfig
+. "$SRC/localcluster/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 HELM=$("$SRC/tests/kube/get-helm.sh"); rc=$?
 [ $rc = 0 ] || exit $rc
 CHART=$SRC/charts/weft
@@ -46,6 +47,8 @@ for row in "${MATRIX[@]}"; do
   for kind in $want; do grep -q "^kind: $kind\$" <<<"$rendered" || fail "[$i] $values: renders no $kind"; done
   for kind in $unwanted; do ! grep -q "^kind: $kind\$" <<<"$rendered" || fail "[$i] $values: renders a $kind"; done
   out=$(kubectl apply -f - <<<"$rendered" 2>&1) || fail "[$i] API server rejects the chart ($values): $out"
+  # No deprecated API, field or value (the API server's warnings).
+  ! grep -qi 'warning' <<<"$out" || fail "[$i] the API server warns about the chart ($values): $out"
   case "$values" in
     *watchNamespace=*) grep -q -- "--namespace=$TEAM" <<<"$rendered" || fail "[$i] watchNamespace is not passed to the operator" ;;
   esac
