@@ -227,6 +227,11 @@ Result<Json> KubeApi::create(const Resource& r, const std::string& ns, const Jso
   return impl_->call("create", http::methods::POST, r.path(ns), &obj);
 }
 
+Result<Json> KubeApi::create_subresource(const Resource& r, const std::string& ns, const std::string& name,
+                                         const std::string& sub, const Json& body) {
+  return impl_->call("create", http::methods::POST, r.path(ns, name, sub), &body);
+}
+
 Result<Json> KubeApi::update(const Resource& r, const std::string& ns, const Json& obj) {
   return impl_->call("update", http::methods::PUT, r.path(ns, obj["metadata"].value("name", "")), &obj);
 }
@@ -240,6 +245,12 @@ Result<Json> KubeApi::merge_patch(const Resource& r, const std::string& ns, cons
                                   const Json& patch, bool status) {
   return impl_->call(status ? "patch_status" : "patch", http::methods::PATCH, r.path(ns, name, status ? "status" : ""),
                      &patch, "application/merge-patch+json");
+}
+
+Result<Json> KubeApi::strategic_merge_patch(const Resource& r, const std::string& ns, const std::string& name,
+                                            const Json& patch, bool status) {
+  return impl_->call(status ? "patch_status" : "patch", http::methods::PATCH, r.path(ns, name, status ? "status" : ""),
+                     &patch, "application/strategic-merge-patch+json");
 }
 
 Result<Json> KubeApi::remove(const Resource& r, const std::string& ns, const std::string& name,

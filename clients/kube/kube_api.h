@@ -83,12 +83,22 @@ class KubeApi {
   // All pages, concatenated.
   Result<ListResult> list(const Resource& r, const std::string& ns, const ListOptions& opts = {});
   Result<Json> create(const Resource& r, const std::string& ns, const Json& obj);
+  // POST to a subresource of an object, e.g. a ServiceAccount's `token`
+  // (a TokenRequest); returns what the server answers.
+  Result<Json> create_subresource(const Resource& r, const std::string& ns, const std::string& name,
+                                  const std::string& sub, const Json& body);
   // PUT with obj.metadata.resourceVersion; Conflict when it is stale.
   Result<Json> update(const Resource& r, const std::string& ns, const Json& obj);
   Result<Json> update_status(const Resource& r, const std::string& ns, const Json& obj);
   // JSON merge patch (RFC 7386) of the object or of its status subresource.
   Result<Json> merge_patch(const Resource& r, const std::string& ns, const std::string& name, const Json& patch,
                            bool status = false);
+  // Strategic merge patch: for built-in kinds only (the API server refuses
+  // it for custom resources). Lists the Kubernetes types mark as merged by a
+  // key (a pod's status.conditions by `type`) keep the entries the patch
+  // does not name, e.g. a condition another writer set meanwhile.
+  Result<Json> strategic_merge_patch(const Resource& r, const std::string& ns, const std::string& name,
+                                     const Json& patch, bool status = false);
   // Deletes; `uid` (optional) is a precondition so a recreated object with
   // the same name is left alone. NotFound is returned as an error.
   // `grace_period_seconds` >= 0 overrides the object's grace period (a node

@@ -49,6 +49,8 @@ struct NodeAgent::Entry {
 
 namespace {
 
+const kube::Resource kServiceAccounts{"", "v1", "serviceaccounts", "ServiceAccount"};
+
 std::string now_str() { return kube::format_time(std::chrono::system_clock::now()); }
 
 size_t digest(const std::map<std::string, std::string>& files) {
@@ -333,6 +335,32 @@ bool NodeAgent::start_run(const Json& pod, Entry& e, std::string* reason, std::s
     } else if (v.kind == VolumeKind::EmptyDir) {
       if (!fs::exists(vdir)) make_dirs(vdir, 0777);
       sources[v.name] = vdir;
+    } else if (v.kind == VolumeKind::Projected) {
+      // As the kubelet: each token requested for the pod's ServiceAccount,
+      // bound to the pod (gone with it). Not refreshed: the ServiceAccount
+      // admission's 3607 s tokens are issued for a year by API servers with
+      // --service-account-extend-token-expiration (the default).
+      std::map<std::string, std::string> files = v.files;
+      for (const auto& t : v.tokens) {
+        Json spec = {{"expirationSeconds", t.expiration_seconds},
+                     {"boundObjectRef", {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", e.name},
+                                         {"uid", pod["metadata"].value("uid", "")}}}};
+        if (!t.audience.empty()) spec["audiences"] = Json::array({t.audience});
+        auto res = api_.create_subresource(kServiceAccounts, e.ns, v.service_account, "token",
+                                           {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"},
+                                            {"spec", spec}});
+        const std::string token = res ? res->value("status", Json::object()).value("token", "") : "";
+        if (token.empty()) {
+          *reason = "ContainerCreating";
+          *message = "MountVolume.SetUp failed for volume \"" + v.name + "\": token of serviceaccount \"" +
+                     v.service_account + "\": " + (res ? "no token in the answer" : res.error().message);
+          return false;
+        }
+        files[t.path] = token;
+      }
+      if (auto err = write_atomic_dir(vdir, files, v.default_mode); !err.empty())
+        return *reason = "ContainerCreating", *message = err, false;
+      sources[v.name] = vdir;
     } else {
       const bool secret = v.kind == VolumeKind::Secret;
       auto obj = secret ? secrets_.get(e.ns, v.object) : configmaps_.get(e.ns, v.object);
@@ -366,7 +394,7 @@ bool NodeAgent::start_run(const Json& pod, Entry& e, std::string* reason, std::s
     }
     bool ro = m.read_only;
     for (const auto& v : plan.volumes)
-      if (v.name == m.volume && (v.kind == VolumeKind::ConfigMap || v.kind == VolumeKind::Secret)) ro = true;
+      if (v.name == m.volume && v.kind != VolumeKind::EmptyDir && v.kind != VolumeKind::HostPath) ro = true;
     L.mounts.push_back({src, m.mount_path, ro});
   }
 
@@ -563,7 +591,11 @@ void NodeAgent::write_status(const Json& pod, Entry& e) {
   Json st = build_pod_status(pod, v, now_str());
   Json sig = status_signature(st);
   if (sig == e.last_status_sig) return;
-  auto res = api_.merge_patch(kube::kPods, e.ns, e.name, {{"status", st}}, true);
+  // Strategic merge: status.conditions merge by type, so a condition another
+  // writer added (the API server's DisruptionTarget on an eviction) stays,
+  // even one this agent's cache has not seen yet; a JSON merge patch would
+  // replace the whole list.
+  auto res = api_.strategic_merge_patch(kube::kPods, e.ns, e.name, {{"status", st}}, true);
   if (!res) {
     if (!res.error().not_found()) spdlog::warn("pod {}/{}: status write failed: {}", e.ns, e.name, res.error().message);
     return;

@@ -38,6 +38,56 @@ std::optional<std::string> field_value(const Json& pod, const std::string& path,
   return std::nullopt;
 }
 
+// A projected volume's sources (the kubelet's four): configMap, secret and
+// downwardAPI resolved into vs->files now, serviceAccountToken left to the
+// agent (vs->tokens). Returns why it cannot be planned, or "".
+std::string plan_projected(const Json& pod, const Json& projected, const ObjectLookup& lookup,
+                           const std::string& pod_ip, const std::string& host_ip, VolumeSpec* vs) {
+  const std::string ns = str(pod["metadata"], "namespace");
+  vs->service_account = str(pod["spec"], "serviceAccountName");
+  if (vs->service_account.empty()) vs->service_account = "default";
+  if (projected.contains("defaultMode") && projected["defaultMode"].is_number())
+    vs->default_mode = projected["defaultMode"];
+  if (!projected.contains("sources") || !projected["sources"].is_array()) return "projected: no sources";
+  for (const auto& src : projected["sources"]) {
+    if (src.contains("serviceAccountToken")) {
+      const Json& t = src["serviceAccountToken"];
+      TokenSource ts;
+      ts.path = str(t, "path");
+      ts.audience = str(t, "audience");
+      if (t.contains("expirationSeconds") && t["expirationSeconds"].is_number_integer())
+        ts.expiration_seconds = t["expirationSeconds"];
+      if (ts.path.empty()) return "serviceAccountToken without a path";
+      vs->tokens.push_back(ts);
+    } else if (src.contains("configMap") || src.contains("secret")) {
+      const bool secret = src.contains("secret");
+      const Json& s = secret ? src["secret"] : src["configMap"];
+      const std::string name = str(s, "name");
+      const Json* obj = secret ? lookup.secret(ns, name) : lookup.configmap(ns, name);
+      if (!obj) {
+        if (flag(s, "optional")) continue;
+        return std::string(secret ? "secret" : "configmap") + " \"" + name + "\" not found";
+      }
+      auto f = volume_files(*obj, s.contains("items") ? s["items"] : Json::array(), secret);
+      if (auto* bad = std::get_if<std::string>(&f)) return std::string(secret ? "secret" : "configmap") + " \"" + name + "\": " + *bad;
+      for (auto& [path, bytes] : std::get<0>(f)) vs->files[path] = bytes;
+    } else if (src.contains("downwardAPI")) {
+      const Json& d = src["downwardAPI"];
+      if (d.contains("items"))
+        for (const auto& item : d["items"]) {
+          if (!item.contains("fieldRef")) return "downwardAPI item " + str(item, "path") + ": only fieldRef is supported";
+          const std::string field = str(item["fieldRef"], "fieldPath");
+          auto value = field_value(pod, field, pod_ip, host_ip);
+          if (!value) return "downwardAPI item " + str(item, "path") + ": unsupported fieldPath '" + field + "'";
+          vs->files[str(item, "path")] = *value;
+        }
+    } else {
+      return "projected: only serviceAccountToken, configMap, secret and downwardAPI sources are supported";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string base64_decode(const std::string& in) {
@@ -210,17 +260,17 @@ std::variant<PodPlan, PlanError> plan_pod(const Json& pod, const ObjectLookup& l
         if (src.contains("defaultMode") && src["defaultMode"].is_number()) vs.default_mode = src["defaultMode"];
       } else if (v.contains("emptyDir")) {
         vs.kind = VolumeKind::EmptyDir;
-      } else if (v.contains("projected") && vs.name.rfind("kube-api-access-", 0) == 0) {
-        // The ServiceAccount token volume API servers >= 1.22 add to every
-        // pod: the local processes do not read it, so it stays empty.
-        vs.kind = VolumeKind::EmptyDir;
+      } else if (v.contains("projected")) {
+        vs.kind = VolumeKind::Projected;
+        if (auto err = plan_projected(pod, v["projected"], lookup, pod_ip, host_ip, &vs); !err.empty())
+          return PlanError{"CreateContainerConfigError", "volume " + vs.name + ": " + err};
       } else if (v.contains("hostPath")) {
         vs.kind = VolumeKind::HostPath;
         vs.host_path = str(v["hostPath"], "path");
         vs.host_type = str(v["hostPath"], "type");
       } else {
         return PlanError{"CreateContainerConfigError",
-                         "volume " + vs.name + ": only configMap, secret, emptyDir and hostPath are supported"};
+                         "volume " + vs.name + ": only configMap, secret, emptyDir, hostPath and projected are supported"};
       }
       p.volumes.push_back(vs);
     }

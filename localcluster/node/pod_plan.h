@@ -27,7 +27,16 @@ namespace weft::node {
 
 using Json = nlohmann::json;
 
-enum class VolumeKind { ConfigMap, Secret, EmptyDir, HostPath };
+enum class VolumeKind { ConfigMap, Secret, EmptyDir, HostPath, Projected };
+
+// A projected volume's serviceAccountToken source: the agent asks the API
+// server for a token of the pod's ServiceAccount bound to the pod
+// (TokenRequest) when the container starts.
+struct TokenSource {
+  std::string path;             // file in the volume
+  std::string audience;         // "" = the API server's own audiences
+  int expiration_seconds = 3600;
+};
 
 struct VolumeSpec {
   std::string name;
@@ -38,6 +47,13 @@ struct VolumeSpec {
   int default_mode = 0644;
   std::string host_path;     // HostPath
   std::string host_type;     // "", DirectoryOrCreate, Directory, FileOrCreate, File
+  // Projected: the configMap, secret and downwardAPI sources resolved when
+  // the pod was planned (path -> bytes), and the tokens still to request for
+  // `service_account` (the ServiceAccount admission's kube-api-access-*
+  // volume: token, ca.crt from kube-root-ca.crt, namespace).
+  std::map<std::string, std::string> files;
+  std::vector<TokenSource> tokens;
+  std::string service_account;
 };
 
 struct MountSpec {

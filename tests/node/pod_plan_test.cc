@@ -117,6 +117,48 @@ TEST(PodPlan, VolumesAndMounts) {
   ASSERT_TRUE(std::holds_alternative<PlanError>(unknown));
 }
 
+// The ServiceAccount admission's kube-api-access-* volume (API servers >=
+// 1.22): the token is left to the agent (a TokenRequest for the pod's
+// ServiceAccount), ca.crt and namespace are resolved here; a source
+// weft-node does not know is refused by name.
+TEST(PodPlan, ProjectedServiceAccountVolume) {
+  Objects objs;
+  Json c = {{"command", {"weft-operator"}},
+            {"volumeMounts", {{{"name", "kube-api-access-x1"}, {"mountPath", "/var/run/secrets/kubernetes.io/serviceaccount"}}}}};
+  Json vols = {{{"name", "kube-api-access-x1"},
+                {"projected",
+                 {{"defaultMode", 420},
+                  {"sources",
+                   {{{"serviceAccountToken", {{"expirationSeconds", 3607}, {"path", "token"}}}},
+                    {{"configMap", {{"name", "kube-root-ca.crt"}, {"items", {{{"key", "ca.crt"}, {"path", "ca.crt"}}}}}}},
+                    {{"downwardAPI",
+                      {{"items", {{{"path", "namespace"}, {"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", "metadata.namespace"}}}}}}}}}}}}}}};
+  Json pod = pod_with(c, vols);
+  pod["spec"]["serviceAccountName"] = "weft-operator";
+  auto missing = plan_pod(pod, objs.lookup(), "", "");
+  ASSERT_TRUE(std::holds_alternative<PlanError>(missing)) << "kube-root-ca.crt not published yet";
+  EXPECT_NE(std::get<PlanError>(missing).message.find("configmap \"kube-root-ca.crt\" not found"), std::string::npos)
+      << std::get<PlanError>(missing).message;
+  objs.configmaps["ns/kube-root-ca.crt"] = {{"data", {{"ca.crt", "-----BEGIN CERTIFICATE-----\n"}}}};
+  auto r = plan_pod(pod, objs.lookup(), "", "");
+  ASSERT_TRUE(std::holds_alternative<PodPlan>(r)) << std::get<PlanError>(r).message;
+  const VolumeSpec& v = std::get<PodPlan>(r).volumes.at(0);
+  EXPECT_EQ(v.kind, VolumeKind::Projected);
+  EXPECT_EQ(v.default_mode, 420);
+  EXPECT_EQ(v.service_account, "weft-operator");
+  ASSERT_EQ(v.tokens.size(), 1u);
+  EXPECT_EQ(v.tokens[0].path, "token");
+  EXPECT_EQ(v.tokens[0].expiration_seconds, 3607);
+  EXPECT_EQ(v.files, (std::map<std::string, std::string>{{"ca.crt", "-----BEGIN CERTIFICATE-----\n"},
+                                                         {"namespace", "ns"}}));
+  vols[0]["projected"]["sources"].push_back({{"clusterTrustBundle", {{"path", "b"}}}});
+  auto bad = plan_pod(pod_with(c, vols), objs.lookup(), "", "");
+  ASSERT_TRUE(std::holds_alternative<PlanError>(bad));
+  EXPECT_NE(std::get<PlanError>(bad).message.find("only serviceAccountToken, configMap, secret and downwardAPI"),
+            std::string::npos)
+      << std::get<PlanError>(bad).message;
+}
+
 TEST(PodPlan, VolumeFilesHonourItemsAndDecodeSecrets) {
   Json cm = {{"data", {{"config.yaml", "a: 1\n"}, {"bucket_cap_mb", "4"}}}};
   auto all = volume_files(cm, Json::array(), false);

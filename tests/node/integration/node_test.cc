@@ -15,15 +15,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "kube/clock.h"
 #include "kube/kube_api.h"
 #include "kube/kube_config.h"
 #include "node/pod_process.h"
@@ -423,6 +426,73 @@ TEST(NodeAgent, ReportsExitCodesRestartsAndTerminationMessages) {
   Json nc = get_pod(n, "nocmd");
   EXPECT_EQ(exit_code(nc), 128);
   EXPECT_EQ(nc["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "StartError");
+}
+
+// A pod's ServiceAccount credentials where a program in it looks for them:
+// the token (a TokenRequest bound to the pod on current API servers, the
+// token Secret on 1.20), the cluster's CA and the namespace; the token is
+// the API server's for that ServiceAccount.
+TEST(NodeAgent, MountsTheServiceAccountToken) {
+  Namespace ns;
+  Agent agent(unique("sa"));
+  const std::string n = ns.name();
+  const std::string dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("creds", agent.node(),
+                                                  "cat " + dir + "/namespace; echo; grep -c 'BEGIN CERTIFICATE' " +
+                                                      dir + "/ca.crt; cat " + dir + "/token")).ok());
+  ASSERT_TRUE(eventually([&] { return phase(n, "creds") == "Succeeded"; }, 60s)) << what_happened(agent, n, {"creds"});
+  std::istringstream out(pod_log(agent, n, get_pod(n, "creds")));
+  std::string got_ns, certs, token;
+  std::getline(out, got_ns);
+  std::getline(out, certs);
+  std::getline(out, token);
+  EXPECT_EQ(got_ns, n);
+  EXPECT_EQ(certs, "1");
+  // A JWT whose subject the API server resolves to the ServiceAccount.
+  ASSERT_EQ(std::count(token.begin(), token.end(), '.'), 2) << token;
+  kube::ClusterConfig as_pod = api().cluster();
+  as_pod.client_cert_pem.clear();
+  as_pod.client_key_pem.clear();
+  as_pod.bearer_token = token;
+  kube::KubeApi pod_api(as_pod, kube::ApiOptions{200, 400});
+  auto self = pod_api.get(kube::kPods, n, "creds");
+  ASSERT_FALSE(self.ok()) << "the default ServiceAccount may not read pods";
+  EXPECT_NE(self.error().message.find("system:serviceaccount:" + n + ":default"), std::string::npos)
+      << self.error().message;
+}
+
+// A condition another writer puts on a pod (the API server adds
+// DisruptionTarget before an eviction deletes it; the operator tells an
+// eviction from a deletion by it) outlives the agent's next status writes:
+// the agent merges its conditions by type instead of replacing the list.
+TEST(NodeAgent, KeepsPodConditionsOthersSet) {
+  Namespace ns;
+  Agent agent(unique("cond"));
+  const std::string n = ns.name();
+  const std::string flag = (agent.state() / "done").string();
+  ASSERT_TRUE(api().create(kube::kPods, n, sh_pod("marked", agent.node(),
+                                                  "while [ ! -f " + flag + " ]; do sleep 0.1; done; exit 0")).ok());
+  ASSERT_TRUE(eventually([&] { return phase(n, "marked") == "Running"; })) << what_happened(agent, n, {"marked"});
+  // A read-modify-write of the status, as the eviction does it (a conflict
+  // with the agent's own write is retried).
+  bool added = eventually([&] {
+    Json p = get_pod(n, "marked");
+    if (p.is_null()) return false;
+    p["status"]["conditions"].push_back({{"type", "DisruptionTarget"}, {"status", "True"},
+                                         {"reason", "EvictionByEvictionAPI"},
+                                         {"message", "Eviction API: evicting"},
+                                         {"lastTransitionTime", kube::format_time(std::chrono::system_clock::now())}});
+    return api().update_status(kube::kPods, n, p).ok();
+  });
+  ASSERT_TRUE(added) << what_happened(agent, n, {"marked"});
+  std::ofstream(flag) << "1";
+  ASSERT_TRUE(eventually([&] { return phase(n, "marked") == "Succeeded"; })) << what_happened(agent, n, {"marked"});
+  Json p = get_pod(n, "marked");
+  std::map<std::string, std::string> conds;
+  for (const auto& c : p["status"]["conditions"]) conds[c.value("type", "")] = c.value("status", "");
+  EXPECT_EQ(conds["DisruptionTarget"], "True") << p["status"].dump();
+  EXPECT_EQ(conds["Ready"], "False") << "the agent's own conditions still follow the container\n" << p["status"].dump();
+  EXPECT_EQ(conds["PodScheduled"], "True") << p["status"].dump();
 }
 
 // A program in a pod finds its siblings in the agent's bin dir even when a
