@@ -168,7 +168,12 @@ void set_pod_phase(const std::string& ns, const std::string& pod, const std::str
                  {{"phase", phase},
                   {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}},
                   {"containerStatuses", {cs}}}}};
-  auto r = admin_api().merge_patch(kube::kPods, ns, pod, patch, true);
+  // As a kubelet writes it: a strategic merge patch, so the conditions others
+  // own (the scheduler's PodScheduled; no node runs here, so it reports the
+  // pods unschedulable) stay. A JSON merge patch would drop them and the
+  // scheduler would write them back seconds later, changing the pods behind
+  // the operator's back.
+  auto r = admin_api().strategic_merge_patch(kube::kPods, ns, pod, patch, true);
   if (!r) ADD_FAILURE() << "set " << pod << " " << phase << ": " << r.error().message;
 }
 
