@@ -84,6 +84,22 @@ for row in "${MATRIX[@]}"; do
   echo "ok [$i] ${values:-(defaults)}"
 done
 
+# The other renderings the tests make: the e2e operator pod's values
+# (tests/e2e/testdata/operator-pod-values.yaml, e2e_discovery) and
+# localcluster/metrics.sh's scrape jobs; each a server-side dry run with no
+# warning.
+e2e_ns=hm-e2e-$ID
+new_ns "$e2e_ns"
+sed 's#__APISERVER_PORT__#6443#' "$SRC/tests/e2e/testdata/operator-pod-values.yaml" > "$DIR/helm-e2e-values.yaml"
+for values in "-f $DIR/helm-e2e-values.yaml" \
+              "--set metrics.scrapeConfig.enabled=true --set metrics.scrapeConfig.interval=2s --set metrics.workers.scrapeConfig.enabled=true --set metrics.workers.scrapeConfig.interval=2s --set operator.watchNamespace=$TEAM"; do
+  # shellcheck disable=SC2086
+  rendered=$("$HELM" template "e-$ID" "$CHART" --namespace "$e2e_ns" $values 2>&1) || fail "helm template $values: $rendered"
+  out=$(kubectl apply --dry-run=server -f - <<<"$rendered" 2>&1) || fail "API server rejects the chart ($values): $out"
+  ! grep -qi 'warning' <<<"$out" || fail "the API server warns about the chart ($values): $out"
+  echo "ok (dry run) $values"
+done
+
 # Scraping (metrics.workers, metrics.scrapeConfig): the PodMonitor and the
 # plain Prometheus scrape job carry the same relabelling rules, scoped to the
 # watched namespace, with the labels the dashboard's variables read and the

@@ -51,9 +51,24 @@ done
 # The operator's install manifest (rendered from the chart), the namespace,
 # RBAC and CRD manifests and the examples are accepted by the API server with
 # validation on and no warning (a deprecated API or field would print one).
+# So are the manifests the e2e tests apply and the PodGroup CRDs as
+# scheduler-plugins and Volcano publish them (the operator writes PodGroups).
+# The e2e tests fill in their placeholders (tests/e2e/lib.sh apply_testdata);
+# here with values procs_per_pod.sh uses.
+e2e_manifests=()
+mkdir -p "$DIR/e2e-manifests"
+for f in "$SRC"/tests/e2e/testdata/*.yaml; do
+  grep -q '^kind:' "$f" || continue
+  out=$DIR/e2e-manifests/${f##*/}
+  sed -e 's#__CKPT__#/tmp/weft-ckpt#g' -e 's/__NAME__/procs/' -e 's/__PODS__/2/' -e 's/__PROCS__/3/' \
+      -e 's/__STEPS__/30/' -e 's/__PARALLEL__/{strategy: isp, sp: 2, wp: 2}/' "$f" > "$out"
+  ! grep -q '__[A-Z_]*__' "$out" || fail "$f: a placeholder this check does not fill: $(grep -o '__[A-Z_]*__' "$out")"
+  e2e_manifests+=("$out")
+done
+[ ${#e2e_manifests[@]} -ge 8 ] || fail "expected at least 8 e2e manifests, found ${#e2e_manifests[@]}"
 for f in "$SRC/manifests/install.yaml" "$SRC/manifests/namespace.yaml" "$SRC/manifests/rbac/" "$SRC/manifests/crd/" \
-         "$SRC"/manifests/examples/*.yaml; do
-  case "$f" in */examples/*) ns=(-n "$NS") ;; *) ns=() ;; esac
+         "$SRC"/manifests/examples/*.yaml "${e2e_manifests[@]}" "$SRC"/tests/kube/testdata/*-podgroups.yaml; do
+  case "$f" in */examples/*|*/e2e-manifests/*) ns=(-n "$NS") ;; *) ns=() ;; esac
   out=$(kubectl apply --dry-run=server "${NOWARN[@]}" "${ns[@]}" -f "$f" 2>&1) || fail "$f rejected: $out"
   ! grep -qi 'warning' <<<"$out" || fail "$f: the API server warns: $out"
 done
