@@ -4,8 +4,8 @@
 # and etcd, from the Go module proxy, at the release localcluster/kube pins
 # (VERSION, go.mod and go.sum there), into a cache outside the source tree.
 #
-# Runs build-kube-debian.sh instead (v1.20.2 from Debian's source package)
-# unless WEFT_KUBE_VERSION is `current` or VERSION's release (kube-bin.sh).
+# With WEFT_KUBE_VERSION=1.20.2 it runs build-kube-debian.sh instead (v1.20.2
+# from Debian's source package; kube-bin.sh).
 #
 # Usage: localcluster/build-kube.sh [--check] [cache-dir]
 #   (default cache-dir ~/.cache/weft/kube-v<VERSION>)

@@ -2,9 +2,9 @@
 # The local Kubernetes control plane (the `kube` ctest fixture's and
 # cluster.sh's), like controller-runtime's envtest but with the real garbage
 # collector and scheduler: etcd, kube-apiserver, kube-controller-manager and
-# kube-scheduler v1.20.2, or with WEFT_KUBE_VERSION=current the release
-# localcluster/kube/VERSION names (see kube-bin.sh; build-kube.sh builds
-# either) on loopback, with fresh certificates, RBAC on and an
+# kube-scheduler of the release localcluster/kube/VERSION names (v1.37.2),
+# or v1.20.2 with WEFT_KUBE_VERSION=1.20.2 (see kube-bin.sh; build-kube.sh
+# builds either) on loopback, with fresh certificates, RBAC on and an
 # admin kubeconfig. No kubelet: pods stay
 # unbound or Pending unless a test writes their status.
 #
@@ -14,7 +14,7 @@
 #   stop               stops everything started from DIR (by pid file) and wipes etcd data
 #   restart-apiserver  stops kube-apiserver and starts it again on the same port
 #   status             exit 0 when the apiserver answers /readyz
-# Env: WEFT_KUBE_VERSION (1.20.2, the default, or current), WEFT_KUBE_BIN
+# Env: WEFT_KUBE_VERSION (current, the default, or 1.20.2), WEFT_KUBE_BIN
 #      (binaries; default ~/.cache/weft/kube-v<version>/bin, see kube-bin.sh),
 #      WEFT_KUBE_CONTROLLERS=0 to skip controller-manager and scheduler,
 #      WEFT_KUBE_CRDS (a file or directory of CustomResourceDefinitions) to

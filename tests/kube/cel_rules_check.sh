@@ -13,7 +13,7 @@ set -uo pipefail
 DIR=$1 SRC=$2
 export KUBECONFIG=$DIR/kubeconfig
 . "$SRC/localcluster/kube-bin.sh"   # kubectl of the control plane's release first on PATH
-[ "$WEFT_KUBE_LEGACY" = 0 ] || { echo "SKIP: the API server v$WEFT_KUBE_VERSION ignores CEL rules (WEFT_KUBE_VERSION=current runs them)"; exit 77; }
+[ "$WEFT_KUBE_LEGACY" = 0 ] || { echo "SKIP: the API server v$WEFT_KUBE_VERSION ignores CEL rules (the default, current release runs them)"; exit 77; }
 NS=cel-rules-$$
 TMP=$(mktemp -d)
 cleanup() { kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1; rm -rf "$TMP"; }
