@@ -31,6 +31,10 @@ struct GangObservation {
   bool launched = false;            // every pod of this attempt was created once
   std::vector<RankState> ranks;     // pods of this attempt that exist, any order
   std::vector<int> missing_ranks;   // launched but gone (confirmed by a live read)
+  // Pods of this attempt being deleted (deletionTimestamp set): their ranks
+  // are missing, and a DisruptionTarget condition on them tells why (an
+  // API eviction marks the pod before it deletes it).
+  std::vector<RankState> leaving;
 
   const RankState* rank(int r) const {
     for (const auto& s : ranks)

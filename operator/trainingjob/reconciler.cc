@@ -273,7 +273,10 @@ void Reconciler::observe_gang(Context& cx) {
   gang.attempt = st.attempt;
   gang.launched = !st.attempt_start_time.empty();
   for (auto& p : cx.current) {
-    if (terminating(*p)) continue;  // only we delete pods of the current attempt on purpose, and then bump it
+    if (terminating(*p)) {  // only we delete pods of the current attempt on purpose, and then bump it
+      gang.leaving.push_back(observe_pod(*p, kContainerName));
+      continue;
+    }
     RankState r = observe_pod(*p, kContainerName);
     cx.present.insert(r.rank);
     gang.ranks.push_back(r);

@@ -131,6 +131,14 @@ RestartDecision decide_restart(const GangObservation& gang, int counted_restarts
       !gang.missing_ranks.empty()) {
     cause = FailureCause::Deleted;
     message = "pod of rank " + std::to_string(gang.missing_ranks.front()) + " was deleted";
+    // A pod still being deleted may say who deleted it (DisruptionTarget:
+    // an API eviction, a preemption, the taint manager).
+    for (int m : gang.missing_ranks)
+      for (const auto& r : gang.leaving)
+        if (r.rank == m && !r.disruption.empty() && cause == FailureCause::Deleted) {
+          cause = classify_failure(r);
+          message = describe(r, *cause);
+        }
   }
   if (!cause) return {GangVerdict::Healthy, "", "", FailureCause::Failure};
   const std::string reason = cause_reason(*cause);

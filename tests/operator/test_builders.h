@@ -86,6 +86,16 @@ class MakeGang {
     return *this;
   }
   MakeGang& Missing(int rank) { g_.missing_ranks.push_back(rank); return *this; }
+  // A rank whose pod is being deleted, marked with a DisruptionTarget reason.
+  MakeGang& Leaving(int rank, const std::string& disruption) {
+    g_.missing_ranks.push_back(rank);
+    RankState r;
+    r.rank = rank;
+    r.terminating = true;
+    r.disruption = disruption;
+    g_.leaving.push_back(r);
+    return *this;
+  }
   GangObservation Obj() const { return g_; }
 
  private:
