@@ -89,7 +89,7 @@ fi
 
 mkdir -p "$BIN"
 LOG=$CACHE/build.log
-echo "build-kube: building Kubernetes v$VERSION with $("$GO" env GOVERSION) (about 15 minutes on 2 cores the first time)"
+echo "build-kube: building Kubernetes v$VERSION with $("$GO" env GOVERSION) (about 17 minutes on 2 cores the first time)"
 # Like hack/lib/version.sh: the version the binaries (and `kubectl version`)
 # report. The staging modules are ordinary modules here, so the symbols have
 # no vendor/ prefix.
