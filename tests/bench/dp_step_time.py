@@ -11,7 +11,12 @@ tied embeddings, vocab 50304) at the same per-rank batch; --quick runs only
 DDP, weft's defaults and weft at 25 MiB (a step of the 124 M model takes
 seconds on one core per rank).
 
-usage: dp_step_time.py BUILD_DIR [--steps 12] [--model 13.7m|gpt2-124m] [--quick]
+With --rounds N (default 3) weft's defaults, DDP eager and DDP with
+torch.compile alternate N times and each keeps its best round (other load
+only slows a run down); the other weft runs are measured once.
+
+usage: dp_step_time.py BUILD_DIR [--steps 12] [--model 13.7m|gpt2-124m] [--quick] [--rounds 3]
+                       [--no-compile]
 """
 import argparse
 import json
@@ -63,6 +68,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--model", choices=sorted(MODELS), default="13.7m")
     ap.add_argument("--quick", action="store_true", help="only DDP, weft defaults and weft at 25 MiB")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of weft, DDP eager and compiled")
+    ap.add_argument("--no-compile", action="store_true", help="no torch.compile'd DDP")
     a = ap.parse_args()
     global MODEL
     MODEL = MODELS[a.model]
@@ -74,9 +81,35 @@ def main():
             f.write(subprocess.run([os.path.join(a.build, "bin", "weft-worker"), cfg_path, "--print-config"],
                                    check=True, capture_output=True, text=True).stdout)
         env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
-        ddp = json.loads(subprocess.run([sys.executable, os.path.join(HERE, "torch_ddp_step.py"), "--config", resolved,
-                                         "--steps", str(a.steps)], check=True, capture_output=True, env=env,
-                                        text=True).stdout.strip().splitlines()[-1])
+
+        def torch_ddp(compiled):
+            t = subprocess.run([sys.executable, os.path.join(HERE, "torch_ddp_step.py"), "--config", resolved,
+                                "--steps", str(a.steps)] + (["--compile"] if compiled else []),
+                               capture_output=True, env=env, text=True)
+            if t.returncode != 0:
+                if not compiled:
+                    raise SystemExit(f"torch DDP failed: {t.stderr.strip()[-2000:]}")
+                return None, (t.stderr.strip().splitlines() or [f"exit {t.returncode}"])[-1]
+            return json.loads(t.stdout.strip().splitlines()[-1]), None
+
+        rounds = {"weft": [dflt["step"]], "eager": [], "compile": []}
+        ddp = ddpc = compile_error = None
+        for r in range(a.rounds):
+            if r > 0:
+                again, _ = weft(a.build, tmp, "defaults", {}, a.steps)
+                rounds["weft"].append(again["step"])
+                if again["step"] < dflt["step"]:
+                    dflt = again
+            e, _ = torch_ddp(False)
+            rounds["eager"].append(e["median_step_seconds"])
+            if ddp is None or e["median_step_seconds"] < ddp["median_step_seconds"]:
+                ddp = e
+            if not a.no_compile and compile_error is None:
+                c, compile_error = torch_ddp(True)
+                if c is not None:
+                    rounds["compile"].append(c["median_step_seconds"])
+                    if ddpc is None or c["median_step_seconds"] < ddpc["median_step_seconds"]:
+                        ddpc = c
         old25, _ = weft(a.build, tmp, "old-default", {"bucket_cap_mb": 25}, a.steps)
         if not a.quick:
             lanes1, _ = weft(a.build, tmp, "lanes1", {}, a.steps, {"lanes": 1})
@@ -91,9 +124,20 @@ def main():
     print(f"load before: {load_before}\nload after: {load_after}\n")
     print(f"model: {dflt['params'] / 1e6:.1f} M parameters ({dflt['params'] * 4 / 2**20:.0f} MiB of fp32 gradients), "
           f"2 ranks x 4 x 128 tokens, 1 thread per rank, {a.steps} steps (median after 3)\n")
+    commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    import torch  # the version only; the peers ran in their own processes
+    print(f"commit {commit}, torch {torch.__version__}, best of {a.rounds} alternating rounds "
+          f"(weft defaults, DDP eager, DDP compiled); step seconds per round: "
+          + ", ".join(f"{k} [{', '.join(f'{x:.3f}' for x in v)}]" for k, v in rounds.items() if v) + "\n")
     print("| run | step time | ratio to DDP | comm | exposed | overlap ratio | buckets |")
     print("|---|---|---|---|---|---|---|")
     print(f"| PyTorch DDP (gloo, bucket_cap_mb=25) | {ms(ddp['median_step_seconds'])} | 1.00 | | | | |")
+    if ddpc is not None:
+        print(f"| PyTorch DDP + torch.compile | {ms(ddpc['median_step_seconds'])} | "
+              f"{ddpc['median_step_seconds'] / ddp['median_step_seconds']:.2f} | | | | |")
+    elif not a.no_compile:
+        print(f"| PyTorch DDP + torch.compile | did not compile: {compile_error} | | | | | |")
     rows = [(f"weft DP, defaults (bucket_cap_mb auto = {dflt['cap']:g} MiB, comm.lanes 2)", dflt),
             ("weft DP, cap 25 (the default before auto)", old25)]
     if not a.quick:

@@ -81,5 +81,47 @@ TEST(Determinism, ReductionsDoNotDependOnThreadCount) {
   });
 }
 
+// matmul spreads slabs of its output over OpenMP's threads, cut by shape
+// only: every transpose case, slabs of rows (M >= N) and of columns, with a
+// ragged last slab, and a product small enough for one BLAS call.
+TEST(Determinism, MatmulDoesNotDependOnThreadCount) {
+  struct Case { int64_t M, N, K; };
+  for (Case cs : {Case{600, 300, 96}, Case{200, 700, 96}, Case{1000, 1000, 8}, Case{64, 64, 64}}) {
+    auto a = test::to_f32(test::random_normal(cs.M * cs.K, 11));
+    auto b = test::to_f32(test::random_normal(cs.K * cs.N, 12));
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        expect_bit_identical("matmul " + std::to_string(cs.M) + "x" + std::to_string(cs.N) + "x" +
+                                 std::to_string(cs.K) + (ta ? " ta" : "") + (tb ? " tb" : ""),
+                             [&] {
+                               std::vector<float> c(cs.M * cs.N, 0.5f);
+                               Shape as = ta ? Shape{cs.K, cs.M} : Shape{cs.M, cs.K};
+                               Shape bs = tb ? Shape{cs.N, cs.K} : Shape{cs.K, cs.N};
+                               ops::matmul(Tensor::f32(c.data(), {cs.M, cs.N}),
+                                           Tensor::f32(a.data(), as), Tensor::f32(b.data(), bs),
+                                           ta, tb, 1.0f, 0.25f);
+                               return c;
+                             });
+        // ... and each slab computes its own part of the product.
+        std::vector<float> c(cs.M * cs.N, 0.5f);
+        ops::matmul(Tensor::f32(c.data(), {cs.M, cs.N}),
+                    Tensor::f32(a.data(), ta ? Shape{cs.K, cs.M} : Shape{cs.M, cs.K}),
+                    Tensor::f32(b.data(), tb ? Shape{cs.N, cs.K} : Shape{cs.K, cs.N}), ta, tb, 1.0f,
+                    0.25f);
+        for (int64_t i = 0; i < cs.M; i += 7) {
+          for (int64_t j = 0; j < cs.N; j += 5) {
+            double want = 0.125;
+            for (int64_t k = 0; k < cs.K; ++k) {
+              want += static_cast<double>(ta ? a[k * cs.M + i] : a[i * cs.K + k]) *
+                      (tb ? b[j * cs.K + k] : b[k * cs.N + j]);
+            }
+            ASSERT_NEAR(c[i * cs.N + j], want, 1e-3) << "c[" << i << "," << j << "]";
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft

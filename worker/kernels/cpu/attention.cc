@@ -19,7 +19,7 @@
 // the work compared to full [T, T] products. The per-block products go
 // through BLAS with row strides (ld = H * D) straight on the [B, T, H, D]
 // tensors, so no head is ever copied out. Parallelism comes from the tasks;
-// BLAS runs single-threaded inside them (see BlasSingleThreaded).
+// gemm runs on the calling task's thread there (see gemm in matmul.cc).
 
 namespace weft::cpu {
 namespace {
@@ -76,7 +76,6 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, int64
   const int64_t G = Hq / Hkv;
   const int64_t ldq = Hq * D, ldkv = Hkv * D;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
-  BlasSingleThreaded blas_serial;
 #pragma omp parallel
   {
     std::vector<T> p(static_cast<size_t>(std::min(kRowBlock, T_) * T_));
@@ -110,7 +109,6 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   const int64_t G = Hq / Hkv;
   const int64_t ldq = Hq * D, ldkv = Hkv * D;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
-  BlasSingleThreaded blas_serial;
 #pragma omp parallel
   {
     const size_t block = static_cast<size_t>(std::min(kRowBlock, T_) * T_);
