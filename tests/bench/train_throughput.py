@@ -75,6 +75,16 @@ def beside(build, k, tmp):
                 os.killpg(p.pid, 15)
         for p in procs:
             p.wait()
+        # The ranks stop gracefully (a last checkpoint) after their loop is
+        # gone: wait until nothing of a group is left, then tmp can go.
+        deadline = time.monotonic() + 60
+        for p in procs:
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(p.pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.2)
 
 
 def run_weft(worker, path, env, tmp, preset):
@@ -162,7 +172,7 @@ def main():
     ap.add_argument("--json", help="write the raw results here")
     a = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         with beside(a.build, a.beside, tmp):
             for preset, steps, over in CASES:
                 if a.only and preset != a.only:
