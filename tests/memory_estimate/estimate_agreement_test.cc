@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/yaml_json.h"
 #include "config/config.h"
 #include "train/memory_estimate.h"
 #include "trainingjob/constants.h"
@@ -21,31 +22,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-// YAML as kubectl turns it into the JSON the API server stores: quoted
-// scalars are strings; plain ones are integers, floats, booleans, null or
-// strings, in that order.
-Json to_json(const YAML::Node& n) {
-  if (n.IsMap()) {
-    Json j = Json::object();
-    for (const auto& kv : n) j[kv.first.as<std::string>()] = to_json(kv.second);
-    return j;
-  }
-  if (n.IsSequence()) {
-    Json j = Json::array();
-    for (const auto& e : n) j.push_back(to_json(e));
-    return j;
-  }
-  if (n.IsNull()) return nullptr;
-  const std::string s = n.Scalar();
-  if (n.Tag() == "!") return s;
-  int64_t i = 0;
-  double d = 0;
-  bool b = false;
-  if (YAML::convert<int64_t>::decode(n, i)) return i;
-  if (YAML::convert<double>::decode(n, d)) return d;
-  if (YAML::convert<bool>::decode(n, b)) return b;
-  return s;
-}
+Json to_json(const YAML::Node& n) { return test::yaml_to_json(n); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);

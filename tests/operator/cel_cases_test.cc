@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "support/yaml_json.h"
 #include "trainingjob/types.h"
 
 namespace weft::tj {
@@ -17,30 +18,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-// YAML as kubectl turns it into JSON: plain scalars are integers, floats,
-// booleans or strings, in that order; quoted ones strings.
-Json to_json(const YAML::Node& n) {
-  if (n.IsMap()) {
-    Json j = Json::object();
-    for (const auto& kv : n) j[kv.first.as<std::string>()] = to_json(kv.second);
-    return j;
-  }
-  if (n.IsSequence()) {
-    Json j = Json::array();
-    for (const auto& e : n) j.push_back(to_json(e));
-    return j;
-  }
-  if (n.IsNull()) return nullptr;
-  const std::string s = n.Scalar();
-  if (n.Tag() == "!") return s;
-  int64_t i = 0;
-  double d = 0;
-  bool b = false;
-  if (YAML::convert<int64_t>::decode(n, i)) return i;
-  if (YAML::convert<double>::decode(n, d)) return d;
-  if (YAML::convert<bool>::decode(n, b)) return b;
-  return s;
-}
+Json to_json(const YAML::Node& n) { return test::yaml_to_json(n); }
 
 const YAML::Node& table() {
   static const YAML::Node t = YAML::LoadFile(WEFT_SOURCE_DIR "/tests/kube/testdata/cel-cases.yaml");
