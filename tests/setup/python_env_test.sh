@@ -41,4 +41,18 @@ step "wheel cut halfway" "has bad hash\\. Re-downloading|a wheel failed .*emptyi
 # A half-made venv (the set-up killed before its stamp) is made again.
 rm -f "$WEFT_VENV/.weft-stamp"
 step "unfinished" "making .*an unfinished one is there"
+# A CUDA toolkit wheel of another release than torch's: a stand-in torch
+# (built with CUDA 12.8) and nvcc (release 13.2) in the venv. The set-up
+# names the mismatch and makes the venv again; the lock here has no torch,
+# so the new venv is refused too, by name.
+sp=$("$WEFT_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+mkdir -p "$sp/torch" "$sp/nvidia/cu13/bin"
+printf 'class version:\n    cuda = "12.8"\n' >"$sp/torch/__init__.py"
+printf '#!/bin/sh\necho "Cuda compilation tools, release 13.2, V13.2.86"\n' >"$sp/nvidia/cu13/bin/nvcc"
+chmod +x "$sp/nvidia/cu13/bin/nvcc"
+if out=$(WEFT_PYTHON_IMPORTS="yaml torch" "$env" 2>&1); then fail "CUDA mismatch: the set-up passed: $out"; fi
+echo "--- CUDA mismatch"; echo "$out"
+grep -q "making .*it is broken: nvcc is CUDA 13.2 but torch was built with CUDA 12.8" <<<"$out" ||
+  fail "CUDA mismatch: not named as the reason to make the venv again"
+grep -q "the new venv is broken: import torch" <<<"$out" || fail "CUDA mismatch: the torch-less venv was not refused"
 echo "1 passed, 0 failed"
