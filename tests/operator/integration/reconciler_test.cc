@@ -177,7 +177,14 @@ TEST_F(Reconcile, ExitCodeOneFailsTheJobWithoutRestart) {
   for (const auto& c : st["conditions"]) failed |= c["type"] == tj::kCondFailed && c["reason"] == tj::kReasonBadConfig;
   EXPECT_TRUE(failed) << st.dump();
   // The still-running rank is stopped; the failed one stays for its logs.
-  ASSERT_TRUE(eventually([&] { return job_pods(ns(), "badcfg").size() == 1; }));
+  ASSERT_TRUE(eventually([&] { return job_pods(ns(), "badcfg").size() == 1; })) << [&] {
+    std::string pods;  // what is there instead, terminating ones too
+    for (const auto& p : job_pods(ns(), "badcfg", true))
+      pods += p["metadata"].value("name", "") + " uid " + p["metadata"].value("uid", "") + " phase " +
+              p["status"].value("phase", "") + (p["metadata"].contains("deletionTimestamp") ? " (terminating)" : "") +
+              "; ";
+    return pods + "job status " + status_of(ns(), "badcfg").dump();
+  }();
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(status_of(ns(), "badcfg")["attempt"], 0);
 }
