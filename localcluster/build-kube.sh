@@ -18,7 +18,7 @@
 # `go` line of localcluster/kube/go.mod (1.26): $GO, else `go` on PATH, else
 # /usr/local/go/bin/go. Modules come from GOPROXY (Go's module and build
 # caches, ~/go/pkg/mod and ~/.cache/go-build by default, are reused).
-# Measured: about 15 minutes the first time on 2 cores (empty Go caches),
+# Measured: about 17 minutes the first time on 2 cores (empty Go caches),
 # 16 s to relink from a warm Go build cache.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
