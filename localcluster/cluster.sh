@@ -1,7 +1,7 @@
 #!/bin/bash
 # A whole local Kubernetes cluster on this machine, no containers needed:
 # the testenv control plane (etcd, kube-apiserver, controller-manager,
-# scheduler of the current release, or v1.20.2 with WEFT_KUBE_VERSION=1.20.2),
+# scheduler of the current release, or the one WEFT_KUBE_VERSION selects),
 # the TrainingJob CRD and RBAC, weft-node (the node
 # agent: pods run as local processes, see localcluster/node/agent.h) and
 # weft-operator running as the chart's ServiceAccount (not admin).

@@ -97,16 +97,11 @@ up)
     kubectl create clusterrolebinding weft-metrics --clusterrole=weft-metrics --serviceaccount="$sa_ns:weft-metrics" \
       --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   fi
-  # The ServiceAccount's token Secret (1.20), or a token from the
-  # TokenRequest API, valid for a day (>= 1.24 makes no such Secret).
+  # A token from the TokenRequest API, valid for a day (no token Secret is
+  # made for a ServiceAccount since 1.24).
   token=""
   for _ in $(seq 1 100); do
-    if [ "$WEFT_KUBE_LEGACY" = 1 ]; then
-      secret=$(kubectl get sa weft-metrics -n "$sa_ns" -o jsonpath='{.secrets[0].name}' 2>/dev/null || true)
-      [ -n "$secret" ] && token=$(kubectl get secret "$secret" -n "$sa_ns" -o jsonpath='{.data.token}' 2>/dev/null | base64 -d)
-    else
-      token=$(kubectl create token weft-metrics -n "$sa_ns" --duration=24h 2>/dev/null || true)
-    fi
+    token=$(kubectl create token weft-metrics -n "$sa_ns" --duration=24h 2>/dev/null || true)
     [ -n "$token" ] && break
     sleep 0.1
   done
@@ -119,7 +114,7 @@ up)
   # The chart's two scrape jobs, rendered as a user renders them.
   HELM=$("$SRC/tests/kube/get-helm.sh")
   interval=${WEFT_SCRAPE_INTERVAL:-15s}
-  "$HELM" template weft "$SRC/charts/weft" --namespace "$OPERATOR_NS" \
+  "$HELM" template weft "$SRC/charts/weft" --namespace "$OPERATOR_NS" --kube-version "$WEFT_KUBE_VERSION" \
     --set metrics.scrapeConfig.enabled=true --set metrics.scrapeConfig.interval="$interval" \
     --set metrics.workers.scrapeConfig.enabled=true --set metrics.workers.scrapeConfig.interval="$interval" \
     ${WATCH:+--set operator.watchNamespace="$WATCH"} > "$STATE/chart.yaml"

@@ -2,9 +2,9 @@
 # The local Kubernetes control plane (the `kube` ctest fixture's and
 # cluster.sh's), like controller-runtime's envtest but with the real garbage
 # collector and scheduler: etcd, kube-apiserver, kube-controller-manager and
-# kube-scheduler of the release localcluster/kube/VERSION names (v1.37.2),
-# or v1.20.2 with WEFT_KUBE_VERSION=1.20.2 (see kube-bin.sh; build-kube.sh
-# builds either) on loopback, with fresh certificates, RBAC on and an
+# kube-scheduler of the release WEFT_KUBE_VERSION selects (kube-bin.sh: the
+# current one, localcluster/kube/VERSION, by default; build-kube.sh builds
+# each) on loopback, with fresh certificates, RBAC on and an
 # admin kubeconfig. No kubelet: pods stay
 # unbound or Pending unless a test writes their status.
 #
@@ -14,7 +14,8 @@
 #   stop               stops everything started from DIR (by pid file) and wipes etcd data
 #   restart-apiserver  stops kube-apiserver and starts it again on the same port
 #   status             exit 0 when the apiserver answers /readyz
-# Env: WEFT_KUBE_VERSION (current, the default, or 1.20.2), WEFT_KUBE_BIN
+# Env: WEFT_KUBE_VERSION (current, the default, oldest or a release; see
+#      kube-bin.sh), WEFT_KUBE_BIN
 #      (binaries; default ~/.cache/weft/kube-v<version>/bin, see kube-bin.sh),
 #      WEFT_KUBE_CONTROLLERS=0 to skip controller-manager and scheduler,
 #      WEFT_KUBE_CRDS (a file or directory of CustomResourceDefinitions) to
@@ -27,12 +28,7 @@ DIR=${2:?usage: testenv.sh $CMD DIR}
 # shellcheck source=kube-bin.sh
 . "$(dirname "$0")/kube-bin.sh"
 BIN=$WEFT_KUBE_BIN
-if [ "$WEFT_KUBE_LEGACY" = 1 ]; then
-  # 1.20: Debian's etcd; the flags that turn off insecure serving (removed since).
-  ETCD=etcd INSECURE_PORT=--insecure-port=0 PORT0=--port=0 VALIDATE=--validate=false
-else
-  ETCD=$BIN/etcd INSECURE_PORT="" PORT0="" VALIDATE=""
-fi
+ETCD=$BIN/etcd
 P=$DIR/pki
 LOGS=$DIR/logs
 
@@ -83,7 +79,7 @@ make_pki() {
 start_apiserver() {
   setsid "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" $INSECURE_PORT \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
     --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
     --client-ca-file="$P/ca.crt" --token-auth-file="$P/tokens.csv" \
     --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
@@ -111,7 +107,7 @@ start)
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
     [ -x "$BIN/$b" ] || { echo "testenv: $BIN/$b missing; run localcluster/build-kube.sh" >&2; exit 1; }
   done
-  command -v "$ETCD" >/dev/null || { echo "testenv: $ETCD not found; run scripts/install-deps.sh kube or localcluster/build-kube.sh" >&2; exit 1; }
+  command -v "$ETCD" >/dev/null || { echo "testenv: $ETCD not found; run localcluster/build-kube.sh" >&2; exit 1; }
   for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one $c; done
   rm -rf "$DIR/etcd" "$DIR/certs" "$LOGS"
   mkdir -p "$LOGS"
@@ -170,19 +166,19 @@ KC
   done
   [ $started = 1 ] || exit 1
   if [ -n "${WEFT_KUBE_CRDS:-}" ]; then
-    kubectl --kubeconfig="$DIR/kubeconfig" apply $VALIDATE -f "$WEFT_KUBE_CRDS" >/dev/null
+    kubectl --kubeconfig="$DIR/kubeconfig" apply -f "$WEFT_KUBE_CRDS" >/dev/null
     kubectl --kubeconfig="$DIR/kubeconfig" wait --for condition=established --timeout=60s \
       -f "$WEFT_KUBE_CRDS" >/dev/null
   fi
   if [ "${WEFT_KUBE_CONTROLLERS:-1}" = 1 ]; then
     setsid "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
-      $PORT0 --secure-port=0 --leader-elect=false \
+      --secure-port=0 --leader-elect=false \
       --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
       --use-service-account-credentials=true --concurrent-gc-syncs=5 \
       --v=1 </dev/null >"$LOGS/kube-controller-manager.log" 2>&1 &
     echo $! > "$DIR/kube-controller-manager.pid"
     setsid "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" \
-      $PORT0 --secure-port=0 --leader-elect=false --v=1 \
+      --secure-port=0 --leader-elect=false --v=1 \
       </dev/null >"$LOGS/kube-scheduler.log" 2>&1 &
     echo $! > "$DIR/kube-scheduler.pid"
     # Pods are only admitted once the namespace's default ServiceAccount exists.

@@ -58,7 +58,7 @@ no_op_pods || fail "an operator pod already runs in $OPNS: $(op_pods)"
 cluster operator-kill || fail "cannot stop the cluster's weft-operator"
 server=$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')
 sed "s#__APISERVER_PORT__#${server##*:}#" "$SRC/tests/e2e/testdata/operator-pod-values.yaml" > "$CLUSTER/operator-pod-values.yaml"
-"$HELM" template weft "$SRC/charts/weft" --namespace "$OPNS" -f "$CLUSTER/operator-pod-values.yaml" \
+"$HELM" template weft "$SRC/charts/weft" --namespace "$OPNS" --kube-version "$WEFT_KUBE_VERSION" -f "$CLUSTER/operator-pod-values.yaml" \
   > "$CLUSTER/operator-pod.yaml" 2>&1 || fail "helm template: $(cat "$CLUSTER/operator-pod.yaml")"
 # The Deployment only: the ServiceAccount and RBAC are the cluster's
 # (manifests/rbac, the same chart rendered for release weft).

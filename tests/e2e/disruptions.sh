@@ -16,9 +16,8 @@
 #  3. Eviction through the eviction API (what `kubectl drain` and autoscalers
 #     use): both ranks stop at the step they agree on and checkpoint it; the
 #     restart is not counted, with no backoff: "Evicted", from the
-#     DisruptionTarget condition the API server (>= 1.26) puts on the pod
-#     (a server that marks an eviction no differently from a delete, as
-#     1.20 did, gives "Deleted"). A counted delete or eviction would be the
+#     DisruptionTarget condition the API server (>= 1.26) puts on the pod.
+#     A counted delete or eviction would be the
 #     second counted restart and fail the job.
 #  4. spec.suspend (the contract Kueue drives): the pods are deleted, the
 #     workers stop on SIGTERM at an agreed step, publish the write in flight
@@ -137,8 +136,7 @@ check_resumed "$attempt" "${stopped:-$at+}"
 
 # 3. Eviction of rank 1.
 wait_for 120 "attempt $attempt: $GAP steps" _past $(($(resumed_from) + GAP))
-[ "$WEFT_KUBE_LEGACY" = 1 ] && EVICTION_API=policy/v1beta1 || EVICTION_API=policy/v1
-printf '{"apiVersion":"%s","kind":"Eviction","metadata":{"name":"resume-1","namespace":"%s"}}' "$EVICTION_API" "$NS" \
+printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"resume-1","namespace":"%s"}}' "$NS" \
   | kubectl create --raw "/api/v1/namespaces/$NS/pods/resume-1/eviction" -f - >/dev/null \
   || fail "the eviction API refused to evict resume-1"
 log "3. evicted resume-1 at logged step $(logged_step)"
@@ -211,14 +209,9 @@ log "Succeeded: $(kubectl get tj resume -n "$NS" --no-headers)"
 [ "$(tj_field resume .status.attempt)" = "$attempt" ] || fail "attempt $(tj_field resume .status.attempt), expected $attempt"
 restarts_are 3
 by_cause=$(tj_field resume .status.restartsByCause)
-if [ "$WEFT_KUBE_LEGACY" = 1 ]; then
-  [ "$(tj_field resume .status.restartsByCause.Failure)" = 1 ] && [ "$(tj_field resume .status.restartsByCause.Deleted)" = 2 ] \
-    || fail "restartsByCause $by_cause, expected Failure: 1 (the kill), Deleted: 2 (the delete and the eviction)"
-else
-  [ "$(tj_field resume .status.restartsByCause.Failure)" = 1 ] && [ "$(tj_field resume .status.restartsByCause.Deleted)" = 1 ] \
-    && [ "$(tj_field resume .status.restartsByCause.Evicted)" = 1 ] \
-    || fail "restartsByCause $by_cause, expected Failure: 1 (the kill), Deleted: 1 (the delete), Evicted: 1 (the eviction)"
-fi
+[ "$(tj_field resume .status.restartsByCause.Failure)" = 1 ] && [ "$(tj_field resume .status.restartsByCause.Deleted)" = 1 ] \
+  && [ "$(tj_field resume .status.restartsByCause.Evicted)" = 1 ] \
+  || fail "restartsByCause $by_cause, expected Failure: 1 (the kill), Deleted: 1 (the delete), Evicted: 1 (the eviction)"
 [ "$(tj_field resume .status.progress.step)" = $STEPS ] || fail "status.progress: $(tj_field resume .status.progress)"
 [ "$(cat "$CKPT/latest")" = step-$STEPS ] || fail "final checkpoint $(cat "$CKPT/latest")"
 echo "---- kubectl describe tj resume (struck five times and done)"

@@ -11,12 +11,9 @@ DIR=$1 SRC=$2
 mkdir -p "$DIR"
 "$SRC/localcluster/testenv.sh" start "$DIR"
 export KUBECONFIG=$DIR/kubeconfig
-# On the current release validated like any apply (strict field validation by
-# the server), whose API server compiles and enforces the CRD's CEL rules.
-# 1.20's OpenAPI has no x-kubernetes-validations: kubectl's client-side
-# validation would reject the field, the server itself ignores it.
-if [ "$WEFT_KUBE_LEGACY" = 1 ]; then VALIDATE=--validate=false; else VALIDATE=; fi
-kubectl apply $VALIDATE -f "$SRC/manifests/crd/" >/dev/null
+# Validated like any apply (strict field validation by the server), whose
+# API server compiles and enforces the CRD's CEL rules.
+kubectl apply -f "$SRC/manifests/crd/" >/dev/null
 # The gang schedulers' PodGroup CRDs, as their projects publish them (the
 # operator's gang scheduling creates these).
 kubectl apply -f "$SRC/tests/kube/testdata/scheduler-plugins-podgroups.yaml" \

@@ -41,8 +41,10 @@ for row in "${MATRIX[@]}"; do
   i=$((i + 1))
   ns=hm-$i-$ID
   new_ns "$ns"
+  # --kube-version: the API server's release (helm template's own default,
+  # v1.32 for Helm 3.17, is below the chart's kubeVersion).
   # shellcheck disable=SC2086
-  rendered=$("$HELM" template "m$i-$ID" "$CHART" --namespace "$ns" $values 2>&1) \
+  rendered=$("$HELM" template "m$i-$ID" "$CHART" --namespace "$ns" --kube-version "$WEFT_KUBE_VERSION" $values 2>&1) \
     || fail "helm template $values: $rendered"
   for kind in $want; do grep -q "^kind: $kind\$" <<<"$rendered" || fail "[$i] $values: renders no $kind"; done
   for kind in $unwanted; do ! grep -q "^kind: $kind\$" <<<"$rendered" || fail "[$i] $values: renders a $kind"; done
@@ -94,7 +96,7 @@ sed 's#__APISERVER_PORT__#6443#' "$SRC/tests/e2e/testdata/operator-pod-values.ya
 for values in "-f $DIR/helm-e2e-values.yaml" \
               "--set metrics.scrapeConfig.enabled=true --set metrics.scrapeConfig.interval=2s --set metrics.workers.scrapeConfig.enabled=true --set metrics.workers.scrapeConfig.interval=2s --set operator.watchNamespace=$TEAM"; do
   # shellcheck disable=SC2086
-  rendered=$("$HELM" template "e-$ID" "$CHART" --namespace "$e2e_ns" $values 2>&1) || fail "helm template $values: $rendered"
+  rendered=$("$HELM" template "e-$ID" "$CHART" --namespace "$e2e_ns" --kube-version "$WEFT_KUBE_VERSION" $values 2>&1) || fail "helm template $values: $rendered"
   out=$(kubectl apply --dry-run=server -f - <<<"$rendered" 2>&1) || fail "API server rejects the chart ($values): $out"
   ! grep -qi 'warning' <<<"$out" || fail "the API server warns about the chart ($values): $out"
   echo "ok (dry run) $values"
@@ -109,7 +111,7 @@ done
 # (that they discover and label real pods is e2e_discovery's); the ConfigMaps
 # apply to the API server.
 tmp=$(mktemp -d)
-rendered=$("$HELM" template "w-$ID" "$CHART" --namespace "$TEAM" --set operator.watchNamespace=$TEAM \
+rendered=$("$HELM" template "w-$ID" "$CHART" --namespace "$TEAM" --kube-version "$WEFT_KUBE_VERSION" --set operator.watchNamespace=$TEAM \
   --set metrics.workers.podMonitor.enabled=true --set metrics.workers.scrapeConfig.enabled=true \
   --set metrics.scrapeConfig.enabled=true 2>&1) \
   || fail "helm template with metrics.workers: $rendered"

@@ -28,19 +28,9 @@ done
 header=$(kubectl get tj -n "$NS" -o wide 2>&1 | sed -n 1p)
 [[ "$header" =~ PHASE.*PODS.*RANKS.*STEP.*LOSS.*TOKENS/S.*OVERLAP.*BUCKET\ MB.*RESTARTS ]] || fail "printer columns missing: $header"
 
-if [ "$WEFT_KUBE_LEGACY" = 1 ]; then
-  # kubectl 1.20 validates on the client by default.
-  out=$(kubectl apply -n "$NS" -f "$SRC/tests/kube/testdata/broken-schema.yaml" 2>&1) && fail "broken-schema.yaml was accepted"
-  grep -q 'missing required field "image"' <<<"$out" || fail "client-side message does not name spec.image: $out"
-  modes=(--validate=false)
-  NOWARN=(--validate=false)  # 1.20's OpenAPI does not know the CRD's CEL field
-else
-  # kubectl's default (strict) validation is the server's own since 1.27.
-  modes=(--validate=strict --validate=false)
-  NOWARN=()
-fi
-# With --validate=false the server's schema check still refuses it.
-for v in "${modes[@]}"; do
+# kubectl's default (strict) validation is the server's own (since 1.27);
+# with --validate=false the server's schema check still refuses it.
+for v in --validate=strict --validate=false; do
   out=$(kubectl apply "$v" -n "$NS" -f "$SRC/tests/kube/testdata/broken-schema.yaml" 2>&1) \
     && fail "broken-schema.yaml was accepted ($v)"
   for want in 'spec.replicas' 'spec.imagePullPolicy: Unsupported value: "Sometimes"' \
@@ -69,7 +59,7 @@ done
 for f in "$SRC/manifests/install.yaml" "$SRC/manifests/namespace.yaml" "$SRC/manifests/rbac/" "$SRC/manifests/crd/" \
          "$SRC"/manifests/examples/*.yaml "${e2e_manifests[@]}" "$SRC"/tests/kube/testdata/*-podgroups.yaml; do
   case "$f" in */examples/*|*/e2e-manifests/*) ns=(-n "$NS") ;; *) ns=() ;; esac
-  out=$(kubectl apply --dry-run=server "${NOWARN[@]}" "${ns[@]}" -f "$f" 2>&1) || fail "$f rejected: $out"
+  out=$(kubectl apply --dry-run=server "${ns[@]}" -f "$f" 2>&1) || fail "$f rejected: $out"
   ! grep -qi 'warning' <<<"$out" || fail "$f: the API server warns: $out"
 done
 kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1

@@ -127,8 +127,18 @@ OWN_NAMESPACE_ONLY = {("coordination.k8s.io", "leases")}
 NETWORK_POLICIES = ("networking.k8s.io", "networkpolicies")
 
 
+def kube_floor(src):
+    """The oldest Kubernetes the chart supports (its kubeVersion, ">=X.Y.Z-0"):
+    helm template's default (v1.32 for Helm 3.17) is below it."""
+    m = re.search(r'^kubeVersion: *">=([0-9.]+)-0"$', (src / "charts/weft/Chart.yaml").read_text(), re.M)
+    if not m:
+        sys.exit("FAIL: no kubeVersion >=X.Y.Z-0 in charts/weft/Chart.yaml")
+    return m.group(1)
+
+
 def render(helm, src, flags):
-    out = subprocess.run([helm, "template", "weft", str(src / "charts/weft"), "--namespace", RELEASE_NAMESPACE] + flags,
+    out = subprocess.run([helm, "template", "weft", str(src / "charts/weft"), "--namespace", RELEASE_NAMESPACE,
+                          "--kube-version", kube_floor(src)] + flags,
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"FAIL: helm template {' '.join(flags)}: {out.stderr}")

@@ -14,7 +14,11 @@ if [ -z "$HELM" ]; then echo "SKIP: no helm (tests/kube/get-helm.sh or PATH)"; e
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 CHART="$SRC/charts/weft"
-"$HELM" template rel "$CHART" --namespace ml --show-only templates/dashboards.yaml > "$W/out.yaml"
+# The oldest Kubernetes the chart supports (its kubeVersion; helm template's
+# default, v1.32 for Helm 3.17, is below it).
+KUBE=$(sed -n 's/^kubeVersion: *">=\([0-9.]*\)-0"$/\1/p' "$CHART/Chart.yaml")
+"$HELM" template rel "$CHART" --namespace ml --kube-version "${KUBE:?no kubeVersion in Chart.yaml}" \
+  --show-only templates/dashboards.yaml > "$W/out.yaml"
 /usr/bin/python3 - "$W/out.yaml" "$CHART/dashboards" <<'PY'
 import glob, json, os, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
@@ -32,7 +36,7 @@ for f in files:
     assert json.loads(data[key]) == json.load(open(f)), f"{key} differs from the file"
 print(f"ok: {len(files)} dashboard(s) in {len(docs)} ConfigMap(s)")
 PY
-"$HELM" template rel "$CHART" --set dashboards.enabled=false > "$W/off.yaml"
+"$HELM" template rel "$CHART" --kube-version "$KUBE" --set dashboards.enabled=false > "$W/off.yaml"
 grep -q 'kind: Deployment' "$W/off.yaml" || { echo "FAIL: the chart rendered nothing"; exit 1; }
 if grep -q '\.json: |' "$W/off.yaml"; then
   echo "FAIL: dashboards.enabled=false still ships the dashboard"

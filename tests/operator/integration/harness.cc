@@ -25,14 +25,6 @@ std::string env_dir() {
 
 std::string kubeconfig_path() { return env_dir() + "/kubeconfig"; }
 
-bool server_enforces_cel() {
-  std::ifstream in(env_dir() + "/env");
-  std::string line, version = "1.20.2";
-  while (std::getline(in, line))
-    if (line.rfind("WEFT_KUBE_VERSION=", 0) == 0) version = line.substr(18);
-  return version != "1.20.2";
-}
-
 kube::KubeApi& admin_api() {
   static kube::KubeApi api(kube::load_kubeconfig(kubeconfig_path()), kube::ApiOptions{200, 400});
   return api;

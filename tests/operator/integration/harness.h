@@ -66,10 +66,6 @@ class InProcessOperator {
   std::unique_ptr<tj::Controller> controller_;
 };
 
-// Whether the fixture's API server evaluates the CRD's CEL rules (not 1.20.2,
-// which ignores them: WEFT_KUBE_VERSION in the fixture's env file).
-bool server_enforces_cel();
-
 // Test actions on TrainingJobs (the admin client); a refused one fails the test.
 void create_job(const std::string& ns, const Json& job);
 void patch_job_spec(const std::string& ns, const std::string& name, const Json& spec);  // merge patch

@@ -386,23 +386,20 @@ TEST_F(Reconcile, InvalidSpecIsRejectedBySchemaOrFailedCondition) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().status, 422);
   EXPECT_NE(r.error().message.find("spec.replicas"), std::string::npos) << r.error().message;
-  // ...the cross-field rules are CEL, which servers >= 1.25 enforce...
+  // ...the cross-field rules are CEL, which the API server enforces...
   Json cross = job_json("cross", 6);
   cross["spec"]["worker"]["parallel"] = {{"strategy", "isp"}, {"sp", 4}, {"wp", 2}};
-  if (server_enforces_cel()) {
-    auto refused = admin_api().create(kube::kTrainingJobs, ns(), cross);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_EQ(refused.error().status, 422);
-    EXPECT_NE(refused.error().message.find("must be divisible by spec.worker.parallel.sp"), std::string::npos)
-        << refused.error().message;
-    // ...and the operator as well, seen here where CEL cannot state the rule:
-    // procsPerPod auto (a string to CEL) takes the pods' 3 GPUs, 6 ranks, sp 4.
-    cross = job_json("cross", 2);
-    cross["spec"]["procsPerPod"] = "auto";
-    cross["spec"]["resources"] = {{"limits", {{"nvidia.com/gpu", 3}}}};
-    cross["spec"]["worker"]["parallel"] = {{"strategy", "isp"}, {"sp", 4}};
-  }
-  // ...and the operator on every server (1.20 ignores CEL).
+  auto refused = admin_api().create(kube::kTrainingJobs, ns(), cross);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().status, 422);
+  EXPECT_NE(refused.error().message.find("must be divisible by spec.worker.parallel.sp"), std::string::npos)
+      << refused.error().message;
+  // ...and the operator as well, seen here where CEL cannot state the rule:
+  // procsPerPod auto (a string to CEL) takes the pods' 3 GPUs, 6 ranks, sp 4.
+  cross = job_json("cross", 2);
+  cross["spec"]["procsPerPod"] = "auto";
+  cross["spec"]["resources"] = {{"limits", {{"nvidia.com/gpu", 3}}}};
+  cross["spec"]["worker"]["parallel"] = {{"strategy", "isp"}, {"sp", 4}};
   create(cross);
   ASSERT_TRUE(eventually([&] { return phase_of(ns(), "cross") == tj::kPhaseFailed; }));
   Json st = status_of(ns(), "cross");

@@ -105,13 +105,9 @@ class OwnControlPlane : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / unique_name("weft-it-restart");
     std::filesystem::create_directories(dir_);
     ASSERT_EQ(sh("start"), 0) << "testenv start failed:\n" << read_file(dir_ / "testenv.out");
-    // The kubectl of the control plane's own release (testenv's env file)
-    // where it has one (not 1.20.2's), else the one on PATH. --validate=false:
-    // 1.20's OpenAPI does not know the CRD's CEL field.
-    const std::string own = read_env(dir_.string())["WEFT_KUBE_BIN"] + "/kubectl";
-    const std::string kubectl =
-        (std::filesystem::exists(own) ? own : std::string("kubectl")) + " --kubeconfig " + kc();
-    ASSERT_EQ(std::system((kubectl + " apply --validate=false -f " WEFT_SOURCE_DIR "/manifests/crd/ >/dev/null && " + kubectl +
+    // The kubectl of the control plane's own release (testenv's env file).
+    const std::string kubectl = read_env(dir_.string())["WEFT_KUBE_BIN"] + "/kubectl --kubeconfig " + kc();
+    ASSERT_EQ(std::system((kubectl + " apply -f " WEFT_SOURCE_DIR "/manifests/crd/ >/dev/null && " + kubectl +
                            " wait --for condition=established crd/trainingjobs.weft.dev --timeout=60s >/dev/null")
                               .c_str()),
               0);
@@ -208,13 +204,11 @@ TEST_F(HostileSpec, NumbersBeyondInt32AreRefusedNotWrapped) {
 
   Json sp = job_json("sp-2p32", 2);
   sp["spec"]["worker"]["parallel"] = {{"strategy", "isp"}, {"sp", 4294967298LL}};
-  if (server_enforces_cel()) {  // the CRD's CEL rule, in 64 bits, refuses it at apply
-    auto r = admin_api().create(kube::kTrainingJobs, ns(), sp);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().message.find("divisible by spec.worker.parallel.sp"), std::string::npos) << r.error().message;
-  } else {
-    expect_refused(sp, "divisible by spec.worker.parallel.sp (4294967298)");
-  }
+  // The CRD's CEL rule, in 64 bits, refuses it at apply (the operator's own
+  // check, the same rule, is unit-tested in cel_cases_test.cc).
+  auto r = admin_api().create(kube::kTrainingJobs, ns(), sp);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("divisible by spec.worker.parallel.sp"), std::string::npos) << r.error().message;
 }
 
 // procsPerPod: auto on a pod whose nvidia.com/gpu limit is 1000: auto escaped
@@ -231,7 +225,7 @@ TEST_F(HostileSpec, AutoRanksPerPodIsBoundedLikeANumber) {
 // scheduling.schedulerName "-gang-" and queue "research." pass the CRD's
 // character pattern and the operator's old character check, which promised a
 // DNS name; neither is one, and no Volcano Queue (a DNS-named object) can be
-// "research.". The v1.20 API server took both: the PodGroup and the pods
+// "research.". The API server takes both (the CRD's pattern allows them): the PodGroup and the pods
 // were created and waited for a scheduler and a queue that cannot exist.
 // They must be refused first, naming the job's field.
 TEST_F(HostileSpec, SchedulerAndQueueNamesThatAreNoDnsNamesAreInvalidSpec) {
@@ -366,9 +360,9 @@ TEST_F(HostileSpec, RanksPerPodChangedOnARunningGangRelaunchesOrFailsIt) {
 }
 
 // The careless values that were already handled, kept as a record of what
-// the probes found: the schema names the field at apply (v1.20 enforces the
-// structural schema), and the rules only CEL states (ignored before 1.25) end
-// in InvalidSpec naming it. Refused jobs cost no further writes.
+// the probes found: the schema names the field at apply, the CRD's CEL rules
+// refuse at apply with the rule's message, and what neither can state ends in
+// InvalidSpec naming the field. Refused jobs cost no further writes.
 TEST_F(HostileSpec, CarelessValuesAreNamedAtApplyOrInTheFailedCondition) {
   std::vector<std::pair<std::function<void(Json&)>, std::string>> at_apply = {
       {[](Json& s) { s["procsPerPod"] = 2.5; }, "spec.procsPerPod"},
@@ -389,10 +383,6 @@ TEST_F(HostileSpec, CarelessValuesAreNamedAtApplyOrInTheFailedCondition) {
       {[](Json& s) { s["template"] = {{"terminationGracePeriodSeconds", "600"}}; }, "spec.template.terminationGracePeriodSeconds"},
       {[](Json& s) { s["worker"]["parallel"]["sp"] = 0; }, "spec.worker.parallel.sp"},
   };
-  // procsPerPod "": 1.20 reads an int-or-string "" as null and refuses it at
-  // apply; later servers store the string and the operator refuses it.
-  const std::function<void(Json&)> empty_procs = [](Json& s) { s["procsPerPod"] = ""; };
-  if (!server_enforces_cel()) at_apply.emplace_back(empty_procs, "spec.procsPerPod");
   int n = 0;
   for (const auto& [mutate, field] : at_apply) {
     Json job = job_json("apply-" + std::to_string(n++), 2);
@@ -416,9 +406,10 @@ TEST_F(HostileSpec, CarelessValuesAreNamedAtApplyOrInTheFailedCondition) {
        "divisible by spec.worker.parallel.sp"},
       {[](Json& s) { s["scheduling"] = {{"gang", "podgroup"}}, s["template"] = {{"schedulerName", "default-scheduler"}}; },
        "spec.template.schedulerName"},
+      // procsPerPod "": the API server stores the string, the operator refuses it.
+      {[](Json& s) { s["procsPerPod"] = ""; }, "spec.procsPerPod"},
   };
-  // The CRD's CEL rules: refused at apply with the rule's message where the
-  // API server evaluates CEL, else by the operator naming the field.
+  // The CRD's CEL rules: refused at apply with the rule's message.
   const std::vector<std::tuple<std::function<void(Json&)>, std::string, std::string>> by_cel = {
       {[](Json& s) { s["procsPerPod"] = 3, s["worker"]["parallel"] = {{"strategy", "isp"}, {"wp", 4}}; },
        "divisible by spec.worker.parallel.wp", "divisible by spec.worker.parallel.wp"},
@@ -429,12 +420,7 @@ TEST_F(HostileSpec, CarelessValuesAreNamedAtApplyOrInTheFailedCondition) {
       {[](Json& s) { s["scheduling"] = {{"gang", "podgroup"}, {"provider", "volcano"}, {"scheduleTimeoutSeconds", 60}}; },
        "spec.scheduling.scheduleTimeoutSeconds", "spec.scheduling.scheduleTimeoutSeconds is scheduler-plugins' field"},
   };
-  if (server_enforces_cel()) by_operator.emplace_back(empty_procs, "spec.procsPerPod");
   for (const auto& [mutate, field, rule] : by_cel) {
-    if (!server_enforces_cel()) {
-      by_operator.emplace_back(mutate, field);
-      continue;
-    }
     Json job = job_json("cel-" + std::to_string(n++), 2);
     mutate(job["spec"]);
     auto r = admin_api().create(kube::kTrainingJobs, ns(), job);
