@@ -96,13 +96,21 @@ test: test-build
 test-images: test-deps configure
 	cd $(BUILD) && PATH=$(VENV_BIN):$$PATH ctest --output-on-failure -L '^images$$'
 
-# The local cluster (localcluster/cluster.sh): control plane, weft-node,
-# weft-operator; `make e2e` runs the end-to-end tests on a fresh one.
+# The local cluster (localcluster/cluster.sh): control plane, real nodes
+# (kubelet, containerd, runc, CNI, CoreDNS, kube-proxy) running the images
+# built from the Dockerfile (the image test writes them to $(BUILD)/images),
+# weft-operator installed with helm from charts/weft; `make e2e` runs the
+# end-to-end tests on fresh ones. WEFT_CLUSTER_RUNTIME=weft-node: simulated
+# nodes running build/bin's programs as processes instead.
 CLUSTER ?= $(BUILD)/cluster
 CLUSTER_TARGETS = weft-node weft-operator weft-worker
 
 cluster-up: test-deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target $(CLUSTER_TARGETS)
+	@if [ "$${WEFT_CLUSTER_RUNTIME:-containerd}" = containerd ]; then \
+	  cd $(BUILD) && PATH=$(VENV_BIN):$$PATH ctest --output-on-failure -R '^images_build_and_run$$' \
+	    || { echo "cluster-up: building the images failed: make test-images"; exit 1; }; \
+	fi
 	@localcluster/cluster.sh up $(CLUSTER) $(BUILD)
 
 cluster-down:

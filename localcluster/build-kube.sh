@@ -1,6 +1,6 @@
 #!/bin/bash
 # Builds the Kubernetes control plane the local cluster and the tests run:
-# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
+# kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, kubectl
 # and etcd, from the Go module proxy, at the release a module of
 # localcluster/ pins (VERSION, go.mod and go.sum there), into a cache outside
 # the source tree. The module is WEFT_KUBE_VERSION's (kube-bin.sh:
@@ -13,7 +13,7 @@
 #   --check: build nothing, only verify that each module's VERSION and
 #     go.mod agree (every module, or the one --module names).
 # Result: <cache-dir>/bin/{kube-apiserver,kube-controller-manager,
-#   kube-scheduler,kubelet,kubectl,etcd}; `<bin> --version` reports VERSION.
+#   kube-scheduler,kube-proxy,kubelet,kubectl,etcd}; `<bin> --version` reports VERSION.
 # Idempotent and safe to run concurrently: a lock serialises builders, each
 # binary is installed by an atomic rename, and the build is skipped when all
 # of them exist (a new VERSION is a new cache directory). Needs Go >= the
@@ -84,7 +84,7 @@ VERSION=$(tr -d ' \n' < "$MOD/VERSION")
 MINOR_PATCH=${VERSION#1.}
 CACHE=${1:-${WEFT_KUBE_CACHE:-$HOME/.cache/weft/kube-v$VERSION}}
 BIN=$CACHE/bin
-BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd"
+BINARIES="kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd"
 
 have_all() {
   local b
@@ -136,6 +136,7 @@ start=$(date +%s)
   "$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$STAGE/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-proxy \
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubelet \
     k8s.io/kubernetes/cmd/kubectl

@@ -1,23 +1,37 @@
 #!/bin/bash
-# A whole local Kubernetes cluster on this machine, no containers needed:
-# the testenv control plane (etcd, kube-apiserver, controller-manager,
-# scheduler of the current release, or the one WEFT_KUBE_VERSION selects),
-# the TrainingJob CRD and RBAC, weft-node (the node
-# agent: pods run as local processes, see localcluster/node/agent.h) and
-# weft-operator running as the chart's ServiceAccount (not admin).
+# A whole local Kubernetes cluster on this machine: the testenv control plane
+# (etcd, kube-apiserver, controller-manager, scheduler of the release
+# WEFT_KUBE_VERSION selects), the TrainingJob CRD, and nodes of one of two
+# kinds (WEFT_CLUSTER_RUNTIME):
+#   containerd (the default): real nodes (nodes.sh): kubelets with containerd,
+#     runc, CNI, CoreDNS and kube-proxy; pods run the images built from the
+#     Dockerfile (OCI archives, WEFT_CLUSTER_IMAGES, default BUILD_DIR/images/
+#     weft-operator.tar and weft-worker-cpu.tar, which `make test-images`
+#     writes), imported into each node's containerd: nothing is pulled. The
+#     operator is installed with helm from charts/weft, as a user installs
+#     it, and runs as the chart's Deployment.
+#   weft-node: weft-node's simulated nodes (pods run as local processes from
+#     BUILD_DIR/bin, see localcluster/node/agent.h) and weft-operator as a
+#     process with the chart's ServiceAccount (not admin).
 #
 # Usage: localcluster/cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR
 #   up              starts everything under DIR, waits for Ready nodes, prints the KUBECONFIG
-#   down            stops the operator and the agent, kills every pod process, stops the control plane
-#   operator-kill   SIGKILLs weft-operator (a crash: no cleanup, no lease release)
-#   operator-start  starts weft-operator again with the flags `up` used
-# Env: WEFT_CLUSTER_NODES (default 1), WEFT_NODE_CPU (per node, default 32),
-#      WEFT_OPERATOR_ARGS (extra weft-operator flags), WEFT_NODE_ARGS (extra
+#   down            stops the operator and the nodes (every pod with them), stops the control plane
+#   operator-kill   SIGKILLs weft-operator (a crash: no cleanup, no lease release;
+#                   with containerd: the leader pod's process, which the kubelet restarts)
+#   operator-start  starts weft-operator again with the flags `up` used (weft-node);
+#                   waits for the Deployment to be available again (containerd)
+# Env: WEFT_CLUSTER_RUNTIME (containerd or weft-node), WEFT_CLUSTER_NODES
+#      (default 2 with containerd: each real node offers this machine's CPUs, and
+#      the examples' 2 ranks ask for 1 CPU each beside the operator; 1 with
+#      weft-node), WEFT_OPERATOR_ARGS (extra weft-operator flags),
+#      WEFT_CLUSTER_IMAGES (containerd: the OCI archives to import),
+#      WEFT_NODE_CPU (weft-node: per node, default 32), WEFT_NODE_ARGS (extra
 #      weft-node flags, e.g. --start-delay for fault tests),
 #      WEFT_CLUSTER_BIN_DIR (where the agent finds pod commands; default BUILD_DIR/bin),
-#      WEFT_OPERATOR_METRICS_PORT (the operator's /metrics on 127.0.0.1: a port,
+#      WEFT_OPERATOR_METRICS_PORT (weft-node: the operator's /metrics on 127.0.0.1: a port,
 #      auto for a free one; default off; --metrics-port in WEFT_OPERATOR_ARGS
-#      does the same), WEFT_CLUSTER_METRICS=1 (operator metrics on, and
+#      does the same), WEFT_CLUSTER_METRICS=1 (weft-node: operator metrics on, and
 #      victoria-metrics scraping the ranks and the operator with the chart's
 #      scrape jobs: localcluster/metrics.sh, the ranks by pod discovery, this
 #      operator process as a static target; its URL is printed).
@@ -30,6 +44,18 @@ SRC=$(cd "$HERE/.." && pwd)
 BIN=$BUILD/bin
 # shellcheck source=kube-bin.sh
 . "$HERE/kube-bin.sh"   # kubectl of the control plane's release first on PATH
+RUNTIME=${WEFT_CLUSTER_RUNTIME:-containerd}
+# `down` takes down what `up` started, whichever runtime the environment names now.
+if [ "$CMD" != up ]; then
+  if [ -f "$DIR/runtime" ]; then RUNTIME=$(cat "$DIR/runtime")
+  elif [ -d "$DIR/node" ] || [ -f "$DIR/weft-node.pid" ]; then RUNTIME=weft-node
+  fi
+fi
+case $RUNTIME in
+  containerd|weft-node) ;;
+  *) echo "cluster: WEFT_CLUSTER_RUNTIME '$RUNTIME' is neither containerd nor weft-node" >&2; exit 2 ;;
+esac
+OPNS=weft-system
 
 stop_pid() {  # stop_pid NAME: SIGTERM, wait up to 5 s, SIGKILL
   local f="$DIR/$1.pid" pid
@@ -61,8 +87,73 @@ start_operator() {  # the flags of `up` are kept in DIR/operator.args
 # IPs, whose ranks would then meet the other cluster's rendezvous.
 OCTET=${WEFT_POD_IP_OCTET:-$(( $(printf '%s' "$DIR" | cksum | cut -d' ' -f1) % 200 + 20 ))}
 
+# ---- containerd: real nodes, the operator from the chart ----
+operator_pods() {
+  kubectl get pods -n "$OPNS" -l app.kubernetes.io/name=weft-operator -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null
+}
+containerd_up() {
+  local T0 images img helm args extra=() a
+  T0=$(date +%s%N)
+  "$HERE/build-kube.sh" >/dev/null
+  "$HERE/build-node-runtime.sh" >/dev/null
+  images=${WEFT_CLUSTER_IMAGES:-$BUILD/images/weft-operator.tar $BUILD/images/weft-worker-cpu.tar}
+  for img in $images; do
+    [ -f "$img" ] || { echo "cluster: image archive $img missing: 'make test-images' builds the images from the Dockerfile and writes it" >&2; exit 1; }
+  done
+  helm=$("$SRC/tests/kube/get-helm.sh") || { echo "cluster: no helm (tests/kube/get-helm.sh)" >&2; exit 1; }
+  "$0" down "$DIR" "$BUILD" >/dev/null 2>&1 || true
+  echo containerd > "$DIR/runtime"
+  mkdir -p "$DIR/logs"
+  export WEFT_CLUSTER_NODES=${WEFT_CLUSTER_NODES:-2}
+  "$HERE/nodes.sh" net-up "$DIR"
+  # The CRDs before the controllers: the garbage collector then deletes a
+  # TrainingJob's pods with it from the first second.
+  WEFT_KUBE_ADDRESS=$("$HERE/nodes.sh" address "$DIR") WEFT_KUBE_CRDS="$SRC/manifests/crd/" \
+    "$HERE/testenv.sh" start "$DIR" >/dev/null
+  export KUBECONFIG=$DIR/kubeconfig
+  WEFT_CLUSTER_IMAGES=$images "$HERE/nodes.sh" up "$DIR"
+  # The operator as users install it. hostPath volumes allowed: on this
+  # one-machine cluster the examples and the e2e tests share checkpoints
+  # between ranks through one. WEFT_OPERATOR_ARGS become operator.extraArgs.
+  args=(--set operator.allowHostPath=true)
+  # shellcheck disable=SC2086
+  for a in ${WEFT_OPERATOR_ARGS:-}; do extra+=("$a"); done
+  if [ ${#extra[@]} -gt 0 ]; then
+    args+=(--set-json "operator.extraArgs=$(printf '%s\n' "${extra[@]}" | /usr/bin/python3 -c 'import json, sys; print(json.dumps(sys.stdin.read().split()))')")
+  fi
+  "$helm" install weft "$SRC/charts/weft" --namespace "$OPNS" --create-namespace "${args[@]}" \
+    >"$DIR/logs/helm-install.log" 2>&1 || { cat "$DIR/logs/helm-install.log" >&2; exit 1; }
+  kubectl rollout status deployment/weft-operator -n "$OPNS" --timeout=180s >/dev/null 2>"$DIR/logs/rollout.log" \
+    || { cat "$DIR/logs/rollout.log" >&2; kubectl get pods -n "$OPNS" -o wide >&2; echo "cluster: the operator's Deployment did not become available" >&2; exit 1; }
+  echo "cluster: up in $(( ($(date +%s%N) - T0) / 1000000 )) ms: $WEFT_CLUSTER_NODES nodes, weft-operator $(operator_pods | wc -l) pods (helm release weft in $OPNS); logs in $DIR/logs and $DIR/nodes/*/logs"
+  echo "export KUBECONFIG=$DIR/kubeconfig"
+}
+containerd_down() {
+  local m
+  for m in "$DIR"/metrics*/; do [ -d "$m" ] && "$HERE/metrics.sh" down "$DIR" "$(basename "$m" | sed -n 's/^metrics-//p')"; done
+  "$HERE/nodes.sh" down "$DIR"
+  "$HERE/testenv.sh" stop "$DIR"
+  rm -f "$DIR/runtime"
+  echo "cluster: down"
+}
+# The leader's container process, killed as a crash would: the kubelet
+# restarts the container, the Lease expires and a replica takes over.
+containerd_operator_kill() {
+  local holder pod uid pid
+  export KUBECONFIG=$DIR/kubeconfig
+  holder=$(kubectl get lease -n "$OPNS" -o jsonpath='{.items[0].spec.holderIdentity}' 2>/dev/null)
+  pod=${holder%%_*}
+  [ -n "$pod" ] || pod=$(operator_pods | head -1)
+  [ -n "$pod" ] || { echo "cluster: no weft-operator pod" >&2; exit 1; }
+  pid=$("$HERE/nodes.sh" pid "$DIR" "$OPNS" "$pod" operator) || { echo "cluster: no process of pod $pod" >&2; exit 1; }
+  kill -9 "$pid"
+  echo "cluster: weft-operator pod $pod (pid $pid) killed"
+}
+
 case "$CMD" in
 up)
+  [ "$RUNTIME" = containerd ] && { containerd_up; exit 0; }
+  echo weft-node > "$DIR/runtime"
   T0=$(date +%s%N)
   for b in weft-node weft-operator weft-worker; do
     [ -x "$BIN/$b" ] || { echo "cluster: $BIN/$b missing; build it first (make cluster-up does)" >&2; exit 1; }
@@ -128,6 +219,7 @@ KC
   echo "export KUBECONFIG=$DIR/kubeconfig"
   ;;
 down)
+  [ "$RUNTIME" = containerd ] && { containerd_down; exit 0; }
   for m in "$DIR"/metrics*/; do [ -d "$m" ] && "$HERE/metrics.sh" down "$DIR" "$(basename "$m" | sed -n 's/^metrics-//p')"; done
   stop_pid weft-operator
   stop_pid weft-node
@@ -136,6 +228,7 @@ down)
   echo "cluster: down"
   ;;
 operator-kill)
+  [ "$RUNTIME" = containerd ] && { containerd_operator_kill; exit 0; }
   [ -f "$DIR/weft-operator.pid" ] || { echo "cluster: no weft-operator pid in $DIR" >&2; exit 1; }
   pid=$(cat "$DIR/weft-operator.pid")
   kill -9 "$pid" 2>/dev/null || true
@@ -144,6 +237,10 @@ operator-kill)
   echo "cluster: weft-operator $pid killed"
   ;;
 operator-start)
+  if [ "$RUNTIME" = containerd ]; then
+    KUBECONFIG=$DIR/kubeconfig kubectl rollout status deployment/weft-operator -n "$OPNS" --timeout=180s
+    exit 0
+  fi
   start_operator
   sleep 0.5
   kill -0 "$(cat "$DIR/weft-operator.pid")" 2>/dev/null \
@@ -151,6 +248,7 @@ operator-start)
   echo "cluster: weft-operator $(cat "$DIR/weft-operator.pid") started"
   ;;
 status)
+  if [ "$RUNTIME" = containerd ]; then "$HERE/testenv.sh" status "$DIR" && "$HERE/nodes.sh" status "$DIR"; exit; fi
   "$HERE/testenv.sh" status "$DIR" && kill -0 "$(cat "$DIR/weft-node.pid")" && kill -0 "$(cat "$DIR/weft-operator.pid")"
   ;;
 *) echo "cluster: unknown command '$CMD'" >&2; exit 2 ;;

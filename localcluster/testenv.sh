@@ -4,9 +4,10 @@
 # collector and scheduler: etcd, kube-apiserver, kube-controller-manager and
 # kube-scheduler of the release WEFT_KUBE_VERSION selects (kube-bin.sh: the
 # current one, localcluster/kube/VERSION, by default; build-kube.sh builds
-# each) on loopback, with fresh certificates, RBAC on and an
-# admin kubeconfig. No kubelet: pods stay
-# unbound or Pending unless a test writes their status.
+# each) on loopback, with fresh certificates, the Node and RBAC authorizers
+# and an admin kubeconfig. No kubelet: pods stay unbound or Pending unless a
+# test writes their status, weft-node runs them, or real nodes do
+# (nodes.sh; the API server then listens on their bridge, WEFT_KUBE_ADDRESS).
 #
 # Usage: localcluster/testenv.sh start|stop|restart-apiserver|status DIR
 #   start              starts everything under DIR (free ports picked at random), writes
@@ -17,6 +18,7 @@
 # Env: WEFT_KUBE_VERSION (current, the default, oldest or a release; see
 #      kube-bin.sh), WEFT_KUBE_BIN
 #      (binaries; default ~/.cache/weft/kube-v<version>/bin, see kube-bin.sh),
+#      WEFT_KUBE_ADDRESS (the API server's address; default 127.0.0.1),
 #      WEFT_KUBE_CONTROLLERS=0 to skip controller-manager and scheduler,
 #      WEFT_KUBE_CRDS (a file or directory of CustomResourceDefinitions) to
 #      install before the controller-manager starts: its garbage collector
@@ -31,6 +33,11 @@ BIN=$WEFT_KUBE_BIN
 ETCD=$BIN/etcd
 P=$DIR/pki
 LOGS=$DIR/logs
+# The API server's address: loopback, or with real nodes (nodes.sh) the
+# bridge's first address, where their kubelets and pods reach it and whose
+# lease-reconciled endpoint kube-proxy serves as kubernetes.default.
+ADDR=${WEFT_KUBE_ADDRESS:-127.0.0.1}
+if [ "$ADDR" = 127.0.0.1 ]; then RECONCILER=none; else RECONCILER=lease; fi
 
 # Three distinct free ports (held together while picked). Another process may
 # still take one before etcd or the apiserver binds it: start retries.
@@ -60,7 +67,7 @@ make_pki() {
   openssl genrsa -out "$P/apiserver.key" 2048 2>$o
   openssl req -new -key "$P/apiserver.key" -subj "/CN=kube-apiserver" -out "$P/apiserver.csr" 2>$o
   # Go >= 1.15 ignores the CN: the serving certificate needs SANs.
-  printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' > "$P/apiserver.ext"
+  printf 'subjectAltName=IP:127.0.0.1,IP:%s,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' "$ADDR" > "$P/apiserver.ext"
   openssl x509 -req -in "$P/apiserver.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
     -days 3650 -extfile "$P/apiserver.ext" -out "$P/apiserver.crt" 2>$o
   openssl genrsa -out "$P/admin.key" 2048 2>$o
@@ -79,13 +86,15 @@ make_pki() {
 start_apiserver() {
   setsid "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --bind-address="$ADDR" --advertise-address="$ADDR" --secure-port="$APISERVER_PORT" \
     --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
     --client-ca-file="$P/ca.crt" --token-auth-file="$P/tokens.csv" \
     --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=RBAC --allow-privileged=true --endpoint-reconciler-type=none \
+    --authorization-mode=Node,RBAC --allow-privileged=true --endpoint-reconciler-type="$RECONCILER" \
+    --kubelet-client-certificate="$P/admin.crt" --kubelet-client-key="$P/admin.key" \
+    --kubelet-certificate-authority="$P/ca.crt" --kubelet-preferred-address-types=InternalIP \
     --cert-dir="$DIR/certs" --profiling=false --v=1 \
     </dev/null >>"$LOGS/kube-apiserver.log" 2>&1 &
   echo $! > "$DIR/kube-apiserver.pid"
@@ -94,7 +103,7 @@ start_apiserver() {
   for _ in $(seq 1 600); do
     kill -0 "$(cat "$DIR/kube-apiserver.pid")" 2>/dev/null || break
     if curl -sf --max-time 2 --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
-         "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1; then return 0; fi
+         "https://$ADDR:$APISERVER_PORT/readyz" >/dev/null 2>&1; then return 0; fi
     sleep 0.1
   done
   echo "testenv: kube-apiserver did not become ready; last lines of $LOGS/kube-apiserver.log:" >&2
@@ -133,7 +142,7 @@ kind: Config
 clusters:
 - name: weft-testenv
   cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
+    server: https://$ADDR:$APISERVER_PORT
     certificate-authority-data: $(b64 "$P/ca.crt")
 users:
 - name: weft-admin
@@ -205,7 +214,7 @@ status)
   # shellcheck disable=SC1091
   . "$DIR/env"
   curl -sf --max-time 5 --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
-    "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null
+    "https://$ADDR:$APISERVER_PORT/readyz" >/dev/null
   ;;
 *) echo "testenv: unknown command '$CMD'" >&2; exit 2 ;;
 esac

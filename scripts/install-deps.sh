@@ -18,6 +18,10 @@ build_pkgs=(
 # transformers, the CUDA wheels) with it where no other Python 3.11 is there.
 test_pkgs=(python3 python3-venv python3-numpy python3-yaml prometheus victoria-metrics)
 kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
+# The local cluster's real nodes (localcluster/nodes.sh): runc links
+# libseccomp (built from the Go module proxy by build-node-runtime.sh);
+# kube-proxy and the kubelet write iptables rules; ip makes the bridge.
+kube_pkgs+=(libseccomp-dev iptables iproute2)
 # Daemonless image builds (tests/images): buildah builds the Dockerfile with
 # --isolation chroot, mmdebstrap makes the Debian base, podman imports it.
 images_pkgs=(buildah podman mmdebstrap fuse-overlayfs uidmap)

@@ -1,15 +1,38 @@
 #!/bin/bash
 # Shared helpers of the end-to-end tests: each test runs against the local
-# cluster of the ctest fixture `e2e-cluster` (localcluster/cluster.sh), in its
-# own namespace, with the real kubectl. Pod processes, logs and exit results
-# are found through weft-node's state dir (CLUSTER/node): logs/<ns>_<pod>_<uid>/worker/<run>.log.
+# cluster of its ctest fixture (localcluster/cluster.sh), in its own
+# namespace, with the real kubectl. The cluster's nodes are weft-node's
+# (fixture e2e-cluster: pod processes, logs and exit results are found
+# through its state dir CLUSTER/node: logs/<ns>_<pod>_<uid>/worker/<run>.log)
+# or real ones (fixture e2e-pods, CLUSTER/runtime says containerd: each
+# kubelet's podLogsDir, CLUSTER/nodes/<node>/pod-logs/<ns>_<pod>_<uid>/<container>/<restart>.log,
+# whose files are hard-linked under CLUSTER/kept-logs as they appear, since
+# the kubelet deletes a pod's logs with the pod and a test reads every
+# attempt's; processes through the CRI, localcluster/nodes.sh pid).
 # Source it: . lib.sh CLUSTER_DIR SOURCE_DIR TEST_NAME
 set -uo pipefail
 CLUSTER=$1 SRC=$2 TEST=$3
 export KUBECONFIG=$CLUSTER/kubeconfig
 . "$SRC/localcluster/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 STATE=$CLUSTER/node
+RUNTIME=$(cat "$CLUSTER/runtime" 2>/dev/null || echo weft-node)
 NS=e2e-$TEST-$$
+KEEP=$CLUSTER/kept-logs/$NS
+KEEPER=""
+if [ "$RUNTIME" = containerd ]; then
+  mkdir -p "$KEEP"
+  (
+    while kill -0 $$ 2>/dev/null; do
+      for f in "$CLUSTER"/nodes/weft-node-*/pod-logs/"$NS"_*/*/*.log; do
+        [ -f "$f" ] || continue
+        d=$KEEP/$(basename "$(dirname "$(dirname "$f")")")/$(basename "$(dirname "$f")")
+        [ -e "$d/$(basename "$f")" ] || { mkdir -p "$d"; ln "$f" "$d/" 2>/dev/null; }
+      done
+      sleep 0.2
+    done
+  ) &
+  KEEPER=$!
+fi
 T0=$(date +%s%N)
 
 elapsed() { echo "$(( ($(date +%s%N) - T0) / 1000000 ))"; }  # ms since the test started
@@ -18,15 +41,24 @@ dump() {
   echo "---- kubectl get tj,pods -n $NS"
   kubectl get tj,pods -n "$NS" -o wide 2>&1
   kubectl get tj -n "$NS" -o jsonpath='{range .items[*]}{.status}{"\n"}{end}' 2>&1
-  for f in "$STATE"/logs/"$NS"_*/worker/*.log; do
-    [ -f "$f" ] || continue
+  local f
+  for f in $(all_logs); do
     echo "---- $f"; tail -8 "$f"
   done
-  echo "---- weft-operator (last lines)"; tail -15 "$CLUSTER/logs/weft-operator.log"
+  if [ "$RUNTIME" = containerd ]; then
+    echo "---- weft-operator pods (last lines)"
+    kubectl logs -n weft-system -l app.kubernetes.io/name=weft-operator --prefix --tail 15 2>&1
+  else
+    echo "---- weft-operator (last lines)"; tail -15 "$CLUSTER/logs/weft-operator.log"
+  fi
 }
 fail() { echo "FAIL [$TEST]: $*" >&2; dump >&2; finish 1; }
 finish() {
   kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1
+  if [ -n "$KEEPER" ]; then
+    kill "$KEEPER" 2>/dev/null
+    [ "${1:-0}" = 0 ] && rm -rf "$KEEP"   # kept for a failed test's post-mortem
+  fi
   exit "${1:-0}"
 }
 
@@ -70,8 +102,14 @@ worker_pid() {
   local run; run=$(python3 -c "import json;print(json.load(open('$STATE/pods/$uid/record.json'))['run'])" 2>/dev/null) || return 1
   python3 -c "import json;print(json.load(open('$STATE/pods/$uid/runs/$run/pid.json'))['pid'])" 2>/dev/null
 }
-# Every log of a pod name across attempts, oldest first.
-logs_of() { ls -tr "$STATE"/logs/"$NS"_"$1"_*/worker/*.log 2>/dev/null; }
+# Every log of a pod name across attempts, oldest first; all_logs: of every pod.
+if [ "$RUNTIME" = containerd ]; then
+  logs_of() { ls -tr "$KEEP"/"$NS"_"$1"_*/worker/*.log 2>/dev/null; }
+  all_logs() { ls -tr "$KEEP"/"$NS"_*/worker/*.log 2>/dev/null; }
+else
+  logs_of() { ls -tr "$STATE"/logs/"$NS"_"$1"_*/worker/*.log 2>/dev/null; }
+  all_logs() { ls -tr "$STATE"/logs/"$NS"_*/worker/*.log 2>/dev/null; }
+fi
 # Live processes started for this namespace's pods (by pid files of existing pod dirs).
 live_processes() {
   local n=0 rec pidf pid
@@ -94,6 +132,7 @@ apply_testdata() {
   for e in "$@"; do args+=(-e "$e"); done
   CKPT=$CKPT_ROOT/$NS
   rm -rf "$CKPT"; mkdir -p "$CKPT"
+  chmod 0777 "$CKPT"   # the pods of real nodes run as uid 65532 (the chart's and the operator's securityContext)
   sed "${args[@]}" "$SRC/tests/e2e/testdata/$file" | kubectl apply -n "$NS" -f - >/dev/null || fail "kubectl apply $file"
 }
 CKPT_ROOT=$CLUSTER/ckpt

@@ -9,7 +9,9 @@
 #   operator: weft-operator --help
 #   both:     ENTRYPOINT is what the operator's pods / the chart's Deployment
 #             run, user 65532, OCI labels, no compiler or header inside
-# and reports each image's size and layer count. CUDA is off (no nvcc here).
+# and reports each image's size and layer count, then writes both as OCI
+# archives (WORK_DIR/weft-operator.tar, weft-worker-cpu.tar) named as the chart
+# and the examples name them, for the local cluster's real nodes. CUDA is off.
 # Usage: image_test.sh SOURCE_DIR WORK_DIR   (WORK_DIR: build logs)
 # buildah's storage lives in ~/.cache/weft/images-store (WEFT_IMAGES_STORE)
 # and keeps two images between runs: the Debian base and the build stage's
@@ -157,4 +159,17 @@ assert len(losses) == 20 and all(math.isfinite(l) for l in losses), losses
 assert losses[-1] < losses[0], f"loss did not fall: {losses[0]} -> {losses[-1]}"
 print(f"trained 20 steps on 2 ranks in the worker image: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 PY
+# The images as OCI archives under the names the chart and the example
+# manifests give them: what the local cluster's real nodes import
+# (localcluster/cluster.sh; no registry can be pulled from here).
+VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$SRC/charts/weft/Chart.yaml")
+REPO=$(sed -n 's/^  repository: *\([^ ]*\)\/weft-operator.*/\1/p' "$SRC/charts/weft/values.yaml")
+[ -n "$VERSION" ] && [ -n "$REPO" ] || fail "cannot read the image names from charts/weft"
+export_image() {  # export_image TAG FILE NAME
+  B push -q "$1" "oci-archive:$WORK/$2.tmp:$3" || fail "exporting $1 to $WORK/$2"
+  mv "$WORK/$2.tmp" "$WORK/$2"
+  echo "exported $3 to $WORK/$2 ($(du -m "$WORK/$2" | cut -f1) MB)"
+}
+export_image "$OPERATOR" weft-operator.tar "$REPO/weft-operator:$VERSION"
+export_image "$WORKER" weft-worker-cpu.tar "$REPO/weft-worker:$VERSION-cpu"
 echo "PASS: images built and run in $(( $(date +%s) - T0 )) s"
