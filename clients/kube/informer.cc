@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -58,6 +59,11 @@ std::string Informer::last_resource_version() const {
   return rv_;
 }
 
+std::string Informer::watch_resource_version() const {
+  std::lock_guard lock(mu_);
+  return watch_rv_;
+}
+
 std::string Informer::index_value(const Json& obj) const {
   if (index_label_.empty()) return "";
   const Json& labels = obj["metadata"].contains("labels") ? obj["metadata"]["labels"] : Json::object();
@@ -109,12 +115,19 @@ void Informer::replace(const Json& items) {
 }
 
 void Informer::apply(const std::string& type, Json obj) {
+  if (type == "BOOKMARK") {
+    // No object changed: the server only says how far it has got.
+    auto meta = obj.find("metadata");
+    std::lock_guard lock(mu_);
+    if (meta != obj.end() && meta->is_object()) rv_ = meta->value("resourceVersion", rv_);
+    ++bookmarks_;
+    return;
+  }
   auto ptr = std::make_shared<const Json>(std::move(obj));
   const std::string key = object_key(*ptr);
   {
     std::lock_guard lock(mu_);
     rv_ = (*ptr)["metadata"].value("resourceVersion", rv_);
-    if (type == "BOOKMARK") return;
     auto it = store_.find(key);
     if (it != store_.end()) index_remove(key, *it->second);
     if (type == "DELETED") {
@@ -164,7 +177,12 @@ void Informer::run(std::stop_token stop) {
       need_list = false;
     }
     // Random stream lifetimes spread the reconnects of many watches.
-    WatchOptions wo{last_resource_version(), selector_, 240 + static_cast<int>(rng() % 120), true};
+    const int base = static_cast<int>(std::max<long>(1, watch_timeout_.count()));
+    WatchOptions wo{"", selector_, base + static_cast<int>(rng() % std::max(1, base / 2)), true};
+    {
+      std::lock_guard lock(mu_);
+      wo.resource_version = watch_rv_ = rv_;
+    }
     ++watches_;
     auto res = api_.watch(resource_, ns_, wo, [this](const WatchEvent& ev) { apply(ev.type, ev.object); }, stop);
     if (res) {

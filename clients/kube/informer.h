@@ -10,6 +10,15 @@
 //    BOOKMARKs); a 410 Gone or an unparsable stream triggers a full relist,
 //    after which handlers see every object that was added, changed or
 //    deleted meanwhile.
+//  - Watches ask for BOOKMARKs (allowWatchBookmarks): the API server sends
+//    one about every minute and shortly before a stream's timeoutSeconds
+//    ends, carrying the version its watch cache has reached for the whole
+//    resource kind, including writes this informer's namespace or selector
+//    leaves out. A bookmark only advances the stored resourceVersion:
+//    nothing is cached and no handler is called. So a quiet informer (its
+//    selector matches nothing that changes) re-watches from a recent
+//    version, not one the watch cache may have dropped meanwhile, which
+//    would cost a 410 and a relist.
 //  - Every `resync` period all cached objects are handed to the handlers
 //    again, so a missed edge is eventually reconciled.
 //  - An optional index label gives O(1) lookup of objects by (namespace,
@@ -46,6 +55,10 @@ class Informer {
            std::chrono::seconds resync = std::chrono::seconds(300), std::string index_label = "");
 
   void add_handler(Handler h);  // before run()
+  // Each watch stream asks the server to end it after `base` to 1.5 x `base`
+  // (random, so many informers do not reconnect together); 240 s unless set.
+  // Before run().
+  void set_watch_timeout(std::chrono::seconds base) { watch_timeout_ = base; }
 
   // Lists, then watches until stop is requested; never returns early.
   void run(std::stop_token stop);
@@ -60,7 +73,10 @@ class Informer {
 
   long relists() const { return relists_.load(); }
   long watches() const { return watches_.load(); }
+  long bookmarks() const { return bookmarks_.load(); }  // BOOKMARK events received
   std::string last_resource_version() const;
+  // The resourceVersion the latest watch started from.
+  std::string watch_resource_version() const;
 
  private:
   void replace(const Json& items);
@@ -76,6 +92,7 @@ class Informer {
   Resource resource_;
   std::string ns_, selector_, index_label_;
   std::chrono::seconds resync_;
+  std::chrono::seconds watch_timeout_{240};
   std::vector<Handler> handlers_;
 
   mutable std::mutex mu_;
@@ -83,8 +100,9 @@ class Informer {
   std::map<std::string, ObjectPtr> store_;
   std::map<std::string, std::set<std::string>> index_;  // "ns/value" -> keys
   std::string rv_;
+  std::string watch_rv_;
   std::atomic<bool> synced_{false};
-  std::atomic<long> relists_{0}, watches_{0};
+  std::atomic<long> relists_{0}, watches_{0}, bookmarks_{0};
 };
 
 }  // namespace weft::kube

@@ -147,6 +147,7 @@ TEST(KubeApiWire, WatchEventsSurviveArbitraryChunkBoundaries) {
   EXPECT_EQ(got[0].type, "ADDED");
   EXPECT_EQ(got[1].object["metadata"]["resourceVersion"], "6");
   EXPECT_EQ(got[2].type, "BOOKMARK");
+  EXPECT_EQ(got[2].object["metadata"]["resourceVersion"], "9");
   auto target = s.requests()[0].target;
   EXPECT_NE(target.find("watch=1"), std::string::npos);
   EXPECT_NE(target.find("resourceVersion=4"), std::string::npos);
@@ -263,6 +264,66 @@ TEST(InformerWire, RelistsAfterGoneAndReportsObjectsDeletedMeanwhile) {
   // a (listed), then a again (deleted while the watch was gone) and b (new).
   EXPECT_EQ(std::count(seen.begin(), seen.end(), "a"), 2);
   EXPECT_EQ(std::count(seen.begin(), seen.end(), "b"), 1);
+}
+
+// A BOOKMARK is a newer resourceVersion and nothing else: the cache and the
+// handlers do not see it, and the next watch starts from it (no relist).
+TEST(InformerWire, BookmarkAdvancesResourceVersionWithoutAnObjectChange) {
+  std::atomic<int> lists{0}, watches{0};
+  std::mutex tmu;
+  std::vector<std::string> watch_targets;
+  FakeHttpServer s([&](const FakeRequest& req) {
+    if (req.target.find("watch=1") == std::string::npos) {
+      ++lists;
+      return FakeResponse{200, {}, R"({"metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"a","namespace":"n","resourceVersion":"9"}}]})"};
+    }
+    {
+      std::lock_guard lock(tmu);
+      watch_targets.push_back(req.target);
+    }
+    FakeResponse r;
+    if (watches++ == 0) {
+      // The stream ends (its timeoutSeconds) right after a bookmark.
+      r.chunks = {R"({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"30"}}})" "\n"};
+    } else {
+      // One without metadata changes nothing; a later one still counts.
+      r.chunks = {R"({"type":"BOOKMARK","object":{}})" "\n",
+                  R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"31"}}})" "\n"};
+      r.hold_open = true;
+    }
+    return r;
+  });
+  ClusterConfig c;
+  c.server = s.url();
+  KubeApi api(c);
+  Informer inf(api, kPods, "n", "app=x", std::chrono::seconds(0));
+  inf.set_watch_timeout(std::chrono::seconds(2));
+  std::atomic<int> handled{0};
+  inf.add_handler([&](const Json&) { ++handled; });
+  std::jthread t([&](std::stop_token st) { inf.run(st); });
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (inf.last_resource_version() != "31" && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  const ObjectPtr a = inf.get("n", "a");
+  t.request_stop();
+  t.join();
+  EXPECT_EQ(inf.last_resource_version(), "31");
+  EXPECT_EQ(inf.watch_resource_version(), "30");
+  EXPECT_EQ(inf.bookmarks(), 3);
+  EXPECT_EQ(inf.relists(), 1);
+  EXPECT_EQ(lists.load(), 1);
+  EXPECT_EQ(handled.load(), 1) << "only the listed object reaches the handlers";
+  EXPECT_EQ(inf.size(), 1u);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ((*a)["metadata"]["resourceVersion"], "9");
+  std::lock_guard lock(tmu);
+  ASSERT_GE(watch_targets.size(), 2u);
+  for (const auto& target : watch_targets) {
+    EXPECT_NE(target.find("allowWatchBookmarks=true"), std::string::npos) << target;
+    EXPECT_NE(target.find("timeoutSeconds=2&"), std::string::npos) << target;
+  }
+  EXPECT_NE(watch_targets[0].find("resourceVersion=10"), std::string::npos) << watch_targets[0];
+  EXPECT_NE(watch_targets[1].find("resourceVersion=30"), std::string::npos) << watch_targets[1];
 }
 
 }  // namespace
