@@ -64,6 +64,7 @@ struct Flags {
   std::string bind_address = "0.0.0.0", metrics_from;
   int scrape_concurrency = weft::tj::PollerOptions{}.rank_concurrency;
   int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100, progress_s = 10;
+  int pod_start_timeout_s = weft::tj::kDefaultPodStartTimeoutSeconds;
   double qps = 50, tuning_poll_s = 2, lease_s = 15, renew_s = 10, retry_s = 2;
   bool leader_elect = false, no_network_policy = false;
   weft::tj::PodPowers allow;
@@ -86,6 +87,11 @@ void add_controller_flags(CLI::App& app, Flags& f) {
                  "ranks of one job whose /metrics are scraped at once when every rank is read (the tuner, "
                  "straggler detection)")
       ->check(CLI::Range(1, 256));
+  app.add_option("--pod-start-timeout-seconds", f.pod_start_timeout_s,
+                 "how long a pod bound to its node may take to start its worker: then the gang restarts (counted "
+                 "against maxRestarts), or the job fails when the kubelet names a cause a restart cannot cure (an "
+                 "image not present or not pullable, a bad container config); 0 = no deadline")
+      ->check(CLI::Range(0, 86400));
   app.add_option("--qps", f.qps, "client-side API request rate limit")->check(within(0.1, 10000));
   app.add_option("--burst", f.burst, "client-side API burst")->check(CLI::Range(1, 10000));
   app.add_flag("--allow-host-path", f.allow.host_path, "let spec.template.volumes mount hostPath volumes");
@@ -172,7 +178,8 @@ weft::tj::ControllerOptions controller_options(const Flags& f) {
           .allow = f.allow,
           .network_policy = !f.no_network_policy,
           .metrics_from = f.metrics_peers,
-          .scrape = {}};  // HTTP
+          .scrape = {},  // HTTP
+          .pod_start_timeout = std::chrono::seconds(f.pod_start_timeout_s)};
 }
 
 // Runs the controller's workers until a stop, or while this replica holds

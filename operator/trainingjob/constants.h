@@ -45,6 +45,11 @@ inline constexpr const char* kAnnotationVolcanoGroup = "scheduling.k8s.io/group-
 inline constexpr const char* kSchedulerPluginsScheduler = "scheduler-plugins-scheduler";
 inline constexpr const char* kVolcanoScheduler = "volcano";
 
+// --pod-start-timeout-seconds' default: how long a pod bound to its node may
+// wait to start its worker (start_policy.h). Ten minutes covers pulling a
+// multi-GiB image over a slow link; a larger one needs the flag raised.
+inline constexpr int kDefaultPodStartTimeoutSeconds = 600;
+
 // Phases (status.phase).
 inline constexpr const char* kPhasePending = "Pending";
 inline constexpr const char* kPhaseRunning = "Running";
@@ -88,6 +93,17 @@ inline constexpr const char* kReasonRankEvicted = "RankEvicted";        // evict
 inline constexpr const char* kReasonRankPreempted = "RankPreempted";    // scheduler or kubelet preemption
 inline constexpr const char* kReasonRankNodeLost = "RankNodeLost";      // node gone, unreachable or shut down
 inline constexpr const char* kReasonRankOOMKilled = "RankOOMKilled";    // the worker container hit its memory limit
+// A pod on its node did not start its worker within --pod-start-timeout-seconds
+// (waiting in ContainerCreating or another reason a restart may cure).
+inline constexpr const char* kReasonRankStartTimeout = "RankStartTimeout";
+// A pod on its node whose worker container cannot start for a reason a gang
+// restart would not cure (start_policy.h): Ready False while it waits, and
+// Failed with the same reason once --pod-start-timeout-seconds passes.
+inline constexpr const char* kReasonImageNotPresent = "ImageNotPresent";          // ErrImageNeverPull
+inline constexpr const char* kReasonImagePullFailed = "ImagePullFailed";          // ErrImagePull, ImagePullBackOff, ...
+inline constexpr const char* kReasonInvalidImageName = "InvalidImageName";        // InvalidImageName
+inline constexpr const char* kReasonContainerConfigError = "ContainerConfigError";  // CreateContainerConfigError
+inline constexpr const char* kReasonContainerCreateFailed = "ContainerCreateFailed";  // CreateContainerError, RunContainerError
 inline constexpr const char* kReasonBadConfig = "BadConfig";            // exit code 1
 inline constexpr const char* kReasonMaxRestarts = "MaxRestartsExceeded";
 inline constexpr const char* kReasonBackoff = "RestartBackoff";

@@ -40,6 +40,7 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
   reconciler_.set_pod_powers(opts_.allow);
   reconciler_.set_metrics_from(opts_.metrics_from);
   reconciler_.set_tuner_options({.poll = opts_.tuning_poll});
+  reconciler_.set_pod_start_timeout(opts_.pod_start_timeout);
   informers_ = {&jobs_, &pods_, &services_, &configmaps_};
   if (network_policies_) informers_.push_back(network_policies_.get());
   jobs_.add_handler([this](const kube::Json& job) { queue_.add(kube::object_key(job)); });

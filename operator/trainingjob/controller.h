@@ -41,6 +41,8 @@ struct ControllerOptions {
   bool network_policy = true;              // one NetworkPolicy per job (builders.h, build_network_policy)
   Json metrics_from = nullptr;             // its metrics-port peers; null = anyone
   ScrapePoller::ScrapeFn scrape{};         // how the poller reads a rank's /metrics; empty = HTTP
+  // How long a pod on its node may take to start its worker (start_policy.h); 0 = no deadline.
+  std::chrono::seconds pod_start_timeout{kDefaultPodStartTimeoutSeconds};
 };
 
 class Controller {

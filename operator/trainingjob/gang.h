@@ -13,6 +13,7 @@ namespace weft::tj {
 
 struct RankState {
   int rank = 0;
+  std::string pod;                  // metadata.name ("" in tests that build states by hand)
   std::string phase = "Pending";    // pod phase: Pending, Running, Succeeded, Failed, Unknown
   bool ready = false;               // PodReady condition
   bool terminating = false;         // deletionTimestamp set
@@ -23,6 +24,20 @@ struct RankState {
   std::string disruption;           // reason of a True DisruptionTarget condition (Kubernetes >= 1.26)
   bool scheduled = false;           // bound to a node (PodScheduled True, a nodeName, or past Pending)
   std::string unschedulable;        // the scheduler's message of a PodScheduled False condition
+  // The worker container before it runs (state.waiting): the kubelet's
+  // reason (ContainerCreating, ErrImageNeverPull, ImagePullBackOff,
+  // CreateContainerConfigError, ...) and its words.
+  std::string waiting_reason;
+  std::string waiting_message;
+  bool container_reported = false;  // the kubelet listed the worker container in containerStatuses
+  // lastState.terminated: the container's run before the current state (the
+  // kubelet restarts no container of these pods, restartPolicy Never, but a
+  // failed pod may show its exit there while the container waits).
+  std::optional<int> last_exit_code;
+  std::string last_reason;
+  std::string scheduled_at;         // PodScheduled True's lastTransitionTime (RFC 3339), "" unknown
+  std::string created_at;           // metadata.creationTimestamp
+  std::string memory_limit;         // the worker container's resources.limits.memory, "" none
 };
 
 struct GangObservation {
@@ -53,8 +68,10 @@ struct Placement {
 };
 Placement placement_of(const GangObservation& gang);
 
-// Reads the worker container's state (terminated exit code and message) and
-// pod phase.
+// Reads the pod's phase, conditions and the worker container's state:
+// terminated (exit code, reason such as OOMKilled, message), waiting (reason,
+// message) and lastState.terminated; a pod that failed with its container
+// waiting takes its exit code and reason from lastState.
 RankState observe_pod(const nlohmann::json& pod, const std::string& container);
 
 // The line of a termination message that says why a worker stopped: its last

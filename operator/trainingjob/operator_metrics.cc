@@ -33,8 +33,8 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                                                                               0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
       restarts_(prometheus::BuildCounter()
                     .Name("weft_operator_gang_restarts_total")
-                    .Help("Gang restarts performed, by cause (Failure and OOMKilled count against maxRestarts; "
-                          "Evicted, Preempted, NodeLost and Deleted do not)")
+                    .Help("Gang restarts performed, by cause (Failure, OOMKilled and StartTimeout count against "
+                          "maxRestarts; Evicted, Preempted, NodeLost and Deleted do not)")
                     .Register(r)),
       resizes_(prometheus::BuildCounter()
                    .Name("weft_operator_elastic_resizes_total")
@@ -73,7 +73,7 @@ OperatorMetrics::OperatorMetrics(prometheus::Registry& r)
                         .Help("Scrapes of ranks' /metrics by the scrape poller, by scope (as above)")
                         .Register(r)) {
   for (FailureCause c : {FailureCause::Failure, FailureCause::OOMKilled, FailureCause::Evicted, FailureCause::Preempted,
-                         FailureCause::NodeLost, FailureCause::Deleted})
+                         FailureCause::NodeLost, FailureCause::Deleted, FailureCause::StartTimeout})
     restarts_.Add({{"cause", cause_name(c)}});
   for (const char* direction : {"shrink", "grow"}) resizes_.Add({{"direction", direction}});
   for (const char* action : {"none", "replace"}) stragglers_.Add({{"action", action}});

@@ -36,7 +36,7 @@ class OperatorMetrics {
   // result: success, requeue, transient_error, terminal_error, not_found
   void observe_reconcile(const std::string& result, double seconds);
   // A gang restart for `cause` (a FailureCause name: Failure, OOMKilled,
-  // Evicted, Preempted, NodeLost, Deleted).
+  // Evicted, Preempted, NodeLost, Deleted, StartTimeout).
   void add_restart(const std::string& cause) { restarts_.Add({{"cause", cause}}).Increment(); }
   // An elastic job's gang changed size: direction shrink or grow.
   void add_resize(const std::string& direction) { resizes_.Add({{"direction", direction}}).Increment(); }

@@ -20,6 +20,7 @@
 #include "trainingjob/restart_policy.h"
 #include "trainingjob/scrape_poller.h"
 #include "trainingjob/scheduling_policy.h"
+#include "trainingjob/start_policy.h"
 #include "trainingjob/success_policy.h"
 #include "trainingjob/ttl_policy.h"
 #include "trainingjob/types.h"
@@ -125,6 +126,12 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   if (decision.verdict == GangVerdict::Fail) return fail_gang(cx, decision);
   if (decision.verdict == GangVerdict::Restart) return restart_gang(cx, decision);
   if (gang_succeeded(cx.gang)) return complete(cx);
+  // Pods on their node whose worker has not started: blocked for a cause a
+  // restart cannot cure (reported; Failed at the deadline), or slow past it
+  // (a counted restart).
+  cx.start = decide_start(cx.gang, cx.now, pod_start_timeout_, counted_restarts(st), cx.spec.restart);
+  if (cx.start.act.verdict == GangVerdict::Fail) return fail_gang(cx, cx.start.act);
+  if (cx.start.act.verdict == GangVerdict::Restart) return restart_gang(cx, cx.start.act);
   if (auto resized = resize_gang(cx)) return *resized;
 
   if (auto wait = wait_for_relaunch(cx)) return finish(cx, *wait);
@@ -134,10 +141,11 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   if (cx.error && !cx.error->transient() && cx.error->status != 403) return refuse_pods(cx);
   keep_podgroup_while_waiting(cx);
   ReconcileResult result = report_progress(cx);
-  // A placement timeout or a grow check runs out with nothing else changing.
-  if (cx.elastic_recheck && (result.kind == Kind::Done ||
-                             (result.kind == Kind::RequeueAfter && result.after > *cx.elastic_recheck)))
-    result = ReconcileResult::requeue_after(*cx.elastic_recheck);
+  // A placement timeout, a grow check or a pod's start deadline runs out
+  // with nothing else changing.
+  for (const auto& recheck : {cx.elastic_recheck, cx.start.recheck_in})
+    if (recheck && (result.kind == Kind::Done || (result.kind == Kind::RequeueAfter && result.after > *recheck)))
+      result = ReconcileResult::requeue_after(*recheck);
   return result;
 }
 
@@ -446,6 +454,13 @@ ReconcileResult Reconciler::report_progress(Context& cx) {
     if (restarting)
       st.set_condition(kCondRestarting, false, kReasonAllRanksRunning,
                        "attempt " + std::to_string(st.attempt) + " training", cx.generation, cx.now_s);
+  } else if (!cx.start.blocked_reason.empty()) {
+    // A pod on its node cannot start its worker (the image, its config):
+    // Ready says which and why, and a Warning event says it once.
+    const Condition* before = st.condition(kCondReady);
+    if (!before || before->reason != cx.start.blocked_reason)
+      cx.event("Warning", cx.start.blocked_reason, cx.start.blocked_message);
+    st.set_condition(kCondReady, false, cx.start.blocked_reason, cx.start.blocked_message, cx.generation, cx.now_s);
   } else {
     st.set_condition(kCondReady, false, kReasonWaitingForRanks,
                      std::to_string(view.ready) + " of " + std::to_string(cx.spec.replicas) +

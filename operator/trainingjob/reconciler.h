@@ -8,7 +8,8 @@
 // powers the operator does not allow); ensure the children; suspend or
 // resume; observe the current attempt's gang (relaunching it on a spec
 // change); then the restart policy fails or restarts the gang, or the success
-// policy completes it; otherwise wait for the old gang and the backoff,
+// policy completes it, or the start policy (start_policy.h) fails or restarts
+// a gang whose pods did not start in time; otherwise wait for the old gang and the backoff,
 // launch the missing ranks and report progress. While every rank runs, the
 // bucket-size tuner (tuner/bucket_tuner.h) is one more policy step there:
 // observe (the scrape poller's latest figures: rank 0's for status.progress,
@@ -53,6 +54,7 @@
 #include "kube/informer.h"
 #include "kube/kube_api.h"
 #include "trainingjob/clock.h"
+#include "trainingjob/constants.h"
 #include "trainingjob/gang.h"
 #include "trainingjob/operator_metrics.h"
 #include "trainingjob/pod_powers.h"
@@ -108,6 +110,10 @@ class Reconciler {
   void set_metrics_from(Json peers) { metrics_from_ = std::move(peers); }
   // How often the tuner asks for samples while a trial runs (--tuning-poll-seconds).
   void set_tuner_options(tuner::TunerOptions opts) { tuner_opts_ = opts; }
+  // How long a pod on its node may take to start its worker before the gang
+  // is restarted or, for a cause a restart cannot cure, the job fails
+  // (--pod-start-timeout-seconds; start_policy.h). 0: no deadline.
+  void set_pod_start_timeout(std::chrono::seconds t) { pod_start_timeout_ = t; }
 
  private:
   struct Context;
@@ -188,6 +194,7 @@ class Reconciler {
   ScrapePoller* poller_ = nullptr;
   std::unique_ptr<tuner::TunerMetrics> tuner_metrics_;
   tuner::TunerOptions tuner_opts_;
+  std::chrono::seconds pod_start_timeout_{kDefaultPodStartTimeoutSeconds};
   std::mutex tuning_mu_;
   std::map<std::string, tuner::OpenTrial> tuning_open_;  // job uid -> the open trial's window
   std::map<std::string, uint64_t> tuning_seen_;           // ns/name -> seq of the last round handed to the tuner

@@ -13,6 +13,7 @@
 #include "trainingjob/gang.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/scrape_poller.h"
+#include "trainingjob/start_policy.h"
 #include "trainingjob/types.h"
 
 namespace weft::tj {
@@ -40,6 +41,9 @@ struct Reconciler::Context {
   std::vector<tuner::RankObservation> tuning_ranks;
   // spec.elastic: when the size decision could change on its own (a timeout).
   std::optional<std::chrono::milliseconds> elastic_recheck;
+  // Pods on their node whose worker has not started (start_policy.h): what
+  // blocks them, and when a start deadline passes.
+  StartDecision start;
   bool secret_ensured = false;                     // this reconcile created the Secret or found it there
   std::string podgroup_problem;                    // why the gang's PodGroup could not be created (then no pods)
   bool podgroup_ensured = false;                   // ensure_podgroup() ran in this reconcile

@@ -18,15 +18,19 @@ const char* cause_name(FailureCause c) {
     case FailureCause::Preempted: return "Preempted";
     case FailureCause::NodeLost: return "NodeLost";
     case FailureCause::Deleted: return "Deleted";
+    case FailureCause::StartTimeout: return "StartTimeout";
   }
   return "Failure";
 }
 
-bool counts_against_limit(FailureCause c) { return c == FailureCause::Failure || c == FailureCause::OOMKilled; }
+bool counts_against_limit(FailureCause c) {
+  return c == FailureCause::Failure || c == FailureCause::OOMKilled || c == FailureCause::StartTimeout;
+}
 
 namespace {
 constexpr FailureCause kCauses[] = {FailureCause::Failure,   FailureCause::OOMKilled, FailureCause::Evicted,
-                                    FailureCause::Preempted, FailureCause::NodeLost,  FailureCause::Deleted};
+                                    FailureCause::Preempted, FailureCause::NodeLost,  FailureCause::Deleted,
+                                    FailureCause::StartTimeout};
 }  // namespace
 
 int counted_restarts(const TrainingJobStatus& status) {
@@ -75,6 +79,7 @@ const char* cause_reason(FailureCause c) {
     case FailureCause::Preempted: return kReasonRankPreempted;
     case FailureCause::NodeLost: return kReasonRankNodeLost;
     case FailureCause::Deleted: return kReasonRankDeleted;
+    case FailureCause::StartTimeout: return kReasonRankStartTimeout;
   }
   return kReasonRankFailed;
 }
@@ -87,14 +92,23 @@ int precedence(FailureCause c) {
 }
 
 std::string describe(const RankState& r, FailureCause c) {
-  const std::string rank = "rank " + std::to_string(r.rank);
+  const std::string rank = rank_and_pod(r);
   const std::string why = last_message_line(r.message);
   switch (c) {
-    case FailureCause::Failure:
+    case FailureCause::Failure: {
       if (!r.exit_code) return rank + " failed" + (r.reason.empty() ? "" : " (" + r.reason + ")") + " without an exit code";
-      return rank + " exited with code " + std::to_string(*r.exit_code) + (why.empty() ? "" : ": " + why);
+      // The runtime's reason when it is more than "Error" (StartError: the
+      // container never ran, its message is the runtime's).
+      const std::string& cr = r.container_reason;
+      const bool telling = !cr.empty() && cr != "Error" && cr != "Completed";
+      return rank + " exited with code " + std::to_string(*r.exit_code) + (telling ? " (" + cr + ")" : "") +
+             (why.empty() ? "" : ": " + why);
+    }
     case FailureCause::OOMKilled:
-      return rank + " was OOM-killed at its memory limit" +
+      // The kubelet's word, so that a search for it finds the job.
+      return rank + " was OOMKilled: " +
+             (r.memory_limit.empty() ? std::string("out of memory with no memory limit set")
+                                     : "its container reached its memory limit " + r.memory_limit) +
              (r.exit_code ? " (exit code " + std::to_string(*r.exit_code) + ")" : "");
     default: {
       std::string detail = !r.disruption.empty() ? r.disruption : r.reason;
@@ -106,13 +120,27 @@ std::string describe(const RankState& r, FailureCause c) {
 
 }  // namespace
 
+std::string rank_and_pod(const RankState& r) {
+  return "rank " + std::to_string(r.rank) + (r.pod.empty() ? "" : " (pod " + r.pod + ")");
+}
+
+RestartDecision counted_restart(FailureCause cause, const std::string& message, int counted_restarts,
+                                const RestartSpec& spec) {
+  if (counted_restarts >= spec.max_restarts)
+    return {GangVerdict::Fail, kReasonMaxRestarts,
+            message + "; restart limit reached (" + std::to_string(counted_restarts) + " of maxRestarts " +
+                std::to_string(spec.max_restarts) + ")",
+            cause};
+  return {GangVerdict::Restart, cause_reason(cause), message, cause};
+}
+
 RestartDecision decide_restart(const GangObservation& gang, int counted_restarts, const RestartSpec& spec) {
   // Exit code 1 wins over everything: retrying a bad config only burns time.
   for (const auto& r : gang.ranks)
     if (r.phase == "Failed" && r.exit_code && !contract::retryable(*r.exit_code)) {
       const std::string why = last_message_line(r.message);
       return {GangVerdict::Fail, kReasonBadConfig,
-              "rank " + std::to_string(r.rank) + " exited with code 1 (bad config or input); not retried" +
+              rank_and_pod(r) + " exited with code 1 (bad config or input); not retried" +
                   (why.empty() ? "" : ": " + why),
               FailureCause::Failure};
     }
@@ -143,12 +171,7 @@ RestartDecision decide_restart(const GangObservation& gang, int counted_restarts
   if (!cause) return {GangVerdict::Healthy, "", "", FailureCause::Failure};
   const std::string reason = cause_reason(*cause);
   if (!counts_against_limit(*cause)) return {GangVerdict::Restart, reason, message + " (not counted against maxRestarts)", *cause};
-  if (counted_restarts >= spec.max_restarts)
-    return {GangVerdict::Fail, kReasonMaxRestarts,
-            message + "; restart limit reached (" + std::to_string(counted_restarts) + " of maxRestarts " +
-                std::to_string(spec.max_restarts) + ")",
-            *cause};
-  return {GangVerdict::Restart, reason, message, *cause};
+  return counted_restart(*cause, message, counted_restarts, spec);
 }
 
 std::chrono::seconds restart_backoff(int restarts, const RestartSpec& spec) {

@@ -6,7 +6,8 @@
 //  - a rank taken away from outside the job (a FailureCause that does not
 //    count: eviction, preemption, node loss, a deleted pod): Restart, always,
 //    without counting against maxRestarts or growing the backoff;
-//  - any other failure (a retryable or unknown exit code, an OOM kill):
+//  - any other failure (a retryable or unknown exit code, an OOM kill, a pod
+//    that did not start within the start deadline, see start_policy.h):
 //    Restart while the counted restarts < maxRestarts, otherwise Failed with
 //    MaxRestartsExceeded;
 //  - otherwise Healthy.
@@ -33,6 +34,9 @@ enum class FailureCause {
   NodeLost,   // node gone, unreachable or shut down: does not count
   Deleted,    // pod deleted, or the worker stopped on SIGTERM (exit 143; how an
               // eviction looks on servers < 1.26): does not count
+  StartTimeout,  // a pod on its node did not start its worker within the start
+                 // deadline (start_policy.h): counts (the node or the pod's
+                 // volumes may be at fault, a restart may place it elsewhere)
 };
 const char* cause_name(FailureCause c);
 // Whether a restart for this cause counts against maxRestarts.
@@ -53,12 +57,21 @@ FailureCause classify_failure(const RankState& rank);
 struct RestartDecision {
   GangVerdict verdict = GangVerdict::Healthy;
   std::string reason;    // constants.h reason
-  std::string message;   // names the rank and exit code
+  std::string message;   // names the rank, its pod and the exit code or cause
   FailureCause cause = FailureCause::Failure;  // Restart and Fail
 };
 
 // `counted_restarts`: the restarts so far that count against maxRestarts.
 RestartDecision decide_restart(const GangObservation& gang, int counted_restarts, const RestartSpec& spec);
+
+// A restart for `cause` (one that counts), or Fail with MaxRestartsExceeded
+// once the counted restarts reached maxRestarts; `message` says why.
+RestartDecision counted_restart(FailureCause cause, const std::string& message, int counted_restarts,
+                                const RestartSpec& spec);
+
+// How a rank is named in messages: "rank 2 (pod llama-2)", or "rank 2" when
+// its pod's name is not known.
+std::string rank_and_pod(const RankState& r);
 
 // Delay between tearing down attempt n and launching attempt n+1, where
 // `restarts` counts the counted restarts including this one (0: none).

@@ -52,6 +52,9 @@ TEST(OperatorFlags, OutOfRangeNumbersAreRefusedByNameWithExitTwo) {
       {{"--scrape-concurrency", "257"}, "--scrape-concurrency"},
       {{"--workers", "1e9"}, "--workers"},
       {{"--resync-seconds", "-1"}, "--resync-seconds"},
+      {{"--pod-start-timeout-seconds", "-1"}, "--pod-start-timeout-seconds"},
+      {{"--pod-start-timeout-seconds", "86401"}, "--pod-start-timeout-seconds"},
+      {{"--pod-start-timeout-seconds", "nan"}, "--pod-start-timeout-seconds"},
       {{"--lease-duration", "15", "--renew-deadline", "20"}, "--renew-deadline 20 must be below --lease-duration 15"},
       {{"--lease-duration", "15", "--renew-deadline", "15"}, "--renew-deadline 15 must be below --lease-duration 15"},
       {{"--renew-deadline", "3", "--retry-period", "5"}, "--retry-period 5 must be below --renew-deadline 3"},
@@ -68,7 +71,8 @@ TEST(OperatorFlags, OutOfRangeNumbersAreRefusedByNameWithExitTwo) {
   }
   // In range: refused only for the missing kubeconfig.
   const auto ok = run_operator({"--lease-duration", "30", "--renew-deadline", "20", "--retry-period", "4", "--qps",
-                                "0.5", "--tuning-poll-seconds", "0.5", "--scrape-concurrency", "64", "--kubeconfig", none});
+                                "0.5", "--tuning-poll-seconds", "0.5", "--scrape-concurrency", "64",
+                                "--pod-start-timeout-seconds", "0", "--kubeconfig", none});
   EXPECT_EQ(ok.code, 2) << ok.output;
   EXPECT_TRUE(has(ok.output, none)) << ok.output;
 }

@@ -29,7 +29,7 @@ TEST(OperatorMetrics, CountersStartAtZeroForEveryKnownLabel) {
   prometheus::Registry r;
   OperatorMetrics m(r);
   const std::string text = exposition(r);
-  for (const char* cause : {"Failure", "OOMKilled", "Evicted", "Preempted", "NodeLost", "Deleted"})
+  for (const char* cause : {"Failure", "OOMKilled", "Evicted", "Preempted", "NodeLost", "Deleted", "StartTimeout"})
     EXPECT_NE(text.find(std::string("weft_operator_gang_restarts_total{cause=\"") + cause + "\"} 0"), std::string::npos)
         << cause << "\n" << text;
   for (const char* d : {"shrink", "grow"})

@@ -156,7 +156,7 @@ TEST_F(Reconcile, FailedRankRestartsTheWholeGang) {
     if (c["type"] == tj::kCondRestarting) {
       restarting = true;
       EXPECT_EQ(c["reason"], tj::kReasonRankFailed);
-      EXPECT_NE(c["message"].get<std::string>().find("rank 1 exited with code 3"), std::string::npos) << c.dump();
+      EXPECT_NE(c["message"].get<std::string>().find("rank 1 (pod gang-1) exited with code 3"), std::string::npos) << c.dump();
     }
   EXPECT_TRUE(restarting) << st.dump();
   for (const auto& p : job_pods(ns(), "gang")) EXPECT_EQ(env_value(p, "WEFT_ATTEMPT"), "1");
