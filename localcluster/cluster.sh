@@ -31,10 +31,11 @@
 #      WEFT_CLUSTER_BIN_DIR (where the agent finds pod commands; default BUILD_DIR/bin),
 #      WEFT_OPERATOR_METRICS_PORT (weft-node: the operator's /metrics on 127.0.0.1: a port,
 #      auto for a free one; default off; --metrics-port in WEFT_OPERATOR_ARGS
-#      does the same), WEFT_CLUSTER_METRICS=1 (weft-node: operator metrics on, and
-#      victoria-metrics scraping the ranks and the operator with the chart's
-#      scrape jobs: localcluster/metrics.sh, the ranks by pod discovery, this
-#      operator process as a static target; its URL is printed).
+#      does the same), WEFT_CLUSTER_METRICS=1 (victoria-metrics scraping the
+#      ranks and the operator with the chart's scrape jobs: localcluster/metrics.sh,
+#      the ranks by pod discovery, the operator's pods too (containerd) or
+#      this operator process as a static target (weft-node; its metrics on);
+#      its URL is printed).
 set -euo pipefail
 CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR}
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -125,6 +126,9 @@ containerd_up() {
     >"$DIR/logs/helm-install.log" 2>&1 || { cat "$DIR/logs/helm-install.log" >&2; exit 1; }
   kubectl rollout status deployment/weft-operator -n "$OPNS" --timeout=180s >/dev/null 2>"$DIR/logs/rollout.log" \
     || { cat "$DIR/logs/rollout.log" >&2; kubectl get pods -n "$OPNS" -o wide >&2; echo "cluster: the operator's Deployment did not become available" >&2; exit 1; }
+  # victoria-metrics on loopback scraping the ranks and the operator's pods,
+  # both found by pod discovery (metrics.sh, pod mode).
+  [ "${WEFT_CLUSTER_METRICS:-0}" = 1 ] && WEFT_METRICS_OPERATOR=pod "$HERE/metrics.sh" up "$DIR"
   echo "cluster: up in $(( ($(date +%s%N) - T0) / 1000000 )) ms: $WEFT_CLUSTER_NODES nodes, weft-operator $(operator_pods | wc -l) pods (helm release weft in $OPNS); logs in $DIR/logs and $DIR/nodes/*/logs"
   echo "export KUBECONFIG=$DIR/kubeconfig"
 }

@@ -12,11 +12,12 @@ sed 's/train: {steps: 400}/train: {steps: 30, log_every: 10}/' "$SRC/manifests/e
 [ "$(tj_field tiny-tuned .spec.worker.train.steps)" = 30 ] || fail "step override not applied"
 wait_for 60 "phase Running" phase_is tiny-tuned Running
 log "Running: $(kubectl get tj tiny-tuned -n "$NS" --no-headers)"
+work=$(workdir_of tiny-tuned-0) || fail "rank 0's working directory"
 wait_for 240 "phase Succeeded" phase_is tiny-tuned Succeeded
 log "Succeeded: $(kubectl get tj tiny-tuned -n "$NS" --no-headers)"
 codes=$(kubectl get pods -n "$NS" -o jsonpath='{range .items[*]}{.status.containerStatuses[0].state.terminated.exitCode}{" "}{end}')
 [ "$codes" = "0 0 0 0 " ] || fail "exit codes: $codes"
-summary=$STATE/pods/$(pod_uid tiny-tuned-0)/work/runs/weft/summary.json
+summary=$work/runs/weft/summary.json
 [ "$(python3 -c "import json;s=json.load(open('$summary'));print(s['steps_done'], s['world_size'])")" = "30 4" ] \
   || fail "summary: $(head -c 400 "$summary" 2>&1)"
 log "PASS: 4 data-parallel ranks trained 30 steps"

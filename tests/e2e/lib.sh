@@ -55,6 +55,8 @@ dump() {
 fail() { echo "FAIL [$TEST]: $*" >&2; dump >&2; finish 1; }
 finish() {
   kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1
+  [ -n "${WATCHER:-}" ] && kill "$WATCHER" 2>/dev/null
+  rm -rf "$EXITS" "$CLUSTER/$NS"-work-*
   if [ -n "$KEEPER" ]; then
     kill "$KEEPER" 2>/dev/null
     [ "${1:-0}" = 0 ] && rm -rf "$KEEP"   # kept for a failed test's post-mortem
@@ -95,13 +97,6 @@ pod_uid() {
   done
   return 1
 }
-# The container's pid (leader of its process group) of a running pod.
-worker_pid() {
-  local uid; uid=$(pod_uid "$1")
-  [ -n "$uid" ] || return 1
-  local run; run=$(python3 -c "import json;print(json.load(open('$STATE/pods/$uid/record.json'))['run'])" 2>/dev/null) || return 1
-  python3 -c "import json;print(json.load(open('$STATE/pods/$uid/runs/$run/pid.json'))['pid'])" 2>/dev/null
-}
 # Every log of a pod name across attempts, oldest first; all_logs: of every pod.
 if [ "$RUNTIME" = containerd ]; then
   logs_of() { ls -tr "$KEEP"/"$NS"_"$1"_*/worker/*.log 2>/dev/null; }
@@ -110,20 +105,87 @@ else
   logs_of() { ls -tr "$STATE"/logs/"$NS"_"$1"_*/worker/*.log 2>/dev/null; }
   all_logs() { ls -tr "$STATE"/logs/"$NS"_*/worker/*.log 2>/dev/null; }
 fi
-# Live processes started for this namespace's pods (by pid files of existing pod dirs).
-live_processes() {
-  local n=0 rec pidf pid
-  for rec in "$STATE"/pods/*/record.json; do
-    [ -f "$rec" ] || continue
-    grep -q "\"namespace\":\"$NS\"" "$rec" || continue
-    for pidf in "$(dirname "$rec")"/runs/*/pid.json; do
-      [ -f "$pidf" ] || continue
-      pid=$(python3 -c "import json;print(json.load(open('$pidf'))['pid'])" 2>/dev/null) || continue  # pod just removed
-      kill -0 "$pid" 2>/dev/null && n=$((n + 1))
+if [ "$RUNTIME" = containerd ]; then
+  CRICTL=$("$SRC/localcluster/build-node-runtime.sh" --print-dir)/bin/crictl
+  # crictl on every node: crictl_all ARGS... (one line per node's output line)
+  crictl_all() {
+    local s
+    for s in /run/weft-nodes/n*/containerd.sock; do
+      [ -S "$s" ] && "$CRICTL" --runtime-endpoint "unix://$s" "$@" 2>/dev/null
     done
-  done
-  echo $n
+  }
+  # The host pid of a running pod's worker container (its first process).
+  worker_pid() { "$SRC/localcluster/nodes.sh" pid "$CLUSTER" "$NS" "$1" worker; }
+  # Running worker containers of this namespace's pods, on every node.
+  live_processes() {
+    crictl_all ps -q --state running --name '^worker$' --label "io.kubernetes.pod.namespace=$NS" | grep -c .
+  }
+  # A pod's working directory (/tmp, an emptyDir the kubelet removes with the
+  # container): copied while its rank serves its final metrics after
+  # "training done" (metrics.linger_seconds); prints the copy's path.
+  workdir_of() {
+    local pod=$1 node uid scratch dest=$CLUSTER/$NS-work-$1 _
+    for _ in $(seq 1 1500); do
+      grep -q "training done" $(logs_of "$pod") /dev/null 2>/dev/null && break
+      sleep 0.2
+    done
+    grep -q "training done" $(logs_of "$pod") /dev/null 2>/dev/null || { echo "no 'training done' from $pod" >&2; return 1; }
+    node=$(kubectl get pod "$pod" -n "$NS" -o jsonpath='{.spec.nodeName}') && uid=$(pod_uid "$pod") || return 1
+    scratch=$CLUSTER/nodes/$node/kubelet/pods/$uid/volumes/kubernetes.io~empty-dir/weft-tmp
+    rm -rf "$dest"
+    cp -a "$scratch" "$dest" || return 1
+    echo "$dest"
+  }
+  # What a pod of this namespace left running on a node: kubelet pod
+  # directories (volumes), running containers, ready sandboxes (network
+  # namespaces). Exited containers and sandboxes wait for the kubelet's
+  # garbage collection (every minute), as on any node.
+  pod_leftovers() {
+    local d
+    for d in "$CLUSTER"/nodes/weft-node-*/kubelet/pods/*/; do
+      [ -f "$d/etc-hosts" ] && grep -q "$NS" "$d/etc-hosts" 2>/dev/null && echo "$d"
+    done
+    crictl_all ps -q --label "io.kubernetes.pod.namespace=$NS"
+    crictl_all pods -q --state ready --namespace "$NS"
+  }
+else
+  # The container's pid (leader of its process group) of a running pod.
+  worker_pid() {
+    local uid; uid=$(pod_uid "$1")
+    [ -n "$uid" ] || return 1
+    local run; run=$(python3 -c "import json;print(json.load(open('$STATE/pods/$uid/record.json'))['run'])" 2>/dev/null) || return 1
+    python3 -c "import json;print(json.load(open('$STATE/pods/$uid/runs/$run/pid.json'))['pid'])" 2>/dev/null
+  }
+  # Live processes started for this namespace's pods (by pid files of existing pod dirs).
+  live_processes() {
+    local n=0 rec pidf pid
+    for rec in "$STATE"/pods/*/record.json; do
+      [ -f "$rec" ] || continue
+      grep -q "\"namespace\":\"$NS\"" "$rec" || continue
+      for pidf in "$(dirname "$rec")"/runs/*/pid.json; do
+        [ -f "$pidf" ] || continue
+        pid=$(python3 -c "import json;print(json.load(open('$pidf'))['pid'])" 2>/dev/null) || continue  # pod just removed
+        kill -0 "$pid" 2>/dev/null && n=$((n + 1))
+      done
+    done
+    echo $n
+  }
+  workdir_of() { local u; u=$(pod_uid "$1") && echo "$STATE/pods/$u/work"; }
+  pod_leftovers() {
+    ls "$STATE"/pods/ | while read -r d; do grep -q "\"namespace\":\"$NS\"" "$STATE/pods/$d/record.json" 2>/dev/null && echo "$d"; done
+  }
+fi
+# Every container exit of this namespace's pods as the API server shows it
+# ("pod exitCode" lines in $EXITS), recorded from a watch started by
+# watch_exits: a pod deleted after its containers stopped is gone before a
+# test could read its status.
+EXITS=$CLUSTER/$NS.exits
+watch_exits() {
+  kubectl get pods -n "$NS" --watch -o jsonpath='{.metadata.name}{" "}{.status.containerStatuses[0].state.terminated.exitCode}{"\n"}' \
+    > "$EXITS" 2>/dev/null &
+  WATCHER=$!
 }
+exit_code_of() { awk -v p="$1" '$1 == p && NF == 2 {c = $2} END {print c}' "$EXITS" 2>/dev/null; }
 # apply_testdata FILE [SED_EXPR...]: apply a manifest from tests/e2e/testdata
 # with __CKPT__ replaced by a fresh host dir, and the sed expressions applied.
 apply_testdata() {
