@@ -97,6 +97,7 @@ pod_uid() {
   done
   return 1
 }
+has_log() { [ -n "$(logs_of "$1")" ]; }
 # Every log of a pod name across attempts, oldest first; all_logs: of every pod.
 if [ "$RUNTIME" = containerd ]; then
   logs_of() { ls -tr "$KEEP"/"$NS"_"$1"_*/worker/*.log 2>/dev/null; }

@@ -22,6 +22,7 @@ case $MODE in
 esac
 WORLD=$((PODS * PROCS))
 J=ppp
+watch_exits
 apply_testdata procs-per-pod.yaml "s/__NAME__/$J/" "s/__PODS__/$PODS/" "s/__PROCS__/$PROCS/" \
   "s/__STEPS__/$STEPS/" "s/__PARALLEL__/$PARALLEL/"
 wait_for 60 "phase Running" phase_is $J Running
@@ -38,8 +39,8 @@ log "Running: $(kubectl get tj $J -n "$NS" --no-headers)"
 losses() { step_losses $STEPS '\[rank 0\] ' "$@"; }
 restarts=0
 if [ "$MODE" = dp ]; then
-  uid0=$(pod_uid $J-0) || fail "no uid for pod $J-0"
-  log0=$STATE/logs/${NS}_$J-0_$uid0/worker/0.log
+  wait_for 30 "pod $J-0's log" has_log $J-0
+  log0=$(logs_of $J-0 | head -1)
   logged_step() { losses "$log0" 2>/dev/null | tail -1 | cut -d' ' -f1; }
   past_checkpoint() { local c; c=$(latest_step) || return 1; [ "$c" -ge 20 ] && [ "$(logged_step)" -gt "$c" ]; }
   wait_for 30 "pod $J-1's launcher" worker_pid $J-1 >/dev/null
@@ -58,14 +59,13 @@ if [ "$MODE" = dp ]; then
   attempt=$(tj_field $J .status.attempt)
   wait_for 120 "a logged step past a checkpoint at step >= 20" past_checkpoint
   at=$(latest_step)
-  uid1=$(pod_uid $J-1) || fail "no uid for pod $J-1"
   kill -9 "$victim" || fail "kill -9 $victim"
   log "killed rank $((WORLD - 1)) (pid $victim, in pod $J-1 beside rank $((WORLD - 2))) with a checkpoint at step $at"
   wait_for 60 "attempt $((attempt + 1))" tj_field_is $J .status.attempt $((attempt + 1))
   restarts=1
-  exit1=$STATE/logs/${NS}_$J-1_$uid1/worker/0.exit.json
-  wait_for 30 "pod $J-1 of attempt $attempt to exit" test -f "$exit1"
-  code1=$(python3 -c "import json;print(json.load(open('$exit1'))['exitCode'])")
+  exited() { grep -q "^$J-1 [0-9]" "$EXITS"; }
+  wait_for 30 "pod $J-1 of attempt $attempt to exit" exited
+  code1=$(grep -m1 "^$J-1 [0-9]" "$EXITS" | cut -d' ' -f2)
   log "pod $J-1 of attempt $attempt exited $code1 (its launcher reports the killed rank's code)"
   [ "$code1" = 137 ] || fail "pod $J-1 exited $code1, expected 137 (SIGKILL of one of its ranks)"
 fi
