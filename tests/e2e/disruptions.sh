@@ -43,6 +43,7 @@ trap 'kill -0 "$(cat "$CLUSTER/weft-operator.pid" 2>/dev/null)" 2>/dev/null || c
 # strike a running gang to strike.
 STEPS=300
 GAP=12
+watch_exits
 apply_testdata resume.yaml "s/steps: 120, log_every: 5/steps: $STEPS, log_every: 1/" \
   "s/checkpoint: {dir: \/ckpt, every: 40}/checkpoint: {dir: \/ckpt, every: 5, async: true}/" \
   "s/parallel: {strategy: dp, bucket_cap_mb: 1}/parallel: {strategy: zero, bucket_cap_mb: 1, zero: {stage: 2}}/" \
@@ -65,16 +66,16 @@ attempt_logged() {
   wait_for 90 "attempt $a's rank 0" pod_of_attempt 0 "$a"
   wait_for 30 "attempt $a's rank 1" pod_of_attempt 1 "$a"
   uid0=$(pod_uid resume-0) || fail "no uid for pod resume-0"
-  log0=$STATE/logs/${NS}_resume-0_$uid0/worker/0.log
+  log0=$(log_path_of resume-0 "$uid0")
   wait_for 150 "attempt $a: step $n logged" _past "$n"
 }
 logged_step() { step_losses $STEPS '' "$log0" 2>/dev/null | tail -1 | cut -d' ' -f1; }
 _past() { [ "$(logged_step)" -ge "$1" ] 2>/dev/null; }
 resumed_from() { sed -n 's/.*resumed from \/ckpt\/step-\([0-9]*\).*/\1/p' "$log0" | head -1; }
-exit_code_of_rank0() {  # of the attempt whose log is log0
-  local f=${log0%.log}.exit.json
-  wait_for 60 "rank 0's exit" test -f "$f"
-  python3 -c "import json;print(json.load(open('$f'))['exitCode'])"
+exit_code_of_rank0() {  # of the attempt whose log is log0 (pod uid0)
+  _exited() { [ -n "$(exit_code_of_uid "$uid0")" ]; }
+  wait_for 60 "rank 0's exit" _exited
+  exit_code_of_uid "$uid0"
 }
 # The step rank 0 stopped at and checkpointed, from its stop line.
 stop_line() { sed -n 's/.*stopped .*at step \([0-9]*\)[; ].*checkpoint \/ckpt.*/\1/p' "$log0" | tail -1; }

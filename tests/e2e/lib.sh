@@ -177,16 +177,23 @@ else
   }
 fi
 # Every container exit of this namespace's pods as the API server shows it
-# ("pod exitCode" lines in $EXITS), recorded from a watch started by
+# ("pod uid exitCode" lines in $EXITS), recorded from a watch started by
 # watch_exits: a pod deleted after its containers stopped is gone before a
 # test could read its status.
 EXITS=$CLUSTER/$NS.exits
 watch_exits() {
-  kubectl get pods -n "$NS" --watch -o jsonpath='{.metadata.name}{" "}{.status.containerStatuses[0].state.terminated.exitCode}{"\n"}' \
+  kubectl get pods -n "$NS" --watch -o jsonpath='{.metadata.name}{" "}{.metadata.uid}{" "}{.status.containerStatuses[0].state.terminated.exitCode}{"\n"}' \
     > "$EXITS" 2>/dev/null &
   WATCHER=$!
 }
-exit_code_of() { awk -v p="$1" '$1 == p && NF == 2 {c = $2} END {print c}' "$EXITS" 2>/dev/null; }
+exit_code_of() { awk -v p="$1" '$1 == p && NF == 3 {c = $3} END {print c}' "$EXITS" 2>/dev/null; }
+exit_code_of_uid() { awk -v u="$1" '$2 == u && NF == 3 {c = $3} END {print c}' "$EXITS" 2>/dev/null; }
+# The log of a pod's first container run, by pod name and uid (it may not exist yet).
+if [ "$RUNTIME" = containerd ]; then
+  log_path_of() { echo "$KEEP/${NS}_$1_$2/worker/0.log"; }
+else
+  log_path_of() { echo "$STATE/logs/${NS}_$1_$2/worker/0.log"; }
+fi
 # apply_testdata FILE [SED_EXPR...]: apply a manifest from tests/e2e/testdata
 # with __CKPT__ replaced by a fresh host dir, and the sed expressions applied.
 apply_testdata() {

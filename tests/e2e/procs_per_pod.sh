@@ -63,9 +63,9 @@ if [ "$MODE" = dp ]; then
   log "killed rank $((WORLD - 1)) (pid $victim, in pod $J-1 beside rank $((WORLD - 2))) with a checkpoint at step $at"
   wait_for 60 "attempt $((attempt + 1))" tj_field_is $J .status.attempt $((attempt + 1))
   restarts=1
-  exited() { grep -q "^$J-1 [0-9]" "$EXITS"; }
+  exited() { grep -q "^$J-1 [^ ]* [0-9]" "$EXITS"; }
   wait_for 30 "pod $J-1 of attempt $attempt to exit" exited
-  code1=$(grep -m1 "^$J-1 [0-9]" "$EXITS" | cut -d' ' -f2)
+  code1=$(grep -m1 "^$J-1 [^ ]* [0-9]" "$EXITS" | cut -d' ' -f3)
   log "pod $J-1 of attempt $attempt exited $code1 (its launcher reports the killed rank's code)"
   [ "$code1" = 137 ] || fail "pod $J-1 exited $code1, expected 137 (SIGKILL of one of its ranks)"
 fi
