@@ -27,10 +27,14 @@ lost=""
 trap '[ -z "$lost" ] || kubectl uncordon "$lost" >/dev/null 2>&1' EXIT
 [ "$(kubectl get nodes --no-headers 2>/dev/null | wc -l)" -ge 2 ] || fail "the cluster needs 2 nodes (WEFT_CLUSTER_NODES=2)"
 
-apply_testdata elastic.yaml "s/parallel: {strategy: dp, bucket_cap_mb: 1}/parallel: $parallel/"
+# Two pods fit a node: weft-node's have 32 CPUs, a real node this machine's
+# (2 here), beside an operator pod's 100m.
+cpu=16
+[ "$RUNTIME" = containerd ] && cpu=$(( ($(nproc) * 1000 - 200) / 2 ))m
+apply_testdata elastic.yaml "s/parallel: {strategy: dp, bucket_cap_mb: 1}/parallel: $parallel/" "s/requests: {cpu: \"16\"}/requests: {cpu: \"$cpu\"}/"
 [ "$(tj_field elastic .spec.worker.parallel.strategy)" = "$MODE" ] || fail "strategy override not applied"
 
-rank0_log() { local u; u=$(pod_uid elastic-0) || return 1; echo "$STATE/logs/${NS}_elastic-0_$u/worker/0.log"; }
+rank0_log() { local u; u=$(pod_uid elastic-0) || return 1; log_path_of elastic-0 "$u"; }
 logged_step() { step_losses $STEPS '' $(logs_of elastic-0) 2>/dev/null | tail -1 | cut -d' ' -f1; }
 _past() { [ "$(logged_step)" -ge "$1" ] 2>/dev/null; }
 size_is() { tj_field_is elastic .status.elastic.size "$1"; }

@@ -54,6 +54,7 @@ else
   log "the run finished training before the metrics check; logs below still prove the apply steps"
 fi
 
+work=$(workdir_of tuning-0) || fail "rank 0's working directory"
 wait_for 600 "phase Succeeded" phase_is tuning Succeeded
 log "Succeeded: $(kubectl get tj tuning -n "$NS" --no-headers)"
 
@@ -117,7 +118,7 @@ while read -r _ _ _ _ new _ _ _ step; do
 done <<< "$c0"
 segment "$total" "$cap"
 first_change=$(echo "$c0" | head -1 | awk '{print $NF}')
-cp "$STATE/pods/$(pod_uid tuning-0)/work/runs/weft/summary.json" "$ref/tuned-summary.json"
+cp "$work/runs/weft/summary.json" "$ref/tuned-summary.json"
 for r in 0 1; do cat $(logs_of "tuning-$r") > "$ref/tuned-rank$r.log"; done
 python3 - "$ref/tuned-summary.json" "$ref" "$seg" "$first_change" <<'PY' \
   || fail "losses differ"
