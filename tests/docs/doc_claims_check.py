@@ -138,11 +138,20 @@ def code_names(root):
     return names
 
 
+def source_files(root, name):
+    """Every file NAME in the source tree: build trees (build*, where the
+    local clusters keep their nodes' image layers and pods) and .git are not
+    walked."""
+    for d, dirs, files in os.walk(root):
+        if d == root:
+            dirs[:] = [x for x in dirs if not x.startswith("build") and x != ".git"]
+        if name in files:
+            yield os.path.join(d, name)
+
+
 def build_names(root):
     names = set()
-    for f in glob.glob(os.path.join(root, "**", "CMakeLists.txt"), recursive=True):
-        if "/build" in os.path.relpath(f, root).split(os.sep)[0]:
-            continue
+    for f in source_files(root, "CMakeLists.txt"):
         with open(f, encoding="utf-8") as src:
             text = src.read()
             names.update(re.findall(r"add_(?:executable|library)\(\s*(weft_[a-z0-9_]+)", text))
