@@ -37,8 +37,14 @@ cluster() { "$SRC/localcluster/cluster.sh" "$1" "$CLUSTER" "$BUILD" >/dev/null; 
 op_pods() { kubectl get pods -n "$OPNS" -l "$OPSEL" -o name 2>/dev/null; }
 no_op_pods() { [ -z "$(op_pods)" ]; }
 process_operator_runs() { kill -0 "$(cat "$CLUSTER/weft-operator.pid" 2>/dev/null)" 2>/dev/null; }
-# The operator pod's newest log (weft-node keeps it after the pod is gone).
-op_log() { ls -t "$STATE"/logs/"$OPNS"_weft-operator-*/operator/*.log 2>/dev/null | head -1; }
+# The operator pod's newest log (weft-node keeps it after the pod is gone;
+# on real nodes, the leader pod's, through the kubelet).
+if [ "$RUNTIME" = containerd ]; then
+  op_log() { kubectl logs -n "$OPNS" "${OPPOD:-}" > "$CLUSTER/$NS-operator.log" 2>&1; echo "$CLUSTER/$NS-operator.log"; }
+  process_operator_runs() { return 1; }
+else
+  op_log() { ls -t "$STATE"/logs/"$OPNS"_weft-operator-*/operator/*.log 2>/dev/null | head -1; }
+fi
 eval "lib_$(declare -f dump)"
 dump() { lib_dump; echo "---- the weft-operator pod's log (last lines)"; tail -15 "$(op_log)" 2>/dev/null; }
 # Back to the cluster's own operator: the Deployment deleted, its pod gone
@@ -46,6 +52,7 @@ dump() { lib_dump; echo "---- the weft-operator pod's log (last lines)"; tail -1
 # Run at the end and on every exit; a failure to restore fails the test.
 restore() {
   "$SRC/localcluster/metrics.sh" down "$CLUSTER" "$NS" >/dev/null 2>&1
+  [ "$RUNTIME" = containerd ] && return 0   # the operator's pods are the cluster's own
   kubectl delete deployment weft-operator -n "$OPNS" --ignore-not-found --wait=false >/dev/null 2>&1
   wait_for_quiet 120 no_op_pods || echo "WARNING [$TEST]: the operator's pod is still there: $(op_pods)" >&2
   process_operator_runs && return 0
@@ -53,6 +60,22 @@ restore() {
 }
 trap restore EXIT
 
+op_ready() {
+  [ "$(kubectl get pods -n "$OPNS" -l "$OPSEL" \
+        -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{end}' 2>/dev/null)" = True ]
+}
+server=$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')
+if [ "$RUNTIME" = containerd ]; then
+  # Real nodes: the operator already runs as the chart's Deployment (helm
+  # install, two replicas); the leader (the Lease's holder) is the one whose
+  # tuner series the dashboards show.
+  OPPOD=$(kubectl get lease weft-operator -n "$OPNS" -o jsonpath='{.spec.holderIdentity}')
+  [ -n "$OPPOD" ] || fail "no leader in Lease $OPNS/weft-operator"
+  OPCOUNT=$(op_pods | grep -c .)
+  CONNECT="https://10.0.0.1:443"   # kubernetes.default, through kube-proxy
+else
+  OPCOUNT=1
+  CONNECT="https://127.0.0.1:${server##*:}"
 # weft-operator as the chart's Deployment.
 no_op_pods || fail "an operator pod already runs in $OPNS: $(op_pods)"
 cluster operator-kill || fail "cannot stop the cluster's weft-operator"
@@ -68,17 +91,14 @@ docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "
 assert len(docs) == 1, docs
 print(yaml.safe_dump(docs[0]))' "$CLUSTER/operator-pod.yaml" | kubectl apply -f - >/dev/null \
   || fail "kubectl apply of the chart's Deployment"
-op_ready() {
-  [ "$(kubectl get pods -n "$OPNS" -l "$OPSEL" \
-        -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{end}' 2>/dev/null)" = True ]
-}
 wait_for 120 "the operator's pod Ready (its /readyz)" op_ready
 OPPOD=$(kubectl get pods -n "$OPNS" -l "$OPSEL" -o jsonpath='{.items[0].metadata.name}')
+fi
 OPUID=$(kubectl get pod "$OPPOD" -n "$OPNS" -o jsonpath='{.metadata.uid}')
 OPIP=$(kubectl get pod "$OPPOD" -n "$OPNS" -o jsonpath='{.status.podIP}')
 OPPORT=$(kubectl get pod "$OPPOD" -n "$OPNS" -o jsonpath='{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}')
 [ -n "$OPIP" ] && [ -n "$OPPORT" ] || fail "the operator's pod $OPPOD has no IP ('$OPIP') or metrics port ('$OPPORT')"
-grep -q "connecting to https://127.0.0.1:${server##*:}" "$(op_log)" 2>/dev/null \
+grep -q "connecting to $CONNECT" "$(op_log)" 2>/dev/null \
   || fail "the operator's pod does not use its in-cluster config: $(head -3 "$(op_log)" 2>/dev/null)"
 process_operator_runs && fail "the cluster's operator process runs beside the pod"
 log "weft-operator runs as pod $OPPOD ($OPIP, metrics port $OPPORT), the cluster's process stopped"
@@ -132,7 +152,7 @@ for t in json.load(sys.stdin)["data"]["activeTargets"]:
     if l.get("job") == "weft-operator":
         print(l.get("namespace"), l.get("pod"), l.get("instance"), d.get("__meta_kubernetes_pod_uid", "-"), t["health"])' 2>/dev/null
 }
-op_target_up() { [ "$(op_targets)" = "$OPNS $OPPOD $OPIP:$OPPORT $OPUID up" ]; }
+op_target_up() { op_targets | grep -qx "$OPNS $OPPOD $OPIP:$OPPORT $OPUID up"; }
 wait_for 60 "the operator's pod discovered and scraped" op_target_up
 log "operator target: $(op_targets)"
 op_sel="job=\"weft-operator\",namespace=\"$OPNS\",pod=\"$OPPOD\""
@@ -140,7 +160,8 @@ wait_for 30 "the operator pod's weft_operator_leader" value_is "weft_operator_le
 
 T_START=$(date +%s)
 apply_testdata discovery.yaml "s#__STEPS__#$STEPS#"
-wait_for 60 "the decoy pod Running" test "$(kubectl get pod decoy -n "$NS" -o jsonpath='{.status.phase}' 2>/dev/null)" = Running
+decoy_runs() { [ "$(kubectl get pod decoy -n "$NS" -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ]; }
+wait_for 60 "the decoy pod Running" decoy_runs
 wait_for 120 "phase Running" phase_is disc Running
 wait_for 120 "4 targets up" n_targets_up 4
 log "targets: $(targets | sort | paste -sd'|')"
@@ -158,7 +179,7 @@ q="weft_step{job=\"weft-workers\",namespace=\"$NS\",trainingjob=\"disc\"}"
 wait_for 60 "4 ranks' weft_step" value_is "count(count by (rank, pod, node) ($q))" 4
 value_is "count(count by (rank) ($q))" 4 || fail "ranks: $(instant "count(count by (rank) ($q))")"
 value_is "count(count by (pod) ($q))" 2 || fail "pods: $(instant "count(count by (pod) ($q))")"
-value_is "count(up{job=\"weft-operator\"} == 1)" 1 || fail "the operator target is not up: $(op_targets)"
+value_is "count(up{job=\"weft-operator\"} == 1)" "$OPCOUNT" || fail "the operator's $OPCOUNT targets are not up: $(op_targets)"
 
 # A gang restart: kill -9 of one rank inside pod disc-1.
 wait_for 180 "a checkpoint" ckpt_at_least 20
@@ -209,6 +230,6 @@ wait_for 60 "no target up" n_targets_up 0
 wait_for_quiet 30 no_target_left || fail "targets left after the job: $(targets)"
 # The cluster's operator back for the tests after this one.
 restore
-process_operator_runs || fail "the cluster's operator process did not start again"
+[ "$RUNTIME" = containerd ] || process_operator_runs || fail "the cluster's operator process did not start again"
 log "PASS: 4 rank targets and the operator's pod by pod discovery, a restart on the restarts panel, every dashboard query with data, step $last scraped on every rank, targets gone; the cluster's operator restored"
 finish 0
