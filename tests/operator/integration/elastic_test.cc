@@ -16,20 +16,6 @@ class Elastic : public OperatorTest {
  protected:
   Elastic() : OperatorTest("it-elastic") {}
 
-  std::vector<Json> pods_of_attempt(const std::string& job, int attempt) {
-    std::vector<Json> out;
-    for (const auto& p : job_pods(ns(), job))
-      if (p["metadata"]["labels"].value(tj::kLabelAttempt, "") == std::to_string(attempt)) out.push_back(p);
-    return out;
-  }
-  bool gang_is(const std::string& job, size_t pods, int attempt) {
-    return pods_of_attempt(job, attempt).size() == pods && job_pods(ns(), job, true).size() == pods;
-  }
-  Json condition(const std::string& job, const std::string& type) {
-    for (const auto& c : status_of(ns(), job).value("conditions", Json::array()))
-      if (c["type"] == type) return c;
-    return Json::object();
-  }
   std::string size_of(const std::string& job) {
     Json st = status_of(ns(), job);
     return st.contains("elastic") ? st["elastic"].value("size", "") : "(no status.elastic)";

@@ -20,11 +20,6 @@ class GangScheduling : public OperatorTest {
     if (!res) return std::nullopt;
     return *res;
   }
-  Json condition(const std::string& job, const std::string& type) {
-    for (const auto& c : status_of(ns(), job).value("conditions", Json::array()))
-      if (c.value("type", "") == type) return c;
-    return Json::object();
-  }
   bool gang_condition_is(const std::string& job, const std::string& status, const std::string& reason) {
     const Json c = condition(job, tj::kCondGangScheduled);
     return c.value("status", "") == status && c.value("reason", "") == reason;

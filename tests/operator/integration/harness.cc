@@ -132,6 +132,23 @@ Json status_of(const std::string& ns, const std::string& job) {
 
 std::string phase_of(const std::string& ns, const std::string& job) { return status_of(ns, job).value("phase", ""); }
 
+std::vector<Json> OperatorTest::pods_of_attempt(const std::string& job, int attempt) {
+  std::vector<Json> out;
+  for (const auto& p : job_pods(ns(), job))
+    if (p["metadata"]["labels"].value(tj::kLabelAttempt, "") == std::to_string(attempt)) out.push_back(p);
+  return out;
+}
+
+bool OperatorTest::gang_is(const std::string& job, size_t pods, int attempt) {
+  return pods_of_attempt(job, attempt).size() == pods && job_pods(ns(), job, true).size() == pods;
+}
+
+Json OperatorTest::condition(const std::string& job, const std::string& type) {
+  for (const auto& c : status_of(ns(), job).value("conditions", Json::array()))
+    if (c.value("type", "") == type) return c;
+  return Json::object();
+}
+
 std::string env_value(const Json& pod, const std::string& name) {
   for (const auto& e : pod["spec"]["containers"][0]["env"])
     if (e["name"] == name) return e.value("value", "");

@@ -81,6 +81,11 @@ class OperatorTest : public ::testing::Test {
   void patch_spec(const std::string& name, const Json& spec) { patch_job_spec(ns(), name, spec); }
   // What a (gang) scheduler writes on a pod it cannot place or holds back.
   void unschedulable(const std::string& pod, const std::string& message);
+  // Live reads of this namespace's jobs: the pods of one attempt, whether
+  // the gang is exactly N pods of that attempt, a condition by type ({} if none).
+  std::vector<Json> pods_of_attempt(const std::string& job, int attempt);
+  bool gang_is(const std::string& job, size_t pods, int attempt);
+  Json condition(const std::string& job, const std::string& type);
 
   TestNamespace ns_;
   std::unique_ptr<InProcessOperator> op_;

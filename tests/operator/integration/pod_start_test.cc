@@ -69,20 +69,6 @@ class PodStart : public OperatorTest {
     ASSERT_TRUE(r.ok()) << pod << ": " << r.error().message;
   }
 
-  std::vector<Json> pods_of_attempt(const std::string& job, int attempt) {
-    std::vector<Json> out;
-    for (const auto& p : job_pods(ns(), job))
-      if (p["metadata"]["labels"].value(tj::kLabelAttempt, "") == std::to_string(attempt)) out.push_back(p);
-    return out;
-  }
-  bool gang_is(const std::string& job, size_t pods, int attempt) {
-    return pods_of_attempt(job, attempt).size() == pods && job_pods(ns(), job, true).size() == pods;
-  }
-  Json condition(const std::string& job, const std::string& type) {
-    for (const auto& c : status_of(ns(), job).value("conditions", Json::array()))
-      if (c["type"] == type) return c;
-    return Json::object();
-  }
   std::vector<Json> events(const std::string& job, const std::string& reason) {
     std::vector<Json> out;
     auto list = admin_api().list(kube::kEvents, ns());
