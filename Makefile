@@ -101,7 +101,8 @@ test-images: test-deps configure
 # built from the Dockerfile (the image test writes them to $(BUILD)/images),
 # weft-operator installed with helm from charts/weft; `make e2e` runs the
 # end-to-end tests on fresh ones. WEFT_CLUSTER_RUNTIME=weft-node: simulated
-# nodes running build/bin's programs as processes instead.
+# nodes running build/bin's programs as processes instead. WEFT_CLUSTER_KUEUE=1:
+# Kueue's manager too, as a process (localcluster/kueue.sh).
 CLUSTER ?= $(BUILD)/cluster
 CLUSTER_TARGETS = weft-node weft-operator weft-worker
 

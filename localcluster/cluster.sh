@@ -35,7 +35,9 @@
 #      ranks and the operator with the chart's scrape jobs: localcluster/metrics.sh,
 #      the ranks by pod discovery, the operator's pods too (containerd) or
 #      this operator process as a static target (weft-node; its metrics on);
-#      its URL is printed).
+#      its URL is printed), WEFT_CLUSTER_KUEUE=1 (Kueue's manager as a process,
+#      localcluster/kueue.sh, started before the operator, which the chart then
+#      installs with operator.kueue=true; containerd only; `down` always stops it).
 set -euo pipefail
 CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR}
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -117,6 +119,11 @@ containerd_up() {
   # one-machine cluster the examples and the e2e tests share checkpoints
   # between ranks through one. WEFT_OPERATOR_ARGS become operator.extraArgs.
   args=(--set operator.allowHostPath=true)
+  # Kueue before the operator: its CRDs (Workload) exist when the operator starts.
+  if [ "${WEFT_CLUSTER_KUEUE:-0}" = 1 ]; then
+    "$HERE/kueue.sh" up "$DIR"
+    args+=(--set operator.kueue=true)
+  fi
   # shellcheck disable=SC2086
   for a in ${WEFT_OPERATOR_ARGS:-}; do extra+=("$a"); done
   if [ ${#extra[@]} -gt 0 ]; then
@@ -134,6 +141,7 @@ containerd_up() {
 }
 containerd_down() {
   local m
+  "$HERE/kueue.sh" down "$DIR"
   for m in "$DIR"/metrics*/; do [ -d "$m" ] && "$HERE/metrics.sh" down "$DIR" "$(basename "$m" | sed -n 's/^metrics-//p')"; done
   "$HERE/nodes.sh" down "$DIR"
   "$HERE/testenv.sh" stop "$DIR"
@@ -203,6 +211,7 @@ KC
   rm -f "$DIR/operator.metrics"
   if [ -n "$mport" ] && [ "$mport" != 0 ]; then echo "127.0.0.1:$mport" > "$DIR/operator.metrics"; fi
   echo "$args" > "$DIR/operator.args"
+  [ "${WEFT_CLUSTER_KUEUE:-0}" = 1 ] && { echo "cluster: WEFT_CLUSTER_KUEUE needs real nodes (WEFT_CLUSTER_RUNTIME=containerd)" >&2; exit 2; }
   start_operator
   # Nodes are schedulable once Ready and the node controller has lifted the
   # not-ready taint the API server put on them at registration.
@@ -224,6 +233,7 @@ KC
   ;;
 down)
   [ "$RUNTIME" = containerd ] && { containerd_down; exit 0; }
+  "$HERE/kueue.sh" down "$DIR"
   for m in "$DIR"/metrics*/; do [ -d "$m" ] && "$HERE/metrics.sh" down "$DIR" "$(basename "$m" | sed -n 's/^metrics-//p')"; done
   stop_pid weft-operator
   stop_pid weft-node

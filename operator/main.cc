@@ -66,7 +66,7 @@ struct Flags {
   int workers = 4, metrics_port = 8080, health_port = 8081, resync_s = 300, burst = 100, progress_s = 10;
   int pod_start_timeout_s = weft::tj::kDefaultPodStartTimeoutSeconds;
   double qps = 50, tuning_poll_s = 2, lease_s = 15, renew_s = 10, retry_s = 2;
-  bool leader_elect = false, no_network_policy = false;
+  bool leader_elect = false, no_network_policy = false, kueue = false;
   weft::tj::PodPowers allow;
   nlohmann::json metrics_peers;  // --network-policy-metrics-from parsed; null: the metrics port is open to anyone
 };
@@ -100,6 +100,9 @@ void add_controller_flags(CLI::App& app, Flags& f) {
   app.add_flag("--allow-host-network", f.allow.host_network,
                "let spec.template set hostNetwork: true (GPU clusters whose NCCL needs the node's interfaces)");
   app.add_flag("--no-network-policy", f.no_network_policy, "create no NetworkPolicy per job");
+  app.add_flag("--kueue", f.kueue,
+               "run a TrainingJob labelled kueue.x-k8s.io/queue-name only while Kueue admits its Workload "
+               "(needs Kueue's CRDs)");
   app.add_option("--network-policy-metrics-from", f.metrics_from,
                  "JSON list of NetworkPolicyPeers admitted to the ranks' metrics port (default: anyone)");
 }
@@ -177,6 +180,7 @@ weft::tj::ControllerOptions controller_options(const Flags& f) {
           .scrape_concurrency = f.scrape_concurrency,
           .allow = f.allow,
           .network_policy = !f.no_network_policy,
+          .kueue = f.kueue,
           .metrics_from = f.metrics_peers,
           .scrape = {},  // HTTP
           .pod_start_timeout = std::chrono::seconds(f.pod_start_timeout_s)};

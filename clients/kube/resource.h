@@ -41,5 +41,11 @@ inline const Resource kTrainingJobs{"weft.dev", "v1alpha1", "trainingjobs", "Tra
 // coscheduling and of Volcano, served only where those CRDs are installed.
 inline const Resource kPodGroups{"scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"};
 inline const Resource kVolcanoPodGroups{"scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"};
+// Kueue (--kueue): the Workload the operator owns for a queued job, and the
+// cluster-scoped objects its admission names.
+inline const Resource kWorkloads{"kueue.x-k8s.io", "v1beta2", "workloads", "Workload"};
+inline const Resource kResourceFlavors{"kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", false};
+inline const Resource kWorkloadPriorityClasses{"kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
+                                               "WorkloadPriorityClass", false};
 
 }  // namespace weft::kube

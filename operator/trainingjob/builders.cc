@@ -356,7 +356,7 @@ Json pod_volumes(const Json& job, const TrainingJobSpec& spec) {
 }
 
 // Where the pod may run: the template's scheduling fields, nodes of replaced
-// stragglers avoided, and the gang scheduler's PodGroup named.
+// stragglers avoided, Kueue's flavors, and the gang scheduler's PodGroup named.
 void place_pod(const Json& job, const TrainingJobSpec& spec, Json& meta, Json& pod_spec) {
   const Json& tpl = spec.pod_template;
   // The scheduling and runtime settings GPU clusters rely on reach the pod
@@ -374,6 +374,11 @@ void place_pod(const Json& job, const TrainingJobSpec& spec, Json& meta, Json& p
     for (Json& term : required["nodeSelectorTerms"])
       term["matchFields"].push_back({{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", spec.avoid_nodes}});
   }
+  // Kueue's admission: the assigned flavors' node labels win over the
+  // template's, their tolerations add to its.
+  for (auto it = spec.queue_node_selector.begin(); it != spec.queue_node_selector.end(); ++it)
+    pod_spec["nodeSelector"][it.key()] = it.value();
+  for (const auto& t : spec.queue_tolerations) pod_spec["tolerations"].push_back(t);
   // Gang scheduling: the pod names its PodGroup the way its scheduler reads
   // it, and goes to that scheduler (validate() refuses a template's own).
   if (const SchedulingSpec& g = spec.scheduling; g.enabled()) {

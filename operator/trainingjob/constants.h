@@ -11,6 +11,8 @@ inline constexpr const char* kLabelJob = "weft.dev/job";          // TrainingJob
 // Kueue's queue label: on the TrainingJob, copied to its pods (Kueue and
 // schedulers that read it from pods see the job's queue).
 inline constexpr const char* kLabelKueueQueue = "kueue.x-k8s.io/queue-name";
+inline constexpr const char* kLabelKueuePriority = "kueue.x-k8s.io/priority-class";
+inline constexpr const char* kLabelKueueJobUid = "kueue.x-k8s.io/job-uid";
 inline constexpr const char* kLabelRank = "weft.dev/rank";        // pods only
 inline constexpr const char* kLabelAttempt = "weft.dev/attempt";  // pods only; gang attempt
 inline constexpr const char* kLabelManagedBy = "app.kubernetes.io/managed-by";
@@ -57,6 +59,7 @@ inline constexpr const char* kPhaseRestarting = "Restarting";
 inline constexpr const char* kPhaseSucceeded = "Succeeded";
 inline constexpr const char* kPhaseFailed = "Failed";
 inline constexpr const char* kPhaseSuspended = "Suspended";
+inline constexpr const char* kPhaseQueued = "Queued";  // --kueue: waiting for Kueue to admit the job
 
 // Condition types.
 inline constexpr const char* kCondReady = "Ready";          // all ranks running
@@ -79,6 +82,17 @@ inline constexpr const char* kCondFullSize = "FullSize";
 // ForeignMetrics, while it does (those figures are never used); True, reason
 // OwnMetrics, once every scrape is the job's own again.
 inline constexpr const char* kCondMetrics = "MetricsAttributed";
+// Queued jobs (label kueue.x-k8s.io/queue-name, operator run with --kueue):
+// True while Kueue admits the job's Workload; False says why it waits
+// (WorkloadCreated until Kueue has looked at it, then WaitingForAdmission
+// with Kueue's own words) or why it was stopped
+// (Evicted: preempted, pods not ready in time, ...).
+inline constexpr const char* kCondAdmitted = "Admitted";
+inline constexpr const char* kReasonAdmitted = "Admitted";
+inline constexpr const char* kReasonWorkloadCreated = "WorkloadCreated";
+inline constexpr const char* kReasonWaitingForAdmission = "WaitingForAdmission";
+inline constexpr const char* kReasonEvicted = "Evicted";
+inline constexpr const char* kReasonWorkloadUnavailable = "WorkloadUnavailable";
 inline constexpr const char* kReasonForeignMetrics = "ForeignMetrics";
 inline constexpr const char* kReasonOwnMetrics = "OwnMetrics";
 

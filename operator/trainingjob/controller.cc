@@ -25,6 +25,9 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
       network_policies_(opts_.network_policy ? std::make_unique<kube::Informer>(api, kube::kNetworkPolicies, opts_.ns,
                                                                                 kChildSelector, std::chrono::seconds(0))
                                              : nullptr),
+      workloads_(opts_.kueue ? std::make_unique<kube::Informer>(api, kube::kWorkloads, opts_.ns, kChildSelector,
+                                                                std::chrono::seconds(0), kLabelJob)
+                             : nullptr),
       events_(api, "weft-operator"),
       poller_(PollerOptions{.progress_every = opts_.progress,
                             .tuning_every = opts_.tuning_poll,
@@ -34,7 +37,8 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
                                   if (metrics) metrics->observe_scrape_pass(every_rank, scraped, seconds);
                                 }},
               opts_.scrape),
-      reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, network_policies_.get()}, events_, metrics) {
+      reconciler_(api, Caches{jobs_, pods_, services_, configmaps_, network_policies_.get(), workloads_.get()}, events_,
+                  metrics) {
   poller_.set_notify([this](const std::string& key) { queue_.add(key); });
   reconciler_.set_poller(&poller_);
   reconciler_.set_pod_powers(opts_.allow);
@@ -43,6 +47,7 @@ Controller::Controller(kube::KubeApi& api, ControllerOptions opts, OperatorMetri
   reconciler_.set_pod_start_timeout(opts_.pod_start_timeout);
   informers_ = {&jobs_, &pods_, &services_, &configmaps_};
   if (network_policies_) informers_.push_back(network_policies_.get());
+  if (workloads_) informers_.push_back(workloads_.get());
   jobs_.add_handler([this](const kube::Json& job) { queue_.add(kube::object_key(job)); });
   for (kube::Informer* inf : informers_)
     if (inf != &jobs_) inf->add_handler([this](const kube::Json& child) { enqueue_owner(child); });

@@ -39,6 +39,9 @@ struct ControllerOptions {
   int scrape_concurrency = PollerOptions{}.rank_concurrency;           // ranks of one job scraped at once
   PodPowers allow{};                       // what spec.template may give the pods beyond the baseline
   bool network_policy = true;              // one NetworkPolicy per job (builders.h, build_network_policy)
+  // A job labelled kueue.x-k8s.io/queue-name runs only while Kueue admits its
+  // Workload (queue_policy.h); needs Kueue's CRDs.
+  bool kueue = false;
   Json metrics_from = nullptr;             // its metrics-port peers; null = anyone
   ScrapePoller::ScrapeFn scrape{};         // how the poller reads a rank's /metrics; empty = HTTP
   // How long a pod on its node may take to start its worker (start_policy.h); 0 = no deadline.
@@ -72,6 +75,7 @@ class Controller {
   OperatorMetrics* metrics_;
   kube::Informer jobs_, pods_, services_, configmaps_;
   std::unique_ptr<kube::Informer> network_policies_;  // null when opts_.network_policy is off
+  std::unique_ptr<kube::Informer> workloads_;         // null without opts_.kueue
   std::vector<kube::Informer*> informers_;             // all of the above
   kube::WorkQueue queue_;
   kube::EventRecorder events_;

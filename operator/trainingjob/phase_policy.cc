@@ -15,6 +15,7 @@ PhaseView compute_phase(const GangObservation& gang, const PhaseFacts& facts) {
   if (facts.failed) v.phase = kPhaseFailed;
   else if (facts.succeeded) v.phase = kPhaseSucceeded;
   else if (facts.suspended) v.phase = kPhaseSuspended;
+  else if (facts.queued) v.phase = kPhaseQueued;
   else if (facts.restart_in_progress && !v.all_ready) v.phase = kPhaseRestarting;
   else if (v.all_ready) v.phase = kPhaseRunning;
   else v.phase = kPhasePending;

@@ -1,6 +1,6 @@
 // Phase policy (pure): the one status.phase a job shows, from facts the
 // reconciler established. Precedence: Failed > Succeeded > Suspended >
-// Restarting > Running > Pending. "Running" means training: every rank's pod
+// Queued > Restarting > Running > Pending. "Running" means training: every rank's pod
 // runs and is Ready, and a pod's readiness probe (the worker's /ready) passes
 // once its rank has finished a step. "Restarting" lasts from the gang
 // teardown until every rank of the new attempt trains again.
@@ -17,6 +17,7 @@ struct PhaseFacts {
   bool succeeded = false;
   bool suspended = false;
   bool restart_in_progress = false;  // restarts > 0 and the new gang is not all running yet
+  bool queued = false;               // --kueue: waiting for (or evicted by) Kueue's admission
 };
 
 struct PhaseView {

@@ -110,6 +110,7 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   if (!ensure_children(cx)) return finish(cx, ReconcileResult::done());
   if (cx.spec.suspend) return suspend(cx);
   resume_if_suspended(cx);
+  if (auto waiting = gate_on_queue(cx)) return *waiting;
 
   // After launch, a rank missing from the cache is either deleted or not yet
   // seen by our watch; only a live read can tell, and every decision below
@@ -140,6 +141,7 @@ ReconcileResult Reconciler::steps(const std::string& key, Context& cx) {
   // template override): retrying cannot help.
   if (cx.error && !cx.error->transient() && cx.error->status != 403) return refuse_pods(cx);
   keep_podgroup_while_waiting(cx);
+  report_pods_ready(cx);
   ReconcileResult result = report_progress(cx);
   // A placement timeout, a grow check or a pod's start deadline runs out
   // with nothing else changing.
@@ -616,6 +618,7 @@ kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string
 
 ReconcileResult Reconciler::finished_job(Context& cx) {
   if (cx.status.phase == kPhaseFailed) cx.delete_pods(still_running(cx.pods));
+  finish_workload(cx);
   if (!parse_time(cx.status.completion_time)) cx.status.completion_time = cx.now_s;  // the TTL counts from here
   auto ttl = ttl_remaining(cx.spec, cx.status, cx.now);
   cx.changes.delete_job = ttl && ttl->count() <= 0;
@@ -628,6 +631,7 @@ void Reconciler::apply_changes(Context& cx) {
   if (c.delete_unwanted_podgroups) remove_unwanted_podgroups(cx);
   if (c.delete_podgroup) remove_podgroup(cx);
   if (c.bucket_cap_mb) write_bucket_cap(cx, *c.bucket_cap_mb);
+  apply_workload_changes(cx);
 }
 
 ReconcileResult Reconciler::finish(Context& cx, ReconcileResult result) {

@@ -6,7 +6,8 @@
 // reconcile() reads as its steps: read the state; a finished job only waits
 // for its TTL; refuse an invalid spec (or one whose template asks for pod
 // powers the operator does not allow); ensure the children; suspend or
-// resume; observe the current attempt's gang (relaunching it on a spec
+// resume; wait for Kueue's admission (a queued job under --kueue:
+// reconciler_queue.cc); observe the current attempt's gang (relaunching it on a spec
 // change); then the restart policy fails or restarts the gang, or the success
 // policy completes it, or the start policy (start_policy.h) fails or restarts
 // a gang whose pods did not start in time; otherwise wait for the old gang and the backoff,
@@ -73,6 +74,9 @@ struct Caches {
   kube::Informer& services;
   kube::Informer& configmaps;
   kube::Informer* network_policies = nullptr;  // null: no per-job NetworkPolicy
+  // --kueue: the Workloads the operator owns (indexed by weft.dev/job); null:
+  // Kueue's queue label is not acted on (queue_policy.h).
+  kube::Informer* workloads = nullptr;
 };
 
 class ScrapePoller;
@@ -130,6 +134,17 @@ class Reconciler {
   bool pod_there_is_current(Context& cx, int rank);  // after a create's AlreadyExists
   ReconcileResult suspend(Context& cx);
   void resume_if_suspended(Context& cx);
+  // reconciler_queue.cc (--kueue, a job with Kueue's queue label): the job
+  // goes on only while Kueue admits its Workload; otherwise no pod runs and
+  // the reconcile ends (Queued, condition Admitted False with Kueue's words).
+  std::optional<ReconcileResult> gate_on_queue(Context& cx);
+  ReconcileResult stop_for_queue(Context& cx, const std::string& reason, const std::string& message);
+  std::optional<std::string> create_workload(Context& cx, const std::string& queue);  // what went wrong
+  bool queued(const Context& cx) const;
+  kube::ObjectPtr find_workload(const Context& cx) const;
+  void report_pods_ready(Context& cx);  // the Workload's PodsReady (waitForPodsReady)
+  void finish_workload(Context& cx);    // a finished job's Workload Finished: Kueue releases the quota
+  void apply_workload_changes(Context& cx);
   bool cache_shows_full_gang(const Context& cx) const;
   bool refresh_pods_live(Context& cx);  // replaces cx.pods with a live list; false on API error
   bool relaunch_if_spec_changed(Context& cx);

@@ -47,6 +47,7 @@ struct Reconciler::Context {
   bool secret_ensured = false;                     // this reconcile created the Secret or found it there
   std::string podgroup_problem;                    // why the gang's PodGroup could not be created (then no pods)
   bool podgroup_ensured = false;                   // ensure_podgroup() ran in this reconcile
+  kube::ObjectPtr workload;                        // a queued job's Workload (reconciler_queue.cc)
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
   // What the steps decided to delete or patch, applied by finish() before the
@@ -60,6 +61,8 @@ struct Reconciler::Context {
     bool delete_unwanted_podgroups = false;     // the kinds a changed spec no longer asks for
     std::optional<std::string> bucket_cap_mb;   // the tuner's size for the ConfigMap
     bool delete_job = false;                    // ttlSecondsAfterFinished ran out: nothing else is written
+    kube::ObjectPtr delete_workload;            // a queued job's Workload describing an old gang
+    std::optional<Json> workload_status;        // a merge patch of Context::workload's status
   } changes;
 
   void event(const std::string& type, const std::string& reason, const std::string& message) {

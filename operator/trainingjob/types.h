@@ -95,6 +95,11 @@ struct TrainingJobSpec {
   // Nodes the pods must avoid (status.stragglers.avoidedNodes, set by
   // spec.stragglers.action replace); the reconciler fills it from status.
   std::vector<std::string> avoid_nodes;
+  // Where Kueue's admission puts the pods (a queued job under --kueue): the
+  // assigned ResourceFlavors' nodeLabels and tolerations (queue_policy.h);
+  // the reconciler fills them from the Workload's admission.
+  Json queue_node_selector = Json::object();
+  Json queue_tolerations = Json::array();
   // spec.replicas as the user wrote it: the gang's size at which the global
   // batch is planned. `replicas` above is the size of the current gang, which
   // the reconciler lowers while an elastic job runs smaller (0: replicas).

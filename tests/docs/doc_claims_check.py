@@ -83,9 +83,9 @@ def exit_code_problems(readme, contract):
 
 
 def chart_rules(helpers):
-    """resource -> verbs of weft.jobRules and weft.leaseRules."""
+    """resource -> verbs of weft.jobRules, weft.kueueClusterRules and weft.leaseRules."""
     rules = {}
-    for block in ("weft.jobRules", "weft.leaseRules"):
+    for block in ("weft.jobRules", "weft.kueueClusterRules", "weft.leaseRules"):
         m = re.search(r'define "' + re.escape(block) + r'"(.*?)\{\{- end \}\}\s*\n\s*\n', helpers, re.S)
         body = m.group(1) if m else ""
         for rm in re.finditer(r"resources: \[([^\]]*)\]\s*\n\s*verbs: \[([^\]]*)\]", body):

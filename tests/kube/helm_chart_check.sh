@@ -31,6 +31,7 @@ MATRIX=(
   "--set operator.watchNamespace=$TEAM --set replicaCount=1 --set operator.leaderElect=false --set-json operator.extraArgs=[\"--tuning-poll-seconds=1\",\"--bind-address=\$(POD_IP)\"] --set-json operator.extraEnv=[{\"name\":\"POD_IP\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"status.podIP\"}}}]|ClusterRole Deployment|Role"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM|Role RoleBinding Deployment|ClusterRole ClusterRoleBinding"
   "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM --set operator.leaderElect=false --set replicaCount=1|Role RoleBinding|ClusterRole"
+  "--set rbac.namespaced=true --set operator.watchNamespace=$TEAM --set operator.kueue=true|Role RoleBinding ClusterRole ClusterRoleBinding Deployment|"
   "--set operator.allowHostPath=true --set operator.allowServiceAccount=true --set operator.allowHostNetwork=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"name\":\"monitoring\"}}}]|NetworkPolicy ClusterRole|"
   "--set serviceAccount.create=false --set serviceAccount.name=default --set metrics.service.enabled=false --set dashboards.enabled=false --set image.tag=dev --set networkPolicy.perJob=false --set networkPolicy.operator=false|ClusterRole Deployment|ServiceAccount Service ConfigMap NetworkPolicy"
 )
@@ -70,6 +71,10 @@ for row in "${MATRIX[@]}"; do
       [ "$c" = '--tuning-poll-seconds=1 --bind-address=$(POD_IP) POD_NAME POD_IP status.podIP' ] \
         || fail "[$i] operator.extraArgs/extraEnv in the Deployment: '$c'" ;;
     *) ! has "--tuning-poll-seconds" || fail "[$i] an extra flag without operator.extraArgs" ;;
+  esac
+  case "$values" in
+    *kueue=true*) has "- --kueue" || fail "[$i] operator.kueue=true does not reach the operator" ;;
+    *) ! has "--kueue" || fail "[$i] --kueue without operator.kueue" ;;
   esac
   case "$values" in
     *perJob=false*) has "- --no-network-policy" || fail "[$i] networkPolicy.perJob=false does not reach the operator" ;;

@@ -125,6 +125,7 @@ RELEASE_NAMESPACE = "weft-system"
 # Resources the operator only touches in its own (the release) namespace.
 OWN_NAMESPACE_ONLY = {("coordination.k8s.io", "leases")}
 NETWORK_POLICIES = ("networking.k8s.io", "networkpolicies")
+KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 def kube_floor(src):
@@ -219,13 +220,21 @@ def main():
     if not no_np:
         print("FAIL: the operator's code creates no NetworkPolicy", file=sys.stderr)
         failed = True
+    # Kueue's objects are only touched with --kueue (operator.kueue).
+    kueue = {k for k in used if k[1] == KUEUE_GROUP}
+    if not kueue:
+        print("FAIL: the operator's code touches no Kueue Workload", file=sys.stderr)
+        failed = True
+    without = lambda *sets: {k: v for k, v in used.items() if not any(k in s for s in sets)}
+    namespaced = ["--set", "rbac.namespaced=true", "--set", "operator.watchNamespace=team-a"]
     modes = [
-        ("ClusterRole", [], used),
-        ("namespaced Roles", ["--set", "rbac.namespaced=true", "--set", "operator.watchNamespace=team-a"], used),
+        ("ClusterRole", [], without(kueue)),
+        ("namespaced Roles", namespaced, without(kueue)),
         # The operator is started with --no-network-policy: its NetworkPolicy
         # calls are never made, and nothing grants them.
-        ("ClusterRole, networkPolicy.perJob=false", ["--set", "networkPolicy.perJob=false"],
-         {k: v for k, v in used.items() if k not in no_np}),
+        ("ClusterRole, networkPolicy.perJob=false", ["--set", "networkPolicy.perJob=false"], without(no_np, kueue)),
+        ("ClusterRole, operator.kueue=true", ["--set", "operator.kueue=true"], used),
+        ("namespaced Roles, operator.kueue=true", namespaced + ["--set", "operator.kueue=true"], used),
     ]
     for mode, flags, want in modes:
         docs = render(helm, src, flags)
@@ -234,6 +243,8 @@ def main():
         perjob_off = "networkPolicy.perJob=false" in flags
         if perjob_off != ("--no-network-policy" in operator_args(docs)):
             errors.append("the Deployment's --no-network-policy does not follow networkPolicy.perJob")
+        if ("operator.kueue=true" in flags) != ("--kueue" in operator_args(docs)):
+            errors.append("the Deployment's --kueue does not follow operator.kueue")
         if errors:
             failed = True
             print(f"FAIL ({mode}):\n  " + "\n  ".join(errors), file=sys.stderr)

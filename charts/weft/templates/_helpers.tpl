@@ -79,6 +79,21 @@ serves neither, and the rule grants nothing there. */ -}}
 - apiGroups: [scheduling.x-k8s.io, scheduling.volcano.sh]
   resources: [podgroups]
   verbs: [get, create, patch, delete]
+{{- if .Values.operator.kueue }}
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [list, watch, create, delete]
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads/status]
+  verbs: [patch]
+{{- end }}
+{{- end }}
+
+{{- /* operator.kueue: Kueue's cluster-scoped objects a Workload's admission and a job's priority label name. */ -}}
+{{- define "weft.kueueClusterRules" }}
+- apiGroups: [kueue.x-k8s.io]
+  resources: [resourceflavors, workloadpriorityclasses]
+  verbs: [get]
 {{- end }}
 
 {{- define "weft.leaseRules" }}
