@@ -102,7 +102,9 @@ test-images: test-deps configure
 # weft-operator installed with helm from charts/weft; `make e2e` runs the
 # end-to-end tests on fresh ones. WEFT_CLUSTER_RUNTIME=weft-node: simulated
 # nodes running build/bin's programs as processes instead. WEFT_CLUSTER_KUEUE=1:
-# Kueue's manager too, as a process (localcluster/kueue.sh).
+# Kueue's manager too, as a process (localcluster/kueue.sh);
+# WEFT_CLUSTER_COSCHEDULING=1: scheduler-plugins' scheduler with Coscheduling
+# (PodGroup gang scheduling), as a process (localcluster/coscheduling.sh).
 CLUSTER ?= $(BUILD)/cluster
 CLUSTER_TARGETS = weft-node weft-operator weft-worker
 

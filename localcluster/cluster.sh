@@ -37,7 +37,12 @@
 #      this operator process as a static target (weft-node; its metrics on);
 #      its URL is printed), WEFT_CLUSTER_KUEUE=1 (Kueue's manager as a process,
 #      localcluster/kueue.sh, started before the operator, which the chart then
-#      installs with operator.kueue=true; containerd only; `down` always stops it).
+#      installs with operator.kueue=true; containerd only; `down` always stops it),
+#      WEFT_CLUSTER_COSCHEDULING=1 (scheduler-plugins' kube-scheduler with the
+#      Coscheduling plugin as a second scheduler, a process,
+#      localcluster/coscheduling.sh: pods with schedulerName
+#      scheduler-plugins-scheduler and a PodGroup are bound all or none;
+#      started before the operator; containerd only; `down` always stops it).
 set -euo pipefail
 CMD=${1:?usage: cluster.sh up|down|status|operator-kill|operator-start DIR BUILD_DIR}
 DIR=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -124,6 +129,11 @@ containerd_up() {
     "$HERE/kueue.sh" up "$DIR"
     args+=(--set operator.kueue=true)
   fi
+  # Gang scheduling (PodGroups) by scheduler-plugins' scheduler, its CRD
+  # installed before the operator starts.
+  if [ "${WEFT_CLUSTER_COSCHEDULING:-0}" = 1 ]; then
+    "$HERE/coscheduling.sh" up "$DIR"
+  fi
   # shellcheck disable=SC2086
   for a in ${WEFT_OPERATOR_ARGS:-}; do extra+=("$a"); done
   if [ ${#extra[@]} -gt 0 ]; then
@@ -141,6 +151,7 @@ containerd_up() {
 }
 containerd_down() {
   local m
+  "$HERE/coscheduling.sh" down "$DIR"
   "$HERE/kueue.sh" down "$DIR"
   for m in "$DIR"/metrics*/; do [ -d "$m" ] && "$HERE/metrics.sh" down "$DIR" "$(basename "$m" | sed -n 's/^metrics-//p')"; done
   "$HERE/nodes.sh" down "$DIR"
@@ -212,6 +223,7 @@ KC
   if [ -n "$mport" ] && [ "$mport" != 0 ]; then echo "127.0.0.1:$mport" > "$DIR/operator.metrics"; fi
   echo "$args" > "$DIR/operator.args"
   [ "${WEFT_CLUSTER_KUEUE:-0}" = 1 ] && { echo "cluster: WEFT_CLUSTER_KUEUE needs real nodes (WEFT_CLUSTER_RUNTIME=containerd)" >&2; exit 2; }
+  [ "${WEFT_CLUSTER_COSCHEDULING:-0}" = 1 ] && { echo "cluster: WEFT_CLUSTER_COSCHEDULING needs real nodes (WEFT_CLUSTER_RUNTIME=containerd)" >&2; exit 2; }
   start_operator
   # Nodes are schedulable once Ready and the node controller has lifted the
   # not-ready taint the API server put on them at registration.
@@ -233,6 +245,7 @@ KC
   ;;
 down)
   [ "$RUNTIME" = containerd ] && { containerd_down; exit 0; }
+  "$HERE/coscheduling.sh" down "$DIR"
   "$HERE/kueue.sh" down "$DIR"
   for m in "$DIR"/metrics*/; do [ -d "$m" ] && "$HERE/metrics.sh" down "$DIR" "$(basename "$m" | sed -n 's/^metrics-//p')"; done
   stop_pid weft-operator

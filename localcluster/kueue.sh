@@ -11,7 +11,7 @@
 # its kubeconfig.
 #
 #   build   builds cmd/kueue into ~/.cache/weft/kueue-<key>/bin/kueue
-#           (WEFT_KUEUE_CACHE; the key a hash of this script, go.mod and go.sum:
+#           (WEFT_KUEUE_CACHE; the key a hash of go.mod and go.sum:
 #           built once under a lock, installed by atomic renames) and copies
 #           the module's CRDs (config/components/crd/bases) to <cache>/crds/.
 #   up      builds if needed (saying so), installs the CRDs (server-side apply:
@@ -59,70 +59,38 @@
 #      backoffMaxSeconds is 60), WEFT_KUBE_VERSION (which kubectl, kube-bin.sh).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+NAME=kueue
 MOD=$HERE/kueue
-KEY=$(cat "$0" "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -c1-12)
-CACHE=${WEFT_KUEUE_CACHE:-$HOME/.cache/weft/kueue-$KEY}
-KUEUE=$CACHE/bin/kueue
+CACHE=${WEFT_KUEUE_CACHE:-$HOME/.cache/weft/kueue-$(cat "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -c1-12)}
+BIN=$CACHE/bin/kueue
 CRDS=$CACHE/crds
+NICE=${WEFT_KUEUE_BUILD_NICE:-19}
 VERSION=$(sed -n 's#^\(require \)\{0,1\}[[:space:]]*sigs.k8s.io/kueue \(v[^ ]*\).*#\2#p' "$MOD/go.mod" | head -1)
 USAGE="usage: kueue.sh build [--print-dir] | kueue.sh up|down|status DIR"
 CMD=${1:?$USAGE}
+# shellcheck source=addon-lib.sh
+. "$HERE/addon-lib.sh"
 
-built() { [ -x "$KUEUE" ] && [ -f "$CRDS/kueue.x-k8s.io_workloads.yaml" ]; }
-
-build() {  # build [quiet]: quiet prints nothing when the build is cached
-  local quiet=${1:-} GO=${GO:-go} nice=() start dir LOG
-  if built; then [ -n "$quiet" ] || echo "kueue: cached in $CACHE"; return 0; fi
-  mkdir -p "$CACHE"
-  exec 9>"$CACHE/.build.lock"
-  flock 9
-  if built; then [ -n "$quiet" ] || echo "kueue: cached in $CACHE (built by a concurrent run)"; exec 9>&-; return 0; fi
-  command -v "$GO" >/dev/null || { echo "kueue: go not found (set GO=...); run scripts/install-deps.sh kube" >&2; exit 1; }
+built() { [ -x "$BIN" ] && [ -f "$CRDS/kueue.x-k8s.io_workloads.yaml" ]; }
+compile() {  # compile OUT LOG
+  local dir
   [ -n "$VERSION" ] || { echo "kueue: $MOD/go.mod requires no sigs.k8s.io/kueue" >&2; exit 1; }
-  [ "${WEFT_KUEUE_BUILD_NICE:-19}" = 0 ] || nice=(nice -n "${WEFT_KUEUE_BUILD_NICE:-19}")
-  LOG=$CACHE/build.log
-  : > "$LOG"
-  rm -rf "$CACHE/stage"
-  mkdir -p "$CACHE/stage/crds" "$CACHE/bin"
-  start=$(date +%s)
-  echo "kueue: building Kueue $VERSION's manager (cmd/kueue; about 6 minutes the first time)"
-  (cd "$MOD" && CGO_ENABLED=1 GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
-     "${nice[@]}" "$GO" build -trimpath -buildvcs=false -ldflags "-s -w" \
-       -o "$CACHE/stage/kueue" sigs.k8s.io/kueue/cmd/kueue) >>"$LOG" 2>&1 \
-    || { tail -30 "$LOG" >&2; echo "kueue: building cmd/kueue failed (log: $LOG)" >&2; exit 1; }
-  dir=$(cd "$MOD" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kueue 2>>"$LOG")
+  CGO_ENABLED=1 go_build "$2" sigs.k8s.io/kueue/cmd/kueue -ldflags "-s -w" -o "$1"
+  dir=$(module_dir sigs.k8s.io/kueue 2>>"$2") || true
   if [ -z "$dir" ] || ! ls "$dir"/config/components/crd/bases/*.yaml >/dev/null 2>&1; then
-    echo "kueue: no CRDs in sigs.k8s.io/kueue@$VERSION's config/components/crd/bases (log: $LOG)" >&2; exit 1
+    echo "kueue: no CRDs in sigs.k8s.io/kueue@$VERSION's config/components/crd/bases (log: $2)" >&2; exit 1
   fi
   cp "$dir"/config/components/crd/bases/*.yaml "$CACHE/stage/crds/"
-  chmod -R u+w "$CACHE/stage/crds"   # the module cache's files are read-only
-  # The CRDs first, the binary last: built() checks both.
-  rm -rf "$CRDS.old"
-  [ -d "$CRDS" ] && mv "$CRDS" "$CRDS.old"
-  mv "$CACHE/stage/crds" "$CRDS"
-  rm -rf "$CRDS.old"
-  mv "$CACHE/stage/kueue" "$KUEUE.tmp" && mv "$KUEUE.tmp" "$KUEUE"
-  rm -rf "$CACHE/stage"
-  echo "kueue: built in $(( $(date +%s) - start )) s into $CACHE" | tee -a "$LOG"
-  exec 9>&-
 }
 
 if [ "$CMD" = build ]; then
   if [ "${2:-}" = --print-dir ]; then echo "$CACHE"; exit 0; fi
-  build
+  addon_build "" "Kueue $VERSION's manager (cmd/kueue; about 6 minutes the first time)"
   exit 0
 fi
 
 case $CMD in up|down|status) ;; *) echo "kueue: unknown command '$CMD'; $USAGE" >&2; exit 2 ;; esac
-DIR=${2:?$USAGE}
-if [ ! -d "$DIR" ]; then
-  case $CMD in
-    down) exit 0 ;;
-    status) echo "kueue: not running (no $DIR)"; exit 1 ;;
-    up) echo "kueue: no $DIR: start a cluster there first (cluster.sh up or testenv.sh start)" >&2; exit 1 ;;
-  esac
-fi
-DIR=$(cd "$DIR" && pwd)
+addon_dir "$CMD" "${2:?$USAGE}"
 STATE=$DIR/kueue
 PIDF=$DIR/kueue.pid
 LOGF=$DIR/logs/kueue.log
@@ -130,31 +98,14 @@ LOGF=$DIR/logs/kueue.log
 ours() {  # ours PID: PID runs this manager (or the setsid/unshare/sh before its exec)
   [ -n "$1" ] && kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q kueue
 }
-alive() { [ -f "$PIDF" ] && ours "$(cat "$PIDF")"; }
 health() { sed -n 's/^KUEUE_HEALTH=//p' "$STATE/env" 2>/dev/null; }
 ready() { local h; h=$(health); [ -n "$h" ] && curl -sf -m 2 "http://$h/readyz" >/dev/null 2>&1; }
-
-stop() {  # SIGTERM, wait up to 5 s, SIGKILL; the manager leads its own process group (setsid)
-  local pid stopped=1
-  if [ -f "$PIDF" ]; then
-    pid=$(cat "$PIDF")
-    if ours "$pid"; then
-      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL -- "-$pid" 2>/dev/null || true
-      kill -KILL "$pid" 2>/dev/null || true
-      for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      stopped=0
-    fi
-    rm -f "$PIDF"
-  fi
-  rm -rf "$STATE/ovl"
-  return $stopped
-}
+no_overlay() { rm -rf "$STATE/ovl"; }
 
 case $CMD in
 down)
-  if stop; then echo "kueue: down"; fi
+  if addon_stop; then echo "kueue: down"; fi
+  no_overlay
   exit 0
   ;;
 status)
@@ -168,17 +119,15 @@ esac
 # ---- up ----
 [ -f "$DIR/kubeconfig" ] || { echo "kueue: no $DIR/kubeconfig: start a cluster first (cluster.sh up or testenv.sh start)" >&2; exit 1; }
 case $DIR in *,*|*:*) echo "kueue: DIR '$DIR' must not contain ',' or ':' (overlay mount options)" >&2; exit 1 ;; esac
-build quiet
+addon_build quiet "Kueue $VERSION's manager (cmd/kueue; about 6 minutes the first time)"
 T0=$(date +%s%N)
-stop || true
+addon_stop || true
+no_overlay
 export KUBECONFIG=$DIR/kubeconfig
 # shellcheck source=kube-bin.sh
 . "$HERE/kube-bin.sh"   # kubectl of the control plane's release first on PATH
 mkdir -p "$STATE" "$DIR/logs"
-kubectl apply --server-side --force-conflicts --field-manager=weft-kueue-sh -f "$CRDS/" >"$STATE/apply.log" 2>&1 \
-  || { cat "$STATE/apply.log" >&2; echo "kueue: installing the CRDs failed" >&2; exit 1; }
-kubectl wait --for condition=established --timeout=60s -f "$CRDS/" >>"$STATE/apply.log" 2>&1 \
-  || { cat "$STATE/apply.log" >&2; echo "kueue: the CRDs were not established in 60 s" >&2; exit 1; }
+addon_apply_crds "$STATE"
 kubectl get namespace kueue-system >/dev/null 2>&1 || kubectl create namespace kueue-system >/dev/null
 
 # A CA and the serving certificate of the webhook server (and the metrics
@@ -198,17 +147,10 @@ if [ ! -f "$C/tls.crt" ] || [ ! -f "$C/tls.key" ] || [ ! -f "$C/ca.crt" ]; then
   rm -f "$C/openssl.log"
 fi
 
-free_ports() {  # three distinct free loopback ports (held together while picked)
-  /usr/bin/python3 -c 'import socket
-ss = [socket.socket() for _ in range(3)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))'
-}
-
 start_manager() {  # writes the config with fresh ports and starts the manager
   local hport wport vport
-  read -r hport wport vport <<<"$(free_ports)"
-  cat > "$STATE/config.yaml" <<EOF
+  read -r hport wport vport <<<"$(free_ports 3)"
+  cat > "$STATE/config.yaml" <<Y
 # Written by localcluster/kueue.sh (Kueue $VERSION's config API v1beta2).
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -242,42 +184,23 @@ waitForPodsReady:
     timestamp: Eviction
     backoffBaseSeconds: ${WEFT_KUEUE_BACKOFF_BASE:-5}
     backoffMaxSeconds: 60
-EOF
+Y
   printf 'KUEUE_VERSION=%s\nKUEUE_HEALTH=127.0.0.1:%s\nKUEUE_WEBHOOK=127.0.0.1:%s\nKUEUE_CA=%s\nKUEUE_LOG=%s\n' \
     "$VERSION" "$hport" "$wport" "$C/ca.crt" "$LOGF" > "$STATE/env"
-  rm -rf "$STATE/ovl"
+  no_overlay
   mkdir -p "$STATE/ovl/up/kueue/metrics/certs" "$STATE/ovl/work"
   cp "$C/tls.crt" "$C/tls.key" "$STATE/ovl/up/kueue/metrics/certs/"
-  echo "---- kueue.sh up $(date -u +%FT%TZ): $KUEUE" >> "$LOGF"
+  echo "---- kueue.sh up $(date -u +%FT%TZ): $BIN" >> "$LOGF"
   # setsid (not a process group leader here, so it does not fork), unshare
   # and sh each exec the next: the pid is the manager's, leading its group.
   # shellcheck disable=SC2016
   setsid unshare -m --propagation private sh -c \
     'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc || exit 1
      shift 2; exec "$@"' kueue-overlay "$STATE/ovl/up" "$STATE/ovl/work" \
-    "$KUEUE" --config="$STATE/config.yaml" --kubeconfig="$DIR/kubeconfig" \
+    "$BIN" --config="$STATE/config.yaml" --kubeconfig="$DIR/kubeconfig" \
       --visibility-server-port="$vport" --zap-log-level="${WEFT_KUEUE_LOG_LEVEL:-2}" \
     </dev/null >>"$LOGF" 2>&1 &
   echo $! > "$PIDF"
 }
-
-# A port picked may be taken before the manager binds it: then start again.
-for try in 1 2 3; do
-  start_manager
-  ok=0
-  for _ in $(seq 1 600); do   # 120 s
-    ready && { ok=1; break; }
-    alive || break
-    sleep 0.2
-  done
-  [ $ok = 1 ] && break
-  if alive; then
-    tail -20 "$LOGF" >&2; stop || true
-    echo "kueue: the manager did not become ready in 120 s (log $LOGF)" >&2; exit 1
-  fi
-  rm -f "$PIDF"; rm -rf "$STATE/ovl"
-  if [ $try -lt 3 ] && tail -20 "$LOGF" | grep -q 'address already in use'; then continue; fi
-  tail -20 "$LOGF" >&2
-  echo "kueue: the manager exited (log $LOGF)" >&2; exit 1
-done
+addon_start start_manager ready 120 "$LOGF" no_overlay
 echo "kueue: $VERSION up in $(( ($(date +%s%N) - T0) / 1000000 )) ms (log $LOGF)"

@@ -231,8 +231,11 @@ Json pod_metadata(const Json& job, const TrainingJobSpec& spec, int index, int a
   Json meta = child_meta(job, pod_name(job_name, index));
   if (tpl.contains("labels"))
     for (auto it = tpl["labels"].begin(); it != tpl["labels"].end(); ++it) meta["labels"][it.key()] = it.value();
-  // The job's queue (suspend/resume is the contract Kueue drives) on every pod.
-  if (const Json& jl = job["metadata"].value("labels", Json::object()); jl.contains(kLabelKueueQueue))
+  // The job's queue on every pod (schedulers that read it from pods see it),
+  // unless the operator queues the job through a Workload (--kueue): Kueue's
+  // pod integration would otherwise count the pods a second time.
+  if (const Json& jl = job["metadata"].value("labels", Json::object());
+      jl.contains(kLabelKueueQueue) && !spec.queued_by_workload)
     meta["labels"][kLabelKueueQueue] = jl[kLabelKueueQueue];
   meta["labels"][kLabelJob] = job_name;  // the user cannot override the operator's own labels
   meta["labels"][kLabelManagedBy] = kManagedBy;

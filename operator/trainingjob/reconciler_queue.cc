@@ -46,6 +46,7 @@ ObjectPtr Reconciler::find_workload(const Context& cx) const {
 std::optional<ReconcileResult> Reconciler::gate_on_queue(Context& cx) {
   if (!queued(cx)) return std::nullopt;
   const std::string queue = queue_of(*cx.job);
+  cx.spec.queued_by_workload = true;
   cx.workload = find_workload(cx);
   if (cx.workload && workload_outdated(*cx.workload, cx.spec)) {
     // Kueue admitted another gang (other pods, requests or image): the new

@@ -100,6 +100,10 @@ struct TrainingJobSpec {
   // the reconciler fills them from the Workload's admission.
   Json queue_node_selector = Json::object();
   Json queue_tolerations = Json::array();
+  // The job is queued through its Workload: Kueue's queue label stays off
+  // the pods, so a Kueue that also manages plain pods does not count them
+  // a second time.
+  bool queued_by_workload = false;
   // spec.replicas as the user wrote it: the gang's size at which the global
   // batch is planned. `replicas` above is the size of the current gang, which
   // the reconciler lowers while an elastic job runs smaller (0: replicas).

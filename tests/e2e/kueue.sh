@@ -4,11 +4,12 @@
 # operator.kueue). Each mode applies the examples (manifests/examples/kueue/:
 # a ResourceFlavor, a ClusterQueue, LocalQueue, priority classes and a
 # queued tiny-cpu job) renamed for its namespace.
-#   admission   Two jobs over a quota that fits one: the first is admitted,
-#               its pods go where the flavor's nodeLabels say, the second is
-#               Queued with Kueue's reason in its status (kubectl get tj shows
-#               Queued) and no pod; the first finishes, its Workload is
-#               Finished, the second is admitted only then and finishes too.
+#   admission   Three jobs over a quota that fits one: the first is admitted,
+#               its pods go where the flavor's nodeLabels say, the others are
+#               Queued with Kueue's reason in their status (kubectl get tj
+#               shows Queued) and no pod; as each finishes (its Workload
+#               Finished) the next in submission order is admitted; all three
+#               succeed.
 #   preemption  A low-priority job trains with checkpoints; a high-priority
 #               job arrives and Kueue preempts the low one: its gang stops the
 #               way a suspend stops it (each rank checkpoints the step it
@@ -94,10 +95,14 @@ admission)
   log "first's pods run on $NODE, the node the flavor's nodeLabels name"
   job second 30 500m
   wait_for 30 "second Queued" phase_is second Queued
+  sleep 1  # a later creation time: Kueue's queues are FIFO by it
+  job third 30 500m
+  wait_for 30 "third Queued" phase_is third Queued
   wait_for 30 "Kueue's reason on second" eval '[[ "$(admitted second message)" == *"insufficient unused quota"* ]]'
   log "second: $(admitted second reason): $(admitted second message)"
   phase_is first Running || fail "first is $(tj_field first .status.phase) while second waits"
   no_pods_of second || fail "second has pods while it waits for admission"
+  no_pods_of third || fail "third has pods while it waits for admission"
   kubectl get tj -n "$NS" | tee /dev/stderr | grep -q '^second *Queued' || fail "kubectl get tj does not show second Queued"
   kubectl get events -n "$NS" --field-selector involvedObject.name=second -o jsonpath='{.items[*].reason}' \
     | grep -q WaitingForAdmission || fail "no WaitingForAdmission event on second"
@@ -108,9 +113,14 @@ admission)
   admitted_at=$(admitted second lastTransitionTime)
   [[ "$admitted_at" > "$done_at" || "$admitted_at" = "$done_at" ]] \
     || fail "second admitted at $admitted_at, before first finished at $done_at"
+  phase_is third Queued || fail "third is $(tj_field third .status.phase) while second runs"
   wait_for 120 "second Succeeded" phase_is second Succeeded
   wait_for 30 "second's Workload Finished" workload_cond_is second Finished True
-  log "PASS: first admitted and placed by its flavor; second Queued (WaitingForAdmission) until $admitted_at, first done at $done_at; both Succeeded"
+  wait_for 60 "third admitted" admitted_is third True
+  done2=$(tj_field second .status.completionTime) admitted3=$(admitted third lastTransitionTime)
+  [[ "$admitted3" > "$done2" || "$admitted3" = "$done2" ]] || fail "third admitted at $admitted3, before second finished at $done2"
+  wait_for 120 "third Succeeded" phase_is third Succeeded
+  log "PASS: first admitted and placed by its flavor; second and third Queued (WaitingForAdmission), admitted in their order as quota freed (first done $done_at, second admitted $admitted_at and done $done2, third admitted $admitted3); all Succeeded"
   ;;
 
 preemption)

@@ -72,6 +72,11 @@ TEST(QueuePolicy, WorkloadDescribesTheWholeGangAndIsOwnedByTheJob) {
   const Json& ps = wl["spec"]["podSets"][0];
   EXPECT_EQ(ps["count"], 3);  // every pod of the gang
   EXPECT_EQ(ps["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"], "1");
+  // Queued through the Workload: the queue label is the job's, not the pods'.
+  TrainingJobSpec via_workload = spec;
+  via_workload.queued_by_workload = true;
+  EXPECT_FALSE(build_pod(job, via_workload, 0, 0)["metadata"]["labels"].contains(kLabelKueueQueue));
+  EXPECT_TRUE(pod["metadata"]["labels"].contains(kLabelKueueQueue));  // without --kueue it reaches the pods
   EXPECT_EQ(wl["spec"]["priority"], 1000);
   EXPECT_EQ(wl["spec"]["priorityClassRef"]["name"], "high");
   EXPECT_EQ(wl["spec"]["priorityClassRef"]["kind"], "WorkloadPriorityClass");
