@@ -16,13 +16,16 @@ inline constexpr int kExitBadConfig = 1;      // bad config, input or launch env
 inline constexpr int kExitInternal = 2;       // an unexpected error (a bug)
 inline constexpr int kExitPeerLost = 3;       // a peer vanished or a collective timed out
 inline constexpr int kExitCheckpointIo = 4;   // no checkpoint could be written or read
+inline constexpr int kExitDiverged = 5;       // the loss became NaN or infinite (config or data)
 inline constexpr int kExitInterrupted = 130;  // SIGINT, after writing a checkpoint (128 + 2)
 inline constexpr int kExitPreempted = 143;    // SIGTERM, after writing a checkpoint (128 + 15)
 
 // Whether a gang whose rank failed with `code` is worth restarting: every code
-// but kExitBadConfig, because a bad config fails the same way again. Codes the
-// worker never returns itself (137 after an OOM kill) are retried as well.
-constexpr bool retryable(int code) { return code != kExitBadConfig; }
+// but kExitBadConfig and kExitDiverged, because a bad config fails the same
+// way again and a run resumed from the same checkpoint diverges at the same
+// step (training is deterministic). Codes the worker never returns itself
+// (137 after an OOM kill) are retried as well.
+constexpr bool retryable(int code) { return code != kExitBadConfig && code != kExitDiverged; }
 
 // ---- Environment of every rank ---------------------------------------------
 // Set by the operator in every pod and by weft-run for every local rank:

@@ -119,6 +119,7 @@ inline constexpr const char* kReasonInvalidImageName = "InvalidImageName";      
 inline constexpr const char* kReasonContainerConfigError = "ContainerConfigError";  // CreateContainerConfigError
 inline constexpr const char* kReasonContainerCreateFailed = "ContainerCreateFailed";  // CreateContainerError, RunContainerError
 inline constexpr const char* kReasonBadConfig = "BadConfig";            // exit code 1
+inline constexpr const char* kReasonDiverged = "Diverged";              // exit code 5: NaN or infinite loss
 inline constexpr const char* kReasonMaxRestarts = "MaxRestartsExceeded";
 inline constexpr const char* kReasonBackoff = "RestartBackoff";
 inline constexpr const char* kReasonGangRestarted = "GangRestarted";

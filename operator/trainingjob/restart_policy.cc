@@ -135,12 +135,16 @@ RestartDecision counted_restart(FailureCause cause, const std::string& message, 
 }
 
 RestartDecision decide_restart(const GangObservation& gang, int counted_restarts, const RestartSpec& spec) {
-  // Exit code 1 wins over everything: retrying a bad config only burns time.
+  // Exit codes 1 and 5 win over everything: retrying a bad config, or a run
+  // that diverges at the same step from the same checkpoint, only burns time.
   for (const auto& r : gang.ranks)
     if (r.phase == "Failed" && r.exit_code && !contract::retryable(*r.exit_code)) {
       const std::string why = last_message_line(r.message);
-      return {GangVerdict::Fail, kReasonBadConfig,
-              rank_and_pod(r) + " exited with code 1 (bad config or input); not retried" +
+      const bool diverged = *r.exit_code == contract::kExitDiverged;
+      return {GangVerdict::Fail, diverged ? kReasonDiverged : kReasonBadConfig,
+              rank_and_pod(r) +
+                  (diverged ? " exited with code 5 (the loss became NaN or infinite); not retried"
+                            : " exited with code 1 (bad config or input); not retried") +
                   (why.empty() ? "" : ": " + why),
               FailureCause::Failure};
     }

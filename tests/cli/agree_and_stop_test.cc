@@ -461,8 +461,9 @@ TEST(EvalCli, EveryEvalRuleAppliesAndEvalWithExportIsRefused) {
     const char* yaml;
     const char* expected;
   } cases[] = {
-      {"eval: {batches: -5}\n", "--eval: bad config: eval.batches: must be >= 1, got -5"},
-      {"eval: {batches: 0}\n", "--eval: bad config: eval.batches: must be >= 1, got 0"},
+      // Refused as the config is read (with eval.every 0 as well), naming the line.
+      {"eval: {batches: -5}\n", "e.yaml:5: eval.batches: must be >= 1, got -5"},
+      {"eval: {batches: 0}\n", "e.yaml:5: eval.batches: must be >= 1, got 0"},
       {"eval: {shards: '/nonexistent/val_*.bin'}\n", "eval.shards: is set ('/nonexistent/val_*.bin') but data.source "
                                                      "is 'synthetic'"},
   };
@@ -472,6 +473,7 @@ TEST(EvalCli, EveryEvalRuleAppliesAndEvalWithExportIsRefused) {
     const auto r = run_process({kWorker, cfg, "--eval", model}, {}, 0, "", 60s);
     EXPECT_EQ(r.code, 1) << r.output;
     EXPECT_TRUE(has(r.output, c.expected)) << r.output;
+    EXPECT_TRUE(has(r.output, "--eval: bad config: ")) << r.output;
     EXPECT_FALSE(has(r.output, "eval {")) << r.output;
   }
   const auto both = run_process({kWorker, train, "--eval", model, "--export-hf", model, (d / "hf").string()});

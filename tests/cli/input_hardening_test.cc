@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -142,6 +143,68 @@ TEST(NonFiniteWeights, InitFromWithANanWeightFailsAtLoadNamingTheTensor) {
   EXPECT_TRUE(has(r.output, "tensor '" + victim + "' holds a non-finite weight (nan at element 7)")) << r.output;
   EXPECT_TRUE(has(r.output, (hf / "model.safetensors").string())) << r.output;
   EXPECT_FALSE(has(r.output, "step 1")) << r.output;
+  fs::remove_all(d);
+}
+
+// Finite weights whose activations overflow (a norm weight of 3e38): the
+// loss is NaN at step 1, and the rank exits 5 (diverged), which the operator
+// does not retry, where it used to exit 2 (internal error, retried until
+// maxRestarts); weft-run exits with its rank's 5.
+TEST(NonFiniteWeights, ALossThatTurnsNanExitsFiveDivergedNotInternal) {
+  fs::path d = fresh_dir("diverge");
+  const fs::path src = fs::path(WEFT_SOURCE_DIR) / "tests/testdata/hf-llama/gqa-untied";
+  const fs::path hf = d / "hf";
+  fs::create_directories(hf);
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) fs::copy_file(src / f, hf / f);
+  std::fstream st(hf / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t hlen = 0;
+  st.read(reinterpret_cast<char*>(&hlen), 8);
+  std::string header(hlen, '\0');
+  st.read(header.data(), static_cast<std::streamsize>(hlen));
+  const auto h = nlohmann::json::parse(header);
+  const auto& e = h.at("model.norm.weight");
+  ASSERT_EQ(e.at("dtype"), "F32");
+  const uint64_t begin = e.at("data_offsets")[0], end = e.at("data_offsets")[1];
+  const float big = 3e38f;  // finite: the load's check passes it
+  st.seekp(static_cast<std::streamoff>(8 + hlen + begin));
+  for (uint64_t i = begin; i < end; i += 4) st.write(reinterpret_cast<const char*>(&big), 4);
+  st.close();
+
+  std::string cfg = write_file(d / "c.yaml", "train: {steps: 3, seq_len: 16, micro_batch: 2, log_every: 1}\n"
+                                             "metrics: {port: 0}\n");
+  auto r = run_process({kWorker, cfg, "--init-from", hf.string(), "--out", (d / "out").string()});
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_TRUE(has(r.output, "diverged: loss is")) << r.output;
+  EXPECT_TRUE(has(r.output, "at step 1; lower optim.lr")) << r.output;
+  auto two = run_process({kRun, "-n", "2", "--", cfg, "--init-from", hf.string(), "--out", (d / "out2").string()});
+  EXPECT_EQ(two.code, 5) << two.output;
+  fs::remove_all(d);
+}
+
+// A safetensors header above the safetensors library's 100 MB is refused by
+// size, naming the file, without reading it (it used to load a 200 MB header
+// in 10 s). The file is sparse.
+TEST(HostileFiles, ASafetensorsHeaderAbove100MBIsRefusedUnread) {
+  fs::path d = fresh_dir("bighdr");
+  const fs::path src = fs::path(WEFT_SOURCE_DIR) / "tests/testdata/hf-llama/gqa-untied";
+  const fs::path hf = d / "hf";
+  fs::create_directories(hf);
+  for (const char* f : {"config.json", "generation_config.json"}) fs::copy_file(src / f, hf / f);
+  const uint64_t hlen = 200'000'000;
+  {
+    std::ofstream out(hf / "model.safetensors", std::ios::binary);
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((hlen >> (8 * i)) & 0xff));
+  }
+  fs::resize_file(hf / "model.safetensors", 8 + hlen);
+  std::string cfg = write_file(d / "c.yaml", "train: {steps: 3, seq_len: 16, micro_batch: 2}\nmetrics: {port: 0}\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_process({kWorker, cfg, "--init-from", hf.string(), "--out", (d / "out").string()});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(has(r.output, (hf / "model.safetensors").string() + ": header of 200000000 bytes exceeds the "
+                                                                  "100000000-byte limit"))
+      << r.output;
+  EXPECT_FALSE(has(r.output, "step 1")) << r.output;
+  std::cout << "refused in " << seconds_since(t0) << " s\n";
   fs::remove_all(d);
 }
 

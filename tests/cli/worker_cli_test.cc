@@ -49,6 +49,36 @@ TEST(WorkerCli, BadConfigExitsOneNamingTheField) {
   fs::remove_all(d);
 }
 
+// Configs that used to crash, train on the wrong settings, or end in a NaN
+// loss retried as an internal error: each is now exit 1 naming the field, in
+// --print-config and in training alike, before a step.
+TEST(WorkerCli, RefusedByNameNotCrashedOrIgnored) {
+  fs::path d = fresh_dir("refused");
+  const std::pair<const char*, const char*> cases[] = {
+      // SIGFPE (exit 136) before: head_dim = d_model / n_heads.
+      {"preset: tiny\nmodel: {n_heads: 0}\nmetrics: {port: 0}\n", "model.n_heads: must be > 0, got 0"},
+      // Trained at lr 0.003 before: the second document was dropped.
+      {"preset: tiny\nmetrics: {port: 0}\n---\noptim: {lr: 0.5}\n", ":4: a second YAML document (after '---')"},
+      // A NaN loss at step 1-2 and exit 2 (retried) before.
+      {"preset: tiny\nmetrics: {port: 0}\noptim: {lr: 1e300}\n", "optim.lr: must be <= 10"},
+      {"preset: tiny\nmetrics: {port: 0}\nmodel: {init_std: 4294967297}\n", "model.init_std: must be <= 10"},
+      {"preset: tiny\nmetrics: {port: 0}\neval: {every: 0, batches: -1}\n", "eval.batches: must be >= 1, got -1"},
+  };
+  int i = 0;
+  for (const auto& [yaml, want] : cases) {
+    const std::string cfg = write_file(d / ("c" + std::to_string(i++) + ".yaml"), yaml);
+    for (bool print : {true, false}) {
+      std::vector<std::string> args = {kWorker, cfg, "--out", (d / "out").string()};
+      if (print) args.push_back("--print-config");
+      auto r = run_process(args);
+      EXPECT_EQ(r.code, 1) << yaml << r.output;
+      EXPECT_NE(r.output.find(want), std::string::npos) << yaml << r.output;
+      EXPECT_EQ(r.output.find("step 1"), std::string::npos) << yaml << r.output;
+    }
+  }
+  fs::remove_all(d);
+}
+
 // --print-config shows the config the rank runs: every auto the config
 // decides made concrete (on this CPU-only config: gloo, f32, no recompute,
 // synchronous checkpoints), and WEFT_ATTENTION as train.attention.

@@ -488,10 +488,11 @@ TEST(Config, ValidateForEvalAppliesEveryEvalRuleWithEvalOff) {
     }
     return "<no error>";
   };
-  EXPECT_EQ(eval_error("eval: {batches: -5}\n"), "eval.batches: must be >= 1, got -5");
-  EXPECT_EQ(eval_error("eval: {batches: 0}\n"), "eval.batches: must be >= 1, got 0");
+  // eval.batches is refused by parse_config itself now, with eval off too.
+  EXPECT_EQ(eval_error("eval: {batches: -5}\n"), "config:1: eval.batches: must be >= 1, got -5");
+  EXPECT_EQ(eval_error("eval: {batches: 0}\n"), "config:1: eval.batches: must be >= 1, got 0");
   EXPECT_EQ(eval_error("eval: {batches: 2000000}\n"),
-            "eval.batches: must be <= 1000000 micro-batches per evaluation, got 2000000");
+            "config:1: eval.batches: must be <= 1000000 micro-batches per evaluation, got 2000000");
   EXPECT_NE(eval_error("eval: {shards: 'v/*.bin'}\n").find("eval.shards: is set ('v/*.bin') but data.source is "
                                                            "'synthetic'"),
             std::string::npos);
@@ -524,7 +525,7 @@ TEST(Config, SharedSettingsAreEveryFieldButThePerRankOnes) {
 }
 
 TEST(Config, EvalRefusalsNameTheField) {
-  EXPECT_NE(error_of("eval: {every: 10, batches: 0}\n").find("eval.batches: must be >= 1 when eval.every is set"),
+  EXPECT_NE(error_of("eval: {every: 10, batches: 0}\n").find("eval.batches: must be >= 1, got 0"),
             std::string::npos);
   EXPECT_NE(error_of("eval: {every: -1}\n").find("eval.every"), std::string::npos);
   EXPECT_NE(error_of("data: {source: shards, shards: 'a/*_train_*.bin'}\neval: {every: 10}\n")
@@ -539,7 +540,48 @@ TEST(Config, EvalRefusalsNameTheField) {
                      "eval: {every: 10, shards: 'a/*.bin', allow_training_shards: true}\n"),
             "<no error>");
   EXPECT_EQ(error_of("eval: {every: 10}\n"), "<no error>") << "synthetic data has its held-out stream";
-  EXPECT_EQ(error_of("eval: {batches: 0}\n"), "<no error>") << "off (every 0): batches is not used";
+  // Off (every 0), batches is refused all the same: the value would fail
+  // the day eval.every is set.
+  EXPECT_NE(error_of("eval: {batches: 0}\n").find("eval.batches: must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(error_of("eval: {batches: -1}\n").find("eval.batches: must be >= 1, got -1"), std::string::npos);
+}
+
+// Numbers at which a run diverges at its first steps (a NaN loss) or its
+// arithmetic overflows are refused at start, each by name.
+// A second document would be dropped by a reader of the first: refused.
+TEST(Config, ASecondYamlDocumentIsRefused) {
+  EXPECT_EQ(error_of("preset: tiny\n---\noptim: {lr: 0.5}\n"),
+            "test.yaml:3: a second YAML document (after '---'): a config is one document; merge them into one");
+  EXPECT_NE(error_of("preset: tiny\n---\n").find("a second YAML document"), std::string::npos);
+  EXPECT_EQ(error_of("---\npreset: tiny\n"), "<no error>") << "one document with its marker";
+}
+
+TEST(Config, AbsurdNumbersAreRefusedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"optim: {lr: 1e300}\n", "optim.lr: must be <= 10, got 1e+300"},
+      {"optim: {lr: 4294967297}\n", "optim.lr: must be <= 10, got 4294967297"},
+      {"optim: {weight_decay: 1e300}\n", "optim.weight_decay: must be <= 10, got 1e+300"},
+      {"optim: {eps: 1e300}\n", "optim.eps: must be <= 1, got 1e+300"},
+      {"optim: {grad_clip: 1e300}\n", "optim.grad_clip: must be <= 1000000 (0 turns clipping off), got 1e+300"},
+      {"model: {init_std: 4294967297}\n", "model.init_std: must be <= 10, got 4294967297"},
+      {"model: {rope_theta: 1e300}\n", "model.rope_theta: must be <= 1000000000000, got 1e+300"},
+      {"model: {norm_eps: 1e300}\n", "model.norm_eps: must be <= 1, got 1e+300"},
+      {"comm: {simulate: {bandwidth_gbps: 1e300}}\n",
+       "comm.simulate.bandwidth_gbps: must be <= 1000000 (1 Pb/s), got 1e+300"},
+  };
+  for (const auto& [yaml, want] : cases) EXPECT_NE(error_of(yaml).find(want), std::string::npos) << error_of(yaml);
+  // The bounds themselves are accepted.
+  EXPECT_EQ(error_of("optim: {lr: 10, weight_decay: 10, eps: 1, grad_clip: 1000000}\n"
+                     "model: {init_std: 10, rope_theta: 1e12, norm_eps: 1}\n"),
+            "<no error>");
+}
+
+// Every integer the config divides by is refused by name at 0, never a SIGFPE.
+TEST(Config, ZeroDivisorsAreRefusedNotDividedBy) {
+  for (const char* yaml : {"model: {n_heads: 0}\n", "device: cuda\nmodel: {n_heads: 0}\n"})
+    EXPECT_NE(error_of(yaml).find("model.n_heads: must be > 0, got 0"), std::string::npos) << error_of(yaml);
+  EXPECT_NE(error_of("model: {n_kv_heads: 0}\n").find("model.n_kv_heads: must be > 0"), std::string::npos);
+  EXPECT_NE(error_of("parallel: {strategy: isp, sp: 0}\n").find("parallel.sp"), std::string::npos);
 }
 
 TEST(Config, ValidateWithoutOriginNamesFieldOnly) {

@@ -37,6 +37,7 @@ EXIT_MEANINGS = {
     "kExitInternal": "internal",
     "kExitPeerLost": "peer lost",
     "kExitCheckpointIo": "checkpoint",
+    "kExitDiverged": "diverged",
     "kExitInterrupted": "SIGINT",
     "kExitPreempted": "SIGTERM",
 }

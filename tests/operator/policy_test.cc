@@ -193,9 +193,10 @@ TEST(RestartPolicy, RestartsMetricIsLabelledByCause) {
   EXPECT_NE(text.find("weft_operator_gang_restarts_total{cause=\"Failure\"} 1"), std::string::npos) << text;
 }
 
-TEST(Contract, OnlyABadConfigIsNotRetried) {
+TEST(Contract, OnlyABadConfigOrADivergedRunIsNotRetried) {
   using namespace contract;
   EXPECT_FALSE(retryable(kExitBadConfig));
+  EXPECT_FALSE(retryable(kExitDiverged));
   for (int code : {kExitInternal, kExitPeerLost, kExitCheckpointIo, kExitInterrupted, kExitPreempted, 137})
     EXPECT_TRUE(retryable(code)) << code;
   EXPECT_EQ(metrics_port(0), 9400);  // a pod's only rank

@@ -251,6 +251,32 @@ TEST(Safetensors, RejectsBadFiles) {
   fs::remove_all(dir);
 }
 
+// A header above 100 MB (the safetensors library's limit) is refused by
+// size, naming the file, before anything of it is read or parsed. The file is
+// sparse: its 100 MB cost no disk.
+TEST(Safetensors, AHeaderAbove100MBIsRefusedNamingTheFile) {
+  fs::path dir = fresh_dir("st-bighdr");
+  const fs::path f = dir / "big.safetensors";
+  const uint64_t hlen = kMaxSafetensorsHeaderBytes + 8;
+  {
+    std::ofstream out(f, std::ios::binary);
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((hlen >> (8 * i)) & 0xff));
+  }
+  fs::resize_file(f, 8 + hlen);
+  for (auto open : {+[](const std::string& p) { SafetensorsIndex::open(p); },
+                    +[](const std::string& p) { SafetensorsFile::load(p); }}) {
+    try {
+      open(f.string());
+      ADD_FAILURE() << "a " << hlen << "-byte header was accepted";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(f.string() + ": header of 100000008 bytes exceeds the 100000000-byte limit"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Safetensors, RoundTrip) {
   fs::path dir = fresh_dir("st-rt");
   std::vector<float> a = {1.5f, -2.0f, 3.25f};

@@ -575,6 +575,10 @@ int exit_for_failure() {
     exit_with_own_reason(weft::contract::kExitCheckpointIo);
     spdlog::error("checkpoint: {}", e.what());
     return weft::contract::kExitCheckpointIo;
+  } catch (const weft::DivergedError& e) {
+    exit_with_own_reason(weft::contract::kExitDiverged);
+    spdlog::error("diverged: {}", e.what());
+    return weft::contract::kExitDiverged;
   } catch (const std::exception& e) {
     exit_with_own_reason(weft::contract::kExitInternal);
     spdlog::error("{}", e.what());

@@ -267,12 +267,21 @@ class Parser {
 
   WorkerConfig parse(const std::string& text) {
     YAML::Node root;
+    std::vector<YAML::Node> documents;
     try {
-      root = YAML::Load(text);
+      documents = YAML::LoadAll(text);
     } catch (const YAML::ParserException& e) {
       throw ConfigError(origin_ + ":" + std::to_string(e.mark.line + 1) + ":" +
                         std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
     }
+    // A second document (after `---`) would be silently dropped by a reader
+    // of the first: its settings would never apply.
+    if (documents.size() > 1) {
+      const int line = documents[1].Mark().line;  // -1 for an empty document
+      throw ConfigError(origin_ + (line >= 0 ? ":" + std::to_string(line + 1) : std::string()) +
+                        ": a second YAML document (after '---'): a config is one document; merge them into one");
+    }
+    if (!documents.empty()) root = documents[0];
     if (root.IsNull()) return with_init_from(preset("tiny"));
     if (!root.IsMap()) {
       fail(root, "", std::string("the top level must be a mapping of sections, got ") +

@@ -67,7 +67,8 @@ struct ModelConfig {
   int explicit_head_dim = 0;
   RopeScalingConfig rope_scaling;  // model.rope_scaling
 
-  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : d_model / n_heads; }
+  // 0 while n_heads is not positive (validate() refuses it by name).
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : n_heads > 0 ? d_model / n_heads : 0; }
   int ffn() const { return contract::ffn_width(ffn_hidden, d_model); }
 
   bool operator==(const ModelConfig&) const = default;
@@ -301,6 +302,15 @@ inline constexpr double kMaxShardMb = 1e9;              // checkpoint.max_shard_
 inline constexpr double kMaxSimulatedLatencyUs = 1e6;   // comm.simulate.latency_us: 1 s per message
 inline constexpr double kMinSimulatedGbps = 0.001;      // comm.simulate.bandwidth_gbps when not 0: 1 Mb/s
 inline constexpr double kMaxPeakTflops = 1e6;           // metrics.peak_tflops
+inline constexpr double kMaxSimulatedGbps = 1e6;        // comm.simulate.bandwidth_gbps: 1 Pb/s
+// Training numbers beyond which a run diverges at its first steps (a NaN
+// loss, exit 5) or its arithmetic overflows: refused at start instead.
+inline constexpr double kMaxLr = 10;                    // optim.lr
+inline constexpr double kMaxWeightDecay = 10;           // optim.weight_decay
+inline constexpr double kMaxGradClip = 1e6;             // optim.grad_clip (0: off)
+inline constexpr double kMaxEps = 1;                    // optim.eps, model.norm_eps
+inline constexpr double kMaxInitStd = 10;               // model.init_std
+inline constexpr double kMaxRopeTheta = 1e12;           // model.rope_theta
 
 // Built-in presets: "tiny" (CPU demo, about a minute on 2 cores) and
 // "gpt2-124m" (GPT-2 small sized Llama). Throws ConfigError for other names.

@@ -116,8 +116,11 @@ void check_model(Checker& c, const ModelConfig& m) {
   c.non_negative(m.ffn_hidden, "model.ffn_hidden");
   c.positive(m.max_seq_len, "model.max_seq_len");
   c.positive(m.rope_theta, "model.rope_theta");
+  c.at_most(m.rope_theta, kMaxRopeTheta, "model.rope_theta");
   c.positive(m.norm_eps, "model.norm_eps");
+  c.at_most(m.norm_eps, kMaxEps, "model.norm_eps");
   c.positive(m.init_std, "model.init_std");
+  c.at_most(m.init_std, kMaxInitStd, "model.init_std");
   c.require(m.explicit_head_dim >= 0, "model.head_dim",
             "must be >= 0 (0: d_model / n_heads), got " + num(m.explicit_head_dim));
   if (!c.ok()) return;
@@ -154,14 +157,18 @@ void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
 
 void check_optim(Checker& c, const OptimConfig& o) {
   c.positive(o.lr, "optim.lr");
+  c.at_most(o.lr, kMaxLr, "optim.lr");
   c.in_closed(o.min_lr_ratio, 0, 1, "optim.min_lr_ratio");
   // warmup_steps > steps is allowed: the run simply ends during warmup.
   c.non_negative(o.warmup_steps, "optim.warmup_steps");
   c.in_half_open(o.beta1, 0, 1, "optim.beta1");
   c.in_half_open(o.beta2, 0, 1, "optim.beta2");
   c.positive(o.eps, "optim.eps");
+  c.at_most(o.eps, kMaxEps, "optim.eps");
   c.non_negative(o.weight_decay, "optim.weight_decay");
+  c.at_most(o.weight_decay, kMaxWeightDecay, "optim.weight_decay");
   c.non_negative(o.grad_clip, "optim.grad_clip");
+  c.at_most(o.grad_clip, kMaxGradClip, "optim.grad_clip", " (0 turns clipping off)");
 }
 
 // Packed documents (data.document_boundaries eos): every kernel implements
@@ -214,10 +221,11 @@ void check_checkpoint(Checker& c, const CheckpointConfig& k) {
 
 void check_eval(Checker& c, const EvalConfig& e, const DataConfig& d, bool evaluating) {
   c.non_negative(e.every, "eval.every");
-  if (!evaluating) return;
-  c.require(e.batches >= 1, "eval.batches",
-            "must be >= 1" + std::string(e.every > 0 ? " when eval.every is set" : "") + ", got " + num(e.batches));
+  // Checked even when nothing evaluates: a value that would be refused the
+  // day eval.every is set is refused now.
+  c.require(e.batches >= 1, "eval.batches", "must be >= 1, got " + num(e.batches));
   c.at_most(e.batches, kMaxEvalBatches, "eval.batches", " micro-batches per evaluation");
+  if (!evaluating) return;
   if (d.source == DataSource::Shards)
     c.require(!e.shards.empty(), "eval.shards",
               "data.source is 'shards': name the held-out shards to evaluate on (llm.c writes them as *_val_*.bin)");
@@ -289,6 +297,7 @@ void check_comm(Checker& c, const CommConfig& k, ComputeDevice device) {
   c.require(k.simulate.bandwidth_gbps == 0 || k.simulate.bandwidth_gbps >= kMinSimulatedGbps,
             "comm.simulate.bandwidth_gbps",
             "must be 0 (unlimited) or >= " + num(kMinSimulatedGbps) + " (1 Mb/s), got " + num(k.simulate.bandwidth_gbps));
+  c.at_most(k.simulate.bandwidth_gbps, kMaxSimulatedGbps, "comm.simulate.bandwidth_gbps", " (1 Pb/s)");
   c.require(!(k.simulate.enabled() && k.backend == CommBackend::Nccl), "comm.simulate",
             "the network emulator runs on the Gloo communicator only (comm.backend gloo or auto on cpu)");
 }
@@ -301,8 +310,9 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluati
   Checker c;
   check_model(c, cfg.model);
   // weft's CUDA attention holds a head's row in registers: D <= 128 (kernels/cuda/cuda_ops.h).
-  c.require(cfg.device != ComputeDevice::Cuda || cfg.model.head_dim() <= 128, "model.head_dim",
-            num(cfg.model.head_dim()) + " exceeds 128, the widest head weft's CUDA attention computes");
+  if (c.ok() && cfg.device == ComputeDevice::Cuda)  // head_dim() divides by n_heads, checked above
+    c.require(cfg.model.head_dim() <= 128, "model.head_dim",
+              num(cfg.model.head_dim()) + " exceeds 128, the widest head weft's CUDA attention computes");
   check_train(c, cfg.train, cfg.model);
   check_optim(c, cfg.optim);
   check_data(c, cfg.data, cfg.model);

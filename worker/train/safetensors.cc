@@ -57,6 +57,12 @@ uint64_t read_header_length(const std::string& path, const char* bytes, uint64_t
   if (hlen > file_size - 8)
     fail(path, "truncated: header claims " + std::to_string(hlen) + " bytes, file has " +
                    std::to_string(file_size));
+  // Hugging Face's safetensors refuses a header above 100 MB too: parsing
+  // one that size takes seconds and gigabytes, and no real file has one (a
+  // header entry is ~100 bytes per tensor).
+  if (hlen > kMaxSafetensorsHeaderBytes)
+    fail(path, "header of " + std::to_string(hlen) + " bytes exceeds the " +
+                   std::to_string(kMaxSafetensorsHeaderBytes) + "-byte limit (100 MB, as the safetensors library's)");
   return hlen;
 }
 
@@ -256,6 +262,11 @@ SafetensorsFile SafetensorsFile::load(const std::string& path) {
   if (!in) fail(path, "cannot open");
   std::streamsize size = in.tellg();
   if (size < 0) fail(path, "cannot read");
+  // The header's length first: a file whose header is refused is not read.
+  char lenbytes[8] = {};
+  in.seekg(0);
+  if (size >= 8 && !in.read(lenbytes, 8)) fail(path, "read failed");
+  read_header_length(path, lenbytes, static_cast<uint64_t>(size));
   f.bytes_.resize(static_cast<size_t>(size));
   in.seekg(0);
   if (!in.read(f.bytes_.data(), size)) fail(path, "read failed");

@@ -16,6 +16,9 @@
 
 namespace weft {
 
+// The largest header a reader accepts (the safetensors library's own limit).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
 struct CheckpointError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

@@ -495,8 +495,8 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
     if (buffer_->device() == Device::CUDA) ops::cuda_finish_compute("the training step");
     s.step_seconds.push_back(seconds_since(ts));
     if (!std::isfinite(loss))
-      throw std::runtime_error("loss is " + std::to_string(loss) + " at step " +
-                               std::to_string(step + 1) + "; lower optim.lr or check the data");
+      throw DivergedError("loss is " + std::to_string(loss) + " at step " + std::to_string(step + 1) +
+                          "; lower optim.lr, or check the data and the initial weights");
     s.losses.push_back(loss);
 
     const StepReport r = step_report(s, step, loss, lr, norm, phase_before);

@@ -33,6 +33,13 @@
 namespace weft {
 
 class RunCheckpoints;  // train/checkpoint.h
+
+// The loss became NaN or infinite: the run diverged. From the same
+// checkpoint and config it diverges the same way (training is
+// deterministic), so the worker exits kExitDiverged, which is not retried.
+struct DivergedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 enum class CheckpointKind : int;
 
 struct TrainSummary {

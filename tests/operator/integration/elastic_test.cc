@@ -32,7 +32,11 @@ class Elastic : public OperatorTest {
 
 TEST_F(Elastic, ShrinksToThePlacedPodsAndGrowsBack) {
   Json job = job_json("el", 4);
-  job["spec"]["elastic"] = {{"minReplicas", 2}, {"placementTimeoutSeconds", 1}, {"growCheckSeconds", 3}};
+  // The test writes the scheduler's verdicts by hand: the placement timeout
+  // leaves it 5 s to do so before the operator may act on the pods (at 1 s
+  // a slow host saw the operator delete el-2 and el-3 before the test
+  // patched them: "pods \"el-2\" not found").
+  job["spec"]["elastic"] = {{"minReplicas", 2}, {"placementTimeoutSeconds", 5}, {"growCheckSeconds", 3}};
   create(job);
   ASSERT_TRUE(eventually([&] { return gang_is("el", 4, 0); }));
   // The launch writes status after it creates the pods.
@@ -54,7 +58,7 @@ TEST_F(Elastic, ShrinksToThePlacedPodsAndGrowsBack) {
   Json full = condition("el", tj::kCondFullSize);
   EXPECT_EQ(full["status"], "False");
   EXPECT_EQ(full["reason"], tj::kReasonShrunk);
-  EXPECT_NE(full.value("message", "").find("2 of 4 pods placed after 1s"), std::string::npos) << full.dump();
+  EXPECT_NE(full.value("message", "").find("2 of 4 pods placed after 5s"), std::string::npos) << full.dump();
   for (const auto& p : pods_of_attempt("el", 1)) {
     EXPECT_EQ(env_value(p, "WORLD_SIZE"), "2");
     EXPECT_EQ(env_value(p, "WEFT_PLANNED_WORLD_SIZE"), "4");
