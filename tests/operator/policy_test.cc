@@ -50,6 +50,9 @@ TEST(RestartPolicy, Table) {
        Restarts(3), GangVerdict::Fail, kReasonBadConfig},
       {"exit 1 fails even with restarts left", MakeGang(1).Launched().Failed(0, 1).Obj(), 0, Restarts(100),
        GangVerdict::Fail, kReasonBadConfig},
+      // A NaN loss diverges at the same step from the same checkpoint.
+      {"diverged (5) fails at once", MakeGang(2).Launched().Failed(0, 5).Failed(1, 3).Obj(), 0, Restarts(3),
+       GangVerdict::Fail, kReasonDiverged},
       {"evicted restarts", MakeGang(2).Launched().Failed(0, std::nullopt, "Evicted").Running(1).Obj(), 0, Restarts(3),
        GangVerdict::Restart, kReasonRankEvicted},
       {"evicted restarts past the limit: not counted",
