@@ -254,9 +254,11 @@ Result<Json> KubeApi::strategic_merge_patch(const Resource& r, const std::string
 }
 
 Result<Json> KubeApi::remove(const Resource& r, const std::string& ns, const std::string& name,
-                             Propagation propagation, const std::string& uid, int grace_period_seconds) {
+                             Propagation propagation, const std::string& uid, int grace_period_seconds,
+                             const std::string& resource_version) {
   Json opts = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", to_string(propagation)}};
-  if (!uid.empty()) opts["preconditions"] = {{"uid", uid}};
+  if (!uid.empty()) opts["preconditions"]["uid"] = uid;
+  if (!resource_version.empty()) opts["preconditions"]["resourceVersion"] = resource_version;
   if (grace_period_seconds >= 0) opts["gracePeriodSeconds"] = grace_period_seconds;
   return impl_->call("delete", http::methods::DEL, r.path(ns, name), &opts);
 }

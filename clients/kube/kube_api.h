@@ -103,9 +103,11 @@ class KubeApi {
   // the same name is left alone. NotFound is returned as an error.
   // `grace_period_seconds` >= 0 overrides the object's grace period (a node
   // agent finalises a pod whose processes are gone with 0); -1 = default.
+  // `resource_version` (optional) is a precondition too: the object is
+  // deleted only as the caller saw it (Conflict if it changed since).
   Result<Json> remove(const Resource& r, const std::string& ns, const std::string& name,
                       Propagation propagation = Propagation::Background, const std::string& uid = "",
-                      int grace_period_seconds = -1);
+                      int grace_period_seconds = -1, const std::string& resource_version = "");
 
   // Streams events to on_event until the server closes the stream (returns
   // true), stop is requested (returns false), or an error happens (error;

@@ -307,7 +307,7 @@ void Reconciler::observe_gang(Context& cx) {
 }
 
 ReconcileResult Reconciler::fail_gang(Context& cx, const RestartDecision& decision) {
-  cx.delete_pods(still_running(cx.current));
+  cx.delete_running_pods(still_running(cx.current));
   mark_terminal(cx, {.succeeded = false, .reason = decision.reason, .message = decision.message, .gang_judged = true});
   return finish(cx, requeue_for_ttl(cx.spec, cx.status, cx.now));
 }
@@ -617,7 +617,10 @@ kube::ObjectPtr Reconciler::current_job(const std::string& ns, const std::string
 }
 
 ReconcileResult Reconciler::finished_job(Context& cx) {
-  if (cx.status.phase == kPhaseFailed) cx.delete_pods(still_running(cx.pods));
+  // As cached: a rank the cache still shows running may have failed since
+  // (the verdict can come from a live read), and a failed rank stays for
+  // its logs.
+  if (cx.status.phase == kPhaseFailed) cx.delete_running_pods(still_running(cx.pods));
   finish_workload(cx);
   if (!parse_time(cx.status.completion_time)) cx.status.completion_time = cx.now_s;  // the TTL counts from here
   auto ttl = ttl_remaining(cx.spec, cx.status, cx.now);
@@ -628,6 +631,7 @@ ReconcileResult Reconciler::finished_job(Context& cx) {
 void Reconciler::apply_changes(Context& cx) {
   Context::Changes& c = cx.changes;
   remove_pods(cx, c.delete_pods);
+  remove_pods(cx, c.delete_running_pods, /*as_cached=*/true);
   if (c.delete_unwanted_podgroups) remove_unwanted_podgroups(cx);
   if (c.delete_podgroup) remove_podgroup(cx);
   if (c.bucket_cap_mb) write_bucket_cap(cx, *c.bucket_cap_mb);

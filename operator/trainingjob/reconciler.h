@@ -196,7 +196,8 @@ class Reconciler {
   void keep_podgroup_while_waiting(Context& cx);
   void set_scheduling_condition(Context& cx);
   int create_pods(Context& cx, const std::vector<int>& ranks);  // pods of cx.status.attempt; returns how many
-  void remove_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods);
+  // as_cached: only pods unchanged since the cache saw them (resourceVersion precondition).
+  void remove_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods, bool as_cached = false);
   void write_bucket_cap(Context& cx, const std::string& mb);  // the ConfigMap's bucket_cap_mb, unless it holds mb
 
   kube::KubeApi& api_;

@@ -317,15 +317,17 @@ void Reconciler::keep_podgroup_while_waiting(Context& cx) {
   ensure_podgroup(cx);
 }
 
-void Reconciler::remove_pods(Context& cx, const std::vector<ObjectPtr>& pods) {
+void Reconciler::remove_pods(Context& cx, const std::vector<ObjectPtr>& pods, bool as_cached) {
   std::set<std::string> done;  // two steps may ask for the same pod
   for (const auto& p : pods) {
     const Json& meta = (*p)["metadata"];
     if (!done.insert(meta.value("uid", "") + "/" + meta.value("name", "")).second) continue;
     auto res = api_.remove(kube::kPods, cx.ns, meta.value("name", ""), kube::Propagation::Background,
-                           meta.value("uid", ""));
+                           meta.value("uid", ""), -1, as_cached ? meta.value("resourceVersion", "") : "");
     // NotFound: already gone. Conflict on the uid precondition: a newer pod
-    // with that name exists, which is not ours to delete.
+    // with that name exists, which is not ours to delete; on the
+    // resourceVersion one: the pod changed, and its watch event brings the
+    // reconcile that judges it again.
     if (!res && !res.error().not_found() && res.error().status != 409) cx.note(res.error());
   }
 }

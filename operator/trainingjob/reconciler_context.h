@@ -57,6 +57,11 @@ struct Reconciler::Context {
   // ensure_children's creates and patches are the children's mechanics.
   struct Changes {
     std::vector<kube::ObjectPtr> delete_pods;   // each by name, with its uid as precondition
+    // Pods to stop only as cached (their resourceVersion a precondition too):
+    // judged still running from the cache, and kept for their logs should
+    // they have finished meanwhile (the Conflict's watch event brings a
+    // reconcile that judges again).
+    std::vector<kube::ObjectPtr> delete_running_pods;
     bool delete_podgroup = false;               // the gang is gone for good (suspended, finished)
     bool delete_unwanted_podgroups = false;     // the kinds a changed spec no longer asks for
     std::optional<std::string> bucket_cap_mb;   // the tuner's size for the ConfigMap
@@ -70,6 +75,9 @@ struct Reconciler::Context {
   }
   void delete_pods(const std::vector<kube::ObjectPtr>& pods) {
     changes.delete_pods.insert(changes.delete_pods.end(), pods.begin(), pods.end());
+  }
+  void delete_running_pods(const std::vector<kube::ObjectPtr>& pods) {
+    changes.delete_running_pods.insert(changes.delete_running_pods.end(), pods.begin(), pods.end());
   }
   void note(const kube::ApiError& e) {
     if (!error) error = e;
