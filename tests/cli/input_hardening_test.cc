@@ -115,27 +115,38 @@ TEST(MemoryCheck, HugeDModelIsRefusedFastWithoutAllocating) {
 
 // ---- 2. non-finite weights are found at load -----------------------------
 
-TEST(NonFiniteWeights, InitFromWithANanWeightFailsAtLoadNamingTheTensor) {
-  fs::path d = fresh_dir("nanload");
+// A copy of the small HF Llama fixture in DIR/hf (the files named), its path.
+fs::path copy_hf_fixture(const fs::path& dir, std::initializer_list<const char*> files) {
   const fs::path src = fs::path(WEFT_SOURCE_DIR) / "tests/testdata/hf-llama/gqa-untied";
-  const fs::path hf = d / "hf";
+  const fs::path hf = dir / "hf";
   fs::create_directories(hf);
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) fs::copy_file(src / f, hf / f);
-  // One element of one tensor becomes NaN, another tensor's an Inf (BF16 and
-  // F32 files read through the same check; this one is F32).
-  std::fstream st(hf / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  for (const char* f : files) fs::copy_file(src / f, hf / f);
+  return hf;
+}
+
+// Overwrites elements [first, first + count) of the F32 tensor `name` of
+// FILE (count -1: to its end) with `value`.
+void overwrite_f32(const fs::path& file, const std::string& name, uint64_t first, int64_t count, float value) {
+  std::fstream st(file, std::ios::in | std::ios::out | std::ios::binary);
   uint64_t hlen = 0;
   st.read(reinterpret_cast<char*>(&hlen), 8);
   std::string header(hlen, '\0');
   st.read(header.data(), static_cast<std::streamsize>(hlen));
-  const auto h = nlohmann::json::parse(header);
+  const auto e = nlohmann::json::parse(header).at(name);
+  ASSERT_EQ(e.at("dtype"), "F32");
+  const uint64_t begin = e.at("data_offsets")[0].get<uint64_t>() + 4 * first;
+  const uint64_t end = count < 0 ? e.at("data_offsets")[1].get<uint64_t>() : begin + 4 * count;
+  st.seekp(static_cast<std::streamoff>(8 + hlen + begin));
+  for (uint64_t i = begin; i < end; i += 4) st.write(reinterpret_cast<const char*>(&value), 4);
+}
+
+TEST(NonFiniteWeights, InitFromWithANanWeightFailsAtLoadNamingTheTensor) {
+  fs::path d = fresh_dir("nanload");
+  const fs::path hf = copy_hf_fixture(d, {"config.json", "generation_config.json", "model.safetensors"});
+  // One element of one tensor becomes NaN (BF16 and F32 files read through
+  // the same check; this one is F32).
   const std::string victim = "model.layers.1.mlp.up_proj.weight";
-  ASSERT_EQ(h.at(victim).at("dtype"), "F32");
-  const uint64_t off = 8 + hlen + h.at(victim).at("data_offsets")[0].get<uint64_t>() + 4 * 7;
-  const float nan = std::nanf("");
-  st.seekp(static_cast<std::streamoff>(off));
-  st.write(reinterpret_cast<const char*>(&nan), 4);
-  st.close();
+  overwrite_f32(hf / "model.safetensors", victim, 7, 1, std::nanf(""));
 
   std::string cfg = write_file(d / "c.yaml", "train: {steps: 3, seq_len: 16, micro_batch: 2}\nmetrics: {port: 0}\n");
   auto r = run_process({kWorker, cfg, "--init-from", hf.string(), "--out", (d / "out").string()});
@@ -152,23 +163,8 @@ TEST(NonFiniteWeights, InitFromWithANanWeightFailsAtLoadNamingTheTensor) {
 // maxRestarts); weft-run exits with its rank's 5.
 TEST(NonFiniteWeights, ALossThatTurnsNanExitsFiveDivergedNotInternal) {
   fs::path d = fresh_dir("diverge");
-  const fs::path src = fs::path(WEFT_SOURCE_DIR) / "tests/testdata/hf-llama/gqa-untied";
-  const fs::path hf = d / "hf";
-  fs::create_directories(hf);
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) fs::copy_file(src / f, hf / f);
-  std::fstream st(hf / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
-  uint64_t hlen = 0;
-  st.read(reinterpret_cast<char*>(&hlen), 8);
-  std::string header(hlen, '\0');
-  st.read(header.data(), static_cast<std::streamsize>(hlen));
-  const auto h = nlohmann::json::parse(header);
-  const auto& e = h.at("model.norm.weight");
-  ASSERT_EQ(e.at("dtype"), "F32");
-  const uint64_t begin = e.at("data_offsets")[0], end = e.at("data_offsets")[1];
-  const float big = 3e38f;  // finite: the load's check passes it
-  st.seekp(static_cast<std::streamoff>(8 + hlen + begin));
-  for (uint64_t i = begin; i < end; i += 4) st.write(reinterpret_cast<const char*>(&big), 4);
-  st.close();
+  const fs::path hf = copy_hf_fixture(d, {"config.json", "generation_config.json", "model.safetensors"});
+  overwrite_f32(hf / "model.safetensors", "model.norm.weight", 0, -1, 3e38f);  // finite: the load passes it
 
   std::string cfg = write_file(d / "c.yaml", "train: {steps: 3, seq_len: 16, micro_batch: 2, log_every: 1}\n"
                                              "metrics: {port: 0}\n");
@@ -186,10 +182,7 @@ TEST(NonFiniteWeights, ALossThatTurnsNanExitsFiveDivergedNotInternal) {
 // in 10 s). The file is sparse.
 TEST(HostileFiles, ASafetensorsHeaderAbove100MBIsRefusedUnread) {
   fs::path d = fresh_dir("bighdr");
-  const fs::path src = fs::path(WEFT_SOURCE_DIR) / "tests/testdata/hf-llama/gqa-untied";
-  const fs::path hf = d / "hf";
-  fs::create_directories(hf);
-  for (const char* f : {"config.json", "generation_config.json"}) fs::copy_file(src / f, hf / f);
+  const fs::path hf = copy_hf_fixture(d, {"config.json", "generation_config.json"});
   const uint64_t hlen = 200'000'000;
   {
     std::ofstream out(hf / "model.safetensors", std::ios::binary);
