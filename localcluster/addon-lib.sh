@@ -19,7 +19,7 @@ addon_build() {  # addon_build [quiet] WHAT: quiet prints nothing when the build
   exec 9>"$CACHE/.build.lock"
   flock 9
   if built; then [ -n "$quiet" ] || echo "$NAME: cached in $CACHE (built by a concurrent run)"; exec 9>&-; return 0; fi
-  command -v "${GO:-go}" >/dev/null || { echo "$NAME: go not found (set GO=...); run scripts/install-deps.sh kube" >&2; exit 1; }
+  GO=$("$HERE/find-go.sh" "$MOD/go.mod") || exit 1
   local log=$CACHE/build.log
   : > "$log"
   rm -rf "$CACHE/stage"
@@ -45,12 +45,12 @@ go_build() {
   local log=$1 pkg=$2 nice=()
   shift 2
   [ "${NICE:-19}" = 0 ] || nice=(nice -n "${NICE:-19}")
-  (cd "$MOD" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "${nice[@]}" "${GO:-go}" build -trimpath -buildvcs=false "$@" "$pkg") \
+  (cd "$MOD" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "${nice[@]}" "$GO" build -trimpath -buildvcs=false "$@" "$pkg") \
     >>"$log" 2>&1 || { tail -30 "$log" >&2; echo "$NAME: building $pkg failed (log: $log)" >&2; exit 1; }
 }
 
 module_dir() {  # module_dir MODULE: where the module cache holds MODULE at MOD's version
-  (cd "$MOD" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "${GO:-go}" list -m -f '{{.Dir}}' "$1")
+  (cd "$MOD" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Dir}}' "$1")
 }
 
 addon_dir() {  # addon_dir CMD DIR: sets DIR to DIR made absolute, or does what CMD does without it

@@ -17,8 +17,8 @@
 # Idempotent and safe to run concurrently: a lock serialises builders, each
 # binary is installed by an atomic rename, and the build is skipped when all
 # of them exist (a new VERSION is a new cache directory). Needs Go >= the
-# `go` line of the module's go.mod (1.26 for localcluster/kube): $GO, else
-# `go` on PATH, else /usr/local/go/bin/go. Modules come from GOPROXY (Go's
+# `go` line of the module's go.mod (1.26 for localcluster/kube), found or
+# fetched by find-go.sh (which honours $GO). Modules come from GOPROXY (Go's
 # module and build caches, ~/go/pkg/mod and ~/.cache/go-build by default,
 # are reused).
 # Measured: about 17 minutes the first time on 2 cores (empty Go caches),
@@ -97,22 +97,7 @@ exec 9>"$CACHE/.build.lock"
 flock 9
 have_all && { echo "build-kube: cached in $BIN (built by a concurrent run)"; exit 0; }
 
-GO=${GO:-}
-go_ok() { # $1: a go command; true when it is at least the go.mod's version
-  local want have
-  want=$(sed -n 's/^go //p' "$MOD/go.mod")
-  have=$("$1" env GOVERSION 2>/dev/null | sed 's/^go//') || return 1
-  [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ]
-}
-if [ -z "$GO" ]; then
-  for g in go /usr/local/go/bin/go; do
-    if command -v "$g" >/dev/null && go_ok "$g"; then GO=$g; break; fi
-  done
-fi
-[ -n "$GO" ] && go_ok "$GO" || {
-  echo "build-kube: Go >= $(sed -n 's/^go //p' "$MOD/go.mod") not found (set GO=...); run scripts/install-deps.sh kube" >&2
-  exit 1
-}
+GO=$("$HERE/find-go.sh" "$MOD/go.mod") || exit 1
 
 mkdir -p "$BIN"
 LOG=$CACHE/build.log

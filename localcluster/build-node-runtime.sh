@@ -37,8 +37,7 @@ exec 9>"$CACHE/.build.lock"
 flock 9
 have_all && { echo "build-node-runtime: cached in $CACHE (built by a concurrent run)"; exit 0; }
 
-GO=${GO:-go}
-command -v "$GO" >/dev/null || { echo "build-node-runtime: go not found (set GO=...); run scripts/install-deps.sh kube" >&2; exit 1; }
+GO=$("$HERE/find-go.sh" "$MODS"/*/go.mod) || exit 1
 [ -f /usr/include/seccomp.h ] || { echo "build-node-runtime: runc needs libseccomp's headers: run scripts/install-deps.sh kube" >&2; exit 1; }
 command -v buildah >/dev/null || { echo "build-node-runtime: buildah not found: run scripts/install-deps.sh images" >&2; exit 1; }
 version_of() {  # version_of MODULE_DIR MODULE_PATH: the version its go.mod requires

@@ -18,8 +18,11 @@ build_pkgs=(
 # transformers, the CUDA wheels) with it where no other Python 3.11 is there.
 test_pkgs=(python3 python3-venv python3-numpy python3-yaml prometheus victoria-metrics)
 # etcd, kubectl and the control plane come from the Go module proxy
-# (localcluster/build-kube.sh, Go >= 1.26).
-kube_pkgs=(golang-go openssl curl unzip)
+# (localcluster/build-kube.sh), built with a Go >= 1.26 that
+# localcluster/find-go.sh finds or fetches from the proxy (golang.org/toolchain):
+# Debian's golang-go is 1.19, too old, so it is not installed; curl and unzip
+# fetch and unpack that toolchain.
+kube_pkgs=(openssl curl unzip)
 # The local cluster's real nodes (localcluster/nodes.sh): runc links
 # libseccomp (built from the Go module proxy by build-node-runtime.sh);
 # kube-proxy and the kubelet write iptables rules; ip makes the bridge.
@@ -56,8 +59,16 @@ for p in "${want[@]}"; do
     missing+=("$p")
   fi
 done
+# The kube group's Go toolchain, after the packages (curl, unzip).
+ensure_go() {
+  [[ " ${groups[*]} " == *" kube "* ]] || return 0
+  local go
+  go=$("$(dirname "$0")/../localcluster/find-go.sh") || exit 1
+  echo "install-deps: Go for the local cluster's builds: $go ($("$go" env GOVERSION))"
+}
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#want[@]} packages present (${groups[*]})"
+  ensure_go
   exit 0
 fi
 
@@ -73,4 +84,5 @@ if [[ " ${missing[*]} " == *" victoria-metrics "* ]] && command -v systemctl >/d
    && [ -d /run/systemd/system ]; then
   $SUDO systemctl disable --now victoria-metrics >/dev/null 2>&1 || true
 fi
+ensure_go
 echo "install-deps: done"

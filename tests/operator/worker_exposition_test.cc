@@ -132,6 +132,9 @@ struct Run {
   int nproc;
 };
 
+// The test's name in ctest ("... # GetParam() = dp"), not the struct's bytes.
+void PrintTo(const Run& r, std::ostream* os) { *os << r.tag; }
+
 class WorkerExposition : public ::testing::TestWithParam<Run> {};
 
 TEST_P(WorkerExposition, EveryReaderOfTheOperatorReadsARealRanksScrape) {

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
@@ -30,19 +32,41 @@ int bound_port(int fd) {
   return ntohs(a.sin_port);
 }
 
-bool bindable_on_any(int port) {
+bool bindable(uint32_t host, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a = address(INADDR_ANY, port);
+  sockaddr_in a = address(host, port);
   bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
   return ok;
 }
+bool bindable_on_any(int port) { return bindable(INADDR_ANY, port); }
+bool bindable_on_loopback(int port) { return bindable(INADDR_LOOPBACK, port); }
 
 }  // namespace
 
+// A port the kernel never hands out on its own: 20000-29999, below the
+// ephemeral range (ip_local_port_range, 32768-60999 by default). A port of
+// that range, free when picked, could be taken as the source port of any
+// outgoing connection on the machine before the program under test binds it
+// (on a CI machine also starting a cluster, a rank's metrics port was), which
+// a port below it cannot. Where the ephemeral range reaches down into it, the
+// kernel's own choice, as before.
 int free_port() {
+  static std::atomic<unsigned> seq{static_cast<unsigned>(::getpid()) * 7919u +
+                                   static_cast<unsigned>(Clock::now().time_since_epoch().count())};
+  int low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d", &low) != 1) low = 32768;
+    std::fclose(f);
+  }
+  if (low >= 30000) {
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const int port = 20000 + static_cast<int>((seq.fetch_add(1) * 2654435761u) % 10000u);
+      if (bindable_on_any(port) && bindable_on_loopback(port)) return port;
+    }
+  }
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a = address(INADDR_LOOPBACK, 0);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {

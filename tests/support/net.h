@@ -13,9 +13,10 @@
 
 namespace weft::testing {
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then
-// closed): another process may take it before the test does, which loopback
-// tests accept.
+// A TCP port on 127.0.0.1 and 0.0.0.0 that was free a moment ago, from
+// 20000-29999, below the kernel's ephemeral range, so no outgoing connection
+// on the machine takes it before the test's program binds it (net.cc); two
+// tests picking the same one at once is the remaining, rare race.
 int free_port();
 // A port p with p .. p+count-1 all bindable on 0.0.0.0 (where the worker
 // serves metrics), for programs that serve on base + rank.
