@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -151,10 +152,10 @@ TEST(WorkerMetrics, ReadyAnswersOnceAStepHasFinished) {
     r = weft::testing::http_get(port, "/ready", std::chrono::seconds(2));
     if (r.status == 200) break;
     // Before the server is up nothing answers; after, a rank that has not
-    // finished a step says so with 503.
+    // finished a step says so with 503, and what it is doing.
     if (r.status != 0) {
       EXPECT_EQ(r.status, 503) << r.body;
-      EXPECT_THAT(r.body, HasSubstr("no step finished yet")) << r.body;
+      EXPECT_THAT(r.body, HasSubstr("rank 0 is not training yet: ")) << r.body;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -165,6 +166,54 @@ TEST(WorkerMetrics, ReadyAnswersOnceAStepHasFinished) {
   EXPECT_EQ(r.status, 200) << out;
   EXPECT_THAT(r.body, HasSubstr("rank 0 trains: step ")) << r.body;
   EXPECT_THAT(out, HasSubstr("(readiness at /ready)")) << out;
+}
+
+// /ready is served from before the rendezvous, exactly when the
+// troubleshooting guide says to curl it: rank 0 of two, alone, answers 503
+// naming the rendezvous it waits in, and its /metrics already says whose rank
+// it is; once rank 1 joins and a step finishes, 200.
+TEST(WorkerMetrics, ReadyIsServedWhileTheRankWaitsInTheRendezvous) {
+  const int port = weft::testing::free_port();
+  const int master = weft::testing::free_port();
+  const fs::path dir = fs::temp_directory_path() / ("weft-metrics-rdzv-" + std::to_string(getpid()));
+  std::map<std::string, std::string> env = {{"WORLD_SIZE", "2"},         {"MASTER_ADDR", "127.0.0.1"},
+                                            {"MASTER_PORT", std::to_string(master)},
+                                            {"WEFT_JOB_UID", "0b1e-uid"}, {"WEFT_METRICS_PORT", std::to_string(port)}};
+  const std::vector<std::string> argv = {std::string(WEFT_BIN_DIR) + "/weft-worker", config(), "--out",
+                                         (dir / "out").string(), "--checkpoint-dir", (dir / "ckpt").string(),
+                                         "--no-resume"};
+  env["RANK"] = "0";
+  Child r0 = spawn(argv, env, dir.string() + "-0.log");
+  weft::testing::HttpResponse ready;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && running(r0)) {
+    ready = weft::testing::http_get(port, "/ready", std::chrono::seconds(2));
+    if (ready.body.find("waiting in the rendezvous") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const weft::testing::HttpResponse metrics = weft::testing::http_get(port, "/metrics", std::chrono::seconds(2));
+  EXPECT_EQ(ready.status, 503) << ready.body << read_file(dir.string() + "-0.log");
+  EXPECT_THAT(ready.body, HasSubstr("rank 0 is not training yet: waiting in the rendezvous at 127.0.0.1:" +
+                                    std::to_string(master) + " for all 2 ranks"));
+  EXPECT_THAT(metrics.body, HasSubstr(std::string(cm::kRankInfo.name) + "{attempt=\"0\",job_uid=\"0b1e-uid\""))
+      << metrics.body;
+
+  env["RANK"] = "1";
+  env["WEFT_METRICS_PORT"] = "0";
+  Child r1 = spawn(argv, env, dir.string() + "-1.log");
+  while (std::chrono::steady_clock::now() < deadline + std::chrono::seconds(60) && running(r0)) {
+    ready = weft::testing::http_get(port, "/ready", std::chrono::seconds(2));
+    if (ready.status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string out = read_file(dir.string() + "-0.log");
+  stop(r0, 30);
+  stop(r1, 30);
+  fs::remove_all(dir);
+  fs::remove(dir.string() + "-0.log");
+  fs::remove(dir.string() + "-1.log");
+  EXPECT_EQ(ready.status, 200) << ready.body << out;
+  EXPECT_THAT(ready.body, HasSubstr("rank 0 trains: step ")) << ready.body;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -465,13 +466,48 @@ void require_checkpoint_space(const weft::WorkerConfig& cfg, weft::Trainer& trai
                            "checkpoint.dir");
 }
 
-// /metrics and /ready of this rank. A busy port costs a plain run its
-// metrics, never its training; in a TrainingJob the operator's progress,
-// tuning and stragglers read this port, so whatever holds it would be read
-// as this rank: the rank refuses to train.
+// What the rank is doing, for /ready: main sets each phase as it starts it,
+// from before the rendezvous on; once the trainer's metrics are attached,
+// ready means a step finished. Read on the metrics server's thread.
+class RankPhase {
+ public:
+  explicit RankPhase(int rank) : rank_(rank) {}
+  void set(std::string what) {
+    std::lock_guard lock(mu_);
+    what_ = std::move(what);
+  }
+  // While `m` lives (run_rank attaches and detaches it).
+  void attach(const weft::TrainMetrics* m) { metrics_.store(m); }
+  bool ready(std::string* why) const {
+    const weft::TrainMetrics* m = metrics_.load();
+    const int64_t step = m != nullptr ? m->last_step() : 0;
+    if (step > 0) {
+      *why = fmt::format("rank {} trains: step {} done", rank_, step);
+      return true;
+    }
+    std::lock_guard lock(mu_);
+    *why = fmt::format("rank {} is not training yet: {}", rank_, what_);
+    return false;
+  }
+
+ private:
+  const int rank_;
+  mutable std::mutex mu_;
+  std::string what_ = "starting";
+  std::atomic<const weft::TrainMetrics*> metrics_{nullptr};
+};
+
+// /metrics and /ready of this rank, served from before the rendezvous (a rank
+// that waits there answers /ready with what it waits for; /metrics holds
+// weft_rank_info, so a scraper already knows whose port it is) until the
+// process ends. A busy port costs a plain run its metrics, never its
+// training; in a TrainingJob the operator's progress, tuning and stragglers
+// read this port, so whatever holds it would be read as this rank: the rank
+// refuses to train.
 std::unique_ptr<weft::MetricsServer> serve_metrics(const weft::WorkerConfig& cfg,
                                                    const weft::contract::LaunchEnv& launch,
-                                                   weft::TrainMetrics& metrics, int rank) {
+                                                   std::shared_ptr<prometheus::Registry> registry,
+                                                   const RankPhase& phase) {
   const weft::MetricsEndpoint ep = weft::metrics_endpoint(cfg.metrics, launch.local_rank);
   if (!ep.problem.empty()) spdlog::warn("metrics disabled: {}", ep.problem);
   if (ep.port <= 0) return nullptr;
@@ -479,14 +515,11 @@ std::unique_ptr<weft::MetricsServer> serve_metrics(const weft::WorkerConfig& cfg
   // several ranks on one machine do not claim the same 0.0.0.0 port.
   const std::string host = launch.bind_addr.empty() ? "0.0.0.0" : launch.bind_addr;
   weft::MetricsServerOptions server_opt;
-  server_opt.ready = [&metrics, rank](std::string* why) {
-    const int64_t step = metrics.last_step();
-    *why = step > 0 ? fmt::format("rank {} trains: step {} done", rank, step)
-                    : fmt::format("rank {} has joined the rendezvous; no step finished yet", rank);
-    return step > 0;
-  };
+  server_opt.ready = [&phase](std::string* why) { return phase.ready(why); };
   try {
-    auto exposer = std::make_unique<weft::MetricsServer>(metrics.registry(), host, ep.port, server_opt);
+    weft::register_rank_info(*registry, launch.job_uid, launch.attempt, launch.rank, launch.node_rank,
+                             launch.local_rank);
+    auto exposer = std::make_unique<weft::MetricsServer>(std::move(registry), host, ep.port, server_opt);
     spdlog::info("metrics at http://{}:{}/metrics (readiness at /ready)", host, ep.port);
     return exposer;
   } catch (const std::exception& e) {
@@ -494,7 +527,7 @@ std::unique_ptr<weft::MetricsServer> serve_metrics(const weft::WorkerConfig& cfg
       spdlog::error("metrics port {} is taken ({}): a TrainingJob's rank does not train unseen; free the port "
                     "or move the job's metrics (spec.worker.metrics.port)",
                     ep.port, e.what());
-      throw ExitNow{weft::contract::kExitBadConfig};
+      throw ExitNow{exit_with_own_reason(weft::contract::kExitBadConfig)};
     }
     spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port, e.what());
     return nullptr;
@@ -534,27 +567,33 @@ int train(weft::Trainer& trainer, const weft::WorkerConfig& cfg, const weft::con
   return weft::contract::kExitDone;
 }
 
-// The rank, from the joined job to its exit code.
+// The rank, from the joined job to its exit code. `registry` is the one the
+// metrics server serves (already holding weft_rank_info).
 int run_rank(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch,
-             weft::comm::ProcessGroups& groups) {
+             weft::comm::ProcessGroups& groups, std::shared_ptr<prometheus::Registry> registry, RankPhase& phase,
+             bool serving_metrics) {
   const int rank = groups.rank();
   const bool writes_checkpoints = prepare_outputs(cfg, rank);
   const weft::TrainerComm tc = trainer_comm(cfg, groups);
+  phase.set("joined the rendezvous; building the model and loading its weights or checkpoint");
   spdlog::info("building the model (memory estimate per rank {})",
                weft::format_bytes(weft::estimate_memory(cfg, tc.world).total()));
   weft::Trainer trainer(cfg, tc);
   if (writes_checkpoints) require_checkpoint_space(cfg, trainer);
-  // The registry belongs to TrainMetrics; only this process serves it.
   std::vector<weft::comm::CommunicatorPtr> metric_groups{groups.world, groups.dp};
   if (weft::strategy_traits(cfg.parallel).grid_groups)
     metric_groups.insert(metric_groups.end(), {groups.sp, groups.wp, groups.wdp});
-  weft::TrainMetrics metrics(cfg, rank, groups.world_size(), metric_groups);
+  weft::TrainMetrics metrics(cfg, rank, groups.world_size(), metric_groups, std::move(registry));
   trainer.set_observer(&metrics);
   metrics.set_bucket_cap_mb(trainer.grad_sync().report().bucket_cap_mb);
   metrics.set_attention_kernel(trainer.attention_kernel().name);
-  metrics.set_identity(launch.job_uid, launch.attempt, rank, launch.node_rank, launch.local_rank);
-  const std::unique_ptr<weft::MetricsServer> exposer = serve_metrics(cfg, launch, metrics, rank);
-  return train(trainer, cfg, launch, rank, exposer != nullptr);
+  phase.set("training; no step finished yet");
+  phase.attach(&metrics);
+  struct Detach {
+    RankPhase& p;
+    ~Detach() { p.attach(nullptr); }
+  } detach{phase};
+  return train(trainer, cfg, launch, rank, serving_metrics);
 }
 
 // A rank that failed on its own: its reason, and the exit code it means.
@@ -604,12 +643,20 @@ int main(int argc, char** argv) {
       print_config(cfg, launch);
       return weft::contract::kExitDone;
     }
+    // Served from now on: /ready tells what the rank waits for.
+    RankPhase phase(launch.rank);
+    auto registry = std::make_shared<prometheus::Registry>();
+    const std::unique_ptr<weft::MetricsServer> exposer = serve_metrics(cfg, launch, registry, phase);
+    phase.set("placing the rank on its device");
     place_on_device(cfg, launch, env);
     std::signal(SIGINT, on_signal_before_training);
     std::signal(SIGTERM, on_signal_before_training);
+    phase.set(launch.world > 1 ? fmt::format("waiting in the rendezvous at {}:{} for all {} ranks",
+                                             launch.master_addr, launch.master_port, launch.world)
+                               : std::string("forming its one-rank job"));
     const std::unique_ptr<weft::comm::ProcessGroups> groups = join_job(cfg, launch);
     try {
-      return run_rank(cfg, launch, *groups);
+      return run_rank(cfg, launch, *groups, registry, phase, exposer != nullptr);
     } catch (const ExitNow&) {
       throw;
     } catch (...) {

@@ -70,8 +70,8 @@ void advance(Counter& c, double delta) {
 }  // namespace
 
 TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
-                           std::vector<comm::CommunicatorPtr> groups)
-    : registry_(std::make_shared<Registry>()),
+                           std::vector<comm::CommunicatorPtr> groups, std::shared_ptr<Registry> registry)
+    : registry_(registry ? std::move(registry) : std::make_shared<Registry>()),
       rank_(rank),
       step_(gauges(*registry_, rank, cm::kStep,
                    "Optimizer steps completed (1-based; resumes continue the count)")
@@ -310,18 +310,23 @@ void TrainMetrics::set_bucket_cap_mb(double mb) {
   if (mb > 0) bucket_cap_bytes_.Set(std::floor(mb * 1024 * 1024));
 }
 
-void TrainMetrics::set_identity(const std::string& job_uid, int attempt, int rank, int node_rank, int local_rank) {
+void register_rank_info(Registry& registry, const std::string& job_uid, int attempt, int rank, int node_rank,
+                        int local_rank) {
   prometheus::BuildGauge()
       .Name(cm::kRankInfo.name)
       .Help("Constant 1, labelled with whose rank this is: the TrainingJob's uid (empty outside one), the attempt, "
             "the global rank, the pod's index (node_rank) and the local rank")
-      .Register(*registry_)
+      .Register(registry)
       .Add({{cm::kLabelInfoJobUid, job_uid},
             {cm::kLabelInfoAttempt, std::to_string(attempt)},
             {cm::kLabelInfoRank, std::to_string(rank)},
             {cm::kLabelInfoNodeRank, std::to_string(node_rank)},
             {cm::kLabelInfoLocalRank, std::to_string(local_rank)}})
       .Set(1);
+}
+
+void TrainMetrics::set_identity(const std::string& job_uid, int attempt, int rank, int node_rank, int local_rank) {
+  register_rank_info(*registry_, job_uid, attempt, rank, node_rank, local_rank);
 }
 
 void TrainMetrics::set_attention_kernel(const std::string& kernel) {

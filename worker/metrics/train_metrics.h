@@ -43,12 +43,21 @@ namespace weft {
 // a long exposed sync fall into informative buckets.
 const std::vector<double>& duration_buckets();
 
+// weft_rank_info (contract::metrics::kRankInfo) = 1 with the rank's identity,
+// in `registry`: whoever scrapes the port can tell this job's rank from
+// another process. weft-worker registers it before the rendezvous, when it
+// starts serving a registry that TrainMetrics fills later.
+void register_rank_info(prometheus::Registry& registry, const std::string& job_uid, int attempt, int rank,
+                        int node_rank, int local_rank);
+
 class TrainMetrics : public StepObserver {
  public:
   // `groups`: the communicators whose CommStats feed weft_comm_*_total (null
-  // entries and repeats of one communicator are ignored).
+  // entries and repeats of one communicator are ignored). `registry`: the one
+  // to fill (already served, holding weft_rank_info); null: a new one.
   TrainMetrics(const WorkerConfig& cfg, int rank, int world,
-               std::vector<comm::CommunicatorPtr> groups = {});
+               std::vector<comm::CommunicatorPtr> groups = {},
+               std::shared_ptr<prometheus::Registry> registry = nullptr);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -61,8 +70,7 @@ class TrainMetrics : public StepObserver {
   // weft_attention_kernel_info{kernel}: which kernels run attention in this
   // run (Trainer::attention_kernel: cpu, cudnn or simt).
   void set_attention_kernel(const std::string& kernel);
-  // weft_rank_info (contract::metrics::kRankInfo) = 1 with the rank's identity:
-  // whoever scrapes the port can tell this job's rank from another process.
+  // register_rank_info into registry().
   void set_identity(const std::string& job_uid, int attempt, int rank, int node_rank, int local_rank);
   // The last step this run reported (0 before its first): readiness (/ready)
   // means a step finished, so the rank joined the rendezvous and trains.
