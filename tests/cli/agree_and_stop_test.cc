@@ -14,7 +14,9 @@
 //   eval.* rule; held-out shards too short for a row or hard links to
 //   training shards are refused at start.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -322,7 +324,7 @@ INSTANTIATE_TEST_SUITE_P(StopInEveryPhase, AbandonedStep,
 // A sharded (ZeRO, two ranks) checkpoint of a run stopped early, evaluated on
 // a million held-out batches; once while it is assembled, once while it is
 // evaluated, SIGTERM ends --eval with 143 within seconds and its assembled
-// copy in /tmp/weft-eval-PID is gone.
+// copy (.weft-eval-PID beside the checkpoint) is gone.
 TEST(StopInEveryPhase, SigtermDuringEvalOfAShardedCheckpointLeavesNoAssembly) {
   const fs::path d = fresh_dir("stop-evalcli");
   const std::string train = write_file(d / "t.yaml", std::string(kSmall) + "parallel: {strategy: zero}\n"
@@ -340,10 +342,54 @@ TEST(StopInEveryPhase, SigtermDuringEvalOfAShardedCheckpointLeavesNoAssembly) {
     EXPECT_TRUE(has(r.output, "stopped by")) << r.output;
     EXPECT_LT(r.seconds_after_signal, 15) << r.output;
     std::printf("--eval exited %.2f s after SIGTERM at '%s'\n", r.seconds_after_signal, when);
-    const std::string mine = "weft-eval-" + std::to_string(r.pid);
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
-      EXPECT_NE(e.path().filename().string().rfind(mine, 0), 0u) << e.path() << " was left behind";
+    const std::string mine = ".weft-eval-" + std::to_string(r.pid);
+    for (const fs::path& where : {fs::temp_directory_path(), step2.parent_path()})
+      for (const auto& e : fs::directory_iterator(where))
+        EXPECT_NE(e.path().filename().string().rfind(mine, 0), 0u) << e.path() << " was left behind";
   }
+  fs::remove_all(d);
+}
+
+// Backdates `p` (and what it holds) past remove_abandoned_scratch's few
+// seconds of grace, so a test need not sleep through them.
+void backdate(const fs::path& p) {
+  const auto then = fs::file_time_type::clock::now() - std::chrono::minutes(10);
+  for (const auto& e : fs::recursive_directory_iterator(p)) fs::last_write_time(e.path(), then);
+  fs::last_write_time(p, then);
+}
+
+// SIGKILL cannot be answered: a killed --eval leaves its assembled copy
+// beside the checkpoint, where it can be seen, and the next --eval there
+// removes it (and what older versions left in the temp directory), saying
+// so. An eval that is still running keeps its own.
+TEST(StopInEveryPhase, WhatAKilledEvalLeftIsRemovedByTheNextOne) {
+  const fs::path d = fresh_dir("kill-evalcli");
+  const std::string train = write_file(d / "t.yaml", std::string(kSmall) + "parallel: {strategy: zero}\n"
+                                                      "checkpoint: {every: 2}\n");
+  auto made = run_process({kRun, "-n", "2", train, "--out", (d / "run").string(), "--steps", "3"}, {}, 0, "", 180s);
+  ASSERT_EQ(made.code, 0) << made.output;
+  const fs::path ckpts = d / "run" / "checkpoints", step2 = ckpts / "step-2";
+  const std::string long_eval = write_file(d / "e.yaml", std::string(kSmall) + "eval: {batches: 1000000}\n");
+  const auto killed = run_process({kWorker, long_eval, "--eval", step2.string()}, {}, SIGKILL,
+                                  "evaluating 1000000 held-out batches", 120s);
+  ASSERT_EQ(killed.code, 137) << killed.output;
+  const fs::path left = ckpts / (".weft-eval-" + std::to_string(killed.pid));
+  ASSERT_TRUE(fs::exists(left / "model" / "model.safetensors")) << killed.output;
+  backdate(left);
+  // An older weft's leftover in the temp directory.
+  const fs::path legacy = fs::temp_directory_path() / ("weft-eval-" + std::to_string(900000000 + ::getpid()));
+  fs::create_directories(legacy);
+  write_file(legacy / "model.safetensors", std::string(1 << 20, 'x'));
+  backdate(legacy);
+
+  const std::string short_eval = write_file(d / "s.yaml", std::string(kSmall) + "eval: {batches: 1}\n");
+  const auto next = run_process({kWorker, short_eval, "--eval", step2.string()}, {}, 0, "", 120s);
+  ASSERT_EQ(next.code, 0) << next.output;
+  EXPECT_TRUE(has(next.output, "removed 1 leftovers of interrupted evals from " + ckpts.string())) << next.output;
+  EXPECT_FALSE(fs::exists(left));
+  EXPECT_FALSE(fs::exists(legacy));
+  for (const auto& e : fs::directory_iterator(ckpts))
+    EXPECT_NE(e.path().filename().string().rfind(".weft-eval-", 0), 0u) << e.path() << " was left behind";
   fs::remove_all(d);
 }
 
@@ -373,6 +419,44 @@ TEST(StopInEveryPhase, SigtermDuringExportHfLeavesNothingHalfWritten) {
   const auto ok = run_process({kWorker, "--export-hf", step1.string(), out.string()}, {}, 0, "", 120s);
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_TRUE(fs::exists(out / "model.safetensors"));
+  fs::remove_all(d);
+}
+
+// What a SIGKILLed export left beside OUT (OUT.tmp-PID, which it cannot
+// remove) is removed by the next export to OUT; one that another export
+// still holds is not.
+TEST(StopInEveryPhase, WhatAKilledExportLeftIsRemovedByTheNextOne) {
+  const fs::path d = fresh_dir("kill-export");
+  const std::string cfg = write_file(d / "c.yaml", std::string(kSmall) + "checkpoint: {every: 1}\n");
+  auto made = run_process({kWorker, cfg, "--out", (d / "run").string(), "--steps", "1"}, {}, 0, "", 120s);
+  ASSERT_EQ(made.code, 0) << made.output;
+  const fs::path step1 = d / "run" / "checkpoints" / "step-1", out = d / "hf";
+  // A leftover as a SIGKILL leaves one (this model exports in milliseconds,
+  // too fast to kill mid-way reliably): a half-written directory nobody holds.
+  const fs::path left = d / "hf.tmp-4242";
+  fs::create_directories(left);
+  write_file(left / "model.safetensors", std::string(1 << 20, 'x'));
+  backdate(left);
+  // Another export's, held (flock on the directory) while it writes.
+  const fs::path held = d / "hf.tmp-4343";
+  fs::create_directories(held);
+  backdate(held);
+  const int fd = ::open(held.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+
+  const auto ok = run_process({kWorker, "--export-hf", step1.string(), out.string()}, {}, 0, "", 120s);
+  ::close(fd);
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(has(ok.output, "leftovers of interrupted exports to " + out.string())) << ok.output;
+  EXPECT_TRUE(fs::exists(out / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(left));
+  EXPECT_TRUE(fs::exists(held)) << "a held export directory was removed";
+  for (const auto& e : fs::directory_iterator(d)) {
+    const std::string name = e.path().filename().string();
+    if (name != "hf.tmp-4343") {
+      EXPECT_EQ(name.find("hf.tmp-"), std::string::npos) << e.path();
+    }
+  }
   fs::remove_all(d);
 }
 

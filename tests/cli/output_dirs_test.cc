@@ -8,14 +8,17 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "support/run_process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 using weft::testing::fresh_dir;
 using weft::testing::run_process;
 using weft::testing::write_file;
@@ -141,6 +144,47 @@ TEST(OutputDirs, LeftoversOfInterruptedWritesAreRemovedAndCompleteCheckpointsKep
   EXPECT_FALSE(fs::exists(ckpt / "latest.tmp"));
   EXPECT_TRUE(fs::exists(ckpt / "step-5/keep-me"));
   EXPECT_TRUE(fs::exists(ckpt / "step-2/model.safetensors"));
+  fs::remove_all(d);
+}
+
+// Two runs started into one directory used to race: the second's start-up
+// removed the first's checkpoint staging (exit 4) and both wrote
+// summary.json. The first holds train.out_dir and checkpoint.dir; the second
+// is refused at once (exit 1), naming the holder, and the first trains on.
+TEST(OutputDirs, ASecondRunIntoTheSameDirectoriesIsRefusedNamingTheFirst) {
+  const fs::path d = fresh_dir("outlock");
+  const std::string cfg = write_file(d / "c.yaml", "train: {steps: 1000000, seq_len: 16, micro_batch: 2, log_every: 1}\n"
+                                                   "data: {branching: 3}\nmetrics: {port: 0}\n"
+                                                   "checkpoint: {every: 1, keep: 1}\n");
+  const fs::path out = d / "out";
+  weft::testing::ProcessResult first;
+  std::thread t([&] { first = run_process({kWorker, cfg, "--out", out.string(), "--no-resume"}, {}, 0, "", 180s); });
+  // The holder's text is written once the lock is taken: "pid N on HOST ...".
+  int pid = 0;
+  for (int i = 0; i < 1200 && pid == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    std::ifstream in(out / ".weft.lock");
+    std::string word;
+    if (in >> word && word == "pid") in >> pid;
+  }
+  // ... and it trains (its first checkpoint is there).
+  for (int i = 0; i < 1200 && !fs::exists(out / "checkpoints" / "latest"); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_GT(pid, 0) << "the first run never took its lock";
+  const auto second = run_process({kWorker, cfg, "--out", out.string(), "--steps", "2", "--no-resume"}, {}, 0, "", 60s);
+  ::kill(pid, SIGTERM);
+  t.join();
+  EXPECT_EQ(second.code, 1) << second.output;
+  EXPECT_NE(second.output.find("train.out_dir " + out.string() + " is in use by another run (pid " +
+                               std::to_string(pid) + " on "),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(second.output.find("step 1/"), std::string::npos) << second.output;
+  // The first trained on and stopped with its checkpoint.
+  EXPECT_EQ(first.code, 143) << first.output;
+  EXPECT_NE(first.output.find("stopped by signal 15 at step "), std::string::npos) << first.output;
+  // Once it is gone the directory is free again.
+  const auto third = run_process({kWorker, cfg, "--out", out.string(), "--steps", "2", "--no-resume"}, {}, 0, "", 60s);
+  EXPECT_EQ(third.code, 0) << third.output;
   fs::remove_all(d);
 }
 

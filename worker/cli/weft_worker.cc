@@ -202,20 +202,54 @@ weft::WorkerConfig eval_config(const std::string& config_path, const std::string
   return cfg;
 }
 
+// --eval's scratch for a checkpoint's assembled model: beside the checkpoint
+// (DIR/.weft-eval-PID for a checkpoint directory with `latest`, else in the
+// step directory's parent), where whoever looks at the checkpoint sees it,
+// or the temp directory when that is not writable. Held (HeldScratch) while
+// the eval runs, so the next --eval there removes what a killed one left
+// (the temp directory's too, where scratch went before).
+std::unique_ptr<weft::HeldScratch> hold_eval_scratch(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path d = fs::path(dir).filename().empty() ? fs::path(dir).parent_path() : fs::path(dir);
+  const fs::path beside = fs::exists(d / "latest") ? d : (d.parent_path().empty() ? fs::path(".") : d.parent_path());
+  const std::string name = fmt::format(".weft-eval-{}", ::getpid());
+  for (const auto& [parent, prefix] : {std::pair{beside, std::string(".weft-eval-")},
+                                       std::pair{fs::temp_directory_path(), std::string(".weft-eval-")},
+                                       std::pair{fs::temp_directory_path(), std::string("weft-eval-")}}) {
+    const weft::StaleTemporaries stale = weft::remove_abandoned_scratch(parent.string(), prefix);
+    if (stale.removed > 0)
+      spdlog::info("removed {} leftovers of interrupted evals from {} ({:.1f} MiB)", stale.removed,
+                   parent.string(), stale.bytes / 1048576.0);
+  }
+  try {
+    return std::make_unique<weft::HeldScratch>((beside / name).string());
+  } catch (const weft::CheckpointError& e) {
+    spdlog::info("cannot assemble beside the checkpoint ({}); using {}", e.what(),
+                 fs::temp_directory_path().string());
+    return std::make_unique<weft::HeldScratch>((fs::temp_directory_path() / name).string());
+  }
+}
+
 // weft-worker --eval DIR: one rank, the config's held-out data, the model of
 // DIR; a weft checkpoint is exported to a Hugging Face directory first (a
-// sharded one is assembled from its rank files). Prints the loss and a JSON
-// line ("eval {...}") for scripts. Every eval.* rule applies, whatever
-// eval.every says. SIGINT / SIGTERM end it with 130 / 143 and remove the
-// assembled copy.
+// sharded one is assembled from its rank files, into hold_eval_scratch's
+// directory). Prints the loss and a JSON line ("eval {...}") for scripts.
+// Every eval.* rule applies, whatever eval.every says. SIGINT / SIGTERM end
+// it with 130 / 143 and remove the assembled copy.
 int run_eval(const std::string& config_path, const std::string& preset, const std::string& dir) {
   namespace fs = std::filesystem;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::string model_dir = dir;
-  const fs::path exported = fs::temp_directory_path() / fmt::format("weft-eval-{}", ::getpid());
-  // export_hf writes into OUT.tmp-PID first.
-  const fs::path exporting = exported.string() + fmt::format(".tmp-{}", ::getpid());
+  const bool checkpoint = fs::exists(fs::path(dir) / "meta.json") || fs::exists(fs::path(dir) / "latest");
+  std::unique_ptr<weft::HeldScratch> scratch;
+  try {
+    if (checkpoint) scratch = hold_eval_scratch(dir);
+  } catch (const weft::CheckpointError& e) {
+    return exit_saying(weft::contract::kExitCheckpointIo, "weft-worker: --eval: ", e);
+  }
+  const std::vector<fs::path> scratch_paths =
+      scratch ? std::vector<fs::path>{scratch->path()} : std::vector<fs::path>{};
   struct Cleanup {
     std::vector<fs::path> paths;
     ~Cleanup() {
@@ -224,15 +258,14 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
         fs::remove_all(p, ec);
       }
     }
-  } cleanup{{exported, exporting}};
-  StopWatchdog watch("--eval", {exported, exporting});
+  } cleanup{scratch_paths};
+  StopWatchdog watch("--eval", scratch_paths);
   try {
-    const bool checkpoint = fs::exists(fs::path(dir) / "meta.json") || fs::exists(fs::path(dir) / "latest");
     if (checkpoint) {
-      fs::remove_all(exported);
-      spdlog::info("assembling the model of checkpoint {} in {}", dir, exported.string());
-      weft::export_hf(dir, exported.string(), &g_stop_signal);
-      model_dir = exported.string();
+      const std::string exported = (fs::path(scratch->path()) / "model").string();
+      spdlog::info("assembling the model of checkpoint {} in {}", dir, exported);
+      weft::export_hf(dir, exported, &g_stop_signal);
+      model_dir = exported;
     }
     const weft::WorkerConfig cfg = eval_config(config_path, preset, model_dir);
     weft::Trainer trainer(cfg);
@@ -420,22 +453,42 @@ std::unique_ptr<weft::comm::ProcessGroups> join_job(const weft::WorkerConfig& cf
 }
 
 // Where the run writes is checked now, not at its first checkpoint. Rank 0
-// writes the summary and checkpoints (ZeRO and ISP ranks their shards too);
-// the gang has formed, so no writer of this job is running and what
-// interrupted writes left behind can go. Returns whether this rank writes
-// checkpoints.
-bool prepare_outputs(const weft::WorkerConfig& cfg, int rank) {
+// writes the summary and checkpoints (ZeRO and ISP ranks their shards too)
+// and holds both directories (DirLock) for the run: a second run started into
+// them is refused, naming this one, instead of the two removing each other's
+// staging. A TrainingJob's rank waits a while for the lock, which its own
+// previous attempt may still hold while it writes its last checkpoint. The
+// gang has formed, so no writer of this job is running and what interrupted
+// writes left behind can go.
+struct Outputs {
+  bool writes_checkpoints = false;
+  std::vector<std::unique_ptr<weft::DirLock>> held;  // rank 0's
+};
+
+Outputs prepare_outputs(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch, int rank) {
+  Outputs o;
   const std::string ckpt_dir = weft::checkpoint_dir(cfg);
-  const bool writes_checkpoints = rank == 0 || weft::strategy_traits(cfg.parallel).every_rank_writes;
+  o.writes_checkpoints = rank == 0 || weft::strategy_traits(cfg.parallel).every_rank_writes;
   if (rank == 0) weft::require_writable_dir(cfg.train.out_dir, "train.out_dir");
-  if (writes_checkpoints) weft::require_writable_dir(ckpt_dir, "checkpoint.dir");
+  if (o.writes_checkpoints) weft::require_writable_dir(ckpt_dir, "checkpoint.dir");
   if (rank == 0) {
+    const std::string me = weft::lock_holder_text(
+        launch.job_uid.empty() ? "" : fmt::format("TrainingJob uid {} attempt {}", launch.job_uid, launch.attempt));
+    const auto wait = launch.job_uid.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(60000);
+    try {
+      o.held.push_back(std::make_unique<weft::DirLock>(cfg.train.out_dir, "train.out_dir", me, wait));
+      std::error_code ec;
+      if (!std::filesystem::equivalent(ckpt_dir, cfg.train.out_dir, ec))
+        o.held.push_back(std::make_unique<weft::DirLock>(ckpt_dir, "checkpoint.dir", me, wait));
+    } catch (const weft::DirLockHeld& e) {
+      throw weft::ConfigError(e.what());
+    }
     const weft::StaleTemporaries stale = weft::remove_stale_temporaries(ckpt_dir);
     if (stale.removed > 0)
       spdlog::info("removed {} leftovers of interrupted checkpoint writes from {}, {:.1f} MiB freed", stale.removed,
                    ckpt_dir, stale.bytes / 1048576.0);
   }
-  return writes_checkpoints;
+  return o;
 }
 
 // The trainer's groups: dp, or for a strategy on the rank grid the whole
@@ -573,7 +626,8 @@ int run_rank(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& lau
              weft::comm::ProcessGroups& groups, std::shared_ptr<prometheus::Registry> registry, RankPhase& phase,
              bool serving_metrics) {
   const int rank = groups.rank();
-  const bool writes_checkpoints = prepare_outputs(cfg, rank);
+  const Outputs outputs = prepare_outputs(cfg, launch, rank);
+  const bool writes_checkpoints = outputs.writes_checkpoints;
   const weft::TrainerComm tc = trainer_comm(cfg, groups);
   phase.set("joined the rendezvous; building the model and loading its weights or checkpoint");
   spdlog::info("building the model (memory estimate per rank {})",

@@ -5,7 +5,10 @@
 
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "train/checkpoint_files.h"
+#include "train/output_dirs.h"
 
 namespace weft {
 
@@ -42,10 +45,19 @@ std::string export_hf(const std::string& checkpoint, const std::string& out,
   std::error_code ec;
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     throw CheckpointError(out + ": exists and is not an empty directory (nothing was written)");
-  const fs::path tmp = fs::path(out).string() + ".tmp-" + std::to_string(::getpid());
+  // OUT.tmp-PID, held while it is written: what a SIGKILLed export left
+  // beside OUT (unheld) is removed first.
+  fs::path out_path = out;
+  if (out_path.filename().empty()) out_path = out_path.parent_path();  // "OUT/"
+  const fs::path parent = out_path.parent_path().empty() ? fs::path(".") : out_path.parent_path();
+  const std::string stem = out_path.filename().string() + ".tmp-";
+  const StaleTemporaries stale = remove_abandoned_scratch(parent.string(), stem);
+  if (stale.removed > 0)
+    spdlog::info("removed {} leftovers of interrupted exports to {} ({:.1f} MiB)", stale.removed, out,
+                 stale.bytes / 1048576.0);
+  const fs::path tmp = out_path.string() + ".tmp-" + std::to_string(::getpid());
   try {
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    const HeldScratch held(tmp.string());
     write_hf_model(
         tmp.string(), cfg, table, DType::F32,
         [&](int i, int64_t first, Tensor dst) {

@@ -1,14 +1,18 @@
 #include "train/output_dirs.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -119,6 +123,114 @@ StaleTemporaries remove_stale_temporaries(const std::string& dir) {
     if (rm) continue;  // someone else's, or read-only: leave it
     ++r.removed;
     r.bytes += bytes;
+  }
+  return r;
+}
+
+// ---- held directories ----
+
+namespace {
+
+constexpr const char* kLockName = ".weft.lock";
+
+// What `fd`'s file holds (the holder's text), at most 1 KiB.
+std::string read_fd_text(int fd) {
+  char buf[1024];
+  const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  std::string t = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\0')) t.pop_back();
+  return t;
+}
+
+}  // namespace
+
+std::string lock_holder_text(const std::string& job) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("pid {} on {} since {} UTC{}", ::getpid(), host, when, job.empty() ? "" : ", " + job);
+}
+
+DirLock::DirLock(const std::string& dir, const std::string& what, const std::string& holder,
+                 std::chrono::milliseconds wait) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string path = (fs::path(dir) / kLockName).string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw CheckpointError(fmt::format("{} {}: cannot create {}: {}", what, dir, path, std::strerror(errno)));
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      const int err = errno;
+      ::close(fd_);
+      throw CheckpointError(fmt::format("{} {}: cannot lock {}: {}", what, dir, path, std::strerror(err)));
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      const std::string by = read_fd_text(fd_);
+      ::close(fd_);
+      throw DirLockHeld(fmt::format(
+          "{} {} is in use by another run ({}): two runs writing one directory remove each other's staging and "
+          "overwrite each other's files; stop that run, or give this one its own {}",
+          what, dir, by.empty() ? "its holder did not say who it is" : by, what));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Should the text not be written, the lock still holds: only the holder's
+  // name is lost.
+  const std::string text = holder + "\n";
+  if (::ftruncate(fd_, 0) == 0) {
+    const ssize_t written = ::pwrite(fd_, text.data(), text.size(), 0);
+    (void)written;
+  }
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+HeldScratch::HeldScratch(const std::string& path) : path_(path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  fs::create_directories(path, ec);
+  if (ec) throw CheckpointError(fmt::format("{}: cannot create it: {}", path, ec.message()));
+  fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (fd_ >= 0) ::close(fd_);
+    throw CheckpointError(fmt::format("{}: cannot hold it: {}", path, std::strerror(err)));
+  }
+}
+
+HeldScratch::~HeldScratch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+StaleTemporaries remove_abandoned_scratch(const std::string& parent, const std::string& prefix) {
+  StaleTemporaries r;
+  std::error_code ec;
+  if (prefix.empty() || !fs::is_directory(parent, ec)) return r;
+  const std::time_t now = std::time(nullptr);
+  for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+    struct stat st {};
+    if (::lstat(e.path().c_str(), &st) != 0 || now - st.st_mtime < 5) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    const bool abandoned = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (abandoned) {
+      const int64_t bytes = bytes_under(e.path());
+      std::error_code rm;
+      fs::remove_all(e.path(), rm);
+      if (!rm) {
+        ++r.removed;
+        r.bytes += bytes;
+      }
+    }
+    ::close(fd);
   }
   return r;
 }

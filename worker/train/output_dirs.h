@@ -5,7 +5,9 @@
 // across restarts.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "config/config.h"
@@ -54,5 +56,59 @@ struct StaleTemporaries {
 // is never touched. Call it only where no writer of the same job can be
 // running: on rank 0 at start-up, before the ranks form a gang that writes.
 StaleTemporaries remove_stale_temporaries(const std::string& dir);
+
+// ---- Held directories: flock(2), released however the process ends ----
+// Pids cannot tell a live holder from a dead one here (a container's process
+// is often pid 1 every time); a lock the kernel drops with the process can.
+
+// A run's hold on a directory it writes (train.out_dir, checkpoint.dir): an
+// exclusive flock of DIR/.weft.lock, whose text names the holder. Two runs
+// started into one directory would remove each other's staging at start-up
+// and overwrite each other's files: the second is refused.
+class DirLock {
+ public:
+  // Creates `dir` if needed and takes its lock, waiting up to `wait` for a
+  // holder to let go. Throws DirLockHeld naming `what`, the directory and the
+  // holder (its text, `holder` of the run that holds it), CheckpointError
+  // when the lock file cannot be made.
+  DirLock(const std::string& dir, const std::string& what, const std::string& holder,
+          std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+struct DirLockHeld : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Who this process is, for DirLock's text: "pid P on HOST since TIME UTC",
+// and the job when `job` is not empty.
+std::string lock_holder_text(const std::string& job);
+
+// A scratch directory of this process (--eval's assembled model,
+// --export-hf's OUT.tmp-PID): created empty at `path` and flocked on itself
+// while this object lives. Not removed here: the owner removes or renames it.
+class HeldScratch {
+ public:
+  explicit HeldScratch(const std::string& path);  // throws CheckpointError
+  ~HeldScratch();
+  HeldScratch(const HeldScratch&) = delete;
+  HeldScratch& operator=(const HeldScratch&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Removes the entries of `parent` whose names start with `prefix` that no
+// live process holds (HeldScratch): what a SIGKILLed --eval or --export-hf
+// left. One made in the last few seconds is left alone (its maker may not
+// have locked it yet).
+StaleTemporaries remove_abandoned_scratch(const std::string& parent, const std::string& prefix);
 
 }  // namespace weft
