@@ -105,5 +105,29 @@ TEST(RunFingerprint, FirstDifferenceNamesMissingAndChangedSettings) {
   EXPECT_NE(settings_fingerprint(a), settings_fingerprint(b));
 }
 
+// A file entry (train/content_identity.h) that differs is a file that reads
+// other bytes under the same name, and the message says so; its escaped
+// name survives the settings text.
+TEST(RunFingerprint, AFileEntryThatDiffersIsNamedAsAFile) {
+  Settings a = base(), b = base();
+  a.emplace_back("init_from file model.safetensors", "478560 bytes, content 00000000000000aa");
+  a.emplace_back("data.shards file data/lang%3Den/train_000.bin", "9216 bytes, content 00000000000000bb");
+  b.emplace_back("init_from file model.safetensors", "478560 bytes, content 00000000000000cc");
+  b.push_back(a.back());
+  EXPECT_TRUE(is_file_entry(a[3].first));
+  EXPECT_FALSE(is_file_entry(a[0].first));
+  EXPECT_EQ(parse_settings_text(settings_text(a)), a);
+  EXPECT_EQ(first_difference(a, 0, b, 1),
+            "init_from file model.safetensors is 478560 bytes, content 00000000000000aa on rank 0 but 478560 bytes, "
+            "content 00000000000000cc on rank 1 (the same name reads different files: a relative path resolves "
+            "against each rank's working directory, and each node reads its own copy)");
+  const auto out = agree({a, a, b});
+  EXPECT_EQ(out[0], out[2]);
+  EXPECT_NE(out[0].find("init_from file model.safetensors is 478560 bytes, content 00000000000000aa on rank 0 but "),
+            std::string::npos)
+      << out[0];
+  EXPECT_NE(out[0].find("(rank 2 of 3 differs from rank 0)"), std::string::npos) << out[0];
+}
+
 }  // namespace
 }  // namespace weft::comm

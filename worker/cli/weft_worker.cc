@@ -31,6 +31,7 @@
 #include "metrics/train_metrics.h"
 #include "train/checkpoint.h"
 #include "train/comm_options.h"
+#include "train/content_identity.h"
 #include "train/device.h"
 #include "train/memory_estimate.h"
 #include "train/output_dirs.h"
@@ -297,11 +298,13 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
 }
 
 // The run fingerprint (comm/run_fingerprint.h): every setting but the
-// per-rank ones, and the launch facts every rank must share.
+// per-rank ones, the launch facts every rank must share, and what the files
+// init_from and the shard globs name hold on this rank.
 weft::comm::Settings run_settings(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch) {
   weft::comm::Settings s = weft::shared_settings(cfg);
   s.emplace_back(weft::contract::kEnvWorldSize, std::to_string(launch.world));
   s.emplace_back(weft::contract::kEnvPlannedWorldSize, std::to_string(launch.planned()));
+  for (auto& entry : weft::content_identity(cfg)) s.push_back(std::move(entry));
   return s;
 }
 

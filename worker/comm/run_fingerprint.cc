@@ -17,11 +17,18 @@ constexpr const char* kOk = "ok";
 std::string verdict_key(int rank) { return "fingerprint/verdict/" + std::to_string(rank); }
 std::string seen_key(int rank) { return "fingerprint/seen/" + std::to_string(rank); }
 
+// A file entry's difference: the setting is spelled the same on both ranks.
+constexpr const char* kSameNameOtherBytes =
+    " (the same name reads different files: a relative path resolves against each rank's working directory, "
+    "and each node reads its own copy)";
+
 // At most this many differing ranks are listed by number: a message for a
 // person, not a table.
 constexpr size_t kRanksListed = 8;
 
 }  // namespace
+
+bool is_file_entry(const std::string& path) { return path.find(' ') != std::string::npos; }
 
 std::string settings_text(const Settings& s) {
   std::string text;
@@ -61,7 +68,7 @@ std::string first_difference(const Settings& a, int rank_a, const Settings& b, i
              std::to_string(rank_b) + " (another weft version?)";
     if (it->second != value)
       return path + " is " + value + " on rank " + std::to_string(rank_a) + " but " + it->second + " on rank " +
-             std::to_string(rank_b);
+             std::to_string(rank_b) + (is_file_entry(path) ? kSameNameOtherBytes : "");
   }
   std::map<std::string, std::string> in_a(a.begin(), a.end());
   for (const auto& [path, value] : b)
@@ -100,7 +107,7 @@ uint64_t agree_on_settings(TcpStore& store, int rank, int world, const Settings&
       result = "the ranks were started with different settings: " + first + " (rank" +
                (differ.size() > 1 ? "s " : " ") + ranks + " of " + std::to_string(world) + " differ" +
                (differ.size() > 1 ? "" : "s") +
-               " from rank 0). Start every rank with the same config and environment; only " +
+               " from rank 0). Start every rank with the same config, environment and files; only " +
                "the per-rank settings may differ (docs/user-guide/worker-config.md, " +
                "\"Settings every rank shares\")";
     }

@@ -1,6 +1,8 @@
 // The run fingerprint: the settings every rank of a job must share (the
 // model, the optimizer, the data, the strategy, the resolved launch facts),
-// compared at the rendezvous before any group is built. Ranks started with
+// compared at the rendezvous before any group is built, with what the files
+// that settings name hold (a relative init_from or data.shards reads other
+// bytes from another working directory). Ranks started with
 // different configs (a ConfigMap edited between two pods' starts, a rank
 // started by hand) would otherwise train together and drift apart silently,
 // or end at different steps and restart forever.
@@ -23,7 +25,12 @@ namespace weft::comm {
 class TcpStore;
 
 // (path, value text) pairs in a fixed order, e.g. ("optim.lr", "0.003").
+// Besides the settings, file entries say what a setting that names files
+// reads: ("init_from file model.safetensors", "<size> bytes, content <hash>")
+// (train/content_identity.h). A file entry's path has a space (a setting's
+// never has), and a difference in one is named as a file that differs.
 using Settings = std::vector<std::pair<std::string, std::string>>;
+bool is_file_entry(const std::string& path);
 
 // The ranks' settings differ: bad input, not retryable (the worker exits 1).
 struct SettingsMismatchError : CommError {
