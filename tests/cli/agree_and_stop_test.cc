@@ -488,6 +488,30 @@ TEST(Bounds, HugeTimeoutsAreRefusedByNameNotTakenForACommFailure) {
   fs::remove_all(d);
 }
 
+// Two ranks told different planned worlds: the fingerprint named
+// train.grad_accum (which the planned world scales) instead of its cause.
+TEST(RunFingerprint, ADifferentPlannedWorldIsNamedNotTheGradAccumItScales) {
+  const fs::path d = fresh_dir("fp-planned");
+  const std::string cfg = write_file(d / "c.yaml", kSmall);
+  const std::string port = std::to_string(weft::testing::free_port());
+  ProcessResult r[2];
+  auto rank = [&](int i) {
+    r[i] = run_process({kWorker, cfg, "--out", (d / ("o" + std::to_string(i))).string(), "--steps", "2"},
+                       {"RANK=" + std::to_string(i), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port,
+                        "WEFT_PLANNED_WORLD_SIZE=" + std::string(i == 0 ? "4" : "8")},
+                       0, "", 60s);
+  };
+  std::thread t(rank, 0);
+  rank(1);
+  t.join();
+  for (const ProcessResult& p : r) {
+    EXPECT_EQ(p.code, 1) << p.output;
+    EXPECT_TRUE(has(p.output, "WEFT_PLANNED_WORLD_SIZE is 4 on rank 0 but 8 on rank 1")) << p.output;
+    EXPECT_FALSE(has(p.output, "train.grad_accum is")) << p.output;
+  }
+  fs::remove_all(d);
+}
+
 // WEFT_PLANNED_WORLD_SIZE=1048576 on two ranks asked for 524288 micro-batches
 // per step: a first step that never ended. Refused at once, by name.
 TEST(Bounds, APlannedWorldFarAboveTheGangIsRefusedByName) {

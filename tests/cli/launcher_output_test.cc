@@ -4,9 +4,13 @@
 // is whole, never cut after "bad config: ".
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <chrono>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "support/run_process.h"
 
@@ -40,6 +44,68 @@ TEST(LauncherOutput, EveryRanksBadConfigLineIsWholeWhenTheGangStops) {
     }
   }
   EXPECT_GE(rank_lines, 10) << "every run has at least the failing rank's line";
+  fs::remove_all(d);
+}
+
+// A directory is searchable, so access(X_OK) took it for a program and
+// every rank's exec failed with 127: now exit 1 naming it, before any rank.
+TEST(LauncherOutput, AWorkerThatIsADirectoryIsRefusedByName) {
+  const fs::path d = fresh_dir("worker-dir");
+  const auto r = run_process({kRun, "-n", "2", "--worker", d.string(), "--", "x.yaml"}, {}, 0, "", 30s);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "worker program '" + d.string() + "' is not a program file")) << r.output;
+  EXPECT_FALSE(has(r.output, "cannot exec")) << r.output;
+  fs::remove_all(d);
+}
+
+// The pid of the process whose command line holds `marker` and whose
+// environment has RANK=`rank`: a rank weft-run started.
+int rank_pid(const std::string& marker, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto slurp = [&](const char* what) {
+      std::ifstream in(e.path() / what, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    const std::string cmd = slurp("cmdline");
+    if (cmd.find(marker) == std::string::npos || cmd.find("weft-worker") == std::string::npos) continue;
+    const std::string env = slurp("environ");
+    if (env.find(std::string("\0RANK=") + std::to_string(rank) + '\0') != std::string::npos ||
+        env.rfind("RANK=" + std::to_string(rank) + '\0', 0) == 0)
+      return std::stoi(name);
+  }
+  return 0;
+}
+
+// Ctrl-C in one rank's terminal (SIGINT to that rank alone): every rank stops
+// at the next step boundary with a checkpoint, and the job's code is the one
+// of the signal that asked, 130. The other rank exits 143 ("another rank was
+// asked to stop") and weft-run's SIGTERM reaches the first one too: either
+// used to make the job's code 143.
+TEST(LauncherOutput, SigintToOneRankEndsTheJobWith130) {
+  const fs::path d = fresh_dir("sigint-one");
+  const std::string cfg = write_file(d / "c.yaml", "model: {vocab_size: 64, d_model: 32, n_layers: 1, n_heads: 2, "
+                                                   "max_seq_len: 16}\n"
+                                                   "train: {steps: 1000000, seq_len: 16, micro_batch: 2, log_every: 1}\n"
+                                                   "metrics: {port: 0}\ncheckpoint: {every: 0}\n");
+  const fs::path out = d / "out";
+  weft::testing::ProcessResult job;
+  std::thread t([&] { job = run_process({kRun, "-n", "2", cfg, "--out", out.string()}, {}, 0, "", 120s); });
+  int pid = 0;
+  for (int i = 0; i < 600 && pid == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    pid = rank_pid(out.string(), 1);
+  }
+  ASSERT_GT(pid, 0) << "rank 1 never started";
+  std::this_thread::sleep_for(2s);  // into training
+  ::kill(pid, SIGINT);
+  t.join();
+  EXPECT_EQ(job.code, 130) << job.output;
+  EXPECT_TRUE(has(job.output, "stopped by signal 2 at step ")) << job.output;
+  EXPECT_TRUE(fs::exists(out / "checkpoints" / "latest")) << job.output;
   fs::remove_all(d);
 }
 

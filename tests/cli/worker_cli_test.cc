@@ -54,7 +54,11 @@ TEST(WorkerCli, BadConfigExitsOneNamingTheField) {
 // --print-config and in training alike, before a step.
 TEST(WorkerCli, RefusedByNameNotCrashedOrIgnored) {
   fs::path d = fresh_dir("refused");
+  // Said only "invalid YAML: bad file" (yaml-cpp's message for its depth guard).
+  const std::string deep = "preset: tiny\nmetrics: {port: 0}\nx: " + std::string(3000, '[') + std::string(3000, ']') + "\n";
   const std::pair<const char*, const char*> cases[] = {
+      {deep.c_str(), ":3:"},
+      {deep.c_str(), "invalid YAML: nested 500 levels deep, more than the parser follows"},
       // SIGFPE (exit 136) before: head_dim = d_model / n_heads.
       {"preset: tiny\nmodel: {n_heads: 0}\nmetrics: {port: 0}\n", "model.n_heads: must be > 0, got 0"},
       // Trained at lr 0.003 before: the second document was dropped.

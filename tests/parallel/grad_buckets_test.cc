@@ -1,6 +1,8 @@
 #include "parallel/grad_buckets.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "model/llama.h"
 #include "parallel/bucket_cap_file.h"
@@ -213,6 +215,25 @@ TEST(BucketCapFile, RejectsMalformedAndOutOfRangeValuesAndCountsThem) {
   testing::write_file(path, "1e-9");
   EXPECT_EQ(f.poll(), 1e-9) << "tiny caps are valid: a bucket per parameter";
   EXPECT_EQ(f.rejected(), n);
+  std::filesystem::remove_all(dir);
+}
+
+// The file's bytes reach the log only as printable text: an escape sequence
+// or a newline in it could rewrite a terminal or forge a log line.
+TEST(BucketCapFile, ControlBytesAreNotEchoedIntoTheLog) {
+  auto dir = testing::fresh_dir("capfile-ctl");
+  std::string path = (dir / "bucket_cap_mb").string();
+  BucketCapFile f(path);
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  spdlog::default_logger()->sinks().push_back(sink);
+  testing::write_file(path, "8\x1b[2J\n[info] step 9 done\x07");
+  EXPECT_FALSE(f.poll().has_value());
+  spdlog::default_logger()->sinks().pop_back();
+  std::string log;
+  for (auto& line : sink->last_formatted()) log += line;
+  EXPECT_NE(log.find("rejected bucket cap '8\\x1b[2J\\x0a[info] step 9 done\\x07'"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x07'), std::string::npos) << log;
   std::filesystem::remove_all(dir);
 }
 

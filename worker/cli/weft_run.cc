@@ -337,6 +337,14 @@ std::string worker_program(const std::string& given) {
                  std::strerror(errno));
     throw ExitNow{kExitBadConfig};
   }
+  // A directory passes access(X_OK) (it is searchable) and then fails every
+  // rank's exec with 127.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(worker, ec)) {
+    std::fprintf(stderr, "weft-run: worker program '%s' is not a program file (a directory?) (use --worker)\n",
+                 worker.c_str());
+    throw ExitNow{kExitBadConfig};
+  }
   return worker;
 }
 
@@ -511,6 +519,13 @@ class Supervisor {
       failed_rank_ = r.rank;
       exit_code_ = r.code;
       std::fprintf(stderr, "weft-run: rank %d exited with code %d (the cause)\n", r.rank, r.code);
+    }
+    // A rank stopped by SIGINT (130) makes the others stop too, with 143
+    // ("another rank was asked to stop"): the gang's code is the signal that
+    // asked, whichever rank's exit is reaped first.
+    if (r.code == kExitInterrupted && exit_code_ == kExitPreempted && signals_seen_ == 0) {
+      failed_rank_ = r.rank;
+      exit_code_ = r.code;
     }
     if (r.code != kExitDone && failed_rank_ < 0) {
       failed_rank_ = r.rank;

@@ -41,7 +41,13 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};  // written by the signal handler only
 
-void on_signal(int sig) { g_stop_signal.store(sig); }
+// The first signal is the one the exit code tells: a rank stopping for a
+// SIGINT that then gets the launcher's SIGTERM (sent once another rank has
+// exited) still exits 130. Lock-free, so safe in a handler.
+void on_signal(int sig) {
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);
+}
 
 // The exit code of a stop by `sig` (async-signal-safe).
 int stop_exit_code(int sig) {
@@ -301,9 +307,13 @@ int run_eval(const std::string& config_path, const std::string& preset, const st
 // per-rank ones, the launch facts every rank must share, and what the files
 // init_from and the shard globs name hold on this rank.
 weft::comm::Settings run_settings(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& launch) {
-  weft::comm::Settings s = weft::shared_settings(cfg);
+  // The launch facts first: the first difference is the one named, and a
+  // planned world that differs also changes train.grad_accum (scaled to it),
+  // which would otherwise be named instead of its cause.
+  weft::comm::Settings s;
   s.emplace_back(weft::contract::kEnvWorldSize, std::to_string(launch.world));
   s.emplace_back(weft::contract::kEnvPlannedWorldSize, std::to_string(launch.planned()));
+  for (auto& entry : weft::shared_settings(cfg)) s.push_back(std::move(entry));
   for (auto& entry : weft::content_identity(cfg)) s.push_back(std::move(entry));
   return s;
 }
@@ -644,6 +654,12 @@ int run_rank(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& lau
   trainer.set_observer(&metrics);
   metrics.set_bucket_cap_mb(trainer.grad_sync().report().bucket_cap_mb);
   metrics.set_attention_kernel(trainer.attention_kernel().name);
+  // train.attention picks among GPU kernels: on the CPU it changes nothing,
+  // which a user who set it should hear once rather than guess.
+  if (cfg.device == weft::ComputeDevice::Cpu && cfg.train.attention != weft::contract::Attention::Auto && rank == 0)
+    spdlog::warn("train.attention: {} chooses among GPU attention kernels; on the CPU attention runs weft's CPU "
+                 "kernel (the setting has no effect here)",
+                 weft::contract::mode_name(cfg.train.attention));
   phase.set("training; no step finished yet");
   phase.attach(&metrics);
   struct Detach {
@@ -686,6 +702,11 @@ int exit_for_failure() {
 
 int main(int argc, char** argv) {
   ensure_passive_openmp_waits(argv);
+  // From the first instruction after the re-exec: a SIGTERM while the config
+  // is read ends the process with 143 like any stop before training, not by
+  // the default action (killed by signal 15, no exit code of the contract).
+  std::signal(SIGINT, on_signal_before_training);
+  std::signal(SIGTERM, on_signal_before_training);
   try {
     const WorkerArgs args = parse_args(argc, argv);
     spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");

@@ -2,6 +2,7 @@
 // name and its place in the structs; parsing, unknown-key suggestions, env
 // overrides and to_yaml all walk that table, so a new field is added in
 // config.h and one line here.
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -270,6 +271,11 @@ class Parser {
     std::vector<YAML::Node> documents;
     try {
       documents = YAML::LoadAll(text);
+    } catch (const YAML::DeepRecursion& e) {
+      // yaml-cpp's own message for it is "bad file".
+      throw ConfigError(origin_ + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                        ": invalid YAML: nested " + std::to_string(e.depth()) +
+                        " levels deep, more than the parser follows (a config is a few levels deep)");
     } catch (const YAML::ParserException& e) {
       throw ConfigError(origin_ + ":" + std::to_string(e.mark.line + 1) + ":" +
                         std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);

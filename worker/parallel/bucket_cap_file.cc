@@ -15,6 +15,30 @@
 
 namespace weft {
 
+namespace {
+
+// The file's text as a log may show it: printable ASCII as is, every other
+// byte (escape sequences, NULs, newlines) as \xNN, at most 64 bytes of it,
+// so a file's bytes cannot rewrite the terminal or forge log lines.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < 64; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  if (text.size() > 64) out += "...";
+  return out;
+}
+
+}  // namespace
+
 std::optional<double> BucketCapFile::poll() {
   // Polled before every step: a FIFO there would block the rank, and
   // /dev/zero or a huge file would grow its memory and its log without
@@ -45,7 +69,8 @@ std::optional<double> BucketCapFile::poll() {
   while (end && *end && std::isspace(static_cast<unsigned char>(*end))) ++end;
   if (end == begin || (end && *end) || errno != 0 || !std::isfinite(v)) {
     ++rejected_;
-    spdlog::warn("{}: rejected bucket cap '{}': not a number of MiB; keeping the current cap", path_, text);
+    spdlog::warn("{}: rejected bucket cap '{}': not a number of MiB; keeping the current cap", path_,
+                 printable(text));
     return std::nullopt;
   }
   if (!contract::valid_bucket_cap_mb(v)) {

@@ -52,7 +52,7 @@ std::string read_latest(const std::string& dir) {
   return name;
 }
 
-nlohmann::json verify(const fs::path& ckpt) {
+nlohmann::json verify(const fs::path& ckpt, const std::function<void()>& each_mib) {
   fs::path meta_path = ckpt / "meta.json";
   const SmallFile f = read_small_file(meta_path.string(), kMaxTextFileBytes);
   if (f.status == SmallFile::Status::Missing)
@@ -95,7 +95,7 @@ nlohmann::json verify(const fs::path& ckpt) {
     if (size != want)
       throw CheckpointError(file.string() + ": truncated or altered (" + std::to_string(size) +
                             " bytes, meta.json says " + std::to_string(want) + ")");
-    uint32_t crc = crc32_of_file(file.string());
+    uint32_t crc = crc32_of_file(file.string(), each_mib);
     if (crc != (*it)["crc32"].get<uint32_t>())
       throw CheckpointError(file.string() + ": checksum mismatch (corrupt)");
   }

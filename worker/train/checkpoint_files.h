@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -41,7 +42,8 @@ uint32_t meta_digest(nlohmann::json meta);
 // A `latest` that is not a small regular file is refused (a FIFO would block).
 std::string read_latest(const std::string& dir);
 // Checks meta.json's records against the files; returns the parsed meta.
-nlohmann::json verify(const fs::path& ckpt);
+// `each_mib`: called before every MiB checksummed (crc32_of_file).
+nlohmann::json verify(const fs::path& ckpt, const std::function<void()>& each_mib = {});
 // meta.json into tmp, then tmp becomes dir/step-N and `latest` names it;
 // prunes beyond `keep`.
 std::string publish(const std::string& dir, const fs::path& tmp, int64_t num_params,

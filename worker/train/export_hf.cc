@@ -25,7 +25,11 @@ std::string export_hf(const std::string& checkpoint, const std::string& out,
           ": not a checkpoint (no meta.json) nor a checkpoint directory (no 'latest')");
     ckpt /= latest;
   }
-  const nlohmann::json meta = verify(ckpt);
+  // Checksumming a large checkpoint takes seconds: a stop is looked at
+  // before every MiB of it, as before every tensor of the assembly.
+  const nlohmann::json meta = verify(ckpt, [&] {
+    if (stop && stop->load() != 0) throw StopRequested("stopped by a signal while verifying " + ckpt.string());
+  });
   const std::string yaml = meta.value("config", "");
   if (yaml.empty())
     throw CheckpointError((ckpt / "meta.json").string() + ": no config to take the model from");

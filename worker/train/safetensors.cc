@@ -359,13 +359,14 @@ const SafetensorsFile::View& SafetensorsFile::get(const std::string& name, DType
   return v;
 }
 
-uint32_t crc32_of_file(const std::string& path) {
+uint32_t crc32_of_file(const std::string& path, const std::function<void()>& each_mib) {
   require_regular(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open");
   std::vector<char> buf(1 << 20);
   uint32_t crc = crc_update(0, nullptr, 0);
   while (in) {
+    if (each_mib) each_mib();
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     crc = crc_update(crc, buf.data(), static_cast<size_t>(in.gcount()));
   }

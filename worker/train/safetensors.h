@@ -123,7 +123,9 @@ class SafetensorsIndex {
 // Bytes per element of a safetensors dtype name; 0 when unknown.
 size_t safetensors_dtype_size(const std::string& dtype);
 
-uint32_t crc32_of_file(const std::string& path);  // throws CheckpointError
+// Throws CheckpointError; `each_mib`, when set, is called before every MiB
+// read (a stop check that throws ends a long checksum).
+uint32_t crc32_of_file(const std::string& path, const std::function<void()>& each_mib = {});
 void fsync_path(const std::string& path);         // file or directory
 
 }  // namespace weft
