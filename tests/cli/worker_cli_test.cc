@@ -83,6 +83,19 @@ TEST(WorkerCli, RefusedByNameNotCrashedOrIgnored) {
   fs::remove_all(d);
 }
 
+// train.attention chooses among GPU kernels: on the CPU a run that set it is
+// told once that it has no effect, instead of nothing.
+TEST(WorkerCli, AttentionKernelChoiceOnTheCpuIsSaidOnce) {
+  fs::path d = fresh_dir("attn-cpu");
+  auto r = run_process({kWorker, "--preset", "tiny", "--steps", "2", "--out", (d / "out").string()},
+                       {"WEFT_ATTENTION=cudnn", "WEFT_METRICS_PORT=0"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  const std::string said = "train.attention: cudnn chooses among GPU attention kernels";
+  ASSERT_NE(r.output.find(said), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(said), r.output.rfind(said)) << "said more than once:\n" << r.output;
+  fs::remove_all(d);
+}
+
 // --print-config shows the config the rank runs: every auto the config
 // decides made concrete (on this CPU-only config: gloo, f32, no recompute,
 // synchronous checkpoints), and WEFT_ATTENTION as train.attention.
