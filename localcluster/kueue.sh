@@ -95,8 +95,9 @@ STATE=$DIR/kueue
 PIDF=$DIR/kueue.pid
 LOGF=$DIR/logs/kueue.log
 
-ours() {  # ours PID: PID runs this manager (or the setsid/unshare/sh before its exec)
-  [ -n "$1" ] && kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q kueue
+ours() {  # ours PID: PID runs this DIR's manager (or the setsid/unshare/sh before its exec)
+  [ -n "$1" ] && kill -0 "$1" 2>/dev/null \
+    && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "--config=$STATE/config.yaml"
 }
 health() { sed -n 's/^KUEUE_HEALTH=//p' "$STATE/env" 2>/dev/null; }
 ready() { local h; h=$(health); [ -n "$h" ] && curl -sf -m 2 "http://$h/readyz" >/dev/null 2>&1; }
