@@ -37,6 +37,11 @@ bool is_set(const EnvMap& env, const char* name) {
 LaunchEnv parse_launch_env(const EnvMap& env) {
   LaunchEnv e;
   e.world = static_cast<int>(whole(env, kEnvWorldSize, 1, 1, kMaxRanks));
+  // In a gang an empty RANK is a launch mistake, not rank 0: taken for 0 it
+  // would start a second rank 0 (and a second store) beside the real one.
+  if (e.world > 1 && env.count(kEnvRank) && env.at(kEnvRank).empty())
+    throw LaunchEnvError(std::string(kEnvRank) + ": set but empty; each rank of a " + kEnvWorldSize + " of " +
+                         std::to_string(e.world) + " needs its own in [0, " + std::to_string(e.world - 1) + "]");
   e.rank = static_cast<int>(whole(env, kEnvRank, 0, 0, e.world - 1));
   e.local_world = static_cast<int>(whole(env, kEnvLocalWorldSize, 1, 1, kMaxRanks));
   const bool local_world_set = is_set(env, kEnvLocalWorldSize);

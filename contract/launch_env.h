@@ -43,7 +43,7 @@ struct LaunchEnv {
 using EnvMap = std::map<std::string, std::string>;
 
 // Unset and empty variables take the defaults above (a process started by
-// hand is rank 0 of 1). Throws LaunchEnvError for the first bad variable:
+// hand is rank 0 of 1), but for an empty RANK in a WORLD_SIZE above 1. Throws LaunchEnvError for the first bad variable:
 // not a whole number, out of range (RANK beyond WORLD_SIZE, LOCAL_RANK beyond
 // LOCAL_WORLD_SIZE when that is set), MASTER_ADDR or MASTER_PORT missing in a
 // world of several ranks, WEFT_PLANNED_WORLD_SIZE below WORLD_SIZE, or a RANK other than NODE_RANK * LOCAL_WORLD_SIZE

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "support/net.h"
@@ -192,7 +193,10 @@ TEST(TcpStoreHostile, NewcomersAreRefusedOnceTheGangFormed) {
   EXPECT_EQ(server.counts().members, 2u);
 }
 
-TEST(TcpStoreHostile, ARefusedTokenSaysWhetherTheStoreIsAnotherJobs) {
+// A refused token learns nothing of the store's job (its world size, its
+// launcher's pid): the reply is the status byte alone. Rank 0's log, not the
+// client, tells a port shared with another job from a wrong token.
+TEST(TcpStoreHostile, ARefusedTokenLearnsNothingAndRankZerosLogSaysWhetherItIsAnotherJob) {
   auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
   spdlog::default_logger()->sinks().push_back(sink);
   TcpStoreServerOptions o;
@@ -202,27 +206,117 @@ TEST(TcpStoreHostile, ARefusedTokenSaysWhetherTheStoreIsAnotherJobs) {
     TcpStore c(opts(server.port(), "other-secret", "world 2, launched by pid 200"));
     FAIL();
   } catch (const TokenRejectedError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("belongs to another job"));
-    EXPECT_THAT(e.what(), HasSubstr("pid 100"));
-    EXPECT_THAT(e.what(), HasSubstr("MASTER_PORT"));
-  }
-  // The store logs refusals at most once a second.
-  std::this_thread::sleep_for(1100ms);
-  try {
-    TcpStore c(opts(server.port(), "guess", o.job));
-    FAIL();
-  } catch (const TokenRejectedError& e) {
     EXPECT_THAT(e.what(), HasSubstr("rejected this rank's token"));
+    EXPECT_THAT(e.what(), HasSubstr("another job's store"));
+    EXPECT_THAT(e.what(), HasSubstr("MASTER_PORT"));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("pid 100")));
   }
+  int fd = weft::testing::connect_loopback(server.port());
+  ASSERT_TRUE(weft::testing::send_all(fd, hello_frame("guess")));
+  std::string reply;
+  char buf[256];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(reply, u32(1) + std::string(1, '\x02'));
   spdlog::default_logger()->sinks().pop_back();
   std::string log;
   for (auto& line : sink->last_formatted()) log += line;
   EXPECT_THAT(log, HasSubstr("refused 127.0.0.1:"));
   EXPECT_THAT(log, HasSubstr("wrong WEFT_RDZV_TOKEN"));
   EXPECT_THAT(log, HasSubstr("pid 200"));
+  EXPECT_THAT(log, HasSubstr("another job shares MASTER_PORT"));
   // The right token and job still get in.
   TcpStore ok(opts(server.port(), "secret", o.job));
   ok.set("k", "v");
+}
+
+// The keys and values held together stay under max_bytes: a set past it is
+// refused with the store unchanged, a replacement counts only its growth.
+TEST(TcpStoreHostile, MembersShareATotalByteLimit) {
+  TcpStoreServerOptions o;
+  o.max_bytes = 3u << 20;
+  TcpStoreServer server("127.0.0.1", 0, "t", o);
+  TcpStore c(opts(server.port()));
+  const std::string mib(1 << 20, 'x');
+  c.set("a", mib);
+  c.set("b", mib);
+  try {
+    c.set("c", mib + mib);
+    FAIL() << "3 MiB + 2 MiB held must be refused";
+  } catch (const RendezvousError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is full"));
+  }
+  EXPECT_LE(server.counts().bytes, o.max_bytes);
+  EXPECT_THROW(c.get("c", 100ms), RendezvousError);  // not stored
+  c.set("a", "small");                                 // frees a MiB
+  c.set("c", mib);
+  EXPECT_EQ(c.get("c"), mib);
+  // Many empty keys count too (64 bytes of bookkeeping each).
+  TcpStoreServerOptions tiny;
+  tiny.max_bytes = 64 * 100;
+  TcpStoreServer small("127.0.0.1", 0, "t", tiny);
+  TcpStore s(opts(small.port()));
+  int stored = 0;
+  try {
+    for (; stored < 1000; ++stored) s.set("k" + std::to_string(stored), "");
+  } catch (const RendezvousError&) {
+  }
+  EXPECT_LT(stored, 100);
+}
+
+TEST(TcpStoreHostile, AddRefusesOverflowAndNonIntegers) {
+  TcpStoreServer server("127.0.0.1", 0, "t");
+  TcpStore c(opts(server.port()));
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(c.add("up", kMax), kMax);
+  EXPECT_THROW(c.add("up", 1), RendezvousError);
+  EXPECT_EQ(c.get("up"), std::to_string(kMax));
+  EXPECT_EQ(c.add("down", kMin), kMin);
+  EXPECT_THROW(c.add("down", -1), RendezvousError);
+  c.set("word", "12abc");
+  try {
+    c.add("word", 1);
+    FAIL();
+  } catch (const RendezvousError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'12abc' is not an integer"));
+  }
+}
+
+// A refusal answers every read of its attempt, parked or later, with the
+// rank and its reason; another attempt's reads are not touched; the server
+// counts who heard.
+TEST(TcpStoreHostile, ARefusalAnswersEveryReadOfItsAttempt) {
+  TcpStoreServer server("127.0.0.1", 0, "t");
+  TcpStore waiter(opts(server.port())), refuser(opts(server.port()));
+  StoreOptions next = opts(server.port());
+  next.attempt = 1;
+  TcpStore other_attempt(next);
+  std::string parked;
+  std::thread t([&] {
+    try {
+      waiter.get("never-set", 20000ms);
+    } catch (const RankRefusedError& e) {
+      parked = e.what();
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return server.counts().members == 3; }));
+  std::this_thread::sleep_for(100ms);  // the get is parked
+  const auto t0 = Clock::now();
+  refuser.refuse("rank 1", "bad config: optim.lr: must be > 0");
+  t.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5);
+  EXPECT_EQ(parked, "rendezvous: rank 1 refused to join the job: bad config: optim.lr: must be > 0");
+  // A later read, even of a key that exists, hears it too.
+  refuser.set("k", "v");
+  EXPECT_THROW(waiter.multi_get({"k"}, 1000ms), RankRefusedError);
+  EXPECT_THROW(waiter.wait({"k"}, 1000ms), RankRefusedError);
+  EXPECT_THROW(waiter.gather_column("row/", 2, 0, 0, 0, 1000ms), RankRefusedError);
+  // Attempt 1 is another gang.
+  other_attempt.set("k", "v1");
+  EXPECT_EQ(other_attempt.get("k"), "v1");
+  ASSERT_TRUE(eventually([&] { return server.counts().heard_refusal == 2; }));
+  EXPECT_EQ(server.counts().members_unheard, 1u) << "attempt 1's client";
+  EXPECT_FALSE(server.wait_until_heard(2, 300ms)) << "a member that has not heard holds rank 0's store up";
 }
 
 }  // namespace

@@ -31,6 +31,13 @@ TEST(LaunchEnv, DefaultsToOneRank) {
   EXPECT_EQ(parse_launch_env({{"LOCAL_RANK", ""}, {"RANK", ""}}).local_rank, 0);
 }
 
+// In a gang an empty RANK is not rank 0: it would be a second rank 0 beside
+// the real one.
+TEST(LaunchEnv, AnEmptyRankInAGangIsRefused) {
+  EXPECT_THAT(env_error({{"WORLD_SIZE", "2"}, {"RANK", ""}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+              HasSubstr("RANK: set but empty; each rank of a WORLD_SIZE of 2 needs its own in [0, 1]"));
+}
+
 TEST(LaunchEnv, ErrorsNameTheVariable) {
   EXPECT_THAT(env_error({{"RANK", "abc"}}), HasSubstr("RANK: 'abc'"));
   EXPECT_THAT(env_error({{"WORLD_SIZE", "2"}, {"RANK", "2"}}), HasSubstr("RANK: '2'"));

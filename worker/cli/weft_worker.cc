@@ -24,6 +24,7 @@
 #include <iostream>
 
 #include "comm/process_groups.h"
+#include "comm/rendezvous_refusal.h"
 #include "config/config.h"
 #include "comm/tcp_store.h"
 #include "metrics/metrics_port.h"
@@ -323,6 +324,7 @@ weft::comm::Settings run_settings(const weft::WorkerConfig& cfg, const weft::con
 
 struct ExitNow {
   int code;
+  std::string reason = "";  // a refusal before the rendezvous: what the other ranks are told
 };
 
 using Env = std::map<std::string, std::string>;  // the process environment (comm::current_environment)
@@ -395,7 +397,8 @@ weft::WorkerConfig load_config(const WorkerArgs& a, const Env& env) {
     weft::resolve(cfg);
     return cfg;
   } catch (const weft::ConfigError& e) {
-    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e)};
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad config: ", e),
+                  std::string("bad config: ") + e.what()};
   }
 }
 
@@ -411,9 +414,11 @@ weft::contract::LaunchEnv read_launch(weft::WorkerConfig& cfg, const Env& env) {
                    launch.world, launch.planned(), planned_accum, cfg.train.grad_accum);
     return launch;
   } catch (const weft::contract::LaunchEnvError& e) {
-    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e)};
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e),
+                  std::string("bad launch environment: ") + e.what()};
   } catch (const weft::ConfigError& e) {
-    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e)};
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: bad launch environment: ", e),
+                  std::string("bad launch environment: ") + e.what()};
   }
 }
 
@@ -439,8 +444,24 @@ void place_on_device(const weft::WorkerConfig& cfg, const weft::contract::Launch
       spdlog::info("device: {}; {:.0f} MiB of it in use", placed.describe(), weft::gpu_mib_in_use());
     weft::check_memory_fits(cfg, env, launch);
   } catch (const weft::ConfigError& e) {
-    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: ", e)};
+    throw ExitNow{exit_saying(weft::contract::kExitBadConfig, "weft-worker: ", e), e.what()};
   }
+}
+
+// A refusing rank ends at once on a signal, with its own reason's code.
+void on_signal_while_refusing(int) { ::_exit(weft::contract::kExitBadConfig); }
+
+// A rank that refuses before the rendezvous says why where its peers wait
+// (comm/rendezvous_refusal.h): they exit 1 naming it, within seconds, instead
+// of waiting out the rendezvous timeout and exiting 3. A rank 0 keeps its
+// store up until every rank has heard, at most `budget`.
+void tell_the_gang(const Env& env, const std::string& reason, std::chrono::milliseconds budget) {
+  const weft::comm::RefusalContact contact = weft::comm::refusal_contact(env);
+  if (!contact.reachable() || reason.empty()) return;
+  std::signal(SIGINT, on_signal_while_refusing);
+  std::signal(SIGTERM, on_signal_while_refusing);
+  spdlog::info("telling the other ranks why {} refuses to join", contact.who);
+  spdlog::info("{}", weft::comm::announce_refusal(contact, reason, budget));
 }
 
 // The rendezvous: every rank's communicators, or the reason there are none.
@@ -458,6 +479,9 @@ std::unique_ptr<weft::comm::ProcessGroups> join_job(const weft::WorkerConfig& cf
     throw ExitNow{exit_saying(weft::comm::kExitBadConfig, "weft-worker: bad config: ", e)};
   } catch (const weft::comm::TokenRejectedError& e) {
     throw ExitNow{exit_saying(weft::comm::kExitBadConfig, "weft-worker: rendezvous refused: ", e)};
+  } catch (const weft::comm::RankRefusedError& e) {
+    // A rank of the gang (this one, or one that told the store) will not join.
+    throw ExitNow{exit_saying(weft::comm::kExitBadConfig, "weft-worker: ", e)};
   } catch (const weft::comm::RendezvousError& e) {
     throw ExitNow{exit_saying(weft::comm::kExitPeerLost, "weft-worker: rendezvous failed: ", e)};
   } catch (const weft::comm::CommError& e) {
@@ -590,10 +614,12 @@ std::unique_ptr<weft::MetricsServer> serve_metrics(const weft::WorkerConfig& cfg
     return exposer;
   } catch (const std::exception& e) {
     if (!launch.job_uid.empty()) {
-      spdlog::error("metrics port {} is taken ({}): a TrainingJob's rank does not train unseen; free the port "
-                    "or move the job's metrics (spec.worker.metrics.port)",
-                    ep.port, e.what());
-      throw ExitNow{exit_with_own_reason(weft::contract::kExitBadConfig)};
+      const std::string why = fmt::format(
+          "metrics port {} is taken ({}): a TrainingJob's rank does not train unseen; free the port or move the "
+          "job's metrics (spec.worker.metrics.port)",
+          ep.port, e.what());
+      spdlog::error("{}", why);
+      throw ExitNow{exit_with_own_reason(weft::contract::kExitBadConfig), why};
     }
     spdlog::warn("metrics disabled: cannot serve on port {} ({}); training continues", ep.port, e.what());
     return nullptr;
@@ -715,26 +741,39 @@ int main(int argc, char** argv) {
     // The process environment, read once: config overrides (WEFT_*) and the
     // launch environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) both come from it.
     const auto env = weft::comm::current_environment();
-    weft::WorkerConfig cfg = load_config(args, env);
-    const weft::contract::LaunchEnv launch = read_launch(cfg, env);
-    if (args.print_config) {
-      print_config(cfg, launch);
-      return weft::contract::kExitDone;
-    }
-    // Served from now on: /ready tells what the rank waits for.
-    RankPhase phase(launch.rank);
+    weft::WorkerConfig cfg;
+    weft::contract::LaunchEnv launch;
+    std::chrono::milliseconds refusal_budget = weft::comm::kRefusalBudget;
+    // /metrics and /ready are served from the launch environment on: /ready
+    // tells what the rank waits for.
+    std::unique_ptr<RankPhase> phase;
     auto registry = std::make_shared<prometheus::Registry>();
-    const std::unique_ptr<weft::MetricsServer> exposer = serve_metrics(cfg, launch, registry, phase);
-    phase.set("placing the rank on its device");
-    place_on_device(cfg, launch, env);
+    std::unique_ptr<weft::MetricsServer> exposer;
+    try {
+      cfg = load_config(args, env);
+      refusal_budget = std::min(refusal_budget, std::chrono::milliseconds(static_cast<int64_t>(
+                                                    cfg.comm.rendezvous_timeout_s * 1000)));
+      launch = read_launch(cfg, env);
+      if (args.print_config) {
+        print_config(cfg, launch);
+        return weft::contract::kExitDone;
+      }
+      phase = std::make_unique<RankPhase>(launch.rank);
+      exposer = serve_metrics(cfg, launch, registry, *phase);
+      phase->set("placing the rank on its device");
+      place_on_device(cfg, launch, env);
+    } catch (const ExitNow& e) {
+      if (!args.print_config) tell_the_gang(env, e.reason, refusal_budget);
+      throw;
+    }
     std::signal(SIGINT, on_signal_before_training);
     std::signal(SIGTERM, on_signal_before_training);
-    phase.set(launch.world > 1 ? fmt::format("waiting in the rendezvous at {}:{} for all {} ranks",
-                                             launch.master_addr, launch.master_port, launch.world)
-                               : std::string("forming its one-rank job"));
+    phase->set(launch.world > 1 ? fmt::format("waiting in the rendezvous at {}:{} for all {} ranks",
+                                              launch.master_addr, launch.master_port, launch.world)
+                                : std::string("forming its one-rank job"));
     const std::unique_ptr<weft::comm::ProcessGroups> groups = join_job(cfg, launch);
     try {
-      return run_rank(cfg, launch, *groups, registry, phase, exposer != nullptr);
+      return run_rank(cfg, launch, *groups, registry, *phase, exposer != nullptr);
     } catch (const ExitNow&) {
       throw;
     } catch (...) {

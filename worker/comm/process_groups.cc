@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/gloo_communicator.h"
+#include "comm/rendezvous_refusal.h"
 #include "comm/solo_communicator.h"
 #include "comm/staged_communicator.h"
 #include "weft_contract.h"
@@ -21,8 +22,32 @@ extern char** environ;
 namespace weft::comm {
 namespace {
 
-bool is_loopback_name(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+// Who is who, before anything else is compared: a RANK given to two
+// processes, or a WORLD_SIZE unlike rank 0's, would leave the ranks waiting
+// for peers that never report (rank 0 with WORLD_SIZE 3 waits for a rank 2
+// that does not exist) until the rendezvous timeout. The rank that finds the
+// problem refuses (TcpStore::refuse), so every rank exits 1 naming it.
+void check_membership(TcpStore& store, const ProcessEnv& env) {
+  const std::string who = "rank " + std::to_string(env.rank);
+  auto refuse = [&](const std::string& reason) {
+    store.refuse(who, reason);
+    throw RankRefusedError("rendezvous: " + who + " refuses to join: " + reason);
+  };
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  if (store.add("rank/" + std::to_string(env.rank) + "/claims", 1) > 1)
+    refuse(std::string(contract::kEnvRank) + " " + std::to_string(env.rank) +
+           " was given to two processes (this one: pid " + std::to_string(getpid()) + " on " + host +
+           "); every rank of a job needs its own " + contract::kEnvRank + " in [0, " + contract::kEnvWorldSize + ")");
+  if (env.rank == 0) {
+    store.set("world", std::to_string(env.world));
+    return;
+  }
+  const std::string rank0_world = store.get("world");
+  if (rank0_world != std::to_string(env.world))
+    refuse(std::string(contract::kEnvWorldSize) + " is " + rank0_world + " on rank 0 but " +
+           std::to_string(env.world) + " on rank " + std::to_string(env.rank) +
+           ": start every rank with the same " + contract::kEnvWorldSize);
 }
 
 }  // namespace
@@ -71,23 +96,9 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
   pg->ctx_->set_global_rank(env.rank);
   if (backend == CommBackend::Gloo) pg->ctx_->set_network(opt.network);
   if (env.world > 1) {
-    // The job's description in the store's hello: a rank refused by a store
-    // whose description differs is told the port belongs to another job.
-    // Ranks of one loopback job share their launcher (weft-run); pods, each
-    // with its own MASTER_ADDR, only the world size.
-    const std::string job = "world " + std::to_string(env.world) +
-                            (is_loopback_name(env.master_addr) ? ", launched by pid " + std::to_string(getppid()) : "");
-    if (env.rank == 0) {
-      // WEFT_BIND_ADDR (the pod's own address) when given; else on loopback
-      // serve only loopback (tests, weft-run); in a pod, all interfaces:
-      // rank 0's own DNS name may not resolve yet.
-      std::string bind = !env.bind_addr.empty()                ? env.bind_addr
-                         : is_loopback_name(env.master_addr) ? env.master_addr
-                                                             : "";
-      TcpStoreServerOptions server_opt;
-      server_opt.job = job;
-      pg->server_ = std::make_unique<TcpStoreServer>(bind, env.master_port, env.token, server_opt);
-    }
+    // The job's description in the store's hello, for rank 0's log of
+    // refused tokens (comm/rendezvous_refusal.h).
+    const std::string job = store_job_description(env.world, env.master_addr);
     StoreOptions so;
     so.host = env.master_addr;
     so.port = env.master_port;
@@ -95,12 +106,53 @@ std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const 
     so.attempt = env.attempt;
     so.job = job;
     so.timeout = opt.rendezvous_timeout;
+    if (env.rank == 0) {
+      TcpStoreServerOptions server_opt;
+      server_opt.job = job;
+      server_opt.max_bytes = store_bytes_for(env.world, opt.lanes);
+      try {
+        pg->server_ = std::make_unique<TcpStoreServer>(store_bind_address(env.bind_addr, env.master_addr),
+                                                       env.master_port, env.token, server_opt);
+      } catch (const RendezvousError&) {
+        // A store of this job (it takes our token) already holds the port:
+        // another process was given RANK 0. Anything else is the port's
+        // problem, reported as it was.
+        std::unique_ptr<TcpStore> other;
+        try {
+          StoreOptions probe = so;
+          probe.timeout = std::chrono::milliseconds(2000);
+          other = std::make_unique<TcpStore>(probe);
+        } catch (const std::exception&) {
+        }
+        if (!other) throw;
+        const std::string reason = std::string(contract::kEnvRank) + " 0 was given to two processes: the store at " +
+                                   other->endpoint() + " is served by another rank 0 of this job (this one: pid " +
+                                   std::to_string(getpid()) + ")";
+        other->refuse("a second rank 0", reason);
+        throw RankRefusedError("rendezvous: rank 0 refuses to join: " + reason);
+      }
+    }
     pg->store_ = std::make_unique<TcpStore>(so);
   }
   TcpStore* store = pg->store_.get();
-  // Before any group: ranks that disagree on the settings (comm.lanes, the
-  // model) could not even connect their groups the same way.
-  if (store && !opt.shared_settings.empty()) agree_on_settings(*store, env.rank, env.world, opt.shared_settings);
+  if (store) {
+    try {
+      check_membership(*store, env);
+      // Before any group: ranks that disagree on the settings (comm.lanes,
+      // the model) could not even connect their groups the same way.
+      if (!opt.shared_settings.empty()) agree_on_settings(*store, env.rank, env.world, opt.shared_settings);
+    } catch (const RankRefusedError& e) {
+      // Rank 0's store goes when it exits: the ranks that have not heard
+      // would see it vanish (exit 3) or never find it. Every rank hears
+      // first, within a bound; the refusal is logged at once.
+      if (pg->server_) {
+        spdlog::error("{}; keeping the store up until every rank has heard", e.what());
+        pg->server_->wait_until_heard(env.world,
+                                      std::min<std::chrono::milliseconds>(opt.rendezvous_timeout, kRefusalBudget));
+      }
+      throw;
+    }
+  }
 
   RankGroups g = grid.groups_of(env.rank);
   // Every rank creates its groups in the same order, so each group's

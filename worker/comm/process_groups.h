@@ -88,8 +88,10 @@ class ProcessGroups {
 
 // Rendezvous, agree on opt.shared_settings, and build every group of the
 // grid. Throws CommError (bad env or config: exit 1; SettingsMismatchError
-// when the ranks' settings differ) or RendezvousError (peers never showed up:
-// exit 3). Ignores
+// when the ranks' settings differ; RankRefusedError when a rank refused to
+// join, this one for a RANK given twice or a WORLD_SIZE unlike rank 0's, and
+// then rank 0 first keeps its store up until the others heard) or
+// RendezvousError (peers never showed up: exit 3). Ignores
 // SIGPIPE for the process, so a write to a dead peer fails as a lost peer.
 std::unique_ptr<ProcessGroups> init_process_groups(const ProcessEnv& env, const GroupOptions& opt);
 

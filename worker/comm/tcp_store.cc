@@ -176,14 +176,12 @@ bool TcpStore::hello() {
     throw RendezvousError("rendezvous: the store at " + endpoint() +
                           " takes no new members: its gang has already formed (a rank that restarts alone "
                           "cannot rejoin; the whole gang restarts)");
-  Reader r{resp, 1};
-  std::string theirs = resp[0] == kBadToken ? r.str() : std::string();
-  if (!r.bad && !theirs.empty() && !opt_.job.empty() && theirs != opt_.job)
-    throw TokenRejectedError("rendezvous: the store at " + endpoint() + " belongs to another job (" + theirs +
-                             "; this rank's job: " + opt_.job + "): two jobs share " + contract::kEnvMasterPort +
-                             " on " + opt_.host);
+  // The store says no more than "no": which job it serves is not for
+  // whoever reaches its port. Rank 0's log names this rank's job.
   throw TokenRejectedError("rendezvous: the store at " + endpoint() + " rejected this rank's token: " +
-                           contract::kEnvRdzvToken + " must be the same on every rank");
+                           contract::kEnvRdzvToken + " must be the same on every rank, or another job's store holds " +
+                           contract::kEnvMasterPort + " " + std::to_string(opt_.port) + " on " + opt_.host +
+                           " (rank 0's log names the job it refused)");
 }
 
 TcpStore::~TcpStore() {
@@ -200,7 +198,26 @@ std::string TcpStore::request(const std::string& payload, std::chrono::milliseco
   if (!send_msg(fd_, payload) || !recv_msg(fd_, resp, deadline) || resp.empty())
     throw RendezvousError("rendezvous: lost the connection to the store at " + endpoint() +
                           " (rank 0 exited?)");
+  if (resp[0] == kRefused) {
+    Reader r{resp, 1};
+    std::string who = r.str(), reason = r.str();
+    throw RankRefusedError("rendezvous: " + (r.bad ? std::string("a rank") : who) + " refused to join the job: " +
+                           (r.bad ? std::string("(no reason given)") : reason));
+  }
+  if (resp[0] == kFull) {
+    Reader r{resp, 1};
+    throw RendezvousError(fmt::format("rendezvous: the store at {} is full (its keys and values may hold {} bytes)",
+                                      endpoint(), r.i64()));
+  }
   return resp;
+}
+
+void TcpStore::refuse(const std::string& who, const std::string& reason) {
+  std::string m(1, static_cast<char>(kRefuse));
+  put_str(m, prefix_);
+  put_str(m, who);
+  put_str(m, reason.substr(0, 4096));
+  request(m, std::chrono::milliseconds(0));
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {
@@ -306,6 +323,12 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   put_i64(m, delta);
   std::string resp = request(m, std::chrono::milliseconds(0));
   Reader r{resp, 1};
+  if (resp[0] == kNotACounter) {
+    std::string value = r.str();
+    throw RendezvousError(fmt::format("rendezvous: add of {} to key '{}' refused by the store at {}: its value '{}' "
+                                      "is not an integer, or the sum does not fit 64 bits (the value is unchanged)",
+                                      delta, key, endpoint(), value));
+  }
   int64_t v = r.i64();
   if (resp[0] != kOk || r.bad)
     throw RendezvousError("rendezvous: add on key '" + key + "' failed at " + endpoint());

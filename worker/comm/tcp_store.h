@@ -6,7 +6,8 @@
 // format is comm/tcp_store_wire.h.
 //
 // Invariants: a client only talks to a server holding the same token (checked
-// once at connect; a mismatch is an immediate RendezvousError, never retried);
+// once at connect; a mismatch is an immediate RendezvousError, never retried,
+// and the refusal tells the client nothing about the store or its job);
 // every client key is prefixed with "attempt/<WEFT_ATTEMPT>/" so two attempts
 // of a job never see each other's keys; clients retry DNS resolution and
 // connect with backoff until the rendezvous timeout, so ranks may start in any
@@ -19,7 +20,16 @@
 // presented its token within hello_timeout is closed, and at most
 // max_pending such connections are held (a new one displaces the oldest).
 // Once the gang has formed (close_membership) new connections are refused;
-// the members already connected are still served.
+// the members already connected are still served. Members are bounded too:
+// the keys and values held together stay under max_bytes (a set or add past
+// it is refused, the store unchanged), and an add that would overflow int64
+// is refused.
+//
+// A rank that will not join (bad config, launch environment or device; a
+// RANK given twice, a WORLD_SIZE unlike rank 0's) posts a refusal (refuse()):
+// every read still waiting in its attempt, and every later one, is answered
+// with it, so the gang exits 1 naming the rank and its reason within seconds
+// instead of waiting out the rendezvous timeout (comm/rendezvous_refusal.h).
 //
 // Cost at N ranks (docs/scale.md, "Rendezvous store"): one event costs work
 // for the connection it concerns only. A parked get, wait or multi_get is
@@ -55,18 +65,37 @@ struct TokenRejectedError : RendezvousError {
   using RendezvousError::RendezvousError;
 };
 
+// A rank of this gang refused to join and said why (TcpStore::refuse): bad
+// input somewhere in the gang, not a lost peer, so every rank exits 1. The
+// message names the rank and its reason.
+struct RankRefusedError : CommError {
+  using CommError::CommError;
+};
+
 // Largest hello a client may send (token and job description).
 inline constexpr uint32_t kMaxHello = 4096;
 // Largest request or reply after the token check: values are addresses and
 // ids, never training data.
 inline constexpr uint32_t kMaxStoreValue = 16u << 20;
 
-// The job a store or a rank belongs to, as a short non-secret description
-// ("world 4, launched by pid 812"). A rank whose token is refused compares it
-// with the store's to tell a port shared with another job from a wrong token.
-// Empty: unknown (no comparison).
+// What the keys and values of a gang of `world` ranks with comm.lanes `lanes`
+// may take in the store: a floor for the small records every gang writes,
+// plus, per rank, its Gloo address records (five groups, one cell per peer
+// and mesh; docs/scale.md) and a few KiB of settings, verdicts and claims.
+inline constexpr size_t kStoreFloorBytes = 64u << 20;
+constexpr size_t store_bytes_for(size_t world, size_t lanes) {
+  return kStoreFloorBytes + world * (5 * (256 + 2 * (lanes + 1) * world) + 4096);
+}
+
 struct TcpStoreServerOptions {
+  // The job the store belongs to, as a short description ("world 4,
+  // launched by pid 812"), for rank 0's log only: a rank whose token is
+  // refused is logged with its own, so the log tells a port shared with
+  // another job from a wrong token. Never sent to a client.
   std::string job;
+  // Keys and values held at once, each entry counted with 64 bytes of
+  // bookkeeping; a set or add past it is refused.
+  size_t max_bytes = kStoreFloorBytes;
   // A connection must have presented its token within this time.
   std::chrono::milliseconds hello_timeout{5000};
   // Connections still before their token check held at once.
@@ -90,12 +119,28 @@ class TcpStoreServer {
   // connected keep being served.
   void close_membership();
 
-  // Connections open now, and how many of them have passed the token check.
+  // Connections open now, how many of them have passed the token check, the
+  // bytes the keys and values hold (as max_bytes counts them), and how many
+  // connections have posted a refusal or been answered with one.
   struct Counts {
     size_t open = 0;
     size_t members = 0;
+    size_t bytes = 0;
+    size_t heard_refusal = 0;
+    size_t members_unheard = 0;  // after a refusal: members not told yet
   };
   Counts counts() const;
+
+  // After a refusal: waits until `connections` connections have posted one or
+  // been told (every rank of the gang, rank 0's own client included) and no
+  // member still connected has not, so that a rank 0 on its way out leaves
+  // its store up long enough for the others to learn why. Gives up at
+  // `limit`, or once every connected member has heard and nothing has
+  // changed for `settle` (a rank 0 whose WORLD_SIZE is larger than the gang
+  // would otherwise wait out `limit` for ranks that do not exist). True when
+  // `connections` heard.
+  bool wait_until_heard(size_t connections, std::chrono::milliseconds limit,
+                        std::chrono::milliseconds settle = std::chrono::seconds(5)) const;
 
  private:
   struct Conn;
@@ -111,6 +156,9 @@ class TcpStoreServer {
   std::string wait_key(const Conn& c, size_t j) const;
   void answer(Conn& c, bool timed_out);
   void key_written(const std::string& key);
+  bool store_value(Conn& c, const std::string& key, std::string value, std::string& resp);
+  void refuse(Conn& c, std::string scope, std::string who, std::string reason);
+  bool answer_if_refused(Conn& c, const std::string& key);
   void expire_deadlines();
   void flush(Conn& c);
   void close_conn(Conn& c);
@@ -138,7 +186,7 @@ struct StoreOptions {
   std::string host;       // MASTER_ADDR (name or address)
   uint16_t port = 0;      // MASTER_PORT
   std::string token;      // WEFT_RDZV_TOKEN (may be empty; must match the server's)
-  std::string job;        // this rank's job description (TcpStoreServerOptions::job)
+  std::string job;        // this rank's job description, for rank 0's log (TcpStoreServerOptions::job)
   int attempt = 0;        // WEFT_ATTEMPT -> key prefix
   std::chrono::milliseconds timeout{600000};  // rendezvous timeout
 };
@@ -147,8 +195,9 @@ class TcpStore {
  public:
   // Connects (retrying DNS and connect with backoff until options.timeout) and
   // presents the token. Throws RendezvousError on timeout or when the gang
-  // has already formed, TokenRejectedError when the token is refused (the
-  // message says whether the store belongs to another job).
+  // has already formed, TokenRejectedError when the token is refused.
+  // Every read below throws RankRefusedError once a rank of this attempt has
+  // refused to join (refuse()).
   explicit TcpStore(StoreOptions options);
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
@@ -179,7 +228,13 @@ class TcpStore {
   std::vector<std::string> gather_column(const std::string& prefix, uint32_t n, uint32_t self, uint32_t head,
                                          uint32_t width, std::chrono::milliseconds timeout);
   // Adds delta to the integer at key (missing = 0) and returns the new value.
+  // Throws RendezvousError when the value is not an integer or the sum
+  // would overflow int64 (the value stays), or the store is full.
   int64_t add(const std::string& key, int64_t delta);
+  // This rank (`who`: "rank 3") will not join, because of `reason`: every
+  // rank of this attempt waiting in the store, and every one that reads it
+  // later, gets RankRefusedError naming both.
+  void refuse(const std::string& who, const std::string& reason);
   // Waits until all keys exist; throws RendezvousError naming a missing key.
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 

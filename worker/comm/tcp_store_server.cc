@@ -19,11 +19,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -48,6 +50,19 @@ bool same_secret(const std::string& a, const std::string& b) {
     diff |= x ^ y;
   }
   return diff == 0;
+}
+
+// What an entry costs against max_bytes: its bytes and the map's bookkeeping,
+// so that a flood of empty keys is bounded too.
+size_t entry_bytes(const std::string& key, const std::string& value) { return key.size() + value.size() + 64; }
+
+// The integer an add starts from: a missing or empty value is 0; anything but
+// a whole decimal number is not a counter.
+bool counter_value(const std::string& v, int64_t* out) {
+  *out = 0;
+  if (v.empty()) return true;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  return ec == std::errc() && end == v.data() + v.size();
 }
 
 }  // namespace
@@ -78,6 +93,10 @@ struct TcpStoreServer::Conn {
 
 struct TcpStoreServer::State {
   std::unordered_map<std::string, std::string> kv;
+  size_t bytes = 0;  // entry_bytes of every kv entry
+  // Refusals by scope (an attempt's key prefix): (who, reason) of the first.
+  std::map<std::string, std::pair<std::string, std::string>> refusals;
+  std::unordered_set<uint64_t> heard;  // connections that posted or were told a refusal
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
   // key -> parked requests (connection id, wait_seq) whose first missing key it is.
   std::unordered_map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> waiters;
@@ -180,6 +199,30 @@ void TcpStoreServer::publish_counts() {
   std::lock_guard<std::mutex> lk(counts_mu_);
   counts_.open = st_->conns.size() - st_->dead.size();
   counts_.members = st_->members;
+  counts_.bytes = st_->bytes;
+  counts_.heard_refusal = st_->heard.size();
+  // Only after a refusal: a walk over every connection is no cost per event
+  // then.
+  counts_.members_unheard = 0;
+  if (!st_->refusals.empty())
+    for (const auto& [id, c] : st_->conns)
+      counts_.members_unheard += c->fd >= 0 && c->member && !st_->heard.count(id);
+}
+
+bool TcpStoreServer::wait_until_heard(size_t connections, std::chrono::milliseconds limit,
+                                      std::chrono::milliseconds settle) const {
+  const auto until = Clock::now() + limit;
+  Counts last = counts();
+  auto changed = Clock::now();
+  for (Counts n = last; n.heard_refusal < connections || n.members_unheard > 0; n = counts()) {
+    const auto now = Clock::now();
+    if (n.heard_refusal != last.heard_refusal || n.open != last.open) changed = now;
+    last = n;
+    if (now >= until) return false;
+    if (n.members_unheard == 0 && now - changed >= settle) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 // Refusals are logged at most once a second: a flood must not flood the log.
@@ -290,10 +333,15 @@ void TcpStoreServer::hello(Conn& c, const std::string& msg) {
     log_refusal("refused " + c.peer + ": its first message is not a hello");
     resp.push_back(static_cast<char>(kBadRequest));
   } else if (!same_secret(tok, token_)) {
+    // The reply is the status alone: whoever reaches the port learns nothing
+    // of this job. The log (rank 0's) tells another job from a wrong token.
+    const bool other_job = !job.empty() && !opt_.job.empty() && job != opt_.job;
     log_refusal("refused " + c.peer + ": wrong " + contract::kEnvRdzvToken +
-                (job.empty() ? std::string() : " (its job: " + job + ")"));
+                (job.empty() ? std::string()
+                 : other_job ? " (its job: " + job + "; this store's: " + opt_.job +
+                                   ": another job shares " + contract::kEnvMasterPort + ")"
+                             : " (its job: " + job + ")"));
     resp.push_back(static_cast<char>(kBadToken));
-    put_str(resp, opt_.job);
   } else if (membership_closed_) {
     log_refusal("refused " + c.peer + ": the gang has formed; the store takes no new members");
     resp.push_back(static_cast<char>(kMembershipClosed));
@@ -315,19 +363,26 @@ void TcpStoreServer::handle(Conn& c, const std::string& req) {
   if (cmd == kSet) {
     std::string key = r.str(), value = r.str();
     if (r.bad) return void(c.closing = true);
-    st_->kv[key] = std::move(value);
-    key_written(key);
-    resp.push_back(static_cast<char>(kOk));
+    if (store_value(c, key, std::move(value), resp)) resp.push_back(static_cast<char>(kOk));
   } else if (cmd == kAdd) {
     std::string key = r.str();
     int64_t delta = r.i64();
     if (r.bad) return void(c.closing = true);
-    std::string& v = st_->kv[key];
-    int64_t now = std::strtoll(v.c_str(), nullptr, 10) + delta;
-    v = std::to_string(now);
-    key_written(key);
+    auto it = st_->kv.find(key);
+    const std::string old = it == st_->kv.end() ? std::string() : it->second;
+    int64_t now = 0;
+    if (!counter_value(old, &now) || __builtin_add_overflow(now, delta, &now)) {
+      resp.push_back(static_cast<char>(kNotACounter));
+      put_str(resp, old.substr(0, 64));
+    } else if (store_value(c, key, std::to_string(now), resp)) {
+      resp.push_back(static_cast<char>(kOk));
+      put_i64(resp, now);
+    }
+  } else if (cmd == kRefuse) {
+    std::string scope = r.str(), who = r.str(), reason = r.str();
+    if (r.bad) return void(c.closing = true);
+    refuse(c, std::move(scope), std::move(who), std::move(reason));
     resp.push_back(static_cast<char>(kOk));
-    put_i64(resp, now);
   } else if (cmd == kGather) {
     c.gather_prefix = r.str();
     c.gather_n = r.u32();
@@ -336,6 +391,7 @@ void TcpStoreServer::handle(Conn& c, const std::string& req) {
     c.gather_width = r.u32();
     int64_t wait_ms = r.i64();
     if (r.bad || c.gather_self >= c.gather_n) return void(c.closing = true);
+    if (answer_if_refused(c, c.gather_prefix)) return;
     return park(c, cmd, {}, wait_ms);
   } else if (cmd == kGet || cmd == kWait || cmd == kMultiGet) {
     std::vector<std::string> keys;
@@ -354,12 +410,65 @@ void TcpStoreServer::handle(Conn& c, const std::string& req) {
     }
     int64_t wait_ms = r.i64();
     if (r.bad) return void(c.closing = true);
+    if (answer_if_refused(c, keys.empty() ? std::string() : keys[0])) return;
     return park(c, cmd, std::move(keys), wait_ms);
   } else {
     resp.push_back(static_cast<char>(kBadRequest));
   }
   c.out += framed(resp);
   st_->touch(c);
+}
+
+// Writes key = value unless the store would then hold more than max_bytes;
+// then `resp` says so and nothing changes. True: written.
+bool TcpStoreServer::store_value(Conn& c, const std::string& key, std::string value, std::string& resp) {
+  auto it = st_->kv.find(key);
+  const size_t old = it == st_->kv.end() ? 0 : entry_bytes(key, it->second);
+  const size_t now = entry_bytes(key, value);
+  if (st_->bytes - old + now > opt_.max_bytes) {
+    log_refusal(fmt::format("refused {} bytes under '{}' from {}: the store holds {} of its {} bytes", value.size(),
+                            key, c.peer, st_->bytes, opt_.max_bytes));
+    resp.push_back(static_cast<char>(kFull));
+    put_i64(resp, static_cast<int64_t>(opt_.max_bytes));
+    return false;
+  }
+  st_->bytes = st_->bytes - old + now;
+  if (it == st_->kv.end()) st_->kv.emplace(key, std::move(value));
+  else it->second = std::move(value);
+  key_written(key);
+  return true;
+}
+
+// A rank will not join: the first refusal under a scope is kept, and every
+// request parked under it is answered with it now.
+void TcpStoreServer::refuse(Conn& c, std::string scope, std::string who, std::string reason) {
+  st_->heard.insert(c.id);
+  if (st_->refusals.count(scope)) return;
+  spdlog::warn("rendezvous store: {} refused to join: {}", who, reason);
+  st_->refusals.emplace(std::move(scope), std::make_pair(std::move(who), std::move(reason)));
+  for (auto& [id, other] : st_->conns)
+    if (other->fd >= 0 && other->waiting)
+      answer_if_refused(*other, other->wait_cmd == kGather ? other->gather_prefix : other->wait_keys.at(0));
+}
+
+// Answers c's read with the refusal whose scope `key` falls under, if any
+// (a parked read is unparked). True: answered.
+bool TcpStoreServer::answer_if_refused(Conn& c, const std::string& key) {
+  auto it = st_->refusals.begin();  // one per attempt at most, in practice one
+  while (it != st_->refusals.end() && key.compare(0, it->first.size(), it->first) != 0) ++it;
+  if (it == st_->refusals.end()) return false;
+  if (c.waiting) {
+    st_->deadlines.erase(c.deadline);
+    c.waiting = false;
+    c.wait_keys.clear();
+  }
+  std::string resp(1, static_cast<char>(kRefused));
+  put_str(resp, it->second.first);
+  put_str(resp, it->second.second);
+  c.out += framed(resp);
+  st_->heard.insert(c.id);
+  st_->touch(c);
+  return true;
 }
 
 // Parks a get, wait or multi_get until its keys exist or its deadline; answers

@@ -5,10 +5,14 @@
 // Every message is a u32 length (host order; both ends are the same build)
 // followed by that many bytes. Requests start with a command byte, replies
 // with a status byte. Strings are a u32 length and the bytes.
-//   hello     : kHello str token, str job          -> status [str job]
-//   set       : kSet str key, str value             -> status
+//   hello     : kHello str token, str job          -> status (a refused token
+//               is answered with the status byte alone: nothing about the
+//               store before the token check)
+//   set       : kSet str key, str value             -> status | kFull i64 limit
 //   get       : kGet str key, i64 wait_ms           -> status str value | kTimedOut
-//   add       : kAdd str key, i64 delta             -> status i64 value
+//   add       : kAdd str key, i64 delta             -> status i64 value | kFull i64 limit
+//               | kNotACounter str value (not an integer, or value + delta
+//               overflows int64: refused, the value unchanged)
 //   wait      : kWait u32 n, n x str key, i64 ms    -> status | kTimedOut str missing
 //   multi_get : kMultiGet u32 n, n x (str key, u32 offset, u32 length), i64 ms
 //               -> status u32 n, n x str bytes [offset, offset+length) of the
@@ -22,6 +26,11 @@
 //               | kTimedOut str missing
 //               Each rank published a row of a matrix (a header and one cell
 //               per peer); a rank reads its column in a request of O(1) bytes.
+//   refuse    : kRefuse str scope, str who, str reason -> status
+//               a rank will not join: every get, wait, multi_get and gather
+//               whose (first) key starts with `scope` (the attempt's prefix),
+//               parked now or sent later, is answered kRefused str who,
+//               str reason of the first refusal under that scope.
 #pragma once
 
 #include <arpa/inet.h>
@@ -34,11 +43,16 @@
 
 namespace weft::comm::store_wire {
 
-enum Cmd : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kWait = 5, kMultiGet = 6, kGather = 7 };
+enum Cmd : uint8_t {
+  kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kWait = 5, kMultiGet = 6, kGather = 7, kRefuse = 8
+};
 // A multi_get length that asks for the rest of the value.
 inline constexpr uint32_t kWholeValue = 0xffffffffu;
 
-enum Status : uint8_t { kOk = 0, kTimedOut = 1, kBadToken = 2, kBadRequest = 3, kMembershipClosed = 4 };
+enum Status : uint8_t {
+  kOk = 0, kTimedOut = 1, kBadToken = 2, kBadRequest = 3, kMembershipClosed = 4,
+  kFull = 5, kNotACounter = 6, kRefused = 7
+};
 
 inline void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
 inline void put_i64(std::string& s, int64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
