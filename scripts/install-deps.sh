@@ -10,7 +10,7 @@ build_pkgs=(
   build-essential cmake pkg-config git ccache
   libopenblas-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev prometheus-cpp-dev libcpprest-dev libssl-dev zlib1g-dev
+  libgloo-dev prometheus-cpp-dev libcpprest-dev libcurl4-openssl-dev libssl-dev zlib1g-dev
 )
 # victoria-metrics: the scraper with Kubernetes discovery (Debian's prometheus
 # has none) that the end-to-end tests and `make cluster-up` run on loopback.

@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
+#include "kube/base64.h"
 #include "small_file.h"
 
 namespace weft::kube {
@@ -20,23 +22,10 @@ std::string read_file(const std::string& path, const std::string& what) {
   return std::move(f.text);
 }
 
-std::string base64_decode(const std::string& in, const std::string& what) {
-  static const std::string chars =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  int val = 0, bits = -8;
-  for (char c : in) {
-    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
-    auto pos = chars.find(c);
-    if (pos == std::string::npos) throw KubeConfigError(what + ": invalid base64 data");
-    val = (val << 6) + static_cast<int>(pos);
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(static_cast<char>((val >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return out;
+std::string decode_data(const std::string& in, const std::string& what) {
+  std::optional<std::string> bytes = base64_decode(in);
+  if (!bytes) throw KubeConfigError(what + ": invalid base64 data");
+  return std::move(*bytes);
 }
 
 std::string resolve(const std::string& path, const std::string& base_dir) {
@@ -47,7 +36,7 @@ std::string resolve(const std::string& path, const std::string& base_dir) {
 // Inline "-data" (base64) wins over the file form, as in client-go.
 std::string pem_field(const YAML::Node& node, const std::string& key, const std::string& base_dir,
                       const std::string& where) {
-  if (node[key + "-data"]) return base64_decode(node[key + "-data"].as<std::string>(), where + "." + key + "-data");
+  if (node[key + "-data"]) return decode_data(node[key + "-data"].as<std::string>(), where + "." + key + "-data");
   if (node[key]) return read_file(resolve(node[key].as<std::string>(), base_dir), where + "." + key);
   return "";
 }

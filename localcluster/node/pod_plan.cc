@@ -2,6 +2,8 @@
 
 #include <variant>
 
+#include "kube/base64.h"
+
 namespace weft::node {
 namespace {
 
@@ -90,24 +92,6 @@ std::string plan_projected(const Json& pod, const Json& projected, const ObjectL
 
 }  // namespace
 
-std::string base64_decode(const std::string& in) {
-  static const std::string chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  int val = 0, bits = -8;
-  for (unsigned char c : in) {
-    if (c == '=') break;
-    auto pos = chars.find(c);
-    if (pos == std::string::npos) continue;  // whitespace
-    val = (val << 6) + static_cast<int>(pos);
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(static_cast<char>((val >> bits) & 0xff));
-      bits -= 8;
-    }
-  }
-  return out;
-}
-
 std::string expand_vars(const std::string& s, const std::map<std::string, std::string>& vars) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -138,14 +122,14 @@ std::string expand_vars(const std::string& s, const std::map<std::string, std::s
 
 std::optional<std::string> object_key_value(const Json& obj, const std::string& key, bool is_secret) {
   if (is_secret) {
-    if (obj.contains("data") && obj["data"].contains(key)) return base64_decode(obj["data"][key].get<std::string>());
+    if (obj.contains("data") && obj["data"].contains(key)) return kube::base64_decode(obj["data"][key].get<std::string>());
     if (obj.contains("stringData") && obj["stringData"].contains(key))
       return obj["stringData"][key].get<std::string>();
     return std::nullopt;
   }
   if (obj.contains("data") && obj["data"].contains(key)) return obj["data"][key].get<std::string>();
   if (obj.contains("binaryData") && obj["binaryData"].contains(key))
-    return base64_decode(obj["binaryData"][key].get<std::string>());
+    return kube::base64_decode(obj["binaryData"][key].get<std::string>());
   return std::nullopt;
 }
 
@@ -163,8 +147,11 @@ std::variant<std::map<std::string, std::string>, std::string> volume_files(const
   }
   for (const char* field : {"data", "binaryData", "stringData"}) {
     if (!obj.contains(field) || !obj[field].is_object()) continue;
-    for (auto it = obj[field].begin(); it != obj[field].end(); ++it)
-      files[it.key()] = *object_key_value(obj, it.key(), is_secret);
+    for (auto it = obj[field].begin(); it != obj[field].end(); ++it) {
+      auto v = object_key_value(obj, it.key(), is_secret);
+      if (!v) return "key '" + it.key() + "' is not valid base64";
+      files[it.key()] = *v;
+    }
   }
   return files;
 }

@@ -100,7 +100,9 @@ std::variant<PodPlan, PlanError> plan_pod(const Json& pod, const ObjectLookup& l
 // left as written, `$$` becomes `$`.
 std::string expand_vars(const std::string& s, const std::map<std::string, std::string>& vars);
 
-// The value of a ConfigMap/Secret key as bytes (Secret data is base64).
+// The value of a ConfigMap/Secret key as bytes (Secret data and ConfigMap
+// binaryData are base64); nullopt when the key is missing or, which a real
+// API server never stores, its base64 does not decode.
 std::optional<std::string> object_key_value(const Json& obj, const std::string& key, bool is_secret);
 
 // Every key of a ConfigMap/Secret as relative file path -> bytes, honouring
@@ -111,7 +113,5 @@ std::variant<std::map<std::string, std::string>, std::string> volume_files(const
 // The container's grace period in seconds for a pod being deleted:
 // metadata.deletionGracePeriodSeconds, else spec.terminationGracePeriodSeconds, else 30.
 int grace_period_seconds(const Json& pod);
-
-std::string base64_decode(const std::string& in);
 
 }  // namespace weft::node

@@ -1,6 +1,8 @@
 // scrape() over real sockets: a scripted loopback server for the HTTP corner
-// cases, weft-worker's own metrics server fed by TrainMetrics, and a real
-// prometheus process's /metrics (chunked, from Go's net/http).
+// cases and for hostile servers (slow, idle, huge, garbage), weft-worker's
+// own metrics server fed by TrainMetrics (also scraped from many threads at
+// once), and a real prometheus process's /metrics (chunked, from Go's
+// net/http).
 #include "scrape/http_scraper.h"
 
 #include <gtest/gtest.h>
@@ -9,8 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <functional>
 #include <thread>
+#include <vector>
 
 #include "metrics/metrics_server.h"
 #include "metrics/train_metrics.h"
@@ -61,6 +66,52 @@ class OneShotServer {
 };
 
 Endpoint local(int port, std::string path = "/metrics") { return {"127.0.0.1", port, std::move(path)}; }
+
+// Reads the request head of one connection, then runs `serve` on its socket
+// until `serve` returns (a hostile server: it returns once a send fails,
+// that is once the client has hung up, or when stopped).
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::function<void(int fd, const std::atomic<bool>& stop)> serve)
+      : thread_([this, serve = std::move(serve)] {
+          int fd = listener_.accept();
+          if (fd < 0) return;
+          std::string head;
+          char buf[4096];
+          while (head.find("\r\n\r\n") == std::string::npos) {
+            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            head.append(buf, static_cast<size_t>(n));
+          }
+          serve(fd, stop_);
+          ::close(fd);
+        }) {}
+  ~ScriptedServer() {
+    stop_ = true;
+    listener_.shutdown();
+    if (thread_.joinable()) thread_.join();
+  }
+  int port() const { return listener_.port(); }
+
+ private:
+  weft::testing::Listener listener_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Sends `head`, then `piece` every `every` until the client hangs up.
+ScriptedServer endless(std::string head, std::string piece, std::chrono::milliseconds every = 0ms) {
+  return ScriptedServer([head = std::move(head), piece = std::move(piece), every](int fd,
+                                                                                   const std::atomic<bool>& stop) {
+    if (!weft::testing::send_all(fd, head)) return;
+    while (!stop && weft::testing::send_all(fd, piece))
+      if (every > 0ms) std::this_thread::sleep_for(every);
+  });
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 TEST(HttpScraper, ContentLengthBodyAndTheRequestItSends) {
   const std::string body = "# TYPE up gauge\nup 1\n";
@@ -120,6 +171,69 @@ TEST(HttpScraper, FailuresNameTheUrl) {
   EXPECT_EQ((Endpoint{"fd00::1", 9400, "/metrics"}).url(), "http://[fd00::1]:9400/metrics");
 }
 
+// A server that drips its body forever is cut off at the whole-request
+// deadline, not at a per-read idle timeout it keeps resetting.
+TEST(HttpScraperHostile, SlowDripEndsAtTheDeadline) {
+  ScriptedServer server = endless("HTTP/1.1 200 OK\r\n\r\n", "#", 20ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  ScrapeResult r = scrape(local(server.port()), 500ms);
+  EXPECT_NE(r.error.find("timed out"), std::string::npos) << r.error;
+  EXPECT_LT(seconds_since(t0), 3.0);
+}
+
+TEST(HttpScraperHostile, IdleAfterTheHeadTimesOut) {
+  ScriptedServer server([](int fd, const std::atomic<bool>& stop) {
+    weft::testing::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nup");
+    while (!stop) std::this_thread::sleep_for(10ms);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  HttpResponse r = http_get(local(server.port()), 300ms);
+  EXPECT_NE(r.error.find("timed out"), std::string::npos) << r.error;
+  EXPECT_EQ(r.status, 0) << "an incomplete response has no status";
+  EXPECT_LT(seconds_since(t0), 3.0);
+}
+
+// A declared length over the limit is refused before any body is read.
+TEST(HttpScraperHostile, HugeContentLengthIsRefused) {
+  ScriptedServer server = endless("HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n",
+                                  std::string(65536, 'x'));
+  ScrapeResult r = scrape(local(server.port()), 10s);
+  EXPECT_NE(r.error.find("body larger than " + std::to_string(kMaxBodyBytes) + " bytes"), std::string::npos)
+      << r.error;
+}
+
+// Bodies without a declared length (chunked, read-to-close) that never end
+// are cut off at the limit instead of growing the operator without bound.
+TEST(HttpScraperHostile, EndlessBodiesAreCutOffAtTheLimit) {
+  {
+    ScriptedServer server =
+        endless("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "8000\r\n" + std::string(0x8000, 'x') + "\r\n");
+    HttpResponse r = http_get(local(server.port()), 10s, /*max_body=*/1 << 20);
+    EXPECT_NE(r.error.find("body larger than 1048576 bytes"), std::string::npos) << r.error;
+    EXPECT_TRUE(r.body.empty());
+  }
+  {
+    ScriptedServer server = endless("HTTP/1.1 200 OK\r\n\r\n", std::string(65536, '#'));
+    ScrapeResult r = scrape(local(server.port()), 20s);  // the default limit
+    EXPECT_NE(r.error.find("body larger than"), std::string::npos) << r.error;
+  }
+}
+
+TEST(HttpScraperHostile, GarbageIsAnErrorNamingTheUrl) {
+  const std::string url_part = "http://127.0.0.1:";
+  for (const std::string& garbage : {
+           std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n"),
+           std::string("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nup 1\n\r\n0\r\n\r\n"),
+           std::string("HTTP/1.1 200 OK\r\nX-Long: ") + std::string(1 << 20, 'h') + "\r\n\r\nup 1\n",
+       }) {
+    OneShotServer server(garbage);
+    HttpResponse r = http_get(local(server.port()), 5s);
+    EXPECT_FALSE(r.error.empty()) << garbage.substr(0, 40);
+    EXPECT_NE(r.error.find(url_part), std::string::npos) << r.error;
+    EXPECT_EQ(r.status, 0);
+  }
+}
+
 // The worker's metrics as weft-worker serves them: TrainMetrics fed one step
 // report, behind the worker's MetricsServer.
 TEST(HttpScraper, WeftWorkerMetricsServer) {
@@ -148,6 +262,30 @@ TEST(HttpScraper, WeftWorkerMetricsServer) {
   EXPECT_DOUBLE_EQ(*r.metrics.value("weft_exposed_comm_seconds_total", {{"rank", "1"}, {"group", "dp"}}), 0.05);
   EXPECT_EQ(r.metrics.families.at("weft_step_seconds").type, MetricType::Histogram);
   EXPECT_EQ(r.metrics.find("weft_bucket_reduce_last_seconds", rank1).size(), 3u);
+}
+
+// The scrape poller reads every rank at once: calls on many threads share
+// nothing (one libcurl handle each).
+TEST(HttpScraper, ManyThreadsAtOnce) {
+  WorkerConfig cfg;
+  TrainMetrics metrics(cfg, /*rank=*/0, /*world=*/1);
+  StepReport step;
+  step.step = 7;
+  step.total_steps = 10;
+  step.step_seconds = 0.1;
+  metrics.on_step(step);
+  MetricsServer server(metrics.registry(), "127.0.0.1", 0);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        ScrapeResult r = scrape(local(server.port()), 10s);
+        if (r.ok() && r.metrics.value("weft_step", {{"rank", "0"}}) == 7) ++ok;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 16 * 5);
 }
 
 // A real prometheus answers its own /metrics with client_golang's text
