@@ -15,19 +15,22 @@ StreamTimer::StreamTimer(Device device) : device_(device), host_start_(std::chro
 #endif
 }
 
+namespace {
+thread_local double host_wait_seconds = 0;
+}  // namespace
+
 double StreamTimer::stop() {
-  if (device_ == Device::CPU)
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
+  if (device_ == Device::CPU) {
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count();
+    host_wait_seconds += waited;
+    return waited;
+  }
 #ifdef WEFT_HAVE_CUDA
   return cuda::seconds_since(start_event_, cuda::record_event());
 #else
   return 0;
 #endif
 }
-
-namespace {
-thread_local double host_wait_seconds = 0;
-}  // namespace
 
 double host_wait_seconds_of_this_thread() { return host_wait_seconds; }
 

@@ -21,7 +21,8 @@ class StreamTimer {
   // thread's compute stream.
   explicit StreamTimer(Device device);
   // Seconds from the start to now on the same timeline; on a GPU records the
-  // end event and waits for it.
+  // end event and waits for it. On the CPU the interval is a wait of this
+  // thread: host_wait_seconds_of_this_thread() grows by it. Call once.
   double stop();
 
  private:
@@ -37,8 +38,8 @@ class StreamTimer {
 // a GPU time() records an event on the compute stream before and after the
 // wait and nothing blocks; take_seconds() waits for the last event and sums
 // the intervals, which is how long the stream stood still for communication.
-// Host seconds the calling thread has spent in StreamWaits::time() on the CPU
-// since it started; monotonic. The trainer reads it around its compute phases
+// Host seconds the calling thread has spent in StreamWaits::time() and
+// StreamTimer intervals on the CPU since it started; monotonic. The trainer reads it around its compute phases
 // (forward, backward, optimizer) and takes the waits inside a phase out of it,
 // since those waits are the strategy's exposed communication
 // (StepCommStats::exposed_seconds), a phase of their own. Per thread because

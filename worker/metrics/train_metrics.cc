@@ -84,11 +84,16 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
               .Add({}, duration_buckets())),
       phase_family_(
           counters(*registry_, rank, cm::kPhaseSeconds,
-                   "Seconds spent per step phase, summing to the step's wall time: data, forward, "
-                   "backward and optimizer (clip + update), each compute only; exposed_comm "
+                   "Seconds spent per step phase, each measured, summing to the step's wall time: data, "
+                   "forward, backward and optimizer (clip + update), each compute only; exposed_comm "
                    "(compute waiting for communication, wherever it waited); other (rest of the "
                    "step: step agreement, loss all-reduce)")),
-      phase_other_(phase_family_.Add({{cm::kLabelPhase, cm::kPhaseOther}})),
+      unaccounted_family_(counters(*registry_, rank, "weft_phase_unaccounted_seconds_total",
+                                   "Seconds by which the phases of the steps missed (kind missing: time in no "
+                                   "phase) or exceeded (kind excess: time counted twice) their wall time; 0 "
+                                   "on the CPU up to clock reads (docs/metrics.md)")),
+      unaccounted_missing_(unaccounted_family_.Add({{"kind", "missing"}})),
+      unaccounted_excess_(unaccounted_family_.Add({{"kind", "excess"}})),
       tokens_per_second_(gauges(*registry_, rank, cm::kTokensPerSecond,
                                 "Tokens per second of the whole job in the last step")
                              .Add({})),
@@ -177,7 +182,8 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
              {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseForward}}), &StepReport::forward_seconds},
              {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseBackward}}), &StepReport::backward_seconds},
              {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseOptimizer}}), &StepReport::optimizer_seconds},
-             {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseExposedComm}}), &StepReport::exposed_comm_seconds}};
+             {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseExposedComm}}), &StepReport::exposed_comm_seconds},
+             {&phase_family_.Add({{cm::kLabelPhase, cm::kPhaseOther}}), &StepReport::other_seconds}};
   auto& memory = gauges(*registry_, rank, "weft_memory_bytes",
                         "Bytes this rank holds per kind: param, grad, optimizer, activation (and isp_pool "
                         "with strategy isp: the gathered full weights of two blocks; device_held and "
@@ -226,10 +232,10 @@ void TrainMetrics::on_step(const StepReport& r) {
     advance(*counter, r.*field);
     accounted += r.*field;
   }
-  // "other" closes the breakdown so the phases of a step sum to its wall time.
-  // The trainer's phases are compute only and exposed comm is every wait, so
-  // it is not negative; a counter cannot go down, should a clock's grain say so.
-  advance(phase_other_, r.step_seconds - accounted);
+  // Every phase is measured ("other" too), so nothing makes them sum to the
+  // wall time but their being right: what they miss or count twice is kept.
+  advance(unaccounted_missing_, r.step_seconds - accounted);
+  advance(unaccounted_excess_, accounted - r.step_seconds);
   tokens_per_second_.Set(r.tokens_per_second);
   mfu_.Set(r.mfu);
   loss_.Set(r.loss);

@@ -101,7 +101,11 @@ class TrainMetrics : public StepObserver {
   prometheus::Histogram& step_seconds_;
   prometheus::Family<prometheus::Counter>& phase_family_;
   std::vector<std::pair<prometheus::Counter*, double StepReport::*>> phases_;
-  prometheus::Counter& phase_other_;
+  // A step's wall time its phases missed (kind "missing") or exceeded
+  // ("excess"): nothing closes the breakdown, so misaccounting shows here.
+  prometheus::Family<prometheus::Counter>& unaccounted_family_;
+  prometheus::Counter& unaccounted_missing_;
+  prometheus::Counter& unaccounted_excess_;
   prometheus::Gauge& tokens_per_second_;
   prometheus::Gauge& mfu_;
   prometheus::Gauge& loss_;

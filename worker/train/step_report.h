@@ -19,13 +19,16 @@ struct StepReport {
   double tokens_per_second = 0;  // all ranks
   double mfu = 0;              // model FLOPs utilisation vs the configured peak, 0 if unknown
   int64_t tokens = 0;          // tokens this step, all ranks
-  // Phase times of this step (seconds). exposed_comm is the time compute
-  // waited for communication, wherever it waited (ZeRO's gathers in forward
-  // and its norm in the optimizer, ISP's gathers and all-to-alls in forward
-  // and backward); data, forward, backward and optimizer are compute only,
-  // so these and "other" (step_seconds less them) sum to step_seconds.
+  // Phase times of this step (seconds), each measured (train/step_clock.h).
+  // exposed_comm is the time compute waited for communication, wherever it
+  // waited (ZeRO's gathers in forward and its norm in the optimizer, ISP's
+  // gathers and all-to-alls in forward and backward); data, forward,
+  // backward and optimizer are compute only; other is the rest of the step
+  // (step agreement, prepare_step, zeroing gradients, the loss all-reduce,
+  // the device finishing the step), less its waits. They sum to step_seconds
+  // within phase_sum_tolerance; a step they miss by more is misaccounted.
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,
-         exposed_comm_seconds = 0;
+         exposed_comm_seconds = 0, other_seconds = 0;
   // Gradient sync (empty / zero when training alone).
   std::string sync_group;      // e.g. "dp"
   double comm_seconds = 0;     // collectives' run time this step

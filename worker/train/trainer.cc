@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "config/hf_config.h"
 #include "kernels/stream_timer.h"
@@ -30,22 +33,24 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// A compute phase of the step (forward, backward, optimizer): its wall time
-// less the strategy's waits for communication inside it (ZeRO's gathers and
-// norm, ISP's weight gathers, reduce-scatters and all-to-alls), which the
-// strategy reports as its exposed communication. The phases and exposed comm
-// then sum to the step's wall time, each wait counted once (docs/metrics.md).
-class PhaseClock {
- public:
-  PhaseClock() : start_(Clock::now()), waited_(ops::host_wait_seconds_of_this_thread()) {}
-  double compute_seconds() const {
-    return seconds_since(start_) - (ops::host_wait_seconds_of_this_thread() - waited_);
-  }
-
- private:
-  Clock::time_point start_;
-  double waited_;
-};
+// Test hook: WEFT_TEST_DROP_PHASE names a phase (data, forward, backward,
+// optimizer, exposed_comm, other) that every step then reports as 0, as a
+// trainer that forgot to time it would. tests/metrics/phase_sum_test.cc's
+// negative control: its per-step check must catch it.
+double StepReport::*dropped_phase_for_test() {
+  const char* name = std::getenv("WEFT_TEST_DROP_PHASE");
+  if (!name || !*name) return nullptr;
+  const std::pair<const char*, double StepReport::*> phases[] = {
+      {"data", &StepReport::data_seconds},           {"forward", &StepReport::forward_seconds},
+      {"backward", &StepReport::backward_seconds},   {"optimizer", &StepReport::optimizer_seconds},
+      {"exposed_comm", &StepReport::exposed_comm_seconds}, {"other", &StepReport::other_seconds}};
+  for (const auto& [phase, field] : phases)
+    if (std::string_view(name) == phase) {
+      spdlog::warn("WEFT_TEST_DROP_PHASE={}: every step reports its {} time as 0 (a test hook)", name, name);
+      return field;
+    }
+  return nullptr;
+}
 
 std::string hms(double s) {
   long t = std::lround(std::max(0.0, s));
@@ -103,6 +108,7 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
   }
   checkpoints_ = std::make_unique<RunCheckpoints>(cfg_, checkpoint_dir(), sync_->state(), model_, via_full(),
                                                   rank_.rank, rank_.world, rank_.dp.get());
+  dropped_phase_ = dropped_phase_for_test();
 }
 
 Trainer::~Trainer() = default;
@@ -327,7 +333,7 @@ EvalResult Trainer::evaluate_hf(const std::string& dir, const std::atomic<int>* 
   return evaluate(stop);
 }
 
-std::optional<double> Trainer::forward_backward(int64_t step, TrainSummary& s, const std::atomic<int>* stop) {
+std::optional<double> Trainer::forward_backward(int64_t step, StepClock& clock, const std::atomic<int>* stop) {
   const TrainConfig& t = cfg_.train;
   const int B = t.micro_batch, T = t.seq_len / sp();
   const float loss_scale = 1.0f / (float(B) * T * t.grad_accum);
@@ -335,16 +341,14 @@ std::optional<double> Trainer::forward_backward(int64_t step, TrainSummary& s, c
   double loss = 0;
   for (int micro = 0; micro < t.grad_accum; ++micro) {
     sync_->begin_micro_batch(micro + 1 == t.grad_accum);
-    const PhaseClock data;
+    clock.lap(&StepPhases::other);
     const int32_t *in = nullptr, *tgt = nullptr;
     read_micro_batch(step, micro, in, tgt);
-    s.data_seconds += data.compute_seconds();
-    const PhaseClock forward;
+    clock.lap(&StepPhases::data);
     loss += model_.forward(in, tgt, B, T, doc_starts()) / t.grad_accum;
-    s.forward_seconds += forward.compute_seconds();
-    const PhaseClock backward;
+    clock.lap(&StepPhases::forward);
     model_.backward(loss_scale, [this](int i) { sync_->on_grad_ready(i); });
-    s.backward_seconds += backward.compute_seconds();
+    clock.lap(&StepPhases::backward);
     loss = sync_->finish_micro_batch(loss);
     // At a fixed micro-batch count, the same on every rank: after
     // finish_micro_batch no reduction of this step is in flight.
@@ -352,6 +356,7 @@ std::optional<double> Trainer::forward_backward(int64_t step, TrainSummary& s, c
         boundary_.any_stop(stop && stop->load() != 0))
       return std::nullopt;
   }
+  clock.lap(&StepPhases::other);
   return loss;
 }
 
@@ -369,8 +374,7 @@ void Trainer::record_sync(TrainSummary& s) const {
   s.bucket_cap_mb = sync.bucket_cap_mb;
 }
 
-StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss, double lr, double norm,
-                                const double (&phase_before)[4]) const {
+StepReport Trainer::step_report(int64_t step, double loss, double lr, double norm, const StepClock& clock) const {
   const SyncReport sync = sync_->report();
   const StepCommStats& c = *sync.last_step;
   StepReport r;
@@ -379,15 +383,17 @@ StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss
   r.loss = loss;
   r.lr = lr;
   r.grad_norm = norm;
-  r.step_seconds = s.step_seconds.back();
+  r.step_seconds = clock.seconds();
   r.tokens = micro_batch_tokens() * cfg_.train.grad_accum * rank_.world;
   r.tokens_per_second = r.tokens / r.step_seconds;
   if (cfg_.metrics.peak_tflops > 0)
     r.mfu = r.tokens_per_second / rank_.world * flops_per_token() / (cfg_.metrics.peak_tflops * 1e12);
-  r.data_seconds = s.data_seconds - phase_before[0];
-  r.forward_seconds = s.forward_seconds - phase_before[1];
-  r.backward_seconds = s.backward_seconds - phase_before[2];
-  r.optimizer_seconds = s.optimizer_seconds - phase_before[3];
+  const StepPhases& p = clock.phases();
+  r.data_seconds = p.data;
+  r.forward_seconds = p.forward;
+  r.backward_seconds = p.backward;
+  r.optimizer_seconds = p.optimizer;
+  r.other_seconds = p.other;
   const StateBytes& mem = sync.memory;
   r.memory_param_bytes = mem.params;
   r.memory_grad_bytes = mem.grads;
@@ -411,7 +417,29 @@ StepReport Trainer::step_report(const TrainSummary& s, int64_t step, double loss
     r.bucket_cap_step = cap_step_;
     r.bucket_cap_rejected = boundary_.rejected_caps();
   }
+  if (dropped_phase_) r.*dropped_phase_ = 0;
   return r;
+}
+
+void Trainer::record_step(TrainSummary& s, const StepReport& r) const {
+  s.step_seconds.push_back(r.step_seconds);
+  s.losses.push_back(r.loss);
+  const StepPhases p{r.data_seconds,         r.forward_seconds, r.backward_seconds, r.optimizer_seconds,
+                     r.exposed_comm_seconds, r.other_seconds};
+  s.step_phases.push_back(p);
+  s.data_seconds += p.data;
+  s.forward_seconds += p.forward;
+  s.backward_seconds += p.backward;
+  s.optimizer_seconds += p.optimizer;
+  s.other_seconds += p.other;
+  const double missing = r.step_seconds - p.sum();
+  if (buffer_->device() != Device::CPU || std::abs(missing) <= phase_sum_tolerance(r.step_seconds)) return;
+  if (s.misaccounted_steps++ == 0)
+    spdlog::warn("step {}: its phases sum to {:.3f} ms of its {:.3f} ms ({} {:.3f} ms, more than the {:.3f} ms "
+                 "tolerance): time counted {}; weft_phase_unaccounted_seconds_total counts every step's",
+                 r.step, p.sum() * 1e3, r.step_seconds * 1e3, missing > 0 ? "missing" : "excess",
+                 std::abs(missing) * 1e3, phase_sum_tolerance(r.step_seconds) * 1e3,
+                 missing > 0 ? "in no phase" : "twice");
 }
 
 void Trainer::save(TrainSummary& s, int64_t steps_completed, double last_loss, CheckpointKind kind) {
@@ -441,97 +469,124 @@ void Trainer::report(TrainSummary& s, const std::string& path, int64_t step, dou
 TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void()>& started) {
   const TrainConfig& t = cfg_.train;
   TrainSummary s;
+  begin_run(s, started);
+  const auto t0 = Clock::now();
+  int64_t step = s.start_step;
+  for (; step < t.steps; ++step) {
+    if (rank_.context) rank_.context->set_step(step + 1);
+    const std::optional<StepReport> r = train_step(step, s, stop);
+    if (!r) {
+      s.stopped_early = true;
+      break;
+    }
+    publish_step(*r, s, seconds_since(t0));
+    const EvalOutcome eval = evaluate_after(step, r->loss, s, stop);
+    if (eval == EvalOutcome::Stopped) {
+      // The step is trained: the stop's checkpoint holds it.
+      s.stopped_early = true;
+      ++step;
+      break;
+    }
+    // After the last step the run is complete: it ends as finished, with
+    // its final checkpoint (a model directory), not as a stopped one.
+    if (eval == EvalOutcome::StoppedAfterLast) continue;
+    // A sharded checkpoint's files were written during this step: publish it.
+    publish_pending(s);
+    if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
+      save(s, step + 1, r->loss, CheckpointKind::Periodic);
+  }
+  sync_->state().flush();
+  end_run(s, step, seconds_since(t0));
+  return s;
+}
+
+void Trainer::begin_run(TrainSummary& s, const std::function<void()>& started) {
   s.num_params = model_.num_params();
   s.entropy_floor = source_->entropy_floor();
   log_start(s);
   s.bucket_cap_mb = sync_->report().bucket_cap_mb;
   s.start_step = resume_or_init(s);
   if (started) started();
-  if (s.start_step < t.steps)
+  if (s.start_step < cfg_.train.steps)
     spdlog::info("training steps {}..{}; a stop (SIGTERM, SIGINT) from here on is answered with a checkpoint",
-                 s.start_step + 1, t.steps);
+                 s.start_step + 1, cfg_.train.steps);
   sync_->start();
+  release_init_blocks();
+}
+
+void Trainer::release_init_blocks() const {
   // Loading and initialising leave the GPU allocator's cache full of blocks
   // of sizes the step never asks for (f32 staging of safetensors, shards):
   // give them back, or they sit beside the step's own blocks until exit.
-  if (buffer_->device() == Device::CUDA) {
-    const ops::CudaMemory init = ops::cuda_memory();
-    ops::cuda_release_cached();
-    spdlog::info("GPU memory after init: {:.0f} MiB in use, {:.0f} MiB of cached blocks returned "
-                 "(init peak {:.0f} MiB held); the device has {:.0f} MiB in use",
-                 init.in_use / 1048576.0, (init.held - init.in_use) / 1048576.0,
-                 init.peak_held / 1048576.0, ops::cuda_device_used() / 1048576.0);
-  }
+  if (buffer_->device() != Device::CUDA) return;
+  const ops::CudaMemory init = ops::cuda_memory();
+  ops::cuda_release_cached();
+  spdlog::info("GPU memory after init: {:.0f} MiB in use, {:.0f} MiB of cached blocks returned "
+               "(init peak {:.0f} MiB held); the device has {:.0f} MiB in use",
+               init.in_use / 1048576.0, (init.held - init.in_use) / 1048576.0, init.peak_held / 1048576.0,
+               ops::cuda_device_used() / 1048576.0);
+}
 
-  const auto t0 = Clock::now();
-  int64_t step = s.start_step;
-  for (; step < t.steps; ++step) {
-    if (rank_.context) rank_.context->set_step(step + 1);
-    const auto ts = Clock::now();
-    if (!agree_at_boundary(step, stop)) {
-      s.stopped_early = true;
-      break;
-    }
-    const double phase_before[4] = {s.data_seconds, s.forward_seconds, s.backward_seconds,
-                                    s.optimizer_seconds};
-    const double lr = lr_at(cfg_.optim, step, t.steps);
-    sync_->prepare_step(lr, cfg_.optim.grad_clip);
-    const std::optional<double> stepped = forward_backward(step, s, stop);
-    if (!stepped) {
-      spdlog::warn("step {} abandoned after a stop request; the checkpoint holds step {}", step + 1, step);
-      s.stopped_early = true;
-      break;
-    }
-    const double loss = *stepped;
-    const PhaseClock optimizer;
-    const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
-    s.optimizer_seconds += optimizer.compute_seconds();
-    // After the step, like the step report: ZeRO waits for the norm and its
-    // gathers there, and ISP completes its accounting there.
-    record_sync(s);
-    // A step ends when the device has run it, not when its optimizer kernels
-    // were launched: step times, tokens/s and MFU are the device's (and a
-    // PyTorch loop that synchronises per step times the same thing).
-    if (buffer_->device() == Device::CUDA) ops::cuda_finish_compute("the training step");
-    s.step_seconds.push_back(seconds_since(ts));
-    if (!std::isfinite(loss))
-      throw DivergedError("loss is " + std::to_string(loss) + " at step " + std::to_string(step + 1) +
-                          "; lower optim.lr, or check the data and the initial weights");
-    s.losses.push_back(loss);
-
-    const StepReport r = step_report(s, step, loss, lr, norm, phase_before);
-    if (observer_) observer_->on_step(r);
-    if (t.log_every > 0 && ((step + 1) % t.log_every == 0 || step + 1 == t.steps))
-      log_progress(r, seconds_since(t0), step - s.start_step + 1);
-    if (cfg_.eval.every > 0 && ((step + 1) % cfg_.eval.every == 0 || step + 1 == t.steps)) {
-      const EvalResult e = evaluate(stop);
-      if (e.stopped && step + 1 < t.steps) {
-        // The step is trained: the stop's checkpoint holds it.
-        spdlog::warn("eval after step {} abandoned after a stop request ({:.2f} s in)", step + 1, e.seconds);
-        s.stopped_early = true;
-        ++step;
-        break;
-      }
-      if (e.stopped) {
-        // After the last step the run is complete: it ends as finished, with
-        // its final checkpoint (a model directory), not as a stopped one.
-        spdlog::warn("eval after the last step abandoned after a stop request ({:.2f} s in); the run is complete",
-                     e.seconds);
-        continue;
-      }
-      s.eval_steps.push_back(step + 1);
-      s.eval_losses.push_back(e.loss);
-      spdlog::info("eval after step {}: held-out loss {:.4f} (train {:.4f}; {} batches, {} tokens, {:.2f} s)",
-                   step + 1, e.loss, loss, e.batches, e.tokens, e.seconds);
-      if (observer_) observer_->on_eval(step + 1, e.loss);
-    }
-    // A sharded checkpoint's files were written during this step: publish it.
-    publish_pending(s);
-    if (cfg_.checkpoint.every > 0 && (step + 1) % cfg_.checkpoint.every == 0 && step + 1 < t.steps)
-      save(s, step + 1, loss, CheckpointKind::Periodic);
+std::optional<StepReport> Trainer::train_step(int64_t step, TrainSummary& s, const std::atomic<int>* stop) {
+  // Every instant from here to the device's end of the step is in one lap.
+  StepClock clock;
+  if (!agree_at_boundary(step, stop)) return std::nullopt;
+  const double lr = lr_at(cfg_.optim, step, cfg_.train.steps);
+  sync_->prepare_step(lr, cfg_.optim.grad_clip);
+  const std::optional<double> loss = forward_backward(step, clock, stop);
+  if (!loss) {
+    spdlog::warn("step {} abandoned after a stop request; the checkpoint holds step {}", step + 1, step);
+    return std::nullopt;
   }
-  sync_->state().flush();
-  finish(s, step, seconds_since(t0));
+  const double norm = sync_->clip_and_step(lr, cfg_.optim.grad_clip);
+  clock.lap(&StepPhases::optimizer);
+  // After the step, like the step report: ZeRO waits for the norm and its
+  // gathers there, and ISP completes its accounting there.
+  record_sync(s);
+  // A step ends when the device has run it, not when its optimizer kernels
+  // were launched: step times, tokens/s and MFU are the device's (and a
+  // PyTorch loop that synchronises per step times the same thing).
+  if (buffer_->device() == Device::CUDA) ops::cuda_finish_compute("the training step");
+  clock.lap(&StepPhases::other);
+  if (!std::isfinite(*loss))
+    throw DivergedError("loss is " + std::to_string(*loss) + " at step " + std::to_string(step + 1) +
+                        "; lower optim.lr, or check the data and the initial weights");
+  const StepReport r = step_report(step, *loss, lr, norm, clock);
+  record_step(s, r);
+  return r;
+}
+
+void Trainer::publish_step(const StepReport& r, const TrainSummary& s, double elapsed) const {
+  if (observer_) observer_->on_step(r);
+  const int64_t log_every = cfg_.train.log_every;
+  if (log_every > 0 && (r.step % log_every == 0 || r.step == r.total_steps))
+    log_progress(r, elapsed, r.step - s.start_step);
+}
+
+Trainer::EvalOutcome Trainer::evaluate_after(int64_t step, double train_loss, TrainSummary& s,
+                                             const std::atomic<int>* stop) {
+  const int64_t done = step + 1;
+  if (cfg_.eval.every <= 0 || (done % cfg_.eval.every != 0 && done != cfg_.train.steps)) return EvalOutcome::NotDue;
+  const EvalResult e = evaluate(stop);
+  if (e.stopped && done < cfg_.train.steps) {
+    spdlog::warn("eval after step {} abandoned after a stop request ({:.2f} s in)", done, e.seconds);
+    return EvalOutcome::Stopped;
+  }
+  if (e.stopped) {
+    spdlog::warn("eval after the last step abandoned after a stop request ({:.2f} s in); the run is complete",
+                 e.seconds);
+    return EvalOutcome::StoppedAfterLast;
+  }
+  s.eval_steps.push_back(done);
+  s.eval_losses.push_back(e.loss);
+  spdlog::info("eval after step {}: held-out loss {:.4f} (train {:.4f}; {} batches, {} tokens, {:.2f} s)", done,
+               e.loss, train_loss, e.batches, e.tokens, e.seconds);
+  if (observer_) observer_->on_eval(done, e.loss);
+  return EvalOutcome::Done;
+}
+
+void Trainer::end_run(TrainSummary& s, int64_t step, double wall_seconds) {
+  finish(s, step, wall_seconds);
   // The last checkpoint of a finished run is a model directory (HF files);
   // a stopped run's is resumed, and its deadline is the grace period: both
   // are published (with the one still in flight) before run returns.
@@ -552,7 +607,6 @@ TrainSummary Trainer::run(const std::atomic<int>* stop, const std::function<void
     spdlog::info("{}/summary.json kept: this run trained no step", cfg_.train.out_dir);
   else if (rank_.rank == 0)
     write_summary(s);
-  return s;
 }
 
 void Trainer::finish(TrainSummary& s, int64_t step, double wall_seconds) {
@@ -623,7 +677,9 @@ void Trainer::write_summary(const TrainSummary& s) const {
                         {"forward", s.forward_seconds},
                         {"backward", s.backward_seconds},
                         {"optimizer", s.optimizer_seconds},
+                        {"other", s.other_seconds},
                         {"checkpoint", s.checkpoint_seconds}}},
+                      {"misaccounted_steps", s.misaccounted_steps},
                       {"gradient_sync",
                        {{"bucket_count", s.bucket_count},
                         {"bucket_cap_mb", s.bucket_cap_mb},
@@ -659,6 +715,18 @@ void Trainer::write_summary(const TrainSummary& s) const {
                          {"staged_bytes", st.staged.bytes}};
   }
   j["comm_groups"] = groups;
+  // Each step's measured phases (StepReport), for the per-step check of
+  // their sum against step_seconds (docs/metrics.md).
+  nlohmann::json phases = nlohmann::json::object();
+  const std::pair<const char*, double StepPhases::*> columns[] = {
+      {"data", &StepPhases::data},           {"forward", &StepPhases::forward},
+      {"backward", &StepPhases::backward},   {"optimizer", &StepPhases::optimizer},
+      {"exposed_comm", &StepPhases::exposed_comm}, {"other", &StepPhases::other}};
+  for (const auto& [name, field] : columns) {
+    nlohmann::json& column = phases[name] = nlohmann::json::array();
+    for (const StepPhases& p : s.step_phases) column.push_back(p.*field);
+  }
+  j["step_phase_seconds"] = phases;
   const fs::path path = fs::path(cfg_.train.out_dir) / "summary.json";
   std::ofstream out(path.string() + ".tmp");
   out << j.dump(2) << "\n";

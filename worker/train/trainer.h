@@ -28,6 +28,7 @@
 #include "parallel/strategy_factory.h"
 #include "parallel/step_boundary.h"
 #include "config/config.h"
+#include "train/step_clock.h"
 #include "train/step_report.h"
 
 namespace weft {
@@ -72,11 +73,15 @@ struct TrainSummary {
   double overlap_ratio() const;        // 1 - sum(exposed) / sum(comm), 0 without comm
   // Seconds spent per phase over the run: data, forward, backward, optimizer
   // (clip + AdamW), each compute only (its waits for communication are the
-  // strategy's exposed comm), and checkpoint.
+  // strategy's exposed comm), other (the rest of the step), and checkpoint.
   StateBytes memory;                 // this rank's parameter, gradient and optimizer bytes at the end
   ops::CudaMemory device_memory;     // GPU allocator's bytes, peaks since the loop began (cuda only)
   double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0,
-         checkpoint_seconds = 0;
+         other_seconds = 0, checkpoint_seconds = 0;
+  std::vector<StepPhases> step_phases;  // per step of this run, as reported (StepReport)
+  // Steps whose phases missed their wall time by more than
+  // phase_sum_tolerance (train/step_clock.h): time counted twice or not at all.
+  int64_t misaccounted_steps = 0;
 };
 
 // One held-out evaluation (eval.*): the mean loss over the eval batches'
@@ -172,7 +177,7 @@ class Trainer {
   // micro-batches agrees on stop requests every kStopCheckMicroBatches of
   // them; when one was made it returns nullopt with the step unfinished
   // (no optimizer step: the weights are those of the step before).
-  std::optional<double> forward_backward(int64_t step, TrainSummary& s, const std::atomic<int>* stop);
+  std::optional<double> forward_backward(int64_t step, StepClock& clock, const std::atomic<int>* stop);
   static constexpr int kStopCheckMicroBatches = 8;
   // This rank's part of micro-batch (step, micro): the whole sequences, or
   // its positions of each when sequences are split.
@@ -183,8 +188,31 @@ class Trainer {
   // This rank's positions of `batch_` (all of them unless sequences are split).
   void this_ranks_positions(const int32_t*& in, const int32_t*& tgt);
   void record_sync(TrainSummary& s) const;
-  StepReport step_report(const TrainSummary& s, int64_t step, double loss, double lr, double norm,
-                         const double (&phase_before)[4]) const;
+  StepReport step_report(int64_t step, double loss, double lr, double norm, const StepClock& clock) const;
+  // The step's report into the summary: loss, wall time, phases; a step
+  // whose phases miss its wall time by more than phase_sum_tolerance is
+  // counted and, the first time, logged (on the CPU: on a GPU exposed comm
+  // is device time, the other phases host time).
+  void record_step(TrainSummary& s, const StepReport& r) const;
+
+  // The named steps of run(). begin_run: log, resume or initialise, agree on
+  // the start, call `started`, start the strategy and return the GPU
+  // allocator's init blocks (release_init_blocks).
+  void begin_run(TrainSummary& s, const std::function<void()>& started);
+  void release_init_blocks() const;
+  // One optimizer step, timed by phase; nullopt: a stop request ended the
+  // run before it (at the boundary) or inside it (the step is abandoned).
+  // Throws DivergedError when the loss is not finite.
+  std::optional<StepReport> train_step(int64_t step, TrainSummary& s, const std::atomic<int>* stop);
+  // The observer and the progress line, after a step.
+  void publish_step(const StepReport& r, const TrainSummary& s, double elapsed) const;
+  // The held-out evaluation due after step index `step` (eval.every, and
+  // after the last step), if any.
+  enum class EvalOutcome { NotDue, Done, Stopped, StoppedAfterLast };
+  EvalOutcome evaluate_after(int64_t step, double train_loss, TrainSummary& s, const std::atomic<int>* stop);
+  // After the loop: the last checkpoint, the summary's totals, the end of
+  // the log and summary.json.
+  void end_run(TrainSummary& s, int64_t step, double wall_seconds);
   // Checkpoints: save, publish one written in the background (collective;
   // after every step), and log/observe one that was published.
   void save(TrainSummary& s, int64_t steps_completed, double last_loss, CheckpointKind kind);
@@ -213,6 +241,9 @@ class Trainer {
   StepBoundary boundary_;
   int64_t cap_step_ = 0;  // step that applied the current bucket cap (StepReport::bucket_cap_step)
   StepObserver* observer_ = nullptr;
+  // Test hook (WEFT_TEST_DROP_PHASE, the negative control of
+  // tests/metrics/phase_sum_test.cc): a phase every step reports as 0.
+  double StepReport::*dropped_phase_ = nullptr;
   Batch batch_;
   std::vector<int32_t> inputs_, targets_;  // this rank's positions when sequences are split
 };
