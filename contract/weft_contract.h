@@ -96,10 +96,11 @@ inline constexpr const char* kConfigMountDir = "/etc/weft";
 // spec.worker as YAML: the worker's config file, its command-line argument.
 inline constexpr const char* kConfigKey = "config.yaml";
 inline constexpr const char* kConfigPath = "/etc/weft/config.yaml";
-// The tunable gradient bucket cap: a positive decimal number of MiB ("25",
-// "2.5"). The operator writes the spec's parallel.bucket_cap_mb at creation;
-// afterwards only the tuner writes it. Rank 0 polls the file and every rank
-// switches to a new value at the same step.
+// The tuned gradient bucket cap: a positive decimal number of MiB ("25",
+// "2.5"), or empty (no size asked for). One channel for each value: the
+// spec's parallel.bucket_cap_mb reaches the workers in config.yaml, and this
+// key, empty at creation, carries only what the tuner writes. Rank 0 polls
+// the file and every rank switches to a new value at the same step.
 inline constexpr const char* kBucketCapKey = "bucket_cap_mb";
 inline constexpr const char* kBucketCapPath = "/etc/weft/bucket_cap_mb";  // WEFT_BUCKET_CAP_FILE
 

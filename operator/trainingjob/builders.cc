@@ -3,7 +3,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -49,14 +48,6 @@ void emit(YAML::Emitter& out, const Json& j) {
   }
 }
 
-// The shortest text that reads back as the same double ("25", "2.5",
-// "12.3456789"): the worker compares the file's value with its current cap, so
-// a rounded value would re-bucket the job at its first step.
-std::string format_mb(double mb) {
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, mb);
-  return ec == std::errc() ? std::string(buf, end) : std::to_string(mb);
-}
 
 }  // namespace
 
@@ -105,9 +96,11 @@ Json build_configmap(const Json& job, const TrainingJobSpec& spec) {
           {"metadata", child_meta(job, configmap_name(name_of(job)))},
           {"data",
            {{contract::kConfigKey, worker_config_yaml(spec.worker)},
-            // Empty for auto: the workers keep the size they derive from the
-            // model until the tuner writes one.
-            {contract::kBucketCapKey, spec.bucket_cap_mb() ? format_mb(*spec.bucket_cap_mb()) : ""}}}};
+            // One channel for each value: the spec's cap (or auto) reaches
+            // the workers in config.yaml; this key carries only what the
+            // tuner writes later. Empty: no size asked for, the workers keep
+            // their own.
+            {contract::kBucketCapKey, ""}}}};
 }
 
 Json build_secret(const Json& job, const std::string& token) {

@@ -33,9 +33,9 @@ Json owner_reference(const Json& job);
 Json child_labels(const std::string& job);
 
 Json build_service(const Json& job, const TrainingJobSpec& spec);
-// The worker config (contract::kConfigKey) and the bucket cap
-// (contract::kBucketCapKey), which is only written at creation: later the
-// tuner owns it.
+// The worker config (contract::kConfigKey), which carries the spec's bucket
+// cap, and the bucket cap key (contract::kBucketCapKey), empty at creation:
+// only the tuner writes it.
 Json build_configmap(const Json& job, const TrainingJobSpec& spec);
 Json build_secret(const Json& job, const std::string& token);
 // Ingress to the job's pods: any port from the same job's pods (rendezvous on

@@ -232,6 +232,7 @@ TEST(TrainMetrics, TrainingAloneExportsNoSyncSeries) {
   WorkerConfig cfg;
   cfg.parallel.bucket_cap_mb = 2;
   TrainMetrics m(cfg, 0, 1);
+  m.set_bucket_cap_mb(2);  // what the strategy resolved at start-up
   StepReport r = report(1);
   r.sync_group.clear();
   m.on_step(r);
@@ -240,7 +241,7 @@ TEST(TrainMetrics, TrainingAloneExportsNoSyncSeries) {
       s.count(sample_key(cm::kExposedCommSeconds.name, {{"rank", "0"}, {"group", "dp"}})), 0u);
   EXPECT_EQ(s.at(sample_key(cm::kOverlapRatio.name, {{"rank", "0"}})), 0);
   EXPECT_EQ(s.at(sample_key(cm::kBucketCapBytes.name, {{"rank", "0"}})),
-            2 << 20);  // from the config
+            2 << 20);  // the start-up value: no step re-bucketed
 }
 
 // bucket_cap_mb auto: the config holds no number; the strategy's resolved

@@ -6,6 +6,7 @@
 #include "test_builders.h"
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
+#include "tuner/bucket_tuner.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
@@ -212,19 +213,21 @@ TEST(Builders, UserOverridesMergeButCannotBreakTheContract) {
   EXPECT_TRUE(data && config);
 }
 
+// One channel for each value: the spec's cap travels in config.yaml only; the
+// bucket cap key starts empty and carries only the tuner's later values.
 TEST(Builders, ConfigMapHoldsWorkerYamlAndSeparateBucketKey) {
   Json job = MakeJob("j", "ns").Parallel("zero", 1, 1).BucketMB(2.5).Obj();
   job["spec"]["worker"]["train"] = {{"steps", 200}, {"out_dir", "/tmp/run: x"}};
   Json cm = build_configmap(job, parse_spec(job["spec"]));
-  EXPECT_EQ(cm["data"][contract::kBucketCapKey], "2.5");
+  EXPECT_EQ(cm["data"][contract::kBucketCapKey], "");
   YAML::Node y = YAML::Load(cm["data"][contract::kConfigKey].get<std::string>());
   EXPECT_EQ(y["preset"].as<std::string>(), "tiny");
   EXPECT_EQ(y["parallel"]["strategy"].as<std::string>(), "zero");
   EXPECT_EQ(y["parallel"]["bucket_cap_mb"].as<double>(), 2.5);
   EXPECT_EQ(y["train"]["steps"].as<int>(), 200);
   EXPECT_EQ(y["train"]["out_dir"].as<std::string>(), "/tmp/run: x");
-  // Without a number (absent, or auto) the key is empty: the workers keep the
-  // size they derive from the model until the tuner writes one.
+  // Without a number (absent, or auto) the key is empty too: the workers keep
+  // the size they derive from the model until the tuner writes one.
   for (Json v : {Json(), Json("auto")}) {
     Json j = MakeJob("j", "ns").Obj();
     if (!v.is_null()) j["spec"]["worker"]["parallel"] = {{"bucket_cap_mb", v}};
@@ -242,7 +245,7 @@ TEST(Builders, EveryPodReadsTheBucketCapFromTheConfigMap) {
   const TrainingJobSpec spec = parse_spec(job["spec"]);
   const Json cm = build_configmap(job, spec);
   ASSERT_TRUE(cm["data"].contains(contract::kBucketCapKey));
-  EXPECT_EQ(cm["data"][contract::kBucketCapKey], "4");
+  EXPECT_EQ(cm["data"][contract::kBucketCapKey], "");
   for (int rank : {0, 3}) {
     SCOPED_TRACE(rank);
     Json pod = build_pod(job, spec, rank, 1);
@@ -270,7 +273,10 @@ TEST(Builders, BucketCapIsWrittenSoItReadsBackExactly) {
   for (double mb : {25.0, 2.5, 0.1, 12.3456789, 4096.0}) {
     SCOPED_TRACE(mb);
     Json cm = build_configmap(MakeJob("j", "ns").BucketMB(mb).Obj(), MakeJob("j", "ns").BucketMB(mb).TypedSpec());
-    EXPECT_EQ(std::stod(cm["data"][contract::kBucketCapKey].get<std::string>()), mb);
+    YAML::Node y = YAML::Load(cm["data"][contract::kConfigKey].get<std::string>());
+    EXPECT_EQ(y["parallel"]["bucket_cap_mb"].as<double>(), mb);
+    // The tuner's channel: format_mb reads back exactly too.
+    EXPECT_EQ(std::stod(tuner::format_mb(mb)), mb);
   }
 }
 

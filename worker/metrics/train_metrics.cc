@@ -212,7 +212,6 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
       .Add({})
       .Set(static_cast<double>(estimate_memory(cfg, world).total()));
   train_steps_.Set(static_cast<double>(cfg.train.steps));
-  bucket_cap_bytes_.Set(cfg.parallel.bucket_cap_mb * 1024 * 1024);
   // comm.simulate: dashboards and benchmarks must be able to tell emulated
   // comm times from real ones.
   const auto& sim = cfg.comm.simulate;
@@ -267,7 +266,7 @@ void TrainMetrics::on_step(const StepReport& r) {
 
 void TrainMetrics::update_buckets(const StepReport& r) {
   buckets_.Set(r.bucket_count);
-  bucket_cap_bytes_.Set(static_cast<double>(r.bucket_cap_bytes));
+  set_bucket_cap_bytes(static_cast<double>(r.bucket_cap_bytes));
   bucket_cap_step_.Set(static_cast<double>(r.bucket_cap_step));
   advance(bucket_cap_rejected_, static_cast<double>(r.bucket_cap_rejected) - bucket_cap_rejected_.Value());
   const size_t n = r.bucket_seconds.size();
@@ -313,8 +312,13 @@ void TrainMetrics::update_comm() {
 }
 
 void TrainMetrics::set_bucket_cap_mb(double mb) {
-  if (mb > 0) bucket_cap_bytes_.Set(std::floor(mb * 1024 * 1024));
+  if (mb > 0) set_bucket_cap_bytes(std::floor(mb * 1024 * 1024));
 }
+
+// weft_bucket_cap_bytes's one writer: the cap the strategy resolved at
+// start-up, then each step's (a tuned cap from the step it applies on). The
+// config's bucket_cap_mb is not written: with auto it is no size at all.
+void TrainMetrics::set_bucket_cap_bytes(double bytes) { bucket_cap_bytes_.Set(bytes); }
 
 void register_rank_info(Registry& registry, const std::string& job_uid, int attempt, int rank, int node_rank,
                         int local_rank) {

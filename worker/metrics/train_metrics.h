@@ -90,6 +90,7 @@ class TrainMetrics : public StepObserver {
   };
   void update_comm();
   void update_buckets(const StepReport& r);
+  void set_bucket_cap_bytes(double bytes);
 
   std::shared_ptr<prometheus::Registry> registry_;
   int rank_ = 0;

@@ -59,8 +59,8 @@ std::optional<double> BucketCapFile::poll() {
   if (have_last_ && text == last_text_) return std::nullopt;
   have_last_ = true;
   last_text_ = text;
-  // Empty: no size asked for (an operator-run job with bucket_cap_mb auto,
-  // before the tuner writes one); the ranks keep their own.
+  // Empty: no size asked for (an operator-run job before the tuner writes
+  // one: the spec's cap came in config.yaml); the ranks keep their own.
   if (std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); })) return std::nullopt;
   const char* begin = text.c_str();
   char* end = nullptr;
