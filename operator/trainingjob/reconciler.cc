@@ -33,14 +33,6 @@ using namespace detail;
 
 namespace {
 
-// The only place status.phase is written: every phase comes from the phase
-// policy.
-PhaseView set_phase(TrainingJobStatus& st, const GangObservation& gang, const PhaseFacts& facts) {
-  PhaseView view = compute_phase(gang, facts);
-  st.phase = view.phase;
-  return view;
-}
-
 // A gang restart is in progress until every rank of the new attempt runs.
 bool restart_in_progress(const TrainingJobStatus& st) {
   const Condition* c = st.condition(kCondRestarting);
@@ -489,14 +481,25 @@ void Reconciler::set_scheduling_condition(Context& cx) {
   const auto view = scheduling_condition(cx.spec, cx.name, cx.gang, cx.podgroup_problem);
   if (!view) return;
   TrainingJobStatus& st = cx.status;
+  if (cx.scheduling_reported) {
+    // Again, after the PodGroup write (finish()): from the condition as it
+    // was before this reconcile, the first report's event withdrawn.
+    restore_condition(st, kCondGangScheduled, cx.scheduling_reported->before);
+    if (cx.scheduling_reported->event) drop_event(cx, *cx.scheduling_reported->event);
+    cx.scheduling_reported->event.reset();
+  } else {
+    const Condition* c = st.condition(kCondGangScheduled);
+    cx.scheduling_reported = Context::Reported{c ? std::optional<Condition>(*c) : std::nullopt, std::nullopt};
+  }
   const Condition* before = st.condition(kCondGangScheduled);
   const bool changed = !before || before->reason != view->reason;
   st.set_condition(kCondGangScheduled, view->placed, view->reason, view->message, cx.generation, cx.now_s);
   if (!changed) return;
   if (view->reason == kReasonPodGroupUnavailable || view->reason == kReasonUnschedulable)
-    cx.event("Warning", view->reason, view->message);
+    cx.scheduling_reported->event.emplace("Warning", view->reason, view->message);
   else if (view->placed)
-    cx.event("Normal", view->reason, view->message);
+    cx.scheduling_reported->event.emplace("Normal", view->reason, view->message);
+  if (cx.scheduling_reported->event) cx.events.push_back(*cx.scheduling_reported->event);
 }
 
 void Reconciler::observe_ranks(Context& cx) {
@@ -630,8 +633,13 @@ ReconcileResult Reconciler::finished_job(Context& cx) {
 
 void Reconciler::apply_changes(Context& cx) {
   Context::Changes& c = cx.changes;
+  // Deletes first: a pod deleted here for its rank is created again by a
+  // later reconcile, never before it is gone.
   remove_pods(cx, c.delete_pods);
   remove_pods(cx, c.delete_running_pods, /*as_cached=*/true);
+  // A PodGroup the API server refuses (not served any more, not this job's)
+  // is reported in this status write, as GangScheduled False.
+  if (c.keep_podgroup && !ensure_podgroup(cx) && !cx.podgroup_problem.empty()) set_scheduling_condition(cx);
   if (c.delete_unwanted_podgroups) remove_unwanted_podgroups(cx);
   if (c.delete_podgroup) remove_podgroup(cx);
   if (c.bucket_cap_mb) write_bucket_cap(cx, *c.bucket_cap_mb);

@@ -80,6 +80,7 @@ struct Caches {
 };
 
 class ScrapePoller;
+struct ReconcileContext;  // reconciler_context.h: the state of one reconcile
 
 struct ReconcileResult {
   enum class Kind { Done, RequeueAfter, Transient, Terminal, NotFound };
@@ -120,7 +121,7 @@ class Reconciler {
   void set_pod_start_timeout(std::chrono::seconds t) { pod_start_timeout_ = t; }
 
  private:
-  struct Context;
+  using Context = ReconcileContext;
   struct Terminal;
 
   // The steps of reconcile(), in order (steps() runs them). Those returning
@@ -131,7 +132,9 @@ class Reconciler {
   ReconcileResult finished_job(Context& cx);
   ReconcileResult refuse_spec(Context& cx);
   bool ensure_children(Context& cx);
-  bool pod_there_is_current(Context& cx, int rank);  // after a create's AlreadyExists
+  // After a create's AlreadyExists: reads the pod; an older attempt's is
+  // recorded for deletion (Context::changes), its rank created later.
+  bool pod_there_is_current(Context& cx, int rank);
   ReconcileResult suspend(Context& cx);
   void resume_if_suspended(Context& cx);
   // reconciler_queue.cc (--kueue, a job with Kueue's queue label): the job
@@ -139,12 +142,14 @@ class Reconciler {
   // the reconcile ends (Queued, condition Admitted False with Kueue's words).
   std::optional<ReconcileResult> gate_on_queue(Context& cx);
   ReconcileResult stop_for_queue(Context& cx, const std::string& reason, const std::string& message);
-  std::optional<std::string> create_workload(Context& cx, const std::string& queue);  // what went wrong
+  // Records the Workload to create (Context::changes); what went wrong reading
+  // its priority class, if anything.
+  std::optional<std::string> create_workload(Context& cx, const std::string& queue);
   bool queued(const Context& cx) const;
   kube::ObjectPtr find_workload(const Context& cx) const;
   void report_pods_ready(Context& cx);  // the Workload's PodsReady (waitForPodsReady)
   void finish_workload(Context& cx);    // a finished job's Workload Finished: Kueue releases the quota
-  void apply_workload_changes(Context& cx);
+  void apply_workload_changes(Context& cx);  // finish(): create, delete or patch the Workload
   bool cache_shows_full_gang(const Context& cx) const;
   bool refresh_pods_live(Context& cx);  // replaces cx.pods with a live list; false on API error
   bool relaunch_if_spec_changed(Context& cx);
@@ -177,7 +182,8 @@ class Reconciler {
 
   // The one way into Succeeded or Failed.
   void mark_terminal(Context& cx, const Terminal& how);
-  // Applies the deletes and patches the steps asked for (Context::changes),
+  // Applies the writes the steps asked for (Context::changes), reports what
+  // their answers revealed (a PodGroup or Workload the API server refuses),
   // writes status once (if it changed), records the events, classifies
   // errors. A job whose TTL ran out is deleted instead of written.
   ReconcileResult finish(Context& cx, ReconcileResult result);
@@ -192,9 +198,10 @@ class Reconciler {
   // for (gang scheduling turned off, another provider).
   void remove_unwanted_podgroups(Context& cx);
   // While the gang waits for its scheduler: its PodGroup must still exist
-  // and ask for this gang (someone may have deleted or edited it).
+  // and ask for this gang (someone may have deleted or edited it). Decides
+  // only: finish() creates or patches it (Context::Changes::keep_podgroup).
   void keep_podgroup_while_waiting(Context& cx);
-  void set_scheduling_condition(Context& cx);
+  void set_scheduling_condition(Context& cx);  // again from finish() when the PodGroup write found a problem
   int create_pods(Context& cx, const std::vector<int>& ranks);  // pods of cx.status.attempt; returns how many
   // as_cached: only pods unchanged since the cache saw them (resourceVersion precondition).
   void remove_pods(Context& cx, const std::vector<kube::ObjectPtr>& pods, bool as_cached = false);

@@ -102,8 +102,8 @@ int Reconciler::create_pods(Context& cx, const std::vector<int>& ranks) {
 
 // A create answered AlreadyExists: our cache is behind. The pod there is
 // this attempt's (the rank is present), or an older attempt's that the cache
-// never showed us, which is deleted now and its rank created by a later
-// reconcile. Taking every such pod for this attempt's once launched a gang
+// never showed us, which finish() deletes (Context::changes, with its uid as
+// precondition) and whose rank a later reconcile creates. Taking every such pod for this attempt's once launched a gang
 // with a stale rank in it, which the next reconcile deleted and took for a
 // rank lost.
 bool Reconciler::pod_there_is_current(Context& cx, int rank) {
@@ -118,7 +118,7 @@ bool Reconciler::pod_there_is_current(Context& cx, int rank) {
     return false;
   }
   if (label_int(*live, kLabelAttempt, -1) == cx.status.attempt) return true;
-  if (!terminating(*live)) remove_pods(cx, {std::make_shared<const Json>(std::move(*live))});
+  if (!terminating(*live)) cx.delete_pods({std::make_shared<const Json>(std::move(*live))});
   return false;
 }
 
@@ -314,7 +314,10 @@ void Reconciler::keep_podgroup_while_waiting(Context& cx) {
   for (const RankState& r : cx.gang.ranks)
     if (r.scheduled && !r.terminating) ++placed;
   if (placed >= cx.spec.replicas) return;  // bound: the scheduler is done with it until the next launch
-  ensure_podgroup(cx);
+  // Looked after in this reconcile (report_progress looks again in 30 s);
+  // finish() creates or patches it.
+  cx.podgroup_ensured = true;
+  cx.changes.keep_podgroup = true;
 }
 
 void Reconciler::remove_pods(Context& cx, const std::vector<ObjectPtr>& pods, bool as_cached) {

@@ -1,5 +1,10 @@
-// Private to the reconciler's two .cc files: the state of one reconcile and
-// small readers of object metadata. Not part of the operator's interface.
+// Private to the reconciler's .cc files: the state of one reconcile (what
+// the steps observed and decided, and the changes finish() applies) and small
+// readers of object metadata. Not part of the operator's interface.
+//
+// It depends on nothing of the Reconciler: reconciler.h only forward-declares
+// ReconcileContext (as Reconciler::Context), so the includes inside operator/
+// point one way, from the reconciler to what it uses.
 #pragma once
 
 #include <chrono>
@@ -10,15 +15,18 @@
 #include <vector>
 
 #include "kube/informer.h"
+#include "kube/kube_api.h"
+#include "trainingjob/clock.h"
 #include "trainingjob/gang.h"
-#include "trainingjob/reconciler.h"
+#include "trainingjob/phase_policy.h"
 #include "trainingjob/scrape_poller.h"
 #include "trainingjob/start_policy.h"
 #include "trainingjob/types.h"
+#include "tuner/bucket_tuner.h"
 
 namespace weft::tj {
 
-struct Reconciler::Context {
+struct ReconcileContext {
   std::string ns, name;
   kube::ObjectPtr job;
   TrainingJobSpec spec;
@@ -46,27 +54,40 @@ struct Reconciler::Context {
   StartDecision start;
   bool secret_ensured = false;                     // this reconcile created the Secret or found it there
   std::string podgroup_problem;                    // why the gang's PodGroup could not be created (then no pods)
-  bool podgroup_ensured = false;                   // ensure_podgroup() ran in this reconcile
+  bool podgroup_ensured = false;                   // ensure_podgroup() ran in this reconcile, or finish() runs it
   kube::ObjectPtr workload;                        // a queued job's Workload (reconciler_queue.cc)
   std::optional<kube::ApiError> error;             // first API error that should fail the reconcile
   std::vector<std::tuple<std::string, std::string, std::string>> events;  // type, reason, message
-  // What the steps decided to delete or patch, applied by finish() before the
-  // status write (the events after it): a step says what it wants changed
-  // and goes on deciding; none deletes or patches in the middle of a
-  // decision. Creates stay with the step that needs them (launch), and
-  // ensure_children's creates and patches are the children's mechanics.
+  // What the steps decided to write, applied by finish() before the status
+  // write (the events after it): a step says what it wants changed and goes
+  // on deciding; no decision step writes to the API server. Only two kinds of
+  // writes are not recorded here: the launch's creates (the Secret, the
+  // PodGroup before the first pod, the pods: create_pods), whose answers say
+  // which ranks exist, and ensure_children's creates and patches, the
+  // children's mechanics before anything is decided.
   struct Changes {
-    std::vector<kube::ObjectPtr> delete_pods;   // each by name, with its uid as precondition
+    // Each by name, with its uid as precondition. Pods of older attempts
+    // (stale) are among them, also one a create found in its rank's place
+    // (pod_there_is_current): deleted here, its rank is created by a later
+    // reconcile, so a stale pod is always gone before its replacement is made.
+    std::vector<kube::ObjectPtr> delete_pods;
     // Pods to stop only as cached (their resourceVersion a precondition too):
     // judged still running from the cache, and kept for their logs should
     // they have finished meanwhile (the Conflict's watch event brings a
     // reconcile that judges again).
     std::vector<kube::ObjectPtr> delete_running_pods;
+    // The gang waits for its scheduler: its PodGroup is created again, or its
+    // spec brought back to the job's (keep_podgroup_while_waiting). A problem
+    // that answer reveals is reported before the status write (finish()).
+    bool keep_podgroup = false;
     bool delete_podgroup = false;               // the gang is gone for good (suspended, finished)
     bool delete_unwanted_podgroups = false;     // the kinds a changed spec no longer asks for
     std::optional<std::string> bucket_cap_mb;   // the tuner's size for the ConfigMap
     bool delete_job = false;                    // ttlSecondsAfterFinished ran out: nothing else is written
     kube::ObjectPtr delete_workload;            // a queued job's Workload describing an old gang
+    // A queued job's new Workload (gate_on_queue); when the API server
+    // refuses it, the Admitted condition says why (finish()).
+    std::optional<Json> create_workload;
     std::optional<Json> workload_status;        // a merge patch of Context::workload's status
   } changes;
 
@@ -79,6 +100,17 @@ struct Reconciler::Context {
   void delete_running_pods(const std::vector<kube::ObjectPtr>& pods) {
     changes.delete_running_pods.insert(changes.delete_running_pods.end(), pods.begin(), pods.end());
   }
+  // What a step reported that a write's answer may revise: finish() reports
+  // again from the condition as it was before the step, and the step's event
+  // gives way to the revised one.
+  struct Reported {
+    std::optional<Condition> before;                                 // the condition before the step set it
+    std::optional<std::tuple<std::string, std::string, std::string>> event;  // the step's event, if any
+  };
+  std::optional<Reported> scheduling_reported;  // set_scheduling_condition (GangScheduled)
+  std::optional<Reported> queue_reported;       // report_queue_stop (Admitted)
+  int queue_stop_deleted = 0;                   // pods stop_for_queue deleted, for its message
+
   void note(const kube::ApiError& e) {
     if (!error) error = e;
   }
@@ -86,6 +118,33 @@ struct Reconciler::Context {
 };
 
 namespace detail {
+
+// The only place status.phase is written: every phase comes from the phase
+// policy.
+inline PhaseView set_phase(TrainingJobStatus& st, const GangObservation& gang, const PhaseFacts& facts) {
+  PhaseView view = compute_phase(gang, facts);
+  st.phase = view.phase;
+  return view;
+}
+
+// Puts a condition back as it was before a step set it (none: removed).
+inline void restore_condition(TrainingJobStatus& st, const std::string& type, const std::optional<Condition>& before) {
+  if (!before) {
+    st.remove_condition(type);
+    return;
+  }
+  for (auto& c : st.conditions)
+    if (c.type == type) c = *before;
+}
+
+// Drops the first queued event equal to e (a report being revised).
+inline void drop_event(ReconcileContext& cx, const std::tuple<std::string, std::string, std::string>& e) {
+  for (auto it = cx.events.begin(); it != cx.events.end(); ++it)
+    if (*it == e) {
+      cx.events.erase(it);
+      return;
+    }
+}
 
 inline int label_int(const Json& obj, const char* key, int fallback) {
   const Json& meta = obj["metadata"];

@@ -9,7 +9,6 @@
 
 #include "trainingjob/builders.h"
 #include "trainingjob/constants.h"
-#include "trainingjob/phase_policy.h"
 #include "trainingjob/queue_policy.h"
 #include "trainingjob/reconciler.h"
 #include "trainingjob/reconciler_context.h"
@@ -30,6 +29,34 @@ std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// What a stop for the queue says: the Admitted and Ready conditions, phase
+// Queued, one event per change of reason (Kueue's changing words, how much
+// quota is missing, only update the condition). Reported again, from the
+// Admitted condition as it was before the stop, when finish() learns that
+// the API server refused the Workload the stop said was created.
+void report_queue_stop(ReconcileContext& cx, const std::string& reason, const std::string& message) {
+  TrainingJobStatus& st = cx.status;
+  if (cx.queue_reported) {
+    restore_condition(st, kCondAdmitted, cx.queue_reported->before);
+    if (cx.queue_reported->event) drop_event(cx, *cx.queue_reported->event);
+    cx.queue_reported->event.reset();
+  } else {
+    const Condition* c = st.condition(kCondAdmitted);
+    cx.queue_reported = ReconcileContext::Reported{c ? std::optional<Condition>(*c) : std::nullopt, std::nullopt};
+  }
+  const Condition* c = st.condition(kCondAdmitted);
+  if (c && c->status == "True")
+    cx.queue_reported->event.emplace("Normal", reason,
+                                     message + ": deleted " + std::to_string(cx.queue_stop_deleted) + " pods");
+  else if (!c || c->reason != reason)
+    cx.queue_reported->event.emplace("Normal", reason, message);
+  if (cx.queue_reported->event) cx.events.push_back(*cx.queue_reported->event);
+  st.set_condition(kCondAdmitted, false, reason, message, cx.generation, cx.now_s);
+  st.set_condition(kCondReady, false, reason, "waiting for Kueue", cx.generation, cx.now_s);
+  st.ready_replicas = 0;
+  set_phase(st, GangObservation{}, PhaseFacts{.queued = true});
 }
 
 }  // namespace
@@ -123,21 +150,13 @@ ReconcileResult Reconciler::stop_for_queue(Context& cx, const std::string& reaso
   for (const auto& p : cx.pods)
     if (!terminating(*p) && !pod_finished(*p)) live.push_back(p);
   cx.delete_pods(live);
+  cx.queue_stop_deleted = static_cast<int>(live.size());
   const Condition* c = st.condition(kCondAdmitted);
   if (c && c->status == "True") {
     ++st.attempt;
     st.attempt_start_time.clear();
-    cx.event("Normal", reason, message + ": deleted " + std::to_string(live.size()) + " pods");
-  } else if (!c || c->reason != reason) {
-    // One event per change of reason; Kueue's changing words (how much
-    // quota is missing) only update the condition.
-    cx.event("Normal", reason, message);
   }
-  st.set_condition(kCondAdmitted, false, reason, message, cx.generation, cx.now_s);
-  st.set_condition(kCondReady, false, reason, "waiting for Kueue", cx.generation, cx.now_s);
-  st.ready_replicas = 0;
-  PhaseView view = compute_phase(GangObservation{}, PhaseFacts{.queued = true});
-  st.phase = view.phase;
+  report_queue_stop(cx, reason, message);
   return finish(cx, ReconcileResult::done());
 }
 
@@ -156,12 +175,8 @@ std::optional<std::string> Reconciler::create_workload(Context& cx, const std::s
     priority = WorkloadPriority{it->get<std::string>(), cls->value("value", 0)};
   }
   const Json pod = build_pod(*cx.job, cx.spec, 0, cx.status.attempt);
-  auto res = api_.create(kube::kWorkloads, cx.ns, build_workload(*cx.job, cx.spec, pod, queue, priority));
-  if (res || res.error().already_exists()) return std::nullopt;
-  if (res.error().not_found())
-    return "the Workload API (kueue.x-k8s.io/v1beta2) is not served: is Kueue installed? " + res.error().message;
-  cx.note(res.error());
-  return "creating the Workload: " + res.error().message;
+  cx.changes.create_workload = build_workload(*cx.job, cx.spec, pod, queue, priority);
+  return std::nullopt;
 }
 
 // waitForPodsReady: Kueue evicts an admitted gang whose pods do not all run
@@ -188,6 +203,20 @@ void Reconciler::finish_workload(Context& cx) {
 
 void Reconciler::apply_workload_changes(Context& cx) {
   Context::Changes& c = cx.changes;
+  if (c.create_workload) {
+    // gate_on_queue reported it created; a refusal is reported instead.
+    auto res = api_.create(kube::kWorkloads, cx.ns, *c.create_workload);
+    std::optional<std::string> problem;
+    if (!res && !res.error().already_exists()) {
+      if (res.error().not_found()) {
+        problem = "the Workload API (kueue.x-k8s.io/v1beta2) is not served: is Kueue installed? " + res.error().message;
+      } else {
+        cx.note(res.error());
+        problem = "creating the Workload: " + res.error().message;
+      }
+    }
+    if (problem) report_queue_stop(cx, kReasonWorkloadUnavailable, *problem);
+  }
   if (c.delete_workload) {
     const Json& meta = (*c.delete_workload)["metadata"];
     auto res = api_.remove(kube::kWorkloads, cx.ns, meta.value("name", ""), kube::Propagation::Background,

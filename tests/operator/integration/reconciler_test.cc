@@ -566,6 +566,42 @@ TEST_F(DirectReconcile, AnOldAttemptsPodTheCacheHasNotSeenIsReplaced) {
   EXPECT_EQ(st["restarts"], 0) << st.dump();
 }
 
+// --kueue, on an API server that does not serve Kueue's Workloads (this
+// fixture's): the queue step decides to create the Workload and reports it
+// created; finish() makes the create, and its refusal is what the one status
+// write and the events say, in the same reconcile. No pod is created.
+TEST_F(DirectReconcile, AWorkloadTheApiServerRefusesIsReportedInTheSameReconcile) {
+  watch({&jobs_, &pods_, &services_, &configmaps_});
+  kube::Informer workloads(api_, kube::kWorkloads, ns(), "", std::chrono::seconds(0), tj::kLabelJob);  // never run
+  tj::Reconciler queued(api_, tj::Caches{jobs_, pods_, services_, configmaps_, nullptr, &workloads}, events_, nullptr);
+  Json job = job_json("queued", 2);
+  job["metadata"]["labels"] = {{tj::kLabelKueueQueue, "team-a"}};
+  create_job(ns(), job);
+  ASSERT_TRUE(eventually([&] { return cached_generation("queued") == 1; }));
+  EXPECT_EQ(queued.reconcile(ns() + "/queued").kind, tj::ReconcileResult::Kind::Done);
+  Json st = status_of(ns(), "queued");
+  EXPECT_EQ(st.value("phase", ""), tj::kPhaseQueued) << st.dump();
+  bool refused = false;
+  for (const auto& c : st["conditions"])
+    if (c["type"] == tj::kCondAdmitted) {
+      refused = c["status"] == "False" && c["reason"] == tj::kReasonWorkloadUnavailable &&
+                c["message"].get<std::string>().find("is not served") != std::string::npos;
+      EXPECT_TRUE(refused) << c.dump();
+    }
+  EXPECT_TRUE(refused) << st.dump();
+  std::vector<std::string> reasons;
+  ASSERT_TRUE(eventually([&] {
+    reasons.clear();
+    auto list = admin_api().list(kube::kEvents, ns());
+    if (list)
+      for (const auto& e : list->items)
+        if (e["involvedObject"].value("name", "") == "queued") reasons.push_back(e.value("reason", ""));
+    return !reasons.empty();
+  }));
+  EXPECT_EQ(reasons, std::vector<std::string>{tj::kReasonWorkloadUnavailable});  // not WorkloadCreated too
+  EXPECT_TRUE(job_pods(ns(), "queued", true).empty());
+}
+
 TEST_F(Reconcile, PodsTheApiServerRefusesFailTheJobAfterOneAttempt) {
   // Valid for the CRD schema (volumes are free-form) but not for the pod API.
   Json job = job_json("refused", 8);
