@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "metrics/metrics_server.h"
+#include "metrics_server.h"
 #include "metrics/train_metrics.h"
 #include "support/net.h"
 #include "support/prometheus_process.h"
