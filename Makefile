@@ -137,7 +137,7 @@ bench: build
 	tests/bench/cluster_scale.sh $(BUILD)
 
 format:
-	find contract clients worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i
+	find contract serving clients worker operator tests -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,8 +1,7 @@
 // weft-operator: watches TrainingJobs and runs their gangs of worker pods.
 // Owns the process-level pieces only: flags, logging, the metrics registry
-// and exposer, probes, leader election and signal handling.
+// and its server, probes, leader election and signal handling.
 #include <CLI/CLI.hpp>
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -245,8 +244,9 @@ int main(int argc, char** argv) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   weft::tj::OperatorMetrics metrics(*registry);
-  std::unique_ptr<prometheus::Exposer> exposer;
-  if (f.metrics_port > 0) exposer = weft::tj::serve_operator_metrics(f.bind_address, f.metrics_port, registry);
+  std::unique_ptr<weft::MetricsServer> metrics_server;
+  if (f.metrics_port > 0)
+    metrics_server = weft::tj::serve_operator_metrics(f.bind_address, f.metrics_port, registry);
   warn_pod_powers(f.allow);
   weft::tj::Controller controller(api, controller_options(f), &metrics);
   std::optional<weft::kube::ProbeServer> probes;

@@ -1,22 +1,16 @@
 #include "trainingjob/operator_metrics.h"
 
-#include <prometheus/exposer.h>
-
 #include "trainingjob/constants.h"
 #include "trainingjob/restart_policy.h"
 
 namespace weft::tj {
 
-std::unique_ptr<prometheus::Exposer> serve_operator_metrics(const std::string& bind_address, int port,
-                                                            const std::shared_ptr<prometheus::Registry>& registry) {
-  // civetweb's default closes every connection after one response without
-  // saying "Connection: close", so a keep-alive client's next scrape on the
-  // same connection failed (every other one): keep connections open.
-  auto exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-      "listening_ports", bind_address + ":" + std::to_string(port), "num_threads", "2", "enable_keep_alive", "yes",
-      "keep_alive_timeout_ms", "120000", "request_timeout_ms", "10000"});
-  exposer->RegisterCollectable(registry);
-  return exposer;
+std::unique_ptr<MetricsServer> serve_operator_metrics(const std::string& bind_address, int port,
+                                                      const std::shared_ptr<prometheus::Registry>& registry) {
+  // Not prometheus::Exposer: civetweb's 2 threads each sat on an idle
+  // keep-alive connection for up to its 120 s timeout, so two idle clients
+  // made other clients' scrapes wait 9-40 s (issue #70).
+  return std::make_unique<MetricsServer>(registry, bind_address, port);
 }
 
 OperatorMetrics::OperatorMetrics(prometheus::Registry& r)

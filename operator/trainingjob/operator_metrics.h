@@ -13,18 +13,18 @@
 #include <memory>
 #include <string>
 
-namespace prometheus {
-class Exposer;
-}
+#include "metrics_server.h"
 
 namespace weft::tj {
 
-// Serves `registry` at http://bind_address:port/metrics with HTTP/1.1
-// persistent connections: a scraper that keeps its connection open (Go's
-// net/http, Prometheus) is answered on it every time. Throws when the port
-// cannot be bound.
-std::unique_ptr<prometheus::Exposer> serve_operator_metrics(const std::string& bind_address, int port,
-                                                            const std::shared_ptr<prometheus::Registry>& registry);
+// Serves `registry` at http://bind_address:port/metrics with the worker's
+// server (serving/metrics_server.h): one poll-loop thread, every connection
+// under a 5 s deadline and at most 64 open, so idle keep-alive clients and
+// slow ones never delay a scrape. Each response says "Connection: close"
+// and closes, so a client that would reuse its connection opens a new one.
+// Throws std::runtime_error naming the address when the port cannot be bound.
+std::unique_ptr<MetricsServer> serve_operator_metrics(const std::string& bind_address, int port,
+                                                      const std::shared_ptr<prometheus::Registry>& registry);
 
 // Every counter with a known set of label values starts at 0 for each of them
 // (restart causes, resize directions, straggler actions, reconcile results),

@@ -5,8 +5,9 @@ headers of what it links, see worker/CMakeLists.txt and docs/architecture.md),
 every quoted #include "dir/..." in an operator unit must name its own unit or
 one of OPERATOR[unit]'s allowed units (clients/CMakeLists.txt,
 operator/CMakeLists.txt, localcluster/CMakeLists.txt), and only clients/kube
-may include cpprest. Both
-tables must be acyclic. Forbidden headers (FORBIDDEN, OPERATOR_FORBIDDEN) are
+may include cpprest. serving/ (the HTTP server both sides link) includes no
+weft header but its own, and nothing includes prometheus-cpp's civetweb
+exposer. Both tables must be acyclic. Forbidden headers (FORBIDDEN, OPERATOR_FORBIDDEN) are
 followed through includes: a source that reaches one through any chain of
 quoted includes is a violation, printed with the chain. Prints each violation as file:line and exits 1 if any.
 
@@ -62,7 +63,7 @@ OPERATOR_FORBIDDEN = {
 HEADER = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # Where a quoted include "dir/file.h" is found (the include paths of the
 # CMake targets), in order.
-INCLUDE_ROOTS = ("worker", "clients", "operator", "localcluster", "contract")
+INCLUDE_ROOTS = ("worker", "clients", "operator", "localcluster", "contract", "serving")
 
 
 class IncludeGraph:
@@ -147,6 +148,58 @@ def check_contract(root, bad):
                 if not std and not (kind == '"' and name in own):
                     bad.append(f"{os.path.relpath(path, root)}:{n}: contract/ may include only the standard "
                                f"library and contract/ headers, not {kind}{name}{'>' if kind == '<' else kind}")
+
+
+# The folders of angle-bracket headers serving/ may use besides the standard
+# library: the C library's and POSIX's (no folder, sys/, arpa/, netinet/) and
+# prometheus-cpp's core.
+SERVING_SYSTEM_DIRS = {"", "sys", "arpa", "netinet", "prometheus"}
+# prometheus-cpp's pull exposer runs civetweb, whose few threads each wait on
+# one idle keep-alive connection: two idle clients held a scrape of the
+# operator 9-40 s (issue #70). Both sides serve with serving/metrics_server.h.
+EXPOSER_HEADERS = {"prometheus/exposer.h", "civetweb.h", "CivetServer.h"}
+
+
+def check_serving(root, bad):
+    """serving/, linked by worker and operator alike, includes its own headers,
+    the standard library, POSIX and prometheus-cpp's core only."""
+    sdir = os.path.join(root, "serving")
+    if not os.path.isdir(sdir):
+        bad.append("serving: missing")
+        return
+    own = set(os.listdir(sdir))
+    for f in sorted(own):
+        if not f.endswith((".h", ".cc")):
+            continue
+        path = os.path.join(sdir, f)
+        with open(path, encoding="utf-8") as src:
+            for n, line in enumerate(src, 1):
+                m = ANY_INCLUDE.match(line)
+                if not m:
+                    continue
+                kind, name = m.groups()
+                std = kind == "<" and "/" not in name and "." not in name
+                system = kind == "<" and name.endswith(".h") and os.path.dirname(name) in SERVING_SYSTEM_DIRS
+                if not (std or system or (kind == '"' and name in own)) or name in EXPOSER_HEADERS:
+                    bad.append(f"{os.path.relpath(path, root)}:{n}: serving/ may include only its own headers, the "
+                               f"standard library, POSIX and prometheus-cpp's core, not "
+                               f"{kind}{name}{'>' if kind == '<' else kind}")
+
+
+def check_no_exposer(root, bad):
+    """No source serves HTTP with prometheus-cpp's civetweb exposer."""
+    for top in ("worker", "operator", "clients", "localcluster", "contract", "serving"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in sorted(files):
+                if not f.endswith((".h", ".cc", ".cu", ".cuh")):
+                    continue
+                path = os.path.join(dirpath, f)
+                with open(path, encoding="utf-8") as src:
+                    for n, line in enumerate(src, 1):
+                        m = ANY_INCLUDE.match(line)
+                        if m and m.group(2) in EXPOSER_HEADERS:
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: {m.group(2)} (civetweb) waits on idle "
+                                       f"connections: serve with serving/metrics_server.h")
 
 
 def cycles(table, name):
@@ -259,6 +312,8 @@ def main():
                     if CPPREST.match(line):
                         bad.append(f"{os.path.relpath(path, root)}:{n}: only clients/kube may include cpprest")
     check_contract(root, bad)
+    check_serving(root, bad)
+    check_no_exposer(root, bad)
     for b in bad:
         print(b)
     print(f"layering: {len(bad)} violation(s)")

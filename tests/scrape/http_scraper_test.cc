@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "metrics/metrics_server.h"
+#include "metrics_server.h"
 #include "metrics/train_metrics.h"
 #include "support/net.h"
 #include "support/prometheus_process.h"

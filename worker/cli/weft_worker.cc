@@ -28,7 +28,7 @@
 #include "config/config.h"
 #include "comm/tcp_store.h"
 #include "metrics/metrics_port.h"
-#include "metrics/metrics_server.h"
+#include "metrics_server.h"
 #include "metrics/train_metrics.h"
 #include "train/checkpoint.h"
 #include "train/comm_options.h"

@@ -1,8 +1,9 @@
-// The worker's /metrics server against slow, idle and hostile clients: a
-// scrape must get through while they are connected, none of them may hold a
-// connection past the whole-request deadline, a bad request gets a 4xx and a
-// close, and the server never takes the descriptors training needs.
-#include "metrics/metrics_server.h"
+// The /metrics server of weft-worker and weft-operator (serving/) against
+// slow, idle and hostile clients: a scrape must get through while they are
+// connected, none of them may hold a connection past the whole-request
+// deadline, a bad request gets a 4xx and a close, and the server never takes
+// the descriptors training needs.
+#include "metrics_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

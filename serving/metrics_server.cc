@@ -1,4 +1,4 @@
-#include "metrics/metrics_server.h"
+#include "metrics_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -105,7 +105,7 @@ struct MetricsServer::Conn {
 
 MetricsServer::MetricsServer(std::shared_ptr<prometheus::Registry> registry, const std::string& bind_addr,
                              int port, MetricsServerOptions options)
-    : registry_(std::move(registry)), opt_(options) {
+    : registry_(std::move(registry)), opt_(std::move(options)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
   int one = 1;
@@ -154,13 +154,15 @@ std::string MetricsServer::respond(const std::string& method, const std::string&
   const bool head = method == "HEAD";
   if (method != "GET" && !head)
     return response(405, "Method Not Allowed", "text/plain", kUsage, false, "Allow: GET, HEAD\r\n");
-  if (path == "/ready") {
+  const auto check = opt_.checks.find(path);
+  if (path == "/ready" || check != opt_.checks.end()) {
     std::string why = "no readiness check";
-    const bool ready = opt_.ready && opt_.ready(&why);
-    return ready ? response(200, "OK", "text/plain", why + "\n", head)
-                 : response(503, "Service Unavailable", "text/plain", why + "\n", head);
+    const ServerCheck& fn = check != opt_.checks.end() ? check->second : opt_.ready;
+    const bool ok = fn && fn(&why);
+    return ok ? response(200, "OK", "text/plain", why + "\n", head)
+              : response(503, "Service Unavailable", "text/plain", why + "\n", head);
   }
-  if (path != "/metrics") return response(404, "Not Found", "text/plain", kUsage, head);
+  if (path != "/metrics" || !registry_) return response(404, "Not Found", "text/plain", kUsage, head);
   return response(200, "OK", "text/plain; version=0.0.4; charset=utf-8",
                   prometheus::TextSerializer().Serialize(registry_->Collect()), head);
 }

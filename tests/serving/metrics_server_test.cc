@@ -1,5 +1,6 @@
-// The worker's /metrics server: what a scraper sees over real HTTP.
-#include "metrics/metrics_server.h"
+// The /metrics server of weft-worker and weft-operator (serving/): what a
+// scraper sees over real HTTP.
+#include "metrics_server.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
@@ -52,6 +53,29 @@ TEST(MetricsServer, ReadyFollowsItsCallback) {
   EXPECT_EQ(after.status, 200);
   EXPECT_EQ(after.body, "trains\n");
   EXPECT_EQ(http_get(server.port(), "/metrics").status, 200);
+}
+
+// The operator's probes (kube/probe_server.h): named check paths, and no
+// registry, so no /metrics.
+TEST(MetricsServer, ChecksOnlyWithoutARegistry) {
+  std::atomic<bool> synced{false};
+  MetricsServerOptions opt;
+  opt.checks = {{"/healthz", [](std::string* why) { return *why = "ok", true; }},
+                {"/readyz", [&synced](std::string* why) {
+                   *why = synced ? "ok" : "informer caches not synced";
+                   return synced.load();
+                 }}};
+  MetricsServer server(nullptr, "127.0.0.1", 0, opt);
+  auto live = http_get(server.port(), "/healthz");
+  EXPECT_EQ(live.status, 200);
+  EXPECT_EQ(live.body, "ok\n");
+  auto not_ready = http_get(server.port(), "/readyz");
+  EXPECT_EQ(not_ready.status, 503);
+  EXPECT_EQ(not_ready.body, "informer caches not synced\n");
+  synced = true;
+  EXPECT_EQ(http_get(server.port(), "/readyz").status, 200);
+  EXPECT_EQ(http_get(server.port(), "/metrics").status, 404);
+  EXPECT_EQ(http_get(server.port(), "/ready").status, 503);  // no readiness check given
 }
 
 TEST(MetricsServer, BusyPortIsAClearError) {

@@ -1,12 +1,20 @@
 // Serves a prometheus-cpp registry at GET /metrics (text format 0.0.4) from
-// one thread of our own, and GET /ready for a readiness probe: 200 once the
+// one thread of our own, GET /ready for a readiness probe: 200 once the
 // `ready` callback says the rank trains (the worker: it joined the rendezvous
-// and finished a step), 503 before.
+// and finished a step), 503 before; and any further check paths the same way
+// (the operator's /healthz and /readyz, kube/probe_server.h).
+//
+// weft-worker serves each rank's metrics with it, weft-operator its own
+// /metrics and its probes: it lives in serving/ (weft_serving), outside both
+// sides' layering, and needs only POSIX and prometheus-cpp's core.
 //
 // Why not prometheus::Exposer: Debian's civetweb runs its workers on fixed
 // ~100 KiB stacks, and glibc places the static TLS of every loaded library
 // (OpenBLAS alone takes 60 KiB, NCCL 12 KiB) inside each thread's stack, so
-// the exposer's handler overflowed and crashed the worker on scrape. This
+// the exposer's handler overflowed and crashed the worker on scrape. And
+// each of its few threads serves one connection at a time, waiting out an
+// idle keep-alive client: the operator's exposer (2 threads, 120 s keep-alive)
+// made every scrape wait 9-40 s behind two idle clients (issue #70). This
 // server's thread has a normal stack and never blocks training: collection
 // reads the registry under prometheus-cpp's own locks.
 //
@@ -36,6 +44,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -44,18 +53,24 @@
 
 namespace weft {
 
+// A check: called on the server's thread; returns whether all is well and
+// sets `why` to the body's one line (200 when true, 503 when false).
+using ServerCheck = std::function<bool(std::string* why)>;
+
 struct MetricsServerOptions {
   std::chrono::milliseconds request_deadline{5000};
   size_t max_connections = 64;
-  // /ready: called on the server's thread; empty = never ready. Returns
-  // whether the rank is ready and sets `why` to the body's one line.
-  std::function<bool(std::string* why)> ready;
+  // /ready; empty = never ready.
+  ServerCheck ready;
+  // Further paths answered by a check, e.g. {"/healthz", ...}.
+  std::map<std::string, ServerCheck> checks;
 };
 
 class MetricsServer {
  public:
   // Binds bind_addr:port and starts serving; throws std::runtime_error naming
-  // the address when the port cannot be bound.
+  // the address when the port cannot be bound. A null registry serves no
+  // /metrics (404): checks only.
   MetricsServer(std::shared_ptr<prometheus::Registry> registry, const std::string& bind_addr, int port,
                 MetricsServerOptions options = MetricsServerOptions());
   ~MetricsServer();
