@@ -67,9 +67,10 @@ inline constexpr const char* kEnvMetricsPort = "WEFT_METRICS_PORT";       // met
 inline constexpr const char* kEnvDevice = "WEFT_DEVICE";                  // device
 inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // train.out_dir
 inline constexpr const char* kEnvAttention = "WEFT_ATTENTION";           // train.attention
-// The file rank 0 writes its final progress to when its run ends (the
-// operator sets it to the container's terminationMessagePath, so the pod's
-// termination message carries it; see kProgressLinePrefix below).
+// The file rank 0 writes its final progress to when its run ends, and any
+// rank its reason when it fails (the operator sets it to the container's
+// terminationMessagePath, so the pod's termination message carries it; see
+// kProgressLinePrefix below).
 inline constexpr const char* kEnvTerminationLog = "WEFT_TERMINATION_LOG";
 // The TrainingJob's metadata.uid, set by the operator in every pod: a rank
 // labels its metrics with it (metrics::kRankInfo, weft_metrics.h), and a rank of a TrainingJob

@@ -84,9 +84,22 @@ int exit_with_own_reason(int code) {
 // the first failure with SIGTERM to the others, and a line written piece by
 // piece (std::cerr is unbuffered) was cut after "bad config: " when that
 // signal came between two pieces.
+// A failing rank's reason also goes to $WEFT_TERMINATION_LOG, the pod's
+// termination message, which the operator's Failed condition quotes: what the
+// rank logs after it (telling the gang through the store, waiting for the
+// others to hear) must not take its place there, as it would in the log's
+// last line.
+void write_termination_reason(const std::string& line) {
+  const char* path = std::getenv(weft::contract::kEnvTerminationLog);
+  if (path == nullptr || *path == '\0') return;
+  std::ofstream out(path, std::ios::trunc);
+  out << line << (line.empty() || line.back() != '\n' ? "\n" : "");
+}
+
 int exit_saying(int code, const std::string& prefix, const std::exception& e) {
   exit_with_own_reason(code);
   const std::string text = prefix + e.what() + "\n";
+  write_termination_reason(text);
   const char* p = text.data();
   size_t left = text.size();
   while (left > 0) {
@@ -515,15 +528,19 @@ Outputs prepare_outputs(const weft::WorkerConfig& cfg, const weft::contract::Lau
     try {
       o.held.push_back(std::make_unique<weft::DirLock>(cfg.train.out_dir, "train.out_dir", me, wait));
       std::error_code ec;
-      if (!std::filesystem::equivalent(ckpt_dir, cfg.train.out_dir, ec))
+      if (cfg.checkpoint.save && !std::filesystem::equivalent(ckpt_dir, cfg.train.out_dir, ec))
         o.held.push_back(std::make_unique<weft::DirLock>(ckpt_dir, "checkpoint.dir", me, wait));
     } catch (const weft::DirLockHeld& e) {
       throw weft::ConfigError(e.what());
     }
-    const weft::StaleTemporaries stale = weft::remove_stale_temporaries(ckpt_dir);
-    if (stale.removed > 0)
-      spdlog::info("removed {} leftovers of interrupted checkpoint writes from {}, {:.1f} MiB freed", stale.removed,
-                   ckpt_dir, stale.bytes / 1048576.0);
+    // A run that writes no checkpoint (checkpoint.save false) neither holds
+    // checkpoint.dir nor cleans it: another run may be writing there.
+    if (cfg.checkpoint.save) {
+      const weft::StaleTemporaries stale = weft::remove_stale_temporaries(ckpt_dir);
+      if (stale.removed > 0)
+        spdlog::info("removed {} leftovers of interrupted checkpoint writes from {}, {:.1f} MiB freed",
+                     stale.removed, ckpt_dir, stale.bytes / 1048576.0);
+    }
   }
   return o;
 }
@@ -699,28 +716,24 @@ int run_rank(const weft::WorkerConfig& cfg, const weft::contract::LaunchEnv& lau
 // Signals are ignored before the reason is printed: a launcher's SIGTERM
 // would otherwise end the rank before it said why.
 int exit_for_failure() {
+  auto fail = [](int code, const std::string& line) {
+    exit_with_own_reason(code);
+    spdlog::error("{}", line);
+    write_termination_reason(line);
+    return code;
+  };
   try {
     throw;
   } catch (const weft::ConfigError& e) {
-    exit_with_own_reason(weft::contract::kExitBadConfig);
-    spdlog::error("bad config: {}", e.what());
-    return weft::contract::kExitBadConfig;
+    return fail(weft::contract::kExitBadConfig, std::string("bad config: ") + e.what());
   } catch (const weft::DataError& e) {
-    exit_with_own_reason(weft::contract::kExitBadConfig);
-    spdlog::error("bad data: {}", e.what());
-    return weft::contract::kExitBadConfig;
+    return fail(weft::contract::kExitBadConfig, std::string("bad data: ") + e.what());
   } catch (const weft::CheckpointError& e) {
-    exit_with_own_reason(weft::contract::kExitCheckpointIo);
-    spdlog::error("checkpoint: {}", e.what());
-    return weft::contract::kExitCheckpointIo;
+    return fail(weft::contract::kExitCheckpointIo, std::string("checkpoint: ") + e.what());
   } catch (const weft::DivergedError& e) {
-    exit_with_own_reason(weft::contract::kExitDiverged);
-    spdlog::error("diverged: {}", e.what());
-    return weft::contract::kExitDiverged;
+    return fail(weft::contract::kExitDiverged, std::string("diverged: ") + e.what());
   } catch (const std::exception& e) {
-    exit_with_own_reason(weft::contract::kExitInternal);
-    spdlog::error("{}", e.what());
-    return weft::contract::kExitInternal;
+    return fail(weft::contract::kExitInternal, e.what());
   }
 }
 

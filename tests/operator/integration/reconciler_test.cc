@@ -66,8 +66,11 @@ TEST_F(Reconcile, CreatesTheGangWithTheWorkerContract) {
   EXPECT_TRUE((*svc)["spec"]["publishNotReadyAddresses"].get<bool>());
   auto cm = admin_api().get(kube::kConfigMaps, ns(), "llama-config");
   ASSERT_TRUE(cm.ok());
-  EXPECT_EQ((*cm)["data"]["bucket_cap_mb"], "4");
-  EXPECT_EQ(YAML::Load((*cm)["data"]["config.yaml"].get<std::string>())["preset"].as<std::string>(), "tiny");
+  // The spec's cap travels in config.yaml; the key is the tuner's, empty until it writes.
+  EXPECT_EQ((*cm)["data"]["bucket_cap_mb"], "");
+  const YAML::Node config = YAML::Load((*cm)["data"]["config.yaml"].get<std::string>());
+  EXPECT_EQ(config["preset"].as<std::string>(), "tiny");
+  EXPECT_EQ(config["parallel"]["bucket_cap_mb"].as<double>(), 4);
   auto secret = admin_api().get(kube::kSecrets, ns(), tj::secret_name("llama", uid));
   ASSERT_TRUE(secret.ok());
   EXPECT_EQ((*secret)["data"]["token"].get<std::string>().size(), 88u);  // base64 of 64 hex chars
