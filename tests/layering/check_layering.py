@@ -127,27 +127,38 @@ ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]')
 CONTRACT_POSIX = {"fcntl.h", "sys/stat.h", "unistd.h"}
 
 
-def check_contract(root, bad):
-    """contract/, linked by worker and operator alike, sees the standard
-    library (<name>, no path, no extension), the POSIX headers of
-    CONTRACT_POSIX and its own headers only, so linking it pulls nothing into
-    either side."""
-    cdir = os.path.join(root, "contract")
-    own = set(os.listdir(cdir))
+def check_own_includes(root, bad, folder, allowed, what):
+    """Every #include of folder/'s sources passes allowed(kind, name, own),
+    own being the folder's file names; what says what it may include."""
+    fdir = os.path.join(root, folder)
+    if not os.path.isdir(fdir):
+        bad.append(f"{folder}: missing")
+        return
+    own = set(os.listdir(fdir))
     for f in sorted(own):
         if not f.endswith((".h", ".cc")):
             continue
-        path = os.path.join(cdir, f)
+        path = os.path.join(fdir, f)
         with open(path, encoding="utf-8") as src:
             for n, line in enumerate(src, 1):
                 m = ANY_INCLUDE.match(line)
                 if not m:
                     continue
                 kind, name = m.groups()
-                std = kind == "<" and (("/" not in name and "." not in name) or name in CONTRACT_POSIX)
-                if not std and not (kind == '"' and name in own):
-                    bad.append(f"{os.path.relpath(path, root)}:{n}: contract/ may include only the standard "
-                               f"library and contract/ headers, not {kind}{name}{'>' if kind == '<' else kind}")
+                if not allowed(kind, name, own):
+                    bad.append(f"{os.path.relpath(path, root)}:{n}: {folder}/ may include only {what}, not "
+                               f"{kind}{name}{'>' if kind == '<' else kind}")
+
+
+def check_contract(root, bad):
+    """contract/, linked by worker and operator alike, sees the standard
+    library (<name>, no path, no extension), the POSIX headers of
+    CONTRACT_POSIX and its own headers only, so linking it pulls nothing into
+    either side."""
+    def allowed(kind, name, own):
+        std = kind == "<" and (("/" not in name and "." not in name) or name in CONTRACT_POSIX)
+        return std or (kind == '"' and name in own)
+    check_own_includes(root, bad, "contract", allowed, "the standard library and contract/ headers")
 
 
 # The folders of angle-bracket headers serving/ may use besides the standard
@@ -163,27 +174,12 @@ EXPOSER_HEADERS = {"prometheus/exposer.h", "civetweb.h", "CivetServer.h"}
 def check_serving(root, bad):
     """serving/, linked by worker and operator alike, includes its own headers,
     the standard library, POSIX and prometheus-cpp's core only."""
-    sdir = os.path.join(root, "serving")
-    if not os.path.isdir(sdir):
-        bad.append("serving: missing")
-        return
-    own = set(os.listdir(sdir))
-    for f in sorted(own):
-        if not f.endswith((".h", ".cc")):
-            continue
-        path = os.path.join(sdir, f)
-        with open(path, encoding="utf-8") as src:
-            for n, line in enumerate(src, 1):
-                m = ANY_INCLUDE.match(line)
-                if not m:
-                    continue
-                kind, name = m.groups()
-                std = kind == "<" and "/" not in name and "." not in name
-                system = kind == "<" and name.endswith(".h") and os.path.dirname(name) in SERVING_SYSTEM_DIRS
-                if not (std or system or (kind == '"' and name in own)) or name in EXPOSER_HEADERS:
-                    bad.append(f"{os.path.relpath(path, root)}:{n}: serving/ may include only its own headers, the "
-                               f"standard library, POSIX and prometheus-cpp's core, not "
-                               f"{kind}{name}{'>' if kind == '<' else kind}")
+    def allowed(kind, name, own):
+        std = kind == "<" and "/" not in name and "." not in name
+        system = kind == "<" and name.endswith(".h") and os.path.dirname(name) in SERVING_SYSTEM_DIRS
+        return (std or system or (kind == '"' and name in own)) and name not in EXPOSER_HEADERS
+    check_own_includes(root, bad, "serving", allowed,
+                       "its own headers, the standard library, POSIX and prometheus-cpp's core")
 
 
 def check_no_exposer(root, bad):

@@ -28,6 +28,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Reads a request head (through its blank line) from `fd`; what arrived, cut
+// short if the client hung up first.
+std::string read_head(int fd) {
+  std::string head;
+  char buf[4096];
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    head.append(buf, static_cast<size_t>(n));
+  }
+  return head;
+}
+
 // Answers one connection with `response` after reading the request head.
 class OneShotServer {
  public:
@@ -35,17 +48,11 @@ class OneShotServer {
       : thread_([this, r = std::move(response), answer] {
           int fd = listener_.accept();
           if (fd < 0) return;
-          std::string head;
-          char buf[4096];
-          while (head.find("\r\n\r\n") == std::string::npos) {
-            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) break;
-            head.append(buf, static_cast<size_t>(n));
-          }
-          request_ = head;
+          request_ = read_head(fd);
           if (answer) {
             weft::testing::send_all(fd, r);
           } else {
+            char buf[1];
             ::recv(fd, buf, sizeof buf, 0);  // holds the connection until the client gives up
           }
           ::close(fd);
@@ -76,13 +83,7 @@ class ScriptedServer {
       : thread_([this, serve = std::move(serve)] {
           int fd = listener_.accept();
           if (fd < 0) return;
-          std::string head;
-          char buf[4096];
-          while (head.find("\r\n\r\n") == std::string::npos) {
-            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) break;
-            head.append(buf, static_cast<size_t>(n));
-          }
+          read_head(fd);
           serve(fd, stop_);
           ::close(fd);
         }) {}
