@@ -4,6 +4,7 @@
 // blamed on their launcher. Each ends with a clear message and a contract
 // exit code, never an abort, a hang or a bare signal.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -433,6 +434,53 @@ TEST(StartupSignals, SigtermWhileBuildingTheModelExitsAtOnce) {
       << r.output;
   EXPECT_FALSE(has(r.output, "checkpoint written")) << r.output;
   EXPECT_FALSE(has(r.output, "step 1/")) << r.output;
+  fs::remove_all(d);
+}
+
+// A SIGTERM that comes before main has its handlers (in the first
+// milliseconds, while the loader runs) took the default action: killed by
+// the signal, with no word. Sent here before the worker even starts, and held
+// pending by a blocked mask the worker inherits (as a launcher that blocks
+// signals for itself may pass on), it is answered the moment main installs
+// its handlers: exit 143 by the contract, saying so.
+TEST(StartupSignals, ASigtermBeforeMainHasItsHandlersIsAnsweredByTheContract) {
+  fs::path d = fresh_dir("earlyterm");
+  const std::string log = (d / "out.log").string();
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(::sigprocmask(SIG_BLOCK, &term, &old), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::setenv("WEFT_METRICS_PORT", "0", 1);
+    const std::string out = (d / "out").string();
+    ::execl(kWorker.c_str(), kWorker.c_str(), "--preset", "tiny", "--steps", "100000", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGTERM);  // pending in the child until it unblocks SIGTERM
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 600 && done == 0; ++i) {
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(100ms);
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_NE(done, 0) << "the worker never answered the pending SIGTERM:\n" << output;
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << ":\n" << output;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << output;
+  EXPECT_TRUE(has(output, "stopped by a signal while joining the job")) << output;
+  EXPECT_FALSE(has(output, "step 1/")) << output;
   fs::remove_all(d);
 }
 

@@ -746,6 +746,13 @@ int main(int argc, char** argv) {
   // the default action (killed by signal 15, no exit code of the contract).
   std::signal(SIGINT, on_signal_before_training);
   std::signal(SIGTERM, on_signal_before_training);
+  // A launcher that blocks these for itself may pass the mask on: unblocked,
+  // a stop sent while the loader ran is answered now, by the handler.
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
   try {
     const WorkerArgs args = parse_args(argc, argv);
     spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
