@@ -67,6 +67,10 @@ inline constexpr const char* kEnvMetricsPort = "WEFT_METRICS_PORT";       // met
 inline constexpr const char* kEnvDevice = "WEFT_DEVICE";                  // device
 inline constexpr const char* kEnvOutDir = "WEFT_OUT_DIR";                 // train.out_dir
 inline constexpr const char* kEnvAttention = "WEFT_ATTENTION";           // train.attention
+// Set to anything but "" or "0" in a rank's environment, the worker skips its
+// memory check (for an estimate that is wrong about a setup); the operator
+// then warns that the pod may be killed for memory instead of refused.
+inline constexpr const char* kEnvSkipMemoryCheck = "WEFT_SKIP_MEMORY_CHECK";
 // The file rank 0 writes its final progress to when its run ends, and any
 // rank its reason when it fails (the operator sets it to the container's
 // terminationMessagePath, so the pod's termination message carries it; see

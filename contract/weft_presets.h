@@ -1,7 +1,7 @@
-// The built-in presets and the SwiGLU width rule, as the worker applies them
-// (worker/config/config.cc, preset()) and the operator reads them for its
-// memory estimate (operator/trainingjob/memory_policy.cc): one table, so
-// the two cannot drift. Standard library only, like the contract header.
+// The built-in presets and the SwiGLU width rule, as the worker's config unit
+// applies them (worker/config/config.cc, preset()), the unit the operator
+// reads spec.worker with too. Standard library only, like the contract
+// header.
 #pragma once
 
 #include <string_view>

@@ -1,7 +1,5 @@
 #include "trainingjob/builders.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include "kube/quantity.h"
 #include "launch_env.h"
 #include "trainingjob/constants.h"
+#include "trainingjob/worker_config.h"
 #include "weft_contract.h"
 
 namespace weft::tj {
@@ -26,28 +25,6 @@ Json child_meta(const Json& job, const std::string& name) {
           {"labels", child_labels(name_of(job))},
           {"ownerReferences", Json::array({owner_reference(job)})}};
 }
-
-void emit(YAML::Emitter& out, const Json& j) {
-  if (j.is_object()) {
-    out << YAML::BeginMap;
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      out << YAML::Key << it.key() << YAML::Value;
-      emit(out, it.value());
-    }
-    out << YAML::EndMap;
-  } else if (j.is_array()) {
-    out << YAML::BeginSeq;
-    for (const auto& e : j) emit(out, e);
-    out << YAML::EndSeq;
-  } else if (j.is_string()) {
-    out << YAML::DoubleQuoted << j.get<std::string>();
-  } else if (j.is_null()) {
-    out << YAML::Null;
-  } else {
-    out << j.dump();  // numbers and booleans print the same in YAML
-  }
-}
-
 
 }  // namespace
 
@@ -82,12 +59,6 @@ Json build_service(const Json& job, const TrainingJobSpec& spec) {
             {"publishNotReadyAddresses", true},
             {"selector", {{kLabelJob, name_of(job)}}},
             {"ports", ports}}}};
-}
-
-std::string worker_config_yaml(const Json& worker) {
-  YAML::Emitter out;
-  emit(out, worker.is_object() ? worker : Json::object());
-  return std::string(out.c_str()) + "\n";
 }
 
 Json build_configmap(const Json& job, const TrainingJobSpec& spec) {

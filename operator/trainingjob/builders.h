@@ -54,7 +54,6 @@ const kube::Resource& podgroup_resource(const TrainingJobSpec& spec);
 // Pod `index` (label weft.dev/rank) of the gang's attempt `attempt`.
 Json build_pod(const Json& job, const TrainingJobSpec& spec, int index, int attempt);
 
-std::string worker_config_yaml(const Json& worker);  // spec.worker as YAML
 // Stable (FNV-1a 64) hash of every spec field that shapes a pod; stored in
 // the pod annotation weft.dev/spec-hash.
 std::string pod_spec_hash(const TrainingJobSpec& spec);

@@ -2,8 +2,9 @@
 // its memory limit?
 // The worker estimates what a rank needs before it builds the model and exits
 // 1 when its limit is below that (worker/train/memory_estimate.h); this
-// policy computes the same estimate (contract/weft_memory_estimate.h) from
-// spec.worker and the job's ranks and compares procsPerPod times it with
+// policy computes the same estimate (the worker's config/rank_memory.h) from
+// spec.worker as the worker reads it (trainingjob/worker_config.h) and the
+// job's ranks, and compares procsPerPod times it with
 // spec.resources.limits.memory, so the user sees the problem before any pod
 // starts. It never refuses a job: the worker's own check is the authority.
 //
@@ -24,18 +25,16 @@
 #include <string>
 
 #include "trainingjob/types.h"
-#include "weft_memory_estimate.h"
+#include "config/rank_memory.h"
 
 namespace weft::tj {
 
-// The estimate's inputs from spec.worker as the worker resolves its config:
-// the preset (tiny by default), the fields the job sets, a literal WEFT_DEVICE
-// in spec.template.env, and the job's ranks (pods x procsPerPod) as the world size. nullopt, with
-// the reason in *why_not, when the operator cannot know them: init_from (the
-// model is read from a config.json inside the pod), an unknown preset, or a
-// field of the wrong type (the worker refuses that config itself).
-std::optional<contract::MemoryEstimateInputs> memory_estimate_inputs(const TrainingJobSpec& spec,
-                                                                     std::string* why_not);
+// The resolved config the estimate is made from (spec.worker_read's, with
+// the template's literal WEFT_* overrides); the estimate is for the job's
+// ranks (pods x procsPerPod). nullopt, with the reason in *why_not, when the
+// operator cannot know the shape: init_from (the model is read from a
+// config.json inside the pod), or a config the worker refuses.
+std::optional<WorkerConfig> estimated_config(const TrainingJobSpec& spec, std::string* why_not);
 
 struct MemoryCheck {
   bool fits = true;         // false: the limit is below the estimate

@@ -16,6 +16,7 @@
 #include "trainingjob/reconciler.h"
 #include "trainingjob/reconciler_context.h"
 #include "trainingjob/scheduling_policy.h"
+#include "trainingjob/worker_config.h"
 #include "weft_contract.h"
 
 namespace weft::tj {

@@ -56,12 +56,6 @@ void read(const Json& obj, const char* key, T& out, const std::string& path, std
   }
 }
 
-const Json& parallel_of(const Json& worker) {
-  static const Json empty = Json::object();
-  auto it = worker.find("parallel");
-  return it != worker.end() && it->is_object() ? *it : empty;
-}
-
 // spec.<key>: the object, or null when absent (or null); anything else is an
 // error naming the field, and null.
 const Json* section(const Json& spec, const char* key, std::vector<SpecError>* errors) {
@@ -91,38 +85,24 @@ bool dns_subdomain(const std::string& v) {
 
 }  // namespace
 
-std::string TrainingJobSpec::strategy() const {
-  const Json& p = parallel_of(worker);
-  return p.contains("strategy") && p["strategy"].is_string() ? p["strategy"].get<std::string>() : "dp";
+namespace {
+// The config the ranks run, or the worker's defaults when it refuses spec.worker.
+const WorkerConfig& worker_or_default(const TrainingJobSpec& s) {
+  static const WorkerConfig defaults = preset("tiny");
+  return s.worker_read.config ? *s.worker_read.config : defaults;
 }
-int TrainingJobSpec::metrics_port() const {
-  auto m = worker.find("metrics");
-  if (m == worker.end() || !m->is_object()) return contract::metrics_port(0);
-  auto p = m->find("port");
-  if (p == m->end() || !p->is_number_integer()) return contract::metrics_port(0);
-  // validate() refuses a port outside [0, 65535]; never wrap one into range.
-  return whole_number<int>(*p).value_or(0);
-}
-long long TrainingJobSpec::sp() const {
-  const Json& p = parallel_of(worker);
-  return p.contains("sp") && p["sp"].is_number_integer() ? whole_number<long long>(p["sp"]).value_or(0) : 1;
-}
-long long TrainingJobSpec::wp() const {
-  const Json& p = parallel_of(worker);
-  return p.contains("wp") && p["wp"].is_number_integer() ? whole_number<long long>(p["wp"]).value_or(0) : 1;
-}
-std::optional<double> TrainingJobSpec::bucket_cap_mb() const {
-  const Json& p = parallel_of(worker);
-  if (p.contains("bucket_cap_mb") && p["bucket_cap_mb"].is_number()) return p["bucket_cap_mb"].get<double>();
-  return std::nullopt;
-}
+}  // namespace
 
+int TrainingJobSpec::metrics_port() const { return worker_or_default(*this).metrics.port; }
+long long TrainingJobSpec::sp() const { return worker_or_default(*this).parallel.sp; }
+long long TrainingJobSpec::wp() const { return worker_or_default(*this).parallel.wp; }
+std::optional<double> TrainingJobSpec::bucket_cap_mb() const {
+  const double mb = worker_or_default(*this).parallel.bucket_cap_mb;
+  if (mb == kAutoBucketCap) return std::nullopt;
+  return mb;
+}
 long long TrainingJobSpec::grad_accum() const {
-  auto t = worker.find("train");
-  if (t == worker.end() || !t->is_object()) return 1;
-  auto g = t->find("grad_accum");
-  if (g == t->end() || !g->is_number_integer()) return 1;
-  return std::max<long long>(whole_number<long long>(*g).value_or(1), 1);
+  return std::max<long long>(worker_or_default(*this).train.grad_accum, 1);
 }
 
 std::vector<int> TrainingJobSpec::elastic_sizes() const {
@@ -158,13 +138,6 @@ int TrainingJobSpec::ranks_per_pod() const {
 std::string SchedulingSpec::scheduler() const {
   if (!scheduler_name.empty()) return scheduler_name;
   return volcano() ? kVolcanoScheduler : kSchedulerPluginsScheduler;
-}
-
-bool TrainingJobSpec::bucket_cap_malformed() const {
-  const Json& p = parallel_of(worker);
-  if (!p.contains("bucket_cap_mb")) return false;
-  const Json& v = p["bucket_cap_mb"];
-  return !v.is_number() && !(v.is_string() && v.get<std::string>() == "auto");
 }
 
 TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
@@ -237,6 +210,7 @@ TrainingJobSpec parse_spec(const Json& spec, std::vector<SpecError>* errors) {
       read(*b, "confirmRounds", s.bucket_tuning.confirm_rounds, "spec.tuning.bucketSize", errors);
     }
   }
+  s.worker_read = read_worker_config(s.worker, s.pod_template);
   return s;
 }
 
@@ -331,21 +305,8 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
   if (s.image.empty()) e.push_back({"spec.image", "must not be empty"});
   if (s.master_port < 1024 || s.master_port > 65535)
     e.push_back({"spec.masterPort", "must be in [1024, 65535], got " + std::to_string(s.master_port)});
-  if (auto m = s.worker.find("metrics"); m != s.worker.end() && m->is_object())
-    if (auto p = m->find("port"); p != m->end()) {
-      const auto port = p->is_number_integer() ? whole_number<long long>(*p) : std::nullopt;
-      if (!port || *port < 0 || *port > 65535)
-        e.push_back({"spec.worker.metrics.port", "must be a whole number in [0, 65535], got " + p->dump()});
-    }
-  const std::string strat = s.strategy();
-  const std::optional<contract::Strategy> strategy = contract::parse_mode<contract::Strategy>(strat);
-  if (!strategy)
-    e.push_back({"spec.worker.parallel.strategy",
-                 "must be one of " + contract::mode_choices<contract::Strategy>() + "; got '" + strat + "'"});
-  for (const auto& [key, size] : {std::pair{"sp", s.sp()}, {"wp", s.wp()}})
-    if (size < 1)
-      e.push_back({std::string("spec.worker.parallel.") + key,
-                   "must be a whole number >= 1, got " + s.worker["parallel"][key].dump()});
+  // spec.worker by the worker's own rules (worker_config.h).
+  if (!s.worker_read.config) e.push_back({s.worker_read.error_field, s.worker_read.error});
   const auto gpus = s.gpu_limit();
   if (s.procs_per_pod_auto && !(gpus && *gpus > 0)) {
     const Json* limit = nullptr;
@@ -382,13 +343,6 @@ std::vector<SpecError> validate(const TrainingJobSpec& s) {
     e.push_back({"spec.shmSize", shm.error});
   else if (shm.value <= 0)
     e.push_back({"spec.shmSize", "must be positive, got " + s.shm_size});
-  if (strategy != contract::Strategy::Isp && (s.sp() > 1 || s.wp() > 1))
-    e.push_back({"spec.worker.parallel", "sp and wp above 1 require strategy isp"});
-  // The cap rule shared with the worker and its cap file (weft_contract.h).
-  if (s.bucket_cap_malformed() || (s.bucket_cap_mb() && !contract::valid_bucket_cap_mb(*s.bucket_cap_mb())))
-    e.push_back({"spec.worker.parallel.bucket_cap_mb",
-                 std::string("must be auto or ") + contract::kBucketCapRule + ", got " +
-                     s.worker["parallel"]["bucket_cap_mb"].dump()});
   if (s.restart.max_restarts < 0) e.push_back({"spec.restartPolicy.maxRestarts", "must be >= 0"});
   if (s.restart.backoff_seconds < 0 || s.restart.backoff_seconds > s.restart.max_backoff_seconds)
     e.push_back({"spec.restartPolicy.backoffSeconds", "must be in [0, maxBackoffSeconds]"});

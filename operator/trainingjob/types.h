@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "trainingjob/worker_config.h"
 #include "tuning/types.h"
 
 namespace weft::tj {
@@ -85,6 +86,9 @@ struct TrainingJobSpec {
   Json resources = Json::object();  // core/v1 ResourceRequirements
   Json pod_template = Json::object();  // spec.template overrides
   Json worker = Json::object();     // verbatim worker config
+  // spec.worker as the ranks will read it, with the worker's own parser
+  // (worker_config.h); parse_spec fills it, validate() reports its error.
+  WorkerRead worker_read = read_worker_config(Json::object(), Json::object());
   RestartSpec restart;
   BucketTuningSpec bucket_tuning;
   bool suspend = false;
@@ -115,7 +119,7 @@ struct TrainingJobSpec {
   // and can share the planned batch (train.grad_accum x planned ranks a
   // multiple of their ranks). Just the planned size without spec.elastic.
   std::vector<int> elastic_sizes() const;
-  // spec.worker.train.grad_accum (1 when absent or not a whole number).
+  // spec.worker's train.grad_accum (1 when the worker refuses the config).
   long long grad_accum() const;
 
   // Ranks per pod with `auto` resolved (1 when auto has no GPU limit, which
@@ -125,18 +129,15 @@ struct TrainingJobSpec {
   // resources.limits["nvidia.com/gpu"] when set and a whole number.
   std::optional<int> gpu_limit() const;
 
-  // Read from `worker` (defaults as in worker/train/config.h).
-  std::string strategy() const;
-  // 0 for a number beyond 64 bits (validate() refuses sp and wp below 1).
+  // From worker_read's config; the worker's defaults when it refuses the
+  // config (validate() then fails the job).
   long long sp() const;
   long long wp() const;
-  // spec.worker.parallel.bucket_cap_mb: the number, or nullopt when absent or
-  // "auto" (the workers size buckets from the model themselves).
+  // spec.worker.parallel.bucket_cap_mb: the number, or nullopt when auto
+  // (the workers size buckets from the model themselves).
   std::optional<double> bucket_cap_mb() const;
-  // Present but neither a number nor "auto".
-  bool bucket_cap_malformed() const;
-  // The port a pod's first rank serves /metrics on: worker.metrics.port (the
-  // base port; a pod's local rank L serves on base + L); 0 = metrics off.
+  // The port a pod's first rank serves /metrics on: metrics.port (the base
+  // port; a pod's local rank L serves on base + L); 0 = metrics off.
   int metrics_port() const;
 };
 

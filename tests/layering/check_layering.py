@@ -45,12 +45,16 @@ FORBIDDEN = {
 # which only tests and local clusters use. tuning/ holds the types that trainingjob/
 # (the reconciler) and tuner/ (the bucket-size decision) share, so that the
 # reconciler calls the tuner and the tuner never sees the reconciler.
+# config is the worker's config unit (worker/config): the operator reads
+# spec.worker with the worker's own parser, validation and memory estimate,
+# so the two programs share one schema (it includes nothing of the operator's).
 OPERATOR = {
+    "config": ("worker/config", set()),
     "kube": ("clients/kube", set()),
     "scrape": ("clients/scrape", set()),
     "tuning": ("operator/tuning", set()),
     "tuner": ("operator/tuner", {"tuning", "scrape"}),
-    "trainingjob": ("operator/trainingjob", {"kube", "scrape", "tuning", "tuner"}),
+    "trainingjob": ("operator/trainingjob", {"kube", "scrape", "tuning", "tuner", "config"}),
     "main": ("operator/main.cc", {"kube", "trainingjob"}),
     "node": ("localcluster/node", {"kube", "scrape"}),
 }

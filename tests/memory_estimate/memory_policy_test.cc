@@ -34,7 +34,7 @@ int64_t worker_needs(const std::string& yaml, int world,
                      const std::map<std::string, std::string>& env = {}) {
   WorkerConfig cfg = parse_config(yaml);
   apply_env_overrides(cfg, env);
-  return estimate_memory(cfg, world).host_bytes();
+  return estimate_memory(resolved(cfg), world).host_bytes();
 }
 
 TEST(MemoryPolicy, WarnsOnlyWhenTheLimitIsBelowTheEstimate) {
@@ -111,8 +111,7 @@ TEST(MemoryPolicy, ARequestAloneIsNoLimit) {
 // On cuda the weights, gradients, optimizer state and activations are GPU
 // memory: only the host part (initialisation copy, runtime) meets the limit.
 TEST(MemoryPolicy, GpuJobsCompareTheHostPartOnly) {
-  WorkerConfig cfg = preset("gpt2-124m");
-  const MemoryEstimate e = estimate_memory(cfg, 8);
+  const MemoryEstimate e = estimate_memory(resolved(preset("gpt2-124m")), 8);
   ASSERT_TRUE(e.on_device);
   ASSERT_LT(e.host_bytes(), e.total());
   const Json limit = std::to_string(e.host_bytes());  // fits the host part, not the total
@@ -127,11 +126,19 @@ TEST(MemoryPolicy, GpuJobsCompareTheHostPartOnly) {
   const MemoryCheck on_cpu = check_memory(job({{"preset", "gpt2-124m"}}, 8, limit, cpu));
   EXPECT_FALSE(on_cpu.fits);
   EXPECT_EQ(on_cpu.needed_bytes, worker_needs("preset: gpt2-124m", 8, {{"WEFT_DEVICE", "cpu"}}));
-  // A WEFT_DEVICE the worker refuses (exit 1, naming it) is not estimated as either device.
-  const Json tpu = Json::array({{{"name", "WEFT_DEVICE"}, {"value", "tpu"}}});
+  // A WEFT_DEVICE the worker refuses (exit 1, naming it) is refused with the
+  // job and not estimated as either device.
+  const Json spec = {{"replicas", 8},
+                     {"image", "weft:test"},
+                     {"worker", {{"preset", "gpt2-124m"}}},
+                     {"template", {{"env", Json::array({{{"name", "WEFT_DEVICE"}, {"value", "tpu"}}})}}}};
+  const TrainingJobSpec tpu = parse_spec(spec);
+  const std::vector<SpecError> errors = validate(tpu);
+  ASSERT_EQ(errors.size(), 1u) << describe(errors);
+  EXPECT_EQ(errors[0].field, "spec.template.env");
+  EXPECT_EQ(errors[0].message, "WEFT_DEVICE=tpu: device: 'tpu' is not one of cpu, cuda");
   std::string why;
-  EXPECT_FALSE(memory_estimate_inputs(job({{"preset", "gpt2-124m"}}, 8, limit, tpu), &why));
-  EXPECT_EQ(why, "spec.template.env WEFT_DEVICE: 'tpu' is not one of cpu, cuda");
+  EXPECT_FALSE(estimated_config(tpu, &why));
 }
 
 TEST(MemoryPolicy, SkippingTheWorkersCheckWarnsOfTheOomKiller) {

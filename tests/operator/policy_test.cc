@@ -314,7 +314,7 @@ TEST(SpecValidation, Table) {
       {"isp divisible", MakeJob("a", "n").Replicas(8).Parallel("isp", 4, 2).Obj(), ""},
       {"replicas not divisible by sp", MakeJob("a", "n").Replicas(6).Parallel("isp", 4, 1).Obj(), "spec.replicas"},
       {"replicas not divisible by wp", MakeJob("a", "n").Replicas(6).Parallel("isp", 1, 4).Obj(), "spec.replicas"},
-      {"sp without isp", MakeJob("a", "n").Replicas(4).Parallel("dp", 2, 1).Obj(), "spec.worker.parallel"},
+      {"sp without isp", MakeJob("a", "n").Replicas(4).Parallel("dp", 2, 1).Obj(), "spec.worker.parallel.strategy"},
       {"unknown strategy", MakeJob("a", "n").Parallel("tensor", 1, 1).Obj(), "spec.worker.parallel.strategy"},
       {"zero replicas", MakeJob("a", "n").Replicas(0).Obj(), "spec.replicas"},
       {"empty image", MakeJob("a", "n").Image("").Obj(), "spec.image"},
@@ -364,7 +364,7 @@ TEST(SpecValidation, Table) {
       {"replicas a fraction", MakeJob("a", "n").Spec("replicas", 2.5).Obj(), "spec.replicas"},
       {"sp beyond 32 bits",
        MakeJob("a", "n").Replicas(2).Spec("worker", {{"parallel", {{"strategy", "isp"}, {"sp", 4294967298LL}}}}).Obj(),
-       "spec.replicas"},
+       "spec.worker.parallel.sp"},
       {"sp beyond 64 bits",
        MakeJob("a", "n").Spec("worker", {{"parallel", {{"strategy", "isp"}, {"sp", 18446744073709551615ULL}}}}).Obj(),
        "spec.worker.parallel.sp"},
@@ -390,8 +390,10 @@ TEST(SpecValidation, Table) {
        "spec.worker.metrics.port"},
       {"metrics port negative", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", -1}}}}).Obj(),
        "spec.worker.metrics.port"},
-      {"metrics port a string", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", "9400"}}}}).Obj(),
+      {"metrics port a word", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", "http"}}}}).Obj(),
        "spec.worker.metrics.port"},
+      // Quoted digits are a number to the worker's YAML reader, so to the operator too.
+      {"metrics port in quotes", MakeJob("a", "n").Spec("worker", {{"metrics", {{"port", "9400"}}}}).Obj(), ""},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
@@ -413,13 +415,13 @@ TEST(SpecValidation, JobNameFitsTheChildrenItNames) {
   }
 }
 
-// The bucket cap's one rule (weft_contract.h), in the operator's words: the
-// field, the bound, and the value that broke it.
+// The bucket cap's one rule (weft_contract.h), in the worker's words at the
+// spec's field: the bound, and the value that broke it.
 TEST(SpecValidation, BucketCapNamesTheFieldAndTheBound) {
   auto errors = validate(parse_spec(MakeJob("a", "n").BucketMB(1e14).Obj()["spec"]));
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].field, "spec.worker.parallel.bucket_cap_mb");
-  EXPECT_EQ(errors[0].message, "must be auto or a number of MiB in (0, 4096], got 100000000000000.0");
+  EXPECT_EQ(errors[0].message, "must be auto or a number of MiB in (0, 4096], got 1e+14");
 }
 
 // The CRD states the same bound as the schema maximum of the tuning range,

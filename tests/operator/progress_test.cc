@@ -120,10 +120,13 @@ TEST(Progress, HeldOutLossOnceEvaluated) {
 TEST(Progress, MetricsPortComesFromTheWorkerConfig) {
   TrainingJobSpec spec;
   EXPECT_EQ(spec.metrics_port(), 9400);
-  spec.worker = {{"metrics", {{"port", 9555}}}};
+  spec.worker_read = read_worker_config({{"metrics", {{"port", 9555}}}}, Json::object());
   EXPECT_EQ(spec.metrics_port(), 9555);
-  spec.worker = {{"metrics", {{"port", 0}}}};
+  spec.worker_read = read_worker_config({{"metrics", {{"port", 0}}}}, Json::object());
   EXPECT_EQ(spec.metrics_port(), 0);
+  // The pod's WEFT_METRICS_PORT is where the ranks serve, as the worker reads it.
+  spec.worker_read = read_worker_config(Json::object(), {{"env", {{{"name", "WEFT_METRICS_PORT"}, {"value", "9600"}}}}});
+  EXPECT_EQ(spec.metrics_port(), 9600);
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerHolds) {
     k.set(c);
     c.train.steps = 1;
     validate(c);
-    const MemoryEstimate e = estimate_memory(c, 1);
+    const MemoryEstimate e = estimate_memory(resolved(c), 1);
     Trainer t(c);
     const TrainSummary s = t.run();
     EXPECT_EQ(e.params, s.memory.params);
@@ -124,10 +124,10 @@ TEST(MemoryEstimate, PointwiseRecomputeTrainsTheSameRunInLessMemory) {
   // On cuda auto is pointwise: [N, 2 d + ffn] less per block of gpt2-124m's 12, one [N, d + ffn] scratch more.
   WorkerConfig g = preset("gpt2-124m");
   g.device = ComputeDevice::Cuda;
-  const MemoryEstimate on = estimate_memory(g, 1);
+  const MemoryEstimate on = estimate_memory(resolved(g), 1);
   g.train.recompute = Recompute::None;
   const int64_t N = int64_t(g.train.micro_batch) * g.train.seq_len, C = g.model.d_model, F = g.model.ffn();
-  EXPECT_EQ(estimate_memory(g, 1).activations - on.activations, (12 * (2 * C + F) - (C + F)) * N * 2);
+  EXPECT_EQ(estimate_memory(resolved(g), 1).activations - on.activations, (12 * (2 * C + F) - (C + F)) * N * 2);
   // A spelling that is not a mode is refused where the config is read.
   try {
     parse_config("train: {recompute: everything}\n");
@@ -145,29 +145,29 @@ TEST(MemoryEstimate, ShardingStrategiesHoldLessOptimizerStateOrWeights) {
   WorkerConfig c = preset("gpt2-124m");
   c.device = ComputeDevice::Cpu;
   c.train.dtype = WorkingDtype::F32;
-  const MemoryEstimate dp = estimate_memory(c, 4);
+  const MemoryEstimate dp = estimate_memory(resolved(c), 4);
   c.parallel.strategy = Strategy::Zero;
-  const MemoryEstimate z1 = estimate_memory(c, 4);
+  const MemoryEstimate z1 = estimate_memory(resolved(c), 4);
   EXPECT_NEAR(static_cast<double>(z1.optimizer), dp.optimizer / 4.0, 16);
   EXPECT_EQ(z1.params, dp.params);
   c.parallel.zero.stage = 2;
-  const MemoryEstimate z2 = estimate_memory(c, 4);
+  const MemoryEstimate z2 = estimate_memory(resolved(c), 4);
   EXPECT_NEAR(static_cast<double>(z2.grads - dp.grads), dp.grads / 4.0, 16);
   c.parallel.strategy = Strategy::Isp;
   c.parallel.wp = 4;
-  const MemoryEstimate isp = estimate_memory(c, 4);
+  const MemoryEstimate isp = estimate_memory(resolved(c), 4);
   // The weight shard is a quarter of the matrices; the two-slot pool of
   // gathered full weights (here the 50304 x 768 embedding) comes on top.
   const int64_t pool = 2 * int64_t{50304} * 768 * 4;
   EXPECT_NEAR(static_cast<double>(isp.params - pool), dp.params / 4.0, dp.params / 100.0);
   EXPECT_LT(isp.optimizer, dp.optimizer / 3);
   c.parallel.isp.recompute_blocks = c.model.n_layers;
-  EXPECT_LT(estimate_memory(c, 4).activations, isp.activations / 2);
+  EXPECT_LT(estimate_memory(resolved(c), 4).activations, isp.activations / 2);
   // Sizes that overflow 64 bits saturate instead of wrapping.
   c = preset("tiny");
   c.model.d_model = 1 << 20;
   c.model.n_layers = 1 << 30;
-  EXPECT_GT(estimate_memory(c, 1).total(), int64_t{1} << 60);
+  EXPECT_GT(estimate_memory(resolved(c), 1).total(), int64_t{1} << 60);
 }
 
 TEST(MemoryLimits, CgroupFileIsSharedByLocalRanksAndMaxMeansNone) {
@@ -184,13 +184,13 @@ TEST(MemoryLimits, CgroupFileIsSharedByLocalRanksAndMaxMeansNone) {
 
   // The check: refused with the estimate, the limit and the fields; skipped on request.
   write_file(dir / "memory.max", "10000000\n");
-  WorkerConfig c = preset("tiny");
+  const WorkerConfig c = resolved(preset("tiny"));
   try {
     check_memory_fits(c, {{kEnvCgroupMemoryMax, file}});
     ADD_FAILURE() << "a 10 MB cgroup limit must refuse the tiny preset";
   } catch (const ConfigError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("memory: this rank needs about " + format_bytes(estimate_memory(c, 1).total())), std::string::npos) << m;
+    EXPECT_NE(m.find("memory: this rank needs about " + format_bytes(estimate_memory(resolved(c), 1).total())), std::string::npos) << m;
     EXPECT_NE(m.find("but can have 9.5 MiB"), std::string::npos) << m;
     EXPECT_NE(m.find("model.d_model"), std::string::npos) << m;
   }

@@ -263,8 +263,10 @@ const char* kind_name(const YAML::Node& n) {
 // each field was set so later validation errors can point at it.
 class Parser {
  public:
-  explicit Parser(std::string origin, std::string init_from)
-      : origin_(std::move(origin)), init_from_(std::move(init_from)) {}
+  // `shape_unread`: a reader away from the rank's host leaves init_from's
+  // config.json unread and applies no rule (read_config_elsewhere).
+  explicit Parser(std::string origin, std::string init_from, bool shape_unread = false)
+      : origin_(std::move(origin)), init_from_(std::move(init_from)), shape_unread_(shape_unread) {}
 
   WorkerConfig parse(const std::string& text) {
     YAML::Node root;
@@ -311,12 +313,9 @@ class Parser {
         if (key == s.name) return parse_section(cfg, s, value);
       }
     });
+    if (shape_unread_ && !cfg.init_from.empty()) return cfg;
     cfg = with_init_from(std::move(cfg));
-    if (auto problem = find_problem(cfg)) {
-      auto it = lines_.find(problem->path);
-      std::string where = origin_ + (it != lines_.end() ? ":" + std::to_string(it->second) : "");
-      throw ConfigError(where + ": " + problem->path + ": " + problem->message);
-    }
+    if (auto problem = find_problem(cfg)) throw at_field(*problem);
     return cfg;
   }
 
@@ -329,18 +328,21 @@ class Parser {
     if (cfg.init_from.empty()) return cfg;
     std::set<std::string> explicit_fields;
     for (const auto& [path, line] : lines_) explicit_fields.insert(path);
-    if (auto problem = apply_hf_model_config(cfg, explicit_fields)) {
-      auto it = lines_.find(problem->path);
-      std::string where = origin_ + (it != lines_.end() ? ":" + std::to_string(it->second) : "");
-      throw ConfigError(where + ": " + problem->path + ": " + problem->message);
-    }
+    if (auto problem = apply_hf_model_config(cfg, explicit_fields)) throw at_field(*problem);
     return cfg;
+  }
+
+  // A rule's problem, at the line where its field was set.
+  ConfigError at_field(const ConfigProblem& problem) const {
+    auto it = lines_.find(problem.path);
+    std::string where = origin_ + (it != lines_.end() ? ":" + std::to_string(it->second) : "");
+    return ConfigError(where + ": " + problem.path + ": " + problem.message, problem.path, problem.message);
   }
 
   [[noreturn]] void fail(const YAML::Node& at, const std::string& path, const std::string& msg) {
     std::string where = origin_;
     if (at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1);
-    throw ConfigError(where + ": " + (path.empty() ? "" : path + ": ") + msg);
+    throw ConfigError(where + ": " + (path.empty() ? "" : path + ": ") + msg, path, msg);
   }
 
   // Calls fn(key, value) for each entry of `map`, rejecting non-scalar,
@@ -397,6 +399,7 @@ class Parser {
 
   std::string origin_;
   std::string init_from_;  // --init-from, overrides the YAML's
+  bool shape_unread_ = false;
   std::map<std::string, int> lines_;  // field path -> 1-based line where it was set
 };
 
@@ -469,6 +472,22 @@ WorkerConfig load_config_file(const std::string& path, const std::string& init_f
   return parse_config(f.text, path, init_from);
 }
 
+ConfigElsewhere read_config_elsewhere(const std::string& yaml_text, const std::string& origin,
+                                      const std::map<std::string, std::string>& env) {
+  ConfigElsewhere out;
+  out.cfg = Parser(origin, "", /*shape_unread=*/true).parse(yaml_text);
+  out.shape_known = out.cfg.init_from.empty();
+  try {
+    apply_env_overrides(out.cfg, env);
+  } catch (const ConfigError& e) {
+    throw EnvConfigError(e.what(), e.path, e.problem);
+  }
+  if (!out.shape_known) return out;
+  validate(out.cfg);
+  resolve(out.cfg);
+  return out;
+}
+
 void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::string>& env) {
   static const std::pair<const char*, const char*> kOverrides[] = {
       {contract::kEnvSteps, "train.steps"},
@@ -491,8 +510,9 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
     std::string err = assign_from_text(ref, it->second, field->takes_auto);
     // A mode's spelling is charged to its field, as validate() would: "WEFT_DEVICE=tpu: device: 'tpu' is
     // not one of cpu, cuda".
-    if (!err.empty() && is_mode(ref)) throw ConfigError(std::string(var) + "=" + it->second + ": " + path + ": " + err);
-    if (!err.empty()) throw ConfigError(std::string(var) + ": " + err);
+    if (!err.empty() && is_mode(ref))
+      throw ConfigError(std::string(var) + "=" + it->second + ": " + path + ": " + err, path, err);
+    if (!err.empty()) throw ConfigError(std::string(var) + ": " + err, path, err);
     applied[path] = std::string(var) + "=" + it->second;
   }
   std::optional<ConfigProblem> after = find_problem(cfg);
@@ -507,7 +527,7 @@ void apply_env_overrides(WorkerConfig& cfg, const std::map<std::string, std::str
   } else {
     for (const auto& [path, assignment] : applied) cause += (cause.empty() ? "" : ", ") + assignment;
   }
-  throw ConfigError(cause + ": " + after->path + ": " + after->message);
+  throw ConfigError(cause + ": " + after->path + ": " + after->message, after->path, after->message);
 }
 
 void resolve(WorkerConfig& cfg) {

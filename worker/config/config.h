@@ -34,6 +34,14 @@ using contract::ZeroOverlap;
 
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
+  // A problem of one field: what() is "where: path: problem"; `path` (the
+  // field path, "" for the document as a whole) and `problem` are kept apart
+  // for a reader that names the field its own way (the operator's
+  // "spec.worker.<path>").
+  ConfigError(const std::string& what, std::string field_path, std::string field_problem)
+      : std::runtime_error(what), path(std::move(field_path)), problem(std::move(field_problem)) {}
+  std::string path;
+  std::string problem;
 };
 
 // RoPE frequency scaling (model.rope_scaling; Hugging Face's rope_scaling /
@@ -324,6 +332,25 @@ WorkerConfig preset(const std::string& name);
 WorkerConfig parse_config(const std::string& yaml_text, const std::string& origin = "config",
                           const std::string& init_from = "");
 WorkerConfig load_config_file(const std::string& path, const std::string& init_from = "");
+
+// The config a rank would run with `yaml_text` as its config file and `env`
+// as its environment, read where the rank's files are not (weft-operator,
+// from a TrainingJob's spec.worker): parse_config, apply_env_overrides,
+// validate and resolve, the steps weft-worker takes. With init_from set, the
+// model's shape is in that directory's config.json on the rank's host: the
+// fields are parsed as usual (names, types, values) but no rule is applied
+// and nothing is resolved (`shape_known` false); the worker applies them when
+// it starts. A problem the overrides cause is an EnvConfigError (its message
+// names the variable).
+struct ConfigElsewhere {
+  WorkerConfig cfg;
+  bool shape_known = true;
+};
+struct EnvConfigError : ConfigError {
+  using ConfigError::ConfigError;
+};
+ConfigElsewhere read_config_elsewhere(const std::string& yaml_text, const std::string& origin,
+                                      const std::map<std::string, std::string>& env);
 
 // Applies WEFT_* environment overrides (WEFT_STEPS, WEFT_BUCKET_CAP_MB,
 // WEFT_BUCKET_CAP_FILE, WEFT_CHECKPOINT_DIR, WEFT_METRICS_PORT, WEFT_DEVICE,

@@ -332,11 +332,11 @@ std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluati
 }
 
 void validate(const WorkerConfig& cfg) {
-  if (auto p = find_problem(cfg)) throw ConfigError(p->path + ": " + p->message);
+  if (auto p = find_problem(cfg)) throw ConfigError(p->path + ": " + p->message, p->path, p->message);
 }
 
 void validate_for_eval(const WorkerConfig& cfg) {
-  if (auto p = find_problem(cfg, true)) throw ConfigError(p->path + ": " + p->message);
+  if (auto p = find_problem(cfg, true)) throw ConfigError(p->path + ": " + p->message, p->path, p->message);
 }
 
 int scale_to_planned_world(WorkerConfig& cfg, int world, int planned_world) {

@@ -210,7 +210,8 @@ TrainMetrics::TrainMetrics(const WorkerConfig& cfg, int rank, int world,
          "Bytes this rank was estimated to need at its peak before the model was built (weights, "
          "gradients, optimizer state, activations, runtime); compare with weft_memory_bytes")
       .Add({})
-      .Set(static_cast<double>(estimate_memory(cfg, world).total()));
+      // resolve() is idempotent: a config built in code (tests, benchmarks) may not have been through it.
+      .Set(static_cast<double>(estimate_memory(resolved(cfg), world).total()));
   train_steps_.Set(static_cast<double>(cfg.train.steps));
   // comm.simulate: dashboards and benchmarks must be able to tell emulated
   // comm times from real ones.

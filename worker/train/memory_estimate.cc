@@ -74,39 +74,6 @@ std::string per_rank(int local) {
 
 }  // namespace
 
-contract::MemoryEstimateInputs memory_estimate_inputs(const WorkerConfig& cfg, int world) {
-  const ModelConfig& m = cfg.model;
-  const ParallelConfig& p = cfg.parallel;
-  contract::MemoryEstimateInputs in;
-  in.device = cfg.device;
-  in.dtype = cfg.train.dtype;
-  in.vocab_size = m.vocab_size;
-  in.d_model = m.d_model;
-  in.n_layers = m.n_layers;
-  in.n_heads = m.n_heads;
-  in.n_kv_heads = m.n_kv_heads;
-  in.head_dim = m.explicit_head_dim;
-  in.ffn = m.ffn();
-  in.tie_embeddings = m.tie_embeddings;
-  in.micro_batch = cfg.train.micro_batch;
-  in.seq_len = cfg.train.seq_len;
-  in.logits_chunk_mb = cfg.train.logits_chunk_mb;
-  in.recompute = cfg.train.recompute;
-  in.strategy = p.strategy;
-  in.sp = p.sp;
-  in.wp = p.wp;
-  in.bf16_wire = p.bf16_wire;
-  in.zero_stage = p.zero.stage;
-  in.recompute_blocks = p.isp.recompute_blocks;
-  in.wdp_strategy = p.isp.wdp_strategy;
-  in.world = world;
-  return in;
-}
-
-MemoryEstimate estimate_memory(const WorkerConfig& cfg, int world) {
-  return contract::estimate_memory(memory_estimate_inputs(cfg, world));
-}
-
 std::vector<MemoryLimit> host_memory_limits(const std::map<std::string, std::string>& env,
                                             const contract::LaunchEnv& launch) {
   std::vector<MemoryLimit> out;
@@ -162,7 +129,7 @@ void check_memory_fits(const WorkerConfig& cfg, const std::map<std::string, std:
   if (skip != env.end() && !skip->second.empty() && skip->second != "0") return;
   const MemoryEstimate e = estimate_memory(cfg, launch.world);
   const std::string fix =
-      ". " + contract::memory_fix_hint("") + "; " + std::string(kEnvSkipMemoryCheck) + "=1 skips this check";
+      ". " + memory_fix_hint("") + "; " + std::string(kEnvSkipMemoryCheck) + "=1 skips this check";
   MemoryLimit tightest;
   for (const MemoryLimit& l : host_memory_limits(env, launch))
     if (l.bytes >= 0 && (tightest.bytes < 0 || l.bytes < tightest.bytes)) tightest = l;

@@ -4,9 +4,9 @@
 // change, instead of dying in an allocation (a check failure, std::bad_alloc,
 // or the kernel's OOM killer) after minutes of work.
 //
-// The arithmetic is contract/weft_memory_estimate.h, shared with the operator
-// (which compares it with a pod's memory limit before the pods start); this
-// unit feeds it the resolved WorkerConfig and owns the limits and the check.
+// The arithmetic is config/rank_memory.h, which the operator calls too (to
+// compare it with a pod's memory limit before the pods start); this unit owns
+// the limits and the check.
 //
 // Limits, the smallest wins: the cgroup's memory.max (v2) or
 // memory.limit_in_bytes (v1) and /proc/meminfo's MemAvailable, both shared by
@@ -25,22 +25,12 @@
 
 #include "config/config.h"
 #include "launch_env.h"
-#include "weft_memory_estimate.h"
+#include "config/rank_memory.h"
 
 namespace weft {
 
 using contract::kEnvSkipMemoryCheck;  // WEFT_SKIP_MEMORY_CHECK
 inline constexpr const char* kEnvCgroupMemoryMax = "WEFT_CGROUP_MEMORY_MAX";
-
-// The estimate and its parts (weights, gradients, optimizer, activations,
-// initialisation copy, runtime; host and GPU bytes).
-using contract::MemoryEstimate;
-using contract::format_bytes;  // "1.50 GiB", "12.0 MiB"
-
-// The estimate's inputs from a resolved config: `world` ranks in the job
-// (ZeRO shards over it, ISP divides it by sp * wp).
-contract::MemoryEstimateInputs memory_estimate_inputs(const WorkerConfig& cfg, int world);
-MemoryEstimate estimate_memory(const WorkerConfig& cfg, int world);
 
 struct MemoryLimit {
   int64_t bytes = -1;  // < 0: no limit known

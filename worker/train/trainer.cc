@@ -92,7 +92,7 @@ Trainer::Trainer(const WorkerConfig& cfg, TrainerComm comm)
   model_.set_sequence_exchange(sync_->sequence_exchange());
   model_.set_recompute_blocks(traits_.recompute_blocks);
   model_.set_recompute_pointwise(cfg_.train.recompute == Recompute::Pointwise);
-  model_.set_logits_chunk_rows(contract::logits_chunk_rows(cfg_.train.logits_chunk_mb, buffer_->device() == Device::CUDA,
+  model_.set_logits_chunk_rows(logits_chunk_rows(cfg_.train.logits_chunk_mb, buffer_->device() == Device::CUDA,
                                                            cfg_.model.vocab_size,
                                                            static_cast<int>(dtype_size(buffer_->param_dtype()))));
   ops::set_attention_mode(attention_mode(cfg_));

@@ -408,6 +408,13 @@ TEST_F(HostileSpec, CarelessValuesAreNamedAtApplyOrInTheFailedCondition) {
        "spec.template.schedulerName"},
       // procsPerPod "": the API server stores the string, the operator refuses it.
       {[](Json& s) { s["procsPerPod"] = ""; }, "spec.procsPerPod"},
+      // spec.worker by the worker's own rules (the operator reads it with
+      // the worker's parser): fields no operator source names.
+      {[](Json& s) { s["worker"]["model"] = {{"d_model", 130}, {"n_heads", 4}}; }, "spec.worker.model.n_heads: 4 does not divide model.d_model 130"},
+      {[](Json& s) { s["worker"]["optim"] = {{"lr", 1e300}}; }, "spec.worker.optim.lr"},
+      {[](Json& s) { s["worker"]["data"] = {{"shard", "x"}}; }, "spec.worker.data.shard"},
+      {[](Json& s) { s["template"] = {{"env", {{{"name", "WEFT_STEPS"}, {"value", "many"}}}}}; },
+       "spec.template.env: WEFT_STEPS"},
   };
   // The CRD's CEL rules: refused at apply with the rule's message.
   const std::vector<std::tuple<std::function<void(Json&)>, std::string, std::string>> by_cel = {

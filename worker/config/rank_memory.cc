@@ -1,10 +1,10 @@
-#include "weft_memory_estimate.h"
+#include "config/rank_memory.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-namespace weft::contract {
+namespace weft {
 namespace {
 
 // Sizes are computed in double: a config with 10^9 layers must yield a huge
@@ -69,40 +69,40 @@ int64_t logits_chunk_rows(double chunk_mb, bool cuda, int64_t vocab, int working
   return rows < 1 ? 1 : rows > 4e18 ? static_cast<int64_t>(4e18) : static_cast<int64_t>(rows);
 }
 
-bool recompute_pointwise(Recompute recompute, bool cuda) {
-  return recompute == Recompute::Pointwise || (recompute == Recompute::Auto && cuda);
-}
-
-MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
-  const int world = in.world;
-  const bool cuda = in.device == ComputeDevice::Cuda;
-  // The operator reads the TrainingJob's spec unresolved, so auto is read here as the worker's resolve() decides it.
-  const bool bf16 = in.dtype == WorkingDtype::Bf16 || (in.dtype == WorkingDtype::Auto && cuda);
+MemoryEstimate estimate_memory(const WorkerConfig& cfg, int world) {
+  if (cfg.train.dtype == WorkingDtype::Auto)
+    throw ConfigError("train.dtype: auto reached the memory estimate unresolved (resolve() makes it f32 or bf16)");
+  if (cfg.train.recompute == Recompute::Auto)
+    throw ConfigError("train.recompute: auto reached the memory estimate unresolved (resolve() decides it)");
+  const ModelConfig& m = cfg.model;
+  const ParallelConfig& par = cfg.parallel;
+  const bool cuda = cfg.device == ComputeDevice::Cuda;
+  const bool bf16 = cfg.train.dtype == WorkingDtype::Bf16;
   const double wt = bf16 ? 2 : 4;            // bytes per working-dtype element
   const double master = bf16 ? 4 : 0;        // AdamW's f32 master copy
-  const double C = in.d_model, L = in.n_layers, V = in.vocab_size, F = in.ffn;
-  const double Hq = in.n_heads, Hkv = in.n_kv_heads;
-  const double D = in.head_dim > 0 ? in.head_dim : in.n_heads > 0 ? std::floor(C / Hq) : 0;
+  const double C = m.d_model, L = m.n_layers, V = m.vocab_size, F = m.ffn();
+  const double Hq = m.n_heads, Hkv = m.n_kv_heads;
+  const double D = m.head_dim();
   const double Q = Hq * D;  // the query (and attention output) width, C unless head_dim is set
 
   // Parameters (worker/model/llama.h's table): norms are C wide, the rest matrices.
   const double norms = 2 * C * L + C;
   const double block_matrices = 2 * Q * C + 2 * Hkv * D * C + 3 * C * F;
-  const double head = in.tie_embeddings ? 0 : V * C;
+  const double head = m.tie_embeddings ? 0 : V * C;
   const double matrices = V * C + L * block_matrices + head;
   const double P = norms + matrices;
 
   MemoryEstimate e;
   e.on_device = cuda;
-  const bool isp = in.strategy == Strategy::Isp;
+  const bool isp = par.strategy == Strategy::Isp;
   int sp = 1;
   if (!isp) {
     // dp and zero hold the whole model and its f32 gradients.
-    const double wire = in.bf16_wire && world > 1 ? 2 * P : 0;
+    const double wire = par.bf16_wire && world > 1 ? 2 * P : 0;
     e.params = clamp_bytes(wt * P);
-    if (in.strategy == Strategy::Zero && world > 1) {
+    if (par.strategy == Strategy::Zero && world > 1) {
       const double shard = std::ceil(P / world);
-      e.grads = clamp_bytes(4 * P + wire + (in.zero_stage == 2 ? 4 * shard : 0));
+      e.grads = clamp_bytes(4 * P + wire + (par.zero.stage == 2 ? 4 * shard : 0));
       e.optimizer = clamp_bytes((8 + master) * shard);
     } else {
       e.grads = clamp_bytes(4 * P + wire);
@@ -114,17 +114,17 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
     // weights, its f32 gradient scratch and the reduce-scatter staging
     // (worker/parallel/isp.h); the optimizer's moments (and master copy) of
     // the shard, or of its owned part with ZeRO over wdp.
-    sp = std::max(1, in.sp);
-    const int wp = std::max(1, in.wp);
+    sp = std::max(1, par.sp);
+    const int wp = std::max(1, par.wp);
     const int wdp = std::max(1, world / (sp * wp));
     const double S = norms + matrices / wp;
     const double slot = wp > 1 ? std::max({V * C, block_matrices, head}) : 0;
-    const double wire = in.bf16_wire && wdp > 1 ? 2 * S : 0;
-    const bool zero = in.wdp_strategy == WdpStrategy::Zero && wdp > 1;
+    const double wire = par.bf16_wire && wdp > 1 ? 2 * S : 0;
+    const bool zero = par.isp.wdp_strategy == WdpStrategy::Zero && wdp > 1;
     const double owned = zero ? std::ceil(S / wdp) : S;
     e.params = clamp_bytes(wt * S + 2 * slot * wt);
     e.grads = clamp_bytes(4 * S + 2 * slot * 4 + 2 * (slot / wp) * 4 + wire +
-                          (zero && in.zero_stage == 2 ? 4 * owned : 0));
+                          (zero && par.zero.stage == 2 ? 4 * owned : 0));
     e.optimizer = clamp_bytes((8 + master) * owned);
   }
 
@@ -135,22 +135,22 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   // and the SwiGLU product are one shared scratch for every block); then the
   // head, and backward's scratch (with a [N, C] sink for the recomputed
   // blocks' output when there are any).
-  const double T = static_cast<double>(in.seq_len) / sp;
-  const double N = static_cast<double>(in.micro_batch) * T;
+  const double T = static_cast<double>(cfg.train.seq_len) / sp;
+  const double N = static_cast<double>(cfg.train.micro_batch) * T;
   const double kv = Hkv * D;
   // Under sequence parallelism each rank holds S positions of H/sp KV heads,
   // or of one head when the KV heads are replicated up to sp; replication
   // adds two [N, sp, D] staging tensors (Llama::kvx_).
   const double kv_split = std::max(Hkv, static_cast<double>(sp)) * D;
   const double kv_stage = sp > 1 && sp > Hkv ? 2 * sp * D : 0;
-  const bool pointwise = recompute_pointwise(in.recompute, cuda);
+  const bool pointwise = cfg.train.recompute == Recompute::Pointwise;
   const double block = N * wt * (pointwise ? C + 2 * Q + 2 * kv + 2 * F : 3 * C + 2 * Q + 2 * kv + 3 * F) +
                        N * 4 * (2 + Hq) + (sp > 1 ? N * wt * (2 * Q + 2 * kv_split) : 0);
-  const double recompute = isp ? std::clamp<double>(in.recompute_blocks, 0, L) : 0;
+  const double recompute = isp ? std::clamp<double>(par.isp.recompute_blocks, 0, L) : 0;
   const double blocks = L * N * C * wt + (L - recompute) * block + (recompute > 0 ? block : 0) +
                         (pointwise ? N * wt * (C + F) : 0);
   // The logits: N rows, or a chunk of them (recomputed in backward).
-  const double chunk = static_cast<double>(logits_chunk_rows(in.logits_chunk_mb, cuda, in.vocab_size, bf16 ? 2 : 4));
+  const double chunk = static_cast<double>(logits_chunk_rows(cfg.train.logits_chunk_mb, cuda, m.vocab_size, bf16 ? 2 : 4));
   const double logit_rows = chunk > 0 ? std::min(N, chunk) : N;
   const double head_acts = N * 4 * 4 + logit_rows * wt * V +
                            N * wt * ((recompute > 0 ? 5 : 4) * C + 2 * Q + 2 * kv + 3 * F) +
@@ -166,4 +166,4 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   return e;
 }
 
-}  // namespace weft::contract
+}  // namespace weft
