@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "canned_exposition.h"
 #include "integration/harness.h"
@@ -179,11 +180,19 @@ TEST_F(Poller, AStragglerIsNamedFromEveryRanksPace) {
   EXPECT_NE(c["message"].get<std::string>().find("2.00x the gang's median 0.100 s"), std::string::npos) << c.dump();
   EXPECT_NE(op_->metrics_text().find("weft_operator_stragglers_total{action=\"none\"} 1"), std::string::npos)
       << op_->metrics_text();
-  auto events = admin_api().list(kube::kEvents, ns_.name());
-  ASSERT_TRUE(events.ok());
-  int named = 0;
-  for (const auto& e : events->items) named += e.value("reason", "") == tj::kReasonSlowRank;
-  EXPECT_EQ(named, 1) << "named once, not at every round";
+  // The event is written after the status that carries the condition
+  // (finish() writes the status first): wait for it, then let more rounds
+  // pass, which must not name the rank again.
+  auto named = [&] {
+    auto events = admin_api().list(kube::kEvents, ns_.name());
+    int n = 0;
+    if (events.ok())
+      for (const auto& e : events->items) n += e.value("reason", "") == tj::kReasonSlowRank;
+    return n;
+  };
+  ASSERT_TRUE(eventually([&] { return named() >= 1; }, 30s)) << "no SlowRank event";
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(named(), 1) << "named once, not at every round";
 }
 
 }  // namespace
