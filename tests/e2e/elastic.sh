@@ -40,10 +40,6 @@ _past() { [ "$(logged_step)" -ge "$1" ] 2>/dev/null; }
 size_is() { tj_field_is elastic .status.elastic.size "$1"; }
 all_ready() { phase_is elastic Running && [ "$(tj_field elastic .status.readyReplicas)" = "$1" ]; }
 condition() { tj_field elastic ".status.conditions[?(@.type==\"$1\")].$2"; }
-event_reasons() { kubectl get events -n "$NS" --field-selector involvedObject.name=elastic -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}'; }
-# Read whole before grep -q looks (its early exit would fail kubectl with
-# SIGPIPE under pipefail), and again until the event shows.
-has_event() { local r; r=$(event_reasons 2>/dev/null); grep -qx "$1" <<< "$r"; }
 
 # 1. Four pods train.
 wait_for 90 "4 ranks training" all_ready 4
@@ -73,7 +69,7 @@ at=$(logged_step)
 wait_for 120 "30 steps on 2 pods" _past $((at + 30))
 echo "---- kubectl get tj elastic (2 of 4 pods)"
 kubectl get tj elastic -n "$NS"
-wait_for 30 "a Shrunk event" has_event Shrunk
+wait_for 30 "a Shrunk event" has_event elastic Shrunk
 
 # 3. The node comes back: the gang grows to 4 pods again.
 kubectl uncordon "$lost" >/dev/null || fail "kubectl uncordon $lost"
@@ -83,7 +79,7 @@ wait_for 120 "the gang back at 4 pods" size_is 4/4
 wait_for 120 "4 ranks training again" all_ready 4
 [ "$(condition FullSize status)" = True ] || fail "FullSize '$(condition FullSize status)' after growing back"
 log "grown back: $(condition FullSize message); resizes $(tj_field elastic .status.elastic.resizes)"
-wait_for 30 "a Growing event" has_event Growing
+wait_for 30 "a Growing event" has_event elastic Growing
 
 wait_for 300 "phase Succeeded" phase_is elastic Succeeded
 echo "---- kubectl describe tj elastic (done)"

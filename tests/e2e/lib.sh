@@ -68,6 +68,16 @@ kubectl create namespace "$NS" >/dev/null || fail "cannot create namespace"
 for _ in $(seq 1 100); do kubectl get sa default -n "$NS" >/dev/null 2>&1 && break; sleep 0.1; done
 
 tj_field() { kubectl get tj "$1" -n "$NS" -o jsonpath="{$2}" 2>/dev/null; }
+# has_event OBJECT REASON [TYPE]: whether an object of this namespace (by
+# name) has an event of that reason (and type). The list is read whole before
+# grep looks: grep -q's early exit would fail kubectl with SIGPIPE under
+# pipefail.
+has_event() {
+  local e
+  e=$(kubectl get events -n "$NS" --field-selector "involvedObject.name=$1" \
+        -o jsonpath='{range .items[*]}{.type} {.reason}{"\n"}{end}' 2>/dev/null)
+  if [ -n "${3:-}" ]; then grep -qx "$3 $2" <<<"$e"; else grep -q " $2\$" <<<"$e"; fi
+}
 # wait_for SECONDS DESCRIPTION COMMAND...: polls every 0.2 s.
 wait_for() {
   local secs=$1 what=$2; shift 2

@@ -38,8 +38,6 @@ EOF
 }
 condition() { tj_field "$1" ".status.conditions[?(@.type==\"$2\")].$3"; }
 has_reason() { [ "$(condition "$1" "$2" reason)" = "$3" ]; }
-events_of() { kubectl get events -n "$NS" --field-selector "involvedObject.name=$1" -o jsonpath='{range .items[*]}{.type} {.reason}{"\n"}{end}' 2>/dev/null; }
-has_event() { local e; e=$(events_of "$1"); grep -qx "$2" <<<"$e"; }
 
 # The three jobs at once; their checks in turn.
 # The worker refuses a limit it cannot train in (exit 1, BadConfig) unless
@@ -66,7 +64,7 @@ msg=$(condition absent Ready message)
 grep -q "pod absent-0 (rank 0) cannot start: ErrImageNeverPull" <<<"$msg" || fail "Ready condition: $msg"
 grep -q "ghcr.io/weft-dev/weft-worker:absent" <<<"$msg" || fail "the Ready condition does not name the image: $msg"
 [ "$(tj_field absent .status.phase)" = Pending ] || fail "phase $(tj_field absent .status.phase) before the deadline"
-wait_for 30 "a Warning ImageNotPresent event" has_event absent "Warning ImageNotPresent"
+wait_for 30 "a Warning ImageNotPresent event" has_event absent ImageNotPresent Warning
 log "1. $msg"
 wait_for 60 "phase Failed at the start deadline" phase_is absent Failed
 fmsg=$(condition absent Failed message)

@@ -34,17 +34,11 @@ step_column_matches() {
 wait_for 120 "status.progress.evalLoss from rank 0's weft_eval_loss" tj_field_set tiny-cpu .status.progress.evalLoss
 wait_for 30 "the STEP, LOSS, EVAL and TOKENS/S columns showing status.progress" step_column_matches
 log "progress: $(tj_field tiny-cpu .status.progress) | kubectl get tj: $row"
-# On a real node the pod's working directory (its /tmp, an emptyDir) goes
-# with the container: copied while rank 0 serves its final metrics
-# (metrics.linger_seconds, 15 s by default) after "training done".
-if [ "$RUNTIME" = containerd ]; then
-  trained() { grep -q "training done" $(logs_of tiny-cpu-0) /dev/null 2>/dev/null; }
-  wait_for 300 "rank 0 logged training done" trained
-  node0=$(kubectl get pod tiny-cpu-0 -n "$NS" -o jsonpath='{.spec.nodeName}')
-  scratch=$CLUSTER/nodes/$node0/kubelet/pods/$(pod_uid tiny-cpu-0)/volumes/kubernetes.io~empty-dir/weft-tmp
-  rm -rf "$CLUSTER/$NS-work"
-  cp -a "$scratch" "$CLUSTER/$NS-work" || fail "copying rank 0's /tmp from $scratch"
-fi
+# Rank 0's working directory: on a real node its /tmp (an emptyDir, which
+# goes with the container), copied by workdir_of while rank 0 serves its
+# final metrics (metrics.linger_seconds) after "training done"; under
+# weft-node its pod's own dir.
+work=$(workdir_of tiny-cpu-0) || fail "rank 0's working directory"
 wait_for 300 "phase Succeeded" phase_is tiny-cpu Succeeded
 log "Succeeded: $(kubectl get tj tiny-cpu -n "$NS" --no-headers)"
 # status.progress is final, not the last scrape's: rank 0's termination
@@ -58,10 +52,6 @@ for r in 0 1; do
   code=$(kubectl get pod "tiny-cpu-$r" -n "$NS" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
   [ "$code" = 0 ] || fail "rank $r exit code '$code'"
 done
-# Rank 0 ran with its working directory in the pod's own dir on the node
-# (weft-node), or in its /tmp (the image's WORKDIR; copied above).
-if [ "$RUNTIME" = containerd ]; then work=$CLUSTER/$NS-work
-else work=$STATE/pods/$(pod_uid tiny-cpu-0)/work; fi
 summary=$work/runs/weft/summary.json
 [ -f "$summary" ] || fail "no $summary"
 steps=$(python3 -c "import json;print(json.load(open('$summary'))['steps_done'])")
@@ -75,6 +65,6 @@ kubectl get cm tiny-cpu-config -n "$NS" -o jsonpath='{.data.config\.yaml}' > "$C
 out=$("$BIN/weft-worker" "$CLUSTER/$NS.yaml" --checkpoint-dir "$ckpt" --out "$CLUSTER/$NS-resume" 2>&1) \
   || fail "resuming from $ckpt: $out"
 grep -q "resumed from $ckpt/step-200" <<<"$out" || fail "checkpoint not loaded: $out"
-rm -rf "$CLUSTER/$NS.yaml" "$CLUSTER/$NS-resume" "$CLUSTER/$NS-work"
+rm -rf "$CLUSTER/$NS.yaml" "$CLUSTER/$NS-resume"  # finish removes the copied work dir
 log "PASS: 2 ranks trained 200 steps, checkpoint $ckpt/step-200 loads"
 finish 0
