@@ -199,8 +199,8 @@ TEST(OneSchema, WeftWorkerPrintsTheOperatorsReadingOfTheConfigMap) {
 }
 
 // init_from's config.json is inside the pod: the operator reads and types
-// the fields, applies no rule that involves the model's shape, and does not
-// estimate.
+// the fields and applies every rule that does not read the model section;
+// those that do are the worker's at start, and there is no estimate.
 TEST(OneSchema, InitFromLeavesTheModelsRulesToTheWorker) {
   std::vector<tj::SpecError> errors;
   const tj::TrainingJobSpec s =
@@ -210,10 +210,24 @@ TEST(OneSchema, InitFromLeavesTheModelsRulesToTheWorker) {
   const tj::MemoryCheck m = tj::check_memory(s);
   EXPECT_EQ(m.reason, tj::kReasonNotEstimated);
   EXPECT_NE(m.message.find("spec.worker.init_from is set"), std::string::npos) << m.message;
-  // A field of the wrong form is still refused.
-  spec_of("init_from: /models/llama\ntrain: {dtype: fp16}\n", 2, Json::array(), &errors);
-  ASSERT_EQ(errors.size(), 1u) << tj::describe(errors);
-  EXPECT_EQ(errors[0].field, "spec.worker.train.dtype");
+  // A field of the wrong form, and a rule that does not read the model, are
+  // still refused, in the worker's words.
+  for (const auto& [yaml, field] : std::vector<std::pair<std::string, std::string>>{
+           {"train: {dtype: fp16}\n", "spec.worker.train.dtype"},
+           {"metrics: {port: 70000}\n", "spec.worker.metrics.port"},
+           {"parallel: {strategy: dp, sp: 2}\n", "spec.worker.parallel.strategy"},
+           {"optim: {lr: 1.0e+300}\n", "spec.worker.optim.lr"},
+           {"parallel: {strategy: isp, sp: 3}\ntrain: {seq_len: 64}\n", "spec.worker.parallel.sp"}}) {
+    SCOPED_TRACE(yaml);
+    errors.clear();
+    spec_of("init_from: /models/llama\n" + yaml, 6, Json::array(), &errors);
+    ASSERT_EQ(errors.size(), 1u) << tj::describe(errors);
+    EXPECT_EQ(errors[0].field, field);
+  }
+  // An ISP layout the model may or may not split into is config.json's to say.
+  errors.clear();
+  spec_of("init_from: /models/llama\nparallel: {strategy: isp, wp: 3}\n", 6, Json::array(), &errors);
+  EXPECT_TRUE(errors.empty()) << tj::describe(errors);
 }
 
 // The shipped examples: each passes the operator and fits its limit.

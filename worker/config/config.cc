@@ -482,7 +482,11 @@ ConfigElsewhere read_config_elsewhere(const std::string& yaml_text, const std::s
   } catch (const ConfigError& e) {
     throw EnvConfigError(e.what(), e.path, e.problem);
   }
-  if (!out.shape_known) return out;
+  if (!out.shape_known) {
+    if (auto p = find_problem(out.cfg, false, /*shape_known=*/false))
+      throw ConfigError(p->path + ": " + p->message, p->path, p->message);
+    return out;
+  }
   validate(out.cfg);
   resolve(out.cfg);
   return out;

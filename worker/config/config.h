@@ -338,9 +338,9 @@ WorkerConfig load_config_file(const std::string& path, const std::string& init_f
 // from a TrainingJob's spec.worker): parse_config, apply_env_overrides,
 // validate and resolve, the steps weft-worker takes. With init_from set, the
 // model's shape is in that directory's config.json on the rank's host: the
-// fields are parsed as usual (names, types, values) but no rule is applied
-// and nothing is resolved (`shape_known` false); the worker applies them when
-// it starts. A problem the overrides cause is an EnvConfigError (its message
+// fields are parsed as usual (names, types, values) and the rules that do not
+// read the model section apply; the others are the worker's when it starts
+// (`shape_known` false, nothing resolved). A problem the overrides cause is an EnvConfigError (its message
 // names the variable).
 struct ConfigElsewhere {
   WorkerConfig cfg;
@@ -400,6 +400,10 @@ struct ConfigProblem {
 std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg);
 // `evaluating`: the eval.* rules apply even with eval.every 0 (--eval).
 std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluating);
+// `shape_known` false: the model section is not the model's (init_from's
+// config.json is read elsewhere), so every rule that reads it is skipped and
+// the rest apply.
+std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluating, bool shape_known);
 
 // The run fingerprint's settings: every field as (path, value text) in the
 // field table's order, except the per-rank ones (kPerRankSettings: a rank's

@@ -140,12 +140,15 @@ void check_model(Checker& c, const ModelConfig& m) {
   check_rope_scaling(c, m.rope_scaling);
 }
 
-void check_train(Checker& c, const TrainConfig& t, const ModelConfig& m) {
+// `m` is null when the model's shape is not known here (init_from's
+// config.json read elsewhere): the rules that read it are skipped.
+void check_train(Checker& c, const TrainConfig& t, const ModelConfig* m) {
   c.positive(t.steps, "train.steps");
   c.positive(t.micro_batch, "train.micro_batch");
   c.positive(t.seq_len, "train.seq_len");
-  c.require(t.seq_len <= m.max_seq_len, "train.seq_len",
-            num(t.seq_len) + " exceeds model.max_seq_len " + num(m.max_seq_len));
+  if (m)
+    c.require(t.seq_len <= m->max_seq_len, "train.seq_len",
+              num(t.seq_len) + " exceeds model.max_seq_len " + num(m->max_seq_len));
   c.positive(t.grad_accum, "train.grad_accum");
   c.at_most(t.grad_accum, kMaxGradAccum, "train.grad_accum", " micro-batches per step");
   c.non_negative(t.log_every, "train.log_every");
@@ -173,7 +176,7 @@ void check_optim(Checker& c, const OptimConfig& o) {
 
 // Packed documents (data.document_boundaries eos): every kernel implements
 // them but cuDNN's attention.
-void check_documents(Checker& c, const WorkerConfig& cfg) {
+void check_documents(Checker& c, const WorkerConfig& cfg, bool shape_known) {
   const DataConfig& d = cfg.data;
   if (!d.packs_documents()) {
     c.require(d.eos_token == -1, "data.eos_token",
@@ -181,7 +184,7 @@ void check_documents(Checker& c, const WorkerConfig& cfg) {
               "attention inside documents, or remove data.eos_token");
     return;
   }
-  c.require(d.eos_token >= 0 && d.eos_token < cfg.model.vocab_size, "data.eos_token",
+  c.require(d.eos_token >= 0 && (!shape_known || d.eos_token < cfg.model.vocab_size), "data.eos_token",
             d.eos_token == -1 ? std::string("must be set with data.document_boundaries eos (the token that ends a "
                                             "document, e.g. 50256 for GPT-2's <|endoftext|>)")
                               : num(d.eos_token) + " is outside the vocabulary (model.vocab_size " +
@@ -192,7 +195,7 @@ void check_documents(Checker& c, const WorkerConfig& cfg) {
             "mask), but train.attention is cudnn; set it to auto or simt");
 }
 
-void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
+void check_data(Checker& c, const DataConfig& d, const ModelConfig* m) {
   if (d.source == DataSource::Shards) {
     c.require(!d.shards.empty(), "data.shards",
               "data.source is 'shards' but no glob of shard files is given");
@@ -204,9 +207,10 @@ void check_data(Checker& c, const DataConfig& d, const ModelConfig& m) {
               "is set ('" + d.shards + "') but data.source is 'synthetic'; set data.source: shards to train on "
               "them, or remove data.shards");
     c.require(d.branching >= 1, "data.branching", "must be >= 1, got " + num(d.branching));
-    c.require(d.branching <= m.vocab_size, "data.branching",
-              num(d.branching) + " exceeds model.vocab_size " + num(m.vocab_size) +
-                  " (successors of a state are distinct tokens)");
+    if (m)
+      c.require(d.branching <= m->vocab_size, "data.branching",
+                num(d.branching) + " exceeds model.vocab_size " + num(m->vocab_size) +
+                    " (successors of a state are distinct tokens)");
   }
 }
 
@@ -239,19 +243,27 @@ void check_eval(Checker& c, const EvalConfig& e, const DataConfig& d, bool evalu
 
 // ISP layouts the model cannot be split into. The world size is checked where
 // it is known (RankGrid: parallel.sp and parallel.wp must divide it).
-void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const TrainConfig& t) {
-  c.require(p.isp.recompute_blocks >= 0 && p.isp.recompute_blocks <= m.n_layers, "parallel.isp.recompute_blocks",
-            "must be in [0, model.n_layers = " + num(m.n_layers) + "], got " + num(p.isp.recompute_blocks));
+void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig* shape, const TrainConfig& t) {
+  if (shape)
+    c.require(p.isp.recompute_blocks >= 0 && p.isp.recompute_blocks <= shape->n_layers, "parallel.isp.recompute_blocks",
+              "must be in [0, model.n_layers = " + num(shape->n_layers) + "], got " + num(p.isp.recompute_blocks));
+  else
+    c.require(p.isp.recompute_blocks >= 0, "parallel.isp.recompute_blocks",
+              "must be >= 0, got " + num(p.isp.recompute_blocks));
   if (p.sp > 1) {
-    c.require(m.n_heads % p.sp == 0, "parallel.sp",
-              num(p.sp) + " does not divide model.n_heads " + num(m.n_heads) + " (attention is split by heads)");
-    // Fewer KV heads than sp ranks are replicated until each rank has one.
-    c.require(m.n_kv_heads % p.sp == 0 || p.sp % m.n_kv_heads == 0, "parallel.sp",
-              num(p.sp) + " neither divides model.n_kv_heads " + num(m.n_kv_heads) +
-                  " nor is a multiple of it (attention is split by heads; KV heads are replicated up to sp)");
+    if (shape) {
+      c.require(shape->n_heads % p.sp == 0, "parallel.sp",
+                num(p.sp) + " does not divide model.n_heads " + num(shape->n_heads) + " (attention is split by heads)");
+      // Fewer KV heads than sp ranks are replicated until each rank has one.
+      c.require(shape->n_kv_heads % p.sp == 0 || p.sp % shape->n_kv_heads == 0, "parallel.sp",
+                num(p.sp) + " neither divides model.n_kv_heads " + num(shape->n_kv_heads) +
+                    " nor is a multiple of it (attention is split by heads; KV heads are replicated up to sp)");
+    }
     c.require(t.seq_len % p.sp == 0, "parallel.sp",
               num(p.sp) + " does not divide train.seq_len " + num(t.seq_len) + " (each rank holds seq_len/sp positions)");
   }
+  if (!shape) return;
+  const ModelConfig& m = *shape;
   if (p.wp > 1) {
     const int D = m.n_heads > 0 ? m.head_dim() : 0;
     const std::pair<const char*, int> out_dims[] = {
@@ -267,7 +279,7 @@ void check_isp(Checker& c, const ParallelConfig& p, const ModelConfig& m, const 
   }
 }
 
-void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig& m, const TrainConfig& t) {
+void check_parallel(Checker& c, const ParallelConfig& p, const ModelConfig* m, const TrainConfig& t) {
   c.require(p.sp >= 1, "parallel.sp", "must be >= 1, got " + num(p.sp));
   c.require(p.wp >= 1, "parallel.wp", "must be >= 1, got " + num(p.wp));
   c.require(p.strategy == Strategy::Isp || (p.sp == 1 && p.wp == 1), "parallel.strategy",
@@ -307,19 +319,26 @@ void check_comm(Checker& c, const CommConfig& k, ComputeDevice device) {
 std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg) { return find_problem(cfg, false); }
 
 std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluating) {
+  return find_problem(cfg, evaluating, /*shape_known=*/true);
+}
+
+std::optional<ConfigProblem> find_problem(const WorkerConfig& cfg, bool evaluating, bool shape_known) {
   Checker c;
-  check_model(c, cfg.model);
-  // weft's CUDA attention holds a head's row in registers: D <= 128 (kernels/cuda/cuda_ops.h).
-  if (c.ok() && cfg.device == ComputeDevice::Cuda)  // head_dim() divides by n_heads, checked above
-    c.require(cfg.model.head_dim() <= 128, "model.head_dim",
-              num(cfg.model.head_dim()) + " exceeds 128, the widest head weft's CUDA attention computes");
-  check_train(c, cfg.train, cfg.model);
+  const ModelConfig* shape = shape_known ? &cfg.model : nullptr;
+  if (shape) {
+    check_model(c, cfg.model);
+    // weft's CUDA attention holds a head's row in registers: D <= 128 (kernels/cuda/cuda_ops.h).
+    if (c.ok() && cfg.device == ComputeDevice::Cuda)  // head_dim() divides by n_heads, checked above
+      c.require(cfg.model.head_dim() <= 128, "model.head_dim",
+                num(cfg.model.head_dim()) + " exceeds 128, the widest head weft's CUDA attention computes");
+  }
+  check_train(c, cfg.train, shape);
   check_optim(c, cfg.optim);
-  check_data(c, cfg.data, cfg.model);
-  check_documents(c, cfg);
+  check_data(c, cfg.data, shape);
+  check_documents(c, cfg, shape_known);
   check_checkpoint(c, cfg.checkpoint);
   check_eval(c, cfg.eval, cfg.data, evaluating || cfg.eval.every > 0);
-  check_parallel(c, cfg.parallel, cfg.model, cfg.train);
+  check_parallel(c, cfg.parallel, shape, cfg.train);
   check_comm(c, cfg.comm, cfg.device);
   c.require(cfg.metrics.port >= 0 && cfg.metrics.port <= 65535, "metrics.port",
             "must be in [0, 65535], got " + num(cfg.metrics.port));
